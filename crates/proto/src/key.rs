@@ -1,0 +1,162 @@
+//! Series keys as Etsy statsd builds them: the metric name, then DogStatsD tags rendered as
+//! Graphite tags (`;k=v`), then `keyNameSanitize`.
+
+use crate::Tags;
+
+/// Appends the series key for `name` with `tags` to `out`, as Etsy statsd 0.10 names it.
+///
+/// Each tag is appended as `;tag` with its first `;` turned into `_` and its first `:` into
+/// `=` (`env:prod` becomes `;env=prod`). With `sanitize` the whole key is then cleaned by
+/// [`push_sanitized`]; without it the bytes are kept (invalid UTF-8 becomes U+FFFD).
+pub fn push_series_key(out: &mut String, name: &[u8], tags: Tags<'_>, sanitize: bool) {
+    let push = if sanitize { push_sanitized } else { push_lossy };
+    push(out, name);
+    for tag in tags.iter() {
+        out.push(';');
+        push_tag(out, tag, push);
+    }
+}
+
+fn push_tag(out: &mut String, tag: &[u8], push: fn(&mut String, &[u8])) {
+    let semicolon = tag.iter().position(|&b| b == b';');
+    let colon = tag.iter().position(|&b| b == b':');
+    let mut start = 0;
+    for index in 0..tag.len() {
+        let replacement: &[u8] = if Some(index) == semicolon {
+            b"_"
+        } else if Some(index) == colon {
+            b"="
+        } else {
+            continue;
+        };
+        push(out, &tag[start..index]);
+        push(out, replacement);
+        start = index + 1;
+    }
+    push(out, &tag[start..]);
+}
+
+/// Returns `name` as a key when it needs no change at all: plain ASCII made only of
+/// characters Etsy keeps. The fast path for the common case.
+pub fn already_clean(name: &[u8]) -> Option<&str> {
+    if name.iter().all(|&b| is_kept(b)) {
+        // Only ASCII bytes pass `is_kept`.
+        std::str::from_utf8(name).ok()
+    } else {
+        None
+    }
+}
+
+/// Appends `raw` cleaned by Etsy's `keyNameSanitize` rules, in Etsy's order: every run of
+/// whitespace (JavaScript's `\s`, Unicode spaces included) becomes one `_`, every `/` becomes
+/// `-`, and every character outside `[A-Za-z0-9_.;=-]` is deleted (`café` becomes `caf`).
+pub fn push_sanitized(out: &mut String, raw: &[u8]) {
+    let mut in_space_run = false;
+    for chunk in raw.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let space = is_js_space(c);
+            if space && !in_space_run {
+                out.push('_');
+            } else if c == '/' {
+                out.push('-');
+            } else if c.is_ascii() && is_kept(c as u8) {
+                out.push(c);
+            }
+            in_space_run = space;
+        }
+        if !chunk.invalid().is_empty() {
+            // Decoded as U+FFFD: not a space, and deleted.
+            in_space_run = false;
+        }
+    }
+}
+
+fn push_lossy(out: &mut String, raw: &[u8]) {
+    out.push_str(&String::from_utf8_lossy(raw));
+}
+
+/// The characters Etsy's sanitiser keeps.
+pub fn is_kept(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b';' | b'=' | b'-')
+}
+
+/// JavaScript's `\s` class (which is not Rust's `char::is_whitespace`: it has U+FEFF and lacks
+/// U+0085).
+fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n'
+            | '\u{0b}'
+            | '\u{0c}'
+            | '\r'
+            | ' '
+            | '\u{a0}'
+            | '\u{1680}'
+            | '\u{2000}'..='\u{200a}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202f}'
+            | '\u{205f}'
+            | '\u{3000}'
+            | '\u{feff}'
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sanitized(raw: &[u8]) -> String {
+        let mut out = String::new();
+        push_sanitized(&mut out, raw);
+        out
+    }
+
+    #[test]
+    fn sanitises_like_etsy() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"a b/c!d", "a_b-cd"),
+            (b"t  multi\t space", "t_multi_space"),
+            (b"k=v;z", "k=v;z"),
+            ("café".as_bytes(), "caf"),
+            (b"", ""),
+            (b"a \x01 b", "a__b"),
+            ("a\u{a0}\u{2003}b".as_bytes(), "a_b"),
+            ("a\u{85}b".as_bytes(), "ab"),
+            (b"\xff\xfe", ""),
+            (b"x\xff y", "x_y"),
+            (b"path/to/x", "path-to-x"),
+            (b"UPPER.lower-09_", "UPPER.lower-09_"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(sanitized(raw), *want, "input {:?}", String::from_utf8_lossy(raw));
+        }
+    }
+
+    #[test]
+    fn renders_tags_like_etsy() {
+        let cases: &[(&[u8], &[u8], bool, &str)] = &[
+            (b"tg", b"env:prod,role;x", true, "tg;env=prod;role_x"),
+            (b"tg2", b"a:b", true, "tg2;a=b"),
+            (b"k", b"", true, "k"),
+            (b"k", b"a:b:c", true, "k;a=bc"),
+            (b"k", b"a:b:c", false, "k;a=b:c"),
+            (b"k", b"x:1;2", true, "k;x=1_2"),
+            (b"k", b"bare,,other", true, "k;bare;other"),
+            (b"a b", b"t:x y", true, "a_b;t=x_y"),
+            (b"a b", b"t:x y", false, "a b;t=x y"),
+        ];
+        for (name, tags, sanitize, want) in cases {
+            let mut out = String::new();
+            push_series_key(&mut out, name, Tags::new(tags), *sanitize);
+            assert_eq!(out, *want);
+        }
+    }
+
+    #[test]
+    fn clean_names_take_the_fast_path() {
+        assert_eq!(already_clean(b"a.b-c_d;e=f"), Some("a.b-c_d;e=f"));
+        assert_eq!(already_clean(b"a b"), None);
+        assert_eq!(already_clean("é".as_bytes()), None);
+    }
+}

@@ -1,0 +1,73 @@
+//! Property tests: the parser never panics, and every accepted metric re-encodes to a line that
+//! parses back to the same metric.
+
+use proptest::prelude::*;
+use proto::encode::encode_metric;
+use proto::{lines, parse_line, Line, Metric};
+
+fn metrics_of(line: &[u8]) -> Vec<Metric<'_>> {
+    match parse_line(line) {
+        Line::Metrics(values) => values.filter_map(Result::ok).collect(),
+        Line::Event | Line::ServiceCheck => Vec::new(),
+    }
+}
+
+/// Lines shaped like statsd, with every field drawn from valid and invalid choices.
+fn statsd_like() -> impl Strategy<Value = Vec<u8>> {
+    let name = "[a-zA-Z0-9._ /;=:-]{0,12}";
+    let value = prop_oneof![
+        "[-+]?[0-9]{1,6}(\\.[0-9]{0,3})?(e[-+]?[0-9])?",
+        Just("Infinity".to_string()),
+        Just("0x1f".to_string()),
+        "[a-z]{0,3}",
+        Just(String::new()),
+    ];
+    let kind = prop_oneof!["c", "ms", "g", "s", "h", "d", "zz", "", " c"];
+    let rate = prop_oneof![Just(String::new()), "\\|@[-+]?[0-9]?\\.?[0-9]{0,2}(e-1)?", "\\|[a-z]{1,3}"];
+    let group = (value, kind, rate).prop_map(|(v, k, r)| format!("{v}|{k}{r}"));
+    let groups = prop::collection::vec(group, 1..4).prop_map(|g| g.join(":"));
+    let tail = prop_oneof![
+        Just(String::new()),
+        "\\|#[a-z:;,]{0,10}",
+        "\\|#[a-z]{1,3}:[a-z]{1,3}\\|c:ci-[0-9a-f]{4}",
+        "\\|T[0-9]{1,10}",
+        "\\|card:low\\|e:it-false",
+    ];
+    (name, groups, tail).prop_map(|(n, g, t)| format!("{n}:{g}{t}").into_bytes())
+}
+
+fn assert_round_trip(line: &[u8]) {
+    for metric in metrics_of(line) {
+        let mut encoded = Vec::new();
+        encode_metric(&metric, &mut encoded);
+        let again = metrics_of(&encoded);
+        assert_eq!(again, vec![metric], "line {:?} encoded as {:?}", line_text(line), line_text(&encoded));
+    }
+}
+
+fn line_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn never_panics_on_any_bytes(packet in prop::collection::vec(any::<u8>(), 0..300)) {
+        for line in lines(&packet) {
+            if let Line::Metrics(values) = parse_line(line) {
+                values.for_each(drop);
+            }
+        }
+    }
+
+    #[test]
+    fn accepted_lines_round_trip(line in statsd_like()) {
+        assert_round_trip(&line);
+    }
+
+    #[test]
+    fn random_bytes_round_trip(line in prop::collection::vec(any::<u8>(), 0..60)) {
+        assert_round_trip(&line);
+    }
+}
