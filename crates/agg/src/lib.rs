@@ -1,1 +1,20 @@
-pub fn x(){}
+//! Aggregation: per-reader [`Table`]s filled by the ingest threads, one [`Aggregator`] that
+//! absorbs them and flushes, and the immutable [`Snapshot`] every sink reads.
+//!
+//! Etsy statsd's semantics, exactly: counters scaled by sample rate, gauges with delta rules,
+//! timer statistics computed in Etsy's arithmetic order, sets, histogram bins, and the
+//! reset/delete rules after a flush. No clocks are read here; times are arguments.
+
+#![deny(missing_docs)]
+
+mod aggregator;
+pub mod config;
+pub mod jsfmt;
+mod snapshot;
+mod table;
+mod timer;
+
+pub use aggregator::{Aggregator, MetricType};
+pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
+pub use snapshot::{BinCounts, CounterPoint, GaugePoint, PercentileStat, SetPoint, Snapshot, TimerPoint, TimerStat};
+pub use table::{apply_delta, GaugeUpdate, IngestCounts, Table, TimerSamples};

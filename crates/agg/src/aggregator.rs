@@ -1,0 +1,385 @@
+//! The flusher's state: everything that outlives one interval (gauges, known keys, totals).
+//!
+//! Reader tables are absorbed into it (any time: absorbing early only moves data forward into
+//! the current interval), then [`Aggregator::flush`] derives a [`Snapshot`] and resets per
+//! Etsy's delete rules. It never reads a clock: the caller passes the time.
+
+use std::sync::Arc;
+
+use hashbrown::{HashMap, HashSet};
+use proto::ParseError;
+
+use crate::config::AggConfig;
+use crate::snapshot::{CounterPoint, GaugePoint, SetPoint, Snapshot, TimerPoint};
+use crate::table::{IngestCounts, Table, TimerSamples};
+use crate::timer::{bin_counts, timer_stats};
+
+type ArcMap<V> = HashMap<Arc<str>, V>;
+
+/// A gauge's value and how many more flushes it lives without an update.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct GaugeState {
+    value: f64,
+    ttl: u32,
+}
+
+/// The four metric types, for the management commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Counters.
+    Counters,
+    /// Timers and `h`/`d` histograms.
+    Timers,
+    /// Gauges.
+    Gauges,
+    /// Sets.
+    Sets,
+}
+
+/// Aggregated state across intervals.
+#[derive(Debug)]
+pub struct Aggregator {
+    config: AggConfig,
+    counters: ArcMap<f64>,
+    timers: ArcMap<TimerSamples>,
+    gauges: ArcMap<GaugeState>,
+    sets: ArcMap<HashSet<Box<[u8]>>>,
+    internal: InternalNames,
+    interval: IngestCounts,
+    totals: IngestCounts,
+    previous_flush_s: Option<u64>,
+}
+
+/// Keys of the internal metrics under `prefixStats`.
+#[derive(Debug)]
+struct InternalNames {
+    bad_lines_seen: Arc<str>,
+    packets_received: Arc<str>,
+    metrics_received: Arc<str>,
+    timestamp_lag: Arc<str>,
+    bad_lines_by_reason: Vec<Arc<str>>,
+}
+
+impl InternalNames {
+    fn new(prefix: &str) -> Self {
+        let name = |suffix: &str| Arc::from(format!("{prefix}.{suffix}"));
+        InternalNames {
+            bad_lines_seen: name("bad_lines_seen"),
+            packets_received: name("packets_received"),
+            metrics_received: name("metrics_received"),
+            timestamp_lag: name("timestamp_lag"),
+            bad_lines_by_reason: ParseError::ALL.iter().map(|r| name(&format!("bad_lines.{}", r.as_str()))).collect(),
+        }
+    }
+
+    fn is_internal_counter(&self, key: &str) -> bool {
+        [&self.bad_lines_seen, &self.packets_received, &self.metrics_received].iter().any(|k| ***k == *key)
+            || self.bad_lines_by_reason.iter().any(|k| **k == *key)
+    }
+}
+
+impl Aggregator {
+    /// Starts empty but for Etsy's three internal counters.
+    pub fn new(config: AggConfig) -> Self {
+        let internal = InternalNames::new(&config.prefix_stats);
+        let mut counters = ArcMap::default();
+        for key in [&internal.bad_lines_seen, &internal.packets_received, &internal.metrics_received] {
+            counters.insert(key.clone(), 0.0);
+        }
+        Aggregator {
+            config,
+            counters,
+            timers: ArcMap::default(),
+            gauges: ArcMap::default(),
+            sets: ArcMap::default(),
+            internal,
+            interval: IngestCounts::default(),
+            totals: IngestCounts::default(),
+            previous_flush_s: None,
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &AggConfig {
+        &self.config
+    }
+
+    /// Input counts since start (the management `stats` command).
+    pub fn totals(&self) -> &IngestCounts {
+        &self.totals
+    }
+
+    /// Moves a reader's table into the current interval.
+    pub fn absorb(&mut self, table: Table) {
+        self.count_ingest(&table.ingest);
+        for (key, count) in table.counters {
+            *value_for(&mut self.counters, key, || 0.0) += count;
+        }
+        for (key, samples) in table.timers {
+            value_for(&mut self.timers, key, TimerSamples::default).merge(samples);
+        }
+        let ttl = self.config.gauges_max_ttl;
+        for (key, update) in table.gauges {
+            let state = self.gauges.get(&*key).map(|state| state.value);
+            let value = update.apply(state);
+            *value_for(&mut self.gauges, key, || GaugeState { value, ttl }) = GaugeState { value, ttl };
+        }
+        for (key, members) in table.sets {
+            value_for(&mut self.sets, key, HashSet::new).extend(members);
+        }
+    }
+
+    fn count_ingest(&mut self, ingest: &IngestCounts) {
+        self.interval.add(ingest);
+        self.totals.add(ingest);
+        let names = &self.internal;
+        let mut add = |key: &Arc<str>, amount: u64| *self.counters.entry(key.clone()).or_insert(0.0) += amount as f64;
+        add(&names.packets_received, ingest.packets);
+        add(&names.metrics_received, ingest.lines);
+        add(&names.bad_lines_seen, ingest.bad_lines());
+        for (key, &count) in names.bad_lines_by_reason.iter().zip(&ingest.bad_by_reason) {
+            if count > 0 {
+                add(key, count);
+            }
+        }
+    }
+
+    /// Derives the interval's snapshot at `now_ms` (unix milliseconds) and starts the next one.
+    pub fn flush(&mut self, now_ms: u64) -> Snapshot {
+        let timestamp = (now_ms + 500) / 1000;
+        if let Some(previous) = self.previous_flush_s {
+            let lag = timestamp as f64 - previous as f64 - self.config.interval_seconds();
+            self.gauges.insert(self.internal.timestamp_lag.clone(), GaugeState { value: lag, ttl: u32::MAX });
+        }
+        self.previous_flush_s = Some(timestamp);
+        let snapshot = Snapshot {
+            timestamp,
+            interval: self.config.flush_interval,
+            counters: self.counter_points(),
+            timers: self.timer_points(),
+            gauges: sorted(self.gauges.iter().map(|(key, s)| GaugePoint { key: key.clone(), value: s.value }), |p| &p.key),
+            sets: sorted(self.sets.iter().map(|(key, m)| SetPoint { key: key.clone(), count: m.len() as u64 }), |p| &p.key),
+            thresholds: self.config.thresholds.clone(),
+            histograms: self.config.histograms.clone(),
+            ingest: std::mem::take(&mut self.interval),
+            processing_time_ms: 0.0,
+        };
+        self.reset_after_flush();
+        snapshot
+    }
+
+    fn counter_points(&self) -> Vec<CounterPoint> {
+        let seconds = self.config.interval_seconds();
+        let points = self.counters.iter().map(|(key, &count)| CounterPoint { key: key.clone(), count, rate: count / seconds });
+        sorted(points, |p| &p.key)
+    }
+
+    fn timer_points(&mut self) -> Vec<TimerPoint> {
+        let config = &self.config;
+        let filter: Option<HashSet<&str>> = match config.calculated_timer_metrics.is_empty() {
+            true => None,
+            false => Some(config.calculated_timer_metrics.iter().map(String::as_str).collect()),
+        };
+        let points = self.timers.iter_mut().map(|(key, samples)| {
+            let mut stats = timer_stats(samples, config);
+            let mut histogram = bin_counts(key, &samples.values, config);
+            if let Some(wanted) = &filter {
+                stats.retain(|(stat, _)| wanted.contains(stat.filter_name(&config.thresholds).as_str()));
+                histogram = histogram.filter(|_| wanted.contains("histogram"));
+            }
+            TimerPoint { key: key.clone(), stats, histogram }
+        });
+        sorted(points, |p| &p.key)
+    }
+
+    /// Etsy's §4.6: idle values reset to zero, or deleted where `delete*` says so.
+    fn reset_after_flush(&mut self) {
+        let config = &self.config;
+        let internal = &self.internal;
+        if config.delete_counters {
+            self.counters.retain(|key, _| internal.is_internal_counter(key));
+        }
+        self.counters.values_mut().for_each(|count| *count = 0.0);
+        if config.delete_timers {
+            self.timers.clear();
+        }
+        self.timers.values_mut().for_each(|samples| *samples = TimerSamples::default());
+        if config.delete_sets {
+            self.sets.clear();
+        }
+        self.sets.values_mut().for_each(HashSet::clear);
+        if config.delete_gauges {
+            self.gauges.retain(|key, state| {
+                state.ttl = state.ttl.saturating_sub(1);
+                *key == internal.timestamp_lag || state.ttl > 0
+            });
+        }
+    }
+
+    /// The keys of one type, sorted.
+    pub fn keys(&self, metric_type: MetricType) -> Vec<Arc<str>> {
+        let mut keys: Vec<Arc<str>> = match metric_type {
+            MetricType::Counters => self.counters.keys().cloned().collect(),
+            MetricType::Timers => self.timers.keys().cloned().collect(),
+            MetricType::Gauges => self.gauges.keys().cloned().collect(),
+            MetricType::Sets => self.sets.keys().cloned().collect(),
+        };
+        keys.sort();
+        keys
+    }
+
+    /// Deletes one key of one type; true if it existed.
+    pub fn remove(&mut self, metric_type: MetricType, key: &str) -> bool {
+        match metric_type {
+            MetricType::Counters => self.counters.remove(key).is_some(),
+            MetricType::Timers => self.timers.remove(key).is_some(),
+            MetricType::Gauges => self.gauges.remove(key).is_some(),
+            MetricType::Sets => self.sets.remove(key).is_some(),
+        }
+    }
+
+    /// Current counters (this interval so far), sorted.
+    pub fn counter_values(&self) -> Vec<(Arc<str>, f64)> {
+        sorted(self.counters.iter().map(|(k, v)| (k.clone(), *v)), |(k, _)| k)
+    }
+
+    /// Current timer values (this interval so far, in arrival order), sorted by key.
+    pub fn timer_values(&self) -> Vec<(Arc<str>, Vec<f64>)> {
+        sorted(self.timers.iter().map(|(k, s)| (k.clone(), s.values.clone())), |(k, _)| k)
+    }
+
+    /// Current gauge values, sorted.
+    pub fn gauge_values(&self) -> Vec<(Arc<str>, f64)> {
+        sorted(self.gauges.iter().map(|(k, s)| (k.clone(), s.value)), |(k, _)| k)
+    }
+
+    /// Current set members (this interval so far), each set's members sorted.
+    pub fn set_members(&self) -> Vec<(Arc<str>, Vec<String>)> {
+        let members = |set: &HashSet<Box<[u8]>>| {
+            let mut list: Vec<String> = set.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect();
+            list.sort();
+            list
+        };
+        sorted(self.sets.iter().map(|(k, s)| (k.clone(), members(s))), |(k, _)| k)
+    }
+}
+
+/// The value for a key moved out of a reader's table; the key is copied only when new.
+fn value_for<V>(map: &mut ArcMap<V>, key: Box<str>, make: impl FnOnce() -> V) -> &mut V {
+    map.entry_ref(&*key).or_insert_with(make)
+}
+
+fn sorted<T>(items: impl Iterator<Item = T>, key: impl Fn(&T) -> &Arc<str>) -> Vec<T> {
+    let mut list: Vec<T> = items.collect();
+    list.sort_unstable_by(|a, b| key(a).cmp(key(b)));
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Threshold;
+
+    fn absorb(aggregator: &mut Aggregator, packet: &str) {
+        let mut table = Table::new(true);
+        table.insert_packet(1, packet.as_bytes());
+        aggregator.absorb(table);
+    }
+
+    fn counter(snapshot: &Snapshot, key: &str) -> Option<(f64, f64)> {
+        snapshot.counters.iter().find(|p| &*p.key == key).map(|p| (p.count, p.rate))
+    }
+
+    fn gauge(snapshot: &Snapshot, key: &str) -> Option<f64> {
+        snapshot.gauges.iter().find(|p| &*p.key == key).map(|p| p.value)
+    }
+
+    #[test]
+    fn counters_reset_to_zero_or_are_deleted() {
+        for (delete, second_flush) in [(false, Some((0.0, 0.0))), (true, None)] {
+            let config = AggConfig { delete_counters: delete, ..AggConfig::default() };
+            let mut aggregator = Aggregator::new(config);
+            absorb(&mut aggregator, "c:20|c");
+            assert_eq!(counter(&aggregator.flush(10_000), "c"), Some((20.0, 2.0)));
+            let snapshot = aggregator.flush(20_000);
+            assert_eq!(counter(&snapshot, "c"), second_flush);
+            assert_eq!(counter(&snapshot, "statsd.packets_received"), Some((0.0, 0.0)), "internal never deleted");
+        }
+    }
+
+    #[test]
+    fn internal_counters_count_packets_lines_and_bad_lines() {
+        let mut aggregator = Aggregator::new(AggConfig::default());
+        let snapshot = aggregator.flush(10_000);
+        assert_eq!(snapshot.num_stats(), 3);
+        absorb(&mut aggregator, "a:1|c\nfoo\nb:x|c");
+        let snapshot = aggregator.flush(20_000);
+        assert_eq!(counter(&snapshot, "statsd.packets_received"), Some((1.0, 0.1)));
+        assert_eq!(counter(&snapshot, "statsd.metrics_received"), Some((3.0, 0.3)));
+        assert_eq!(counter(&snapshot, "statsd.bad_lines_seen"), Some((2.0, 0.2)));
+        assert_eq!(counter(&snapshot, "statsd.bad_lines.no_value"), Some((1.0, 0.1)));
+        assert_eq!(gauge(&snapshot, "statsd.timestamp_lag"), Some(0.0));
+        assert_eq!(aggregator.totals().bad_lines(), 2);
+    }
+
+    #[test]
+    fn gauges_persist_and_expire_after_ttl() {
+        let config = AggConfig { delete_gauges: true, gauges_max_ttl: 2, ..AggConfig::default() };
+        let mut aggregator = Aggregator::new(config);
+        absorb(&mut aggregator, "g:5|g");
+        assert_eq!(gauge(&aggregator.flush(10_000), "g"), Some(5.0));
+        assert_eq!(gauge(&aggregator.flush(20_000), "g"), Some(5.0));
+        assert_eq!(gauge(&aggregator.flush(30_000), "g"), None);
+        absorb(&mut aggregator, "g:+2|g");
+        assert_eq!(gauge(&aggregator.flush(40_000), "g"), Some(2.0));
+    }
+
+    #[test]
+    fn gauge_deltas_apply_to_earlier_flushes() {
+        let mut aggregator = Aggregator::new(AggConfig::default());
+        absorb(&mut aggregator, "g:10|g");
+        aggregator.flush(10_000);
+        absorb(&mut aggregator, "g:+5|g");
+        absorb(&mut aggregator, "g:-3|g");
+        assert_eq!(gauge(&aggregator.flush(20_000), "g"), Some(12.0));
+    }
+
+    #[test]
+    fn idle_timers_and_sets_report_zero() {
+        let mut aggregator = Aggregator::new(AggConfig::default());
+        absorb(&mut aggregator, "t:5|ms\nu:a|s\nu:b|s");
+        let first = aggregator.flush(10_000);
+        assert_eq!(first.sets[0].count, 2);
+        let second = aggregator.flush(20_000);
+        assert_eq!(second.sets[0].count, 0);
+        assert_eq!(second.timers[0].stats, [(crate::TimerStat::Count, 0.0), (crate::TimerStat::CountPs, 0.0)]);
+    }
+
+    #[test]
+    fn calculated_timer_metrics_keep_fractional_percentiles() {
+        let config = AggConfig {
+            thresholds: vec![Threshold::new(90.0), Threshold::new(99.9)].into(),
+            calculated_timer_metrics: vec!["mean_percent".into(), "count_ps".into()],
+            ..AggConfig::default()
+        };
+        let mut aggregator = Aggregator::new(config);
+        absorb(&mut aggregator, "t:1|ms\nt:2|ms");
+        let snapshot = aggregator.flush(10_000);
+        let mut names = Vec::new();
+        for (stat, _) in &snapshot.timers[0].stats {
+            let mut name = String::new();
+            snapshot.write_stat_name(*stat, &mut name);
+            names.push(name);
+        }
+        assert_eq!(names, ["mean_90", "mean_99_9", "count_ps"]);
+    }
+
+    #[test]
+    fn timestamps_round_and_lag_is_measured() {
+        let mut aggregator = Aggregator::new(AggConfig::default());
+        assert_eq!(aggregator.flush(10_499).timestamp, 10);
+        let snapshot = aggregator.flush(21_500);
+        assert_eq!(snapshot.timestamp, 22);
+        assert_eq!(gauge(&snapshot, "statsd.timestamp_lag"), Some(2.0));
+    }
+}

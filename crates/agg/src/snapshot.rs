@@ -1,0 +1,178 @@
+//! What one flush produced: immutable, shared by every sink.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{HistogramRule, Threshold};
+use crate::table::IngestCounts;
+
+/// The metrics of one flush, with Etsy's derived values.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The flush time in unix seconds (rounded, as Etsy's `Math.round(Date.now()/1000)`).
+    pub timestamp: u64,
+    /// The flush interval the rates are per second of.
+    pub interval: Duration,
+    /// Counters, sorted by key.
+    pub counters: Vec<CounterPoint>,
+    /// Timers and histograms, sorted by key.
+    pub timers: Vec<TimerPoint>,
+    /// Gauges, sorted by key.
+    pub gauges: Vec<GaugePoint>,
+    /// Sets, sorted by key.
+    pub sets: Vec<SetPoint>,
+    /// The thresholds named by [`TimerStat::Percentile`].
+    pub thresholds: Arc<[Threshold]>,
+    /// The histogram rules named by [`BinCounts::rule`].
+    pub histograms: Arc<[HistogramRule]>,
+    /// What the readers saw during this interval.
+    pub ingest: IngestCounts,
+    /// Milliseconds the flush spent deriving these values (Etsy's `processing_time`).
+    pub processing_time_ms: f64,
+}
+
+impl Snapshot {
+    /// Etsy's `numStats`: the number of keys of every type in this flush.
+    pub fn num_stats(&self) -> usize {
+        self.counters.len() + self.timers.len() + self.gauges.len() + self.sets.len()
+    }
+
+    /// Appends the Etsy name of `stat` (`mean_90`, `lower_top10`, `count_ps`).
+    pub fn write_stat_name(&self, stat: TimerStat, out: &mut String) {
+        match stat {
+            TimerStat::Percentile(which, index) => {
+                let threshold = &self.thresholds[index];
+                let _ = write!(out, "{}_{}", which.base_name(threshold.percent), threshold.suffix);
+            }
+            plain => out.push_str(plain.plain_name()),
+        }
+    }
+}
+
+/// A counter's interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterPoint {
+    /// The series key (tags included, `;k=v`).
+    pub key: Arc<str>,
+    /// The sum of `value / rate` this interval.
+    pub count: f64,
+    /// `count` per second of the flush interval.
+    pub rate: f64,
+}
+
+/// A timer's (or `h`/`d` histogram's) interval: Etsy's statistics, in Etsy's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimerPoint {
+    /// The series key.
+    pub key: Arc<str>,
+    /// The statistics, filtered by `calculatedTimerMetrics`.
+    pub stats: Vec<(TimerStat, f64)>,
+    /// Bin counts when a `histogram` rule matches the key.
+    pub histogram: Option<BinCounts>,
+}
+
+/// Counts per bin of one histogram rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BinCounts {
+    /// Index into [`Snapshot::histograms`].
+    pub rule: usize,
+    /// One count per bin of the rule.
+    pub counts: Vec<u64>,
+}
+
+/// A gauge's value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaugePoint {
+    /// The series key.
+    pub key: Arc<str>,
+    /// The current value (gauges persist between flushes).
+    pub value: f64,
+}
+
+/// A set's interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetPoint {
+    /// The series key.
+    pub key: Arc<str>,
+    /// Distinct members this interval.
+    pub count: u64,
+}
+
+/// One timer statistic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerStat {
+    /// A statistic of the values inside threshold `.1` (an index into the thresholds).
+    Percentile(PercentileStat, usize),
+    /// Population standard deviation.
+    Std,
+    /// Largest value.
+    Upper,
+    /// Smallest value.
+    Lower,
+    /// Sample-rate-weighted count.
+    Count,
+    /// `count` per second.
+    CountPs,
+    /// Sum of values.
+    Sum,
+    /// Sum of squared values.
+    SumSquares,
+    /// Mean value.
+    Mean,
+    /// Median value.
+    Median,
+}
+
+impl TimerStat {
+    fn plain_name(self) -> &'static str {
+        match self {
+            TimerStat::Percentile(..) => "percent",
+            TimerStat::Std => "std",
+            TimerStat::Upper => "upper",
+            TimerStat::Lower => "lower",
+            TimerStat::Count => "count",
+            TimerStat::CountPs => "count_ps",
+            TimerStat::Sum => "sum",
+            TimerStat::SumSquares => "sum_squares",
+            TimerStat::Mean => "mean",
+            TimerStat::Median => "median",
+        }
+    }
+
+    /// The name `calculatedTimerMetrics` lists it by (`mean_percent`, `upper_percent`, `std`).
+    pub fn filter_name(self, thresholds: &[Threshold]) -> String {
+        match self {
+            TimerStat::Percentile(which, index) => format!("{}_percent", which.base_name(thresholds[index].percent)),
+            plain => plain.plain_name().to_string(),
+        }
+    }
+}
+
+/// The statistics computed per threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PercentileStat {
+    /// How many values are inside.
+    Count,
+    /// Their mean.
+    Mean,
+    /// The boundary: `upper_P` for a positive threshold, `lower_topP` for a negative one.
+    Bound,
+    /// Their sum.
+    Sum,
+    /// Their sum of squares.
+    SumSquares,
+}
+
+impl PercentileStat {
+    fn base_name(self, percent: f64) -> &'static str {
+        match self {
+            PercentileStat::Count => "count",
+            PercentileStat::Mean => "mean",
+            PercentileStat::Bound if percent > 0.0 => "upper",
+            PercentileStat::Bound => "lower",
+            PercentileStat::Sum => "sum",
+            PercentileStat::SumSquares => "sum_squares",
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Etsy's timer statistics (`lib/process_metrics.js`), with its arithmetic in its order so the
+//! floating-point results are identical: sums are running sums over the sorted values, top-N
+//! sums are differences of running sums.
+
+use crate::config::{AggConfig, BinLimit};
+use crate::snapshot::{BinCounts, PercentileStat, TimerStat};
+use crate::table::TimerSamples;
+
+/// The statistics of one timer's interval, before `calculatedTimerMetrics` filtering.
+pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
+    let count_ps = samples.count / config.interval_seconds();
+    if samples.values.is_empty() {
+        return vec![(TimerStat::Count, 0.0), (TimerStat::CountPs, 0.0)];
+    }
+    let values = &mut samples.values;
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let running = RunningSums::new(values);
+    let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
+    for (index, threshold) in config.thresholds.iter().enumerate() {
+        if let Some(inside) = running.threshold(values, threshold.percent) {
+            let stat = |which| TimerStat::Percentile(which, index);
+            stats.extend([
+                (stat(PercentileStat::Count), inside.count as f64),
+                (stat(PercentileStat::Mean), inside.mean),
+                (stat(PercentileStat::Bound), inside.bound),
+                (stat(PercentileStat::Sum), inside.sum),
+                (stat(PercentileStat::SumSquares), inside.sum_squares),
+            ]);
+        }
+    }
+    let n = values.len();
+    let sum = running.sums[n - 1];
+    let mean = sum / n as f64;
+    stats.extend([
+        (TimerStat::Std, population_std(values, mean)),
+        (TimerStat::Upper, values[n - 1]),
+        (TimerStat::Lower, values[0]),
+        (TimerStat::Count, samples.count),
+        (TimerStat::CountPs, count_ps),
+        (TimerStat::Sum, sum),
+        (TimerStat::SumSquares, running.squares[n - 1]),
+        (TimerStat::Mean, mean),
+        (TimerStat::Median, median(values)),
+    ]);
+    stats
+}
+
+/// Running sums of the sorted values and of their squares.
+struct RunningSums {
+    sums: Vec<f64>,
+    squares: Vec<f64>,
+}
+
+/// The values inside one threshold.
+struct Inside {
+    count: usize,
+    mean: f64,
+    bound: f64,
+    sum: f64,
+    sum_squares: f64,
+}
+
+impl RunningSums {
+    fn new(sorted: &[f64]) -> Self {
+        let mut sums = Vec::with_capacity(sorted.len());
+        let mut squares = Vec::with_capacity(sorted.len());
+        let (mut sum, mut square_sum) = (0.0, 0.0);
+        for (index, &value) in sorted.iter().enumerate() {
+            // Etsy starts the running sums at the first value, not at 0 + it (same result
+            // except for -0, which it keeps).
+            (sum, square_sum) = if index == 0 { (value, value * value) } else { (sum + value, square_sum + value * value) };
+            sums.push(sum);
+            squares.push(square_sum);
+        }
+        RunningSums { sums, squares }
+    }
+
+    /// The values inside `percent` (0 < |percent| ≤ 100): the lowest k for a positive one, the
+    /// highest k for a negative one, with k = round(|percent| / 100 × n); `None` when k is 0.
+    fn threshold(&self, sorted: &[f64], percent: f64) -> Option<Inside> {
+        let n = sorted.len();
+        if n == 1 {
+            let only = sorted[0];
+            return Some(Inside { count: 1, mean: only, bound: only, sum: only, sum_squares: only * only });
+        }
+        let k = (percent.abs() / 100.0 * n as f64).round() as usize;
+        if k == 0 {
+            return None;
+        }
+        let (bound, sum, sum_squares) = if percent > 0.0 {
+            (sorted[k - 1], self.sums[k - 1], self.squares[k - 1])
+        } else {
+            let before = |sums: &[f64]| if k < n { sums[n - k - 1] } else { 0.0 };
+            (sorted[n - k], self.sums[n - 1] - before(&self.sums), self.squares[n - 1] - before(&self.squares))
+        };
+        Some(Inside { count: k, mean: sum / k as f64, bound, sum, sum_squares })
+    }
+}
+
+fn population_std(values: &[f64], mean: f64) -> f64 {
+    let sum_of_diffs = values.iter().fold(0.0, |acc, v| acc + (v - mean) * (v - mean));
+    (sum_of_diffs / values.len() as f64).sqrt()
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    }
+}
+
+/// Counts of the sorted values per bin of the first `histogram` rule whose `metric` is in
+/// `key`: bins are exclusive upper limits; values past the last finite limit with no `inf` bin
+/// are not counted (Etsy's rule).
+pub(crate) fn bin_counts(key: &str, sorted: &[f64], config: &AggConfig) -> Option<BinCounts> {
+    let rule_index = config.histograms.iter().position(|rule| key.contains(rule.metric.as_str()))?;
+    let rule = &config.histograms[rule_index];
+    if rule.bins.is_empty() {
+        return None;
+    }
+    let mut next = 0;
+    let counts = rule
+        .bins
+        .iter()
+        .map(|limit| {
+            let start = next;
+            while next < sorted.len() && fits(sorted[next], *limit) {
+                next += 1;
+            }
+            (next - start) as u64
+        })
+        .collect();
+    Some(BinCounts { rule: rule_index, counts })
+}
+
+fn fits(value: f64, limit: BinLimit) -> bool {
+    match limit {
+        BinLimit::Below(upper) => value < upper,
+        BinLimit::Infinity => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{HistogramRule, Threshold};
+
+    fn config(thresholds: &[f64]) -> AggConfig {
+        AggConfig { thresholds: thresholds.iter().map(|&p| Threshold::new(p)).collect(), ..AggConfig::default() }
+    }
+
+    fn named(stats: &[(TimerStat, f64)], config: &AggConfig) -> Vec<(String, f64)> {
+        let snapshot_names = |stat: TimerStat| match stat {
+            TimerStat::Percentile(..) => {
+                let base = stat.filter_name(&config.thresholds).replace("_percent", "");
+                let TimerStat::Percentile(_, i) = stat else { unreachable!() };
+                format!("{base}_{}", config.thresholds[i].suffix)
+            }
+            other => other.filter_name(&config.thresholds),
+        };
+        stats.iter().map(|(stat, value)| (snapshot_names(*stat), *value)).collect()
+    }
+
+    fn stats_of(values: &[f64], thresholds: &[f64]) -> Vec<(String, f64)> {
+        let config = config(thresholds);
+        let mut samples = TimerSamples { values: values.to_vec(), count: values.len() as f64 };
+        named(&timer_stats(&mut samples, &config), &config)
+    }
+
+    fn get(stats: &[(String, f64)], name: &str) -> Option<f64> {
+        stats.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn matches_etsys_worked_example() {
+        let values: Vec<f64> = (1..=10).rev().map(f64::from).collect();
+        let stats = stats_of(&values, &[90.0, 50.0, 99.9, -10.0]);
+        let want: &[(&str, f64)] = &[
+            ("count_90", 9.0),
+            ("mean_90", 5.0),
+            ("upper_90", 9.0),
+            ("sum_90", 45.0),
+            ("sum_squares_90", 285.0),
+            ("count_50", 5.0),
+            ("mean_50", 3.0),
+            ("upper_50", 5.0),
+            ("sum_50", 15.0),
+            ("sum_squares_50", 55.0),
+            ("count_99_9", 10.0),
+            ("mean_99_9", 5.5),
+            ("upper_99_9", 10.0),
+            ("sum_99_9", 55.0),
+            ("sum_squares_99_9", 385.0),
+            ("count_top10", 1.0),
+            ("mean_top10", 10.0),
+            ("lower_top10", 10.0),
+            ("sum_top10", 10.0),
+            ("sum_squares_top10", 100.0),
+            ("std", 2.8722813232690143),
+            ("upper", 10.0),
+            ("lower", 1.0),
+            ("count", 10.0),
+            ("count_ps", 1.0),
+            ("sum", 55.0),
+            ("sum_squares", 385.0),
+            ("mean", 5.5),
+            ("median", 5.5),
+        ];
+        let want: Vec<(String, f64)> = want.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        assert_eq!(stats, want);
+    }
+
+    #[test]
+    fn rounds_k_half_up_and_skips_empty_thresholds() {
+        let five = stats_of(&[1.0, 2.0, 3.0, 4.0, 5.0], &[50.0]);
+        assert_eq!(get(&five, "count_50"), Some(3.0));
+        assert_eq!(get(&five, "upper_50"), Some(3.0));
+        assert_eq!(get(&five, "mean_50"), Some(2.0));
+        let two = stats_of(&[1.0, 2.0], &[-10.0]);
+        assert_eq!(get(&two, "count_top10"), None);
+        let one = stats_of(&[7.0], &[1.0, -10.0]);
+        assert_eq!(get(&one, "count_1"), Some(1.0));
+        assert_eq!(get(&one, "lower_top10"), Some(7.0));
+        assert_eq!(get(&one, "median"), Some(7.0));
+    }
+
+    #[test]
+    fn top_hundred_is_all_values_not_nan() {
+        let stats = stats_of(&[1.0, 2.0, 3.0], &[-100.0]);
+        assert_eq!(get(&stats, "sum_top100"), Some(6.0));
+        assert_eq!(get(&stats, "lower_top100"), Some(1.0));
+    }
+
+    #[test]
+    fn idle_timers_send_only_counts() {
+        let config = config(&[90.0]);
+        let mut samples = TimerSamples::default();
+        assert_eq!(timer_stats(&mut samples, &config), [(TimerStat::Count, 0.0), (TimerStat::CountPs, 0.0)]);
+    }
+
+    #[test]
+    fn bins_values_like_etsy() {
+        let rule = |metric: &str, bins: Vec<BinLimit>| HistogramRule { metric: metric.to_string(), bins };
+        let config = AggConfig {
+            histograms: vec![
+                rule("off", vec![]),
+                rule("t", vec![BinLimit::Below(2.0), BinLimit::Below(5.0), BinLimit::Infinity]),
+                rule("", vec![BinLimit::Below(2.0)]),
+            ]
+            .into(),
+            ..AggConfig::default()
+        };
+        let sorted = [1.0, 2.0, 3.0, 5.0, 6.0];
+        assert_eq!(bin_counts("a.t", &sorted, &config), Some(BinCounts { rule: 1, counts: vec![1, 2, 2] }));
+        assert_eq!(bin_counts("xyz", &sorted, &config), Some(BinCounts { rule: 2, counts: vec![1] }));
+        assert_eq!(bin_counts("off.t", &sorted, &config), None);
+    }
+}
