@@ -113,19 +113,19 @@ impl Aggregator {
     pub fn absorb(&mut self, table: Table) {
         self.count_ingest(&table.ingest);
         for (key, count) in table.counters {
-            *value_for(&mut self.counters, key, || 0.0) += count;
+            *value_for(&mut self.counters, &key, || 0.0) += count;
         }
         for (key, samples) in table.timers {
-            value_for(&mut self.timers, key, TimerSamples::default).merge(samples);
+            value_for(&mut self.timers, &key, TimerSamples::default).merge(samples);
         }
         let ttl = self.config.gauges_max_ttl;
         for (key, update) in table.gauges {
             let state = self.gauges.get(&*key).map(|state| state.value);
             let value = update.apply(state);
-            *value_for(&mut self.gauges, key, || GaugeState { value, ttl }) = GaugeState { value, ttl };
+            *value_for(&mut self.gauges, &key, || GaugeState { value, ttl }) = GaugeState { value, ttl };
         }
         for (key, members) in table.sets {
-            value_for(&mut self.sets, key, HashSet::new).extend(members);
+            value_for(&mut self.sets, &key, HashSet::new).extend(members);
         }
     }
 
@@ -265,8 +265,8 @@ impl Aggregator {
 }
 
 /// The value for a key moved out of a reader's table; the key is copied only when new.
-fn value_for<V>(map: &mut ArcMap<V>, key: Box<str>, make: impl FnOnce() -> V) -> &mut V {
-    map.entry_ref(&*key).or_insert_with(make)
+fn value_for<'m, V>(map: &'m mut ArcMap<V>, key: &str, make: impl FnOnce() -> V) -> &'m mut V {
+    map.entry_ref(key).or_insert_with(make)
 }
 
 fn sorted<T>(items: impl Iterator<Item = T>, key: impl Fn(&T) -> &Arc<str>) -> Vec<T> {

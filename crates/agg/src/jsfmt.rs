@@ -54,7 +54,7 @@ fn write_finite(out: &mut String, number: f64) {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        let _ = write!(out, "e{}{}", if n - 1 >= 0 { "+" } else { "-" }, (n - 1).abs());
+        let _ = write!(out, "e{}{}", if n > 0 { "+" } else { "-" }, (n - 1).abs());
     }
 }
 
