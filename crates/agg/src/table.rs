@@ -151,7 +151,11 @@ impl Table {
                 Line::Metrics(values) => {
                     for value in values {
                         match value {
-                            Ok(metric) => self.insert(&metric),
+                            Ok(metric) => {
+                                if let Err(reason) = self.insert(&metric) {
+                                    self.ingest.bad_by_reason[reason.index()] += 1;
+                                }
+                            }
                             Err(reason) => self.ingest.bad_by_reason[reason.index()] += 1,
                         }
                     }
@@ -161,9 +165,12 @@ impl Table {
         }
     }
 
-    /// Aggregates one good value.
-    pub fn insert(&mut self, metric: &Metric<'_>) {
+    /// Aggregates one good value; rejects a name that sanitises to nothing.
+    pub fn insert(&mut self, metric: &Metric<'_>) -> Result<(), ParseError> {
         let key = series_key(&mut self.key_scratch, metric, self.sanitize);
+        if key.is_empty() {
+            return Err(ParseError::EmptyName);
+        }
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
                 *entry(&mut self.counters, key, || 0.0) += number / metric.sample_rate;
@@ -187,6 +194,7 @@ impl Table {
             }
             _ => {}
         }
+        Ok(())
     }
 }
 
@@ -266,8 +274,9 @@ mod tests {
 
     #[test]
     fn sanitises_keys() {
-        let table = table_of("a b/c!d:1|c\ntg:1|c|#env:prod,role;x");
+        let table = table_of("a b/c!d:1|c\ntg:1|c|#env:prod,role;x\n\u{1}!:1|c");
         assert!(table.counters.contains_key("a_b-cd"));
+        assert_eq!(table.ingest.bad_by_reason[ParseError::EmptyName.index()], 1);
         assert!(table.counters.contains_key("tg;env=prod;role_x"));
     }
 }

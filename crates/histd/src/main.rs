@@ -1,1 +1,119 @@
-fn main(){}
+//! `histd`: a statsd-compatible metrics daemon that keeps whole histograms.
+//!
+//! Exit codes: 0 on a clean stop, 1 when the daemon fails at run time (a port in use), 2 for
+//! a bad command line or config.
+
+mod admin;
+mod config;
+mod daemon;
+mod flush;
+mod ingest;
+mod sinks;
+mod timefmt;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use config::Config;
+
+/// A statsd-compatible metrics daemon that keeps whole histograms.
+#[derive(Debug, Parser)]
+#[command(name = "histd", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon (with no --config: UDP and TCP on 127.0.0.1:8125, management on
+    /// 127.0.0.1:8126, the console backend).
+    Run {
+        /// An Etsy statsd config file (a JavaScript object literal, JSON5 or JSON).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Log level: error, warn, info, debug, trace (default info; `debug: true` in the
+        /// config means debug).
+        #[arg(long)]
+        log_level: Option<tracing::Level>,
+    },
+    /// Validate a config file and print the effective settings as JSON.
+    CheckConfig {
+        /// The config file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CheckConfig { file } => check_config(&file),
+        Command::Run { config, log_level } => run(config, log_level),
+    }
+}
+
+fn check_config(file: &std::path::Path) -> ExitCode {
+    match Config::from_file(file) {
+        Ok(config) => {
+            println!("{}", serde_json::to_string_pretty(&config.effective()).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("histd: invalid config: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>) -> ExitCode {
+    let config = match config_path {
+        Some(path) => match Config::from_file(&path) {
+            Ok(config) => config,
+            Err(error) => {
+                eprintln!("histd: invalid config: {error:#}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::local_default(),
+    };
+    let level = log_level.unwrap_or(if config.debug { tracing::Level::DEBUG } else { tracing::Level::INFO });
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
+    for key in &config.ignored_keys {
+        tracing::warn!(key, "config key not used by histd; ignored");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("histd: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(daemon::run(config, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("histd: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT. SIGHUP is logged and ignored (config reload is not done).
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+    else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => tracing::warn!("SIGHUP: config reload is not supported; restart histd to apply a new config"),
+        }
+    }
+}

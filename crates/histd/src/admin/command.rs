@@ -1,0 +1,230 @@
+//! Management commands: parsing a line, and each command's reply.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use agg::jsfmt::js_number;
+use agg::{Aggregator, MetricType};
+use serde_json::Value;
+
+use super::inspect::{self, Node};
+use super::AdminState;
+use crate::ingest::{shards_lock as lock, unix_now_s};
+
+/// Etsy's help text, unchanged (`sets` and `delsets` also work).
+const HELP: &str = "Commands: stats, counters, timers, gauges, delcounters, deltimers, delgauges, health, config, quit\n\n";
+
+/// One management command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `help`.
+    Help,
+    /// `health`, or `health up|down` (case-insensitive) to set it.
+    Health(Option<bool>),
+    /// `stats`.
+    Stats,
+    /// `counters`, `timers`, `gauges`, `sets`: dump current values.
+    Dump(MetricType),
+    /// `delcounters a b.*` and the like: the arguments as given.
+    Delete(MetricType, Vec<String>),
+    /// `config`.
+    Config,
+    /// `quit`: close the connection.
+    Quit,
+    /// Anything else.
+    Unknown,
+}
+
+impl Command {
+    /// Parses one line as Etsy does: trimmed, split on single spaces, the first word names
+    /// the command.
+    pub fn parse(line: &str) -> Command {
+        let mut words = line.trim().split(' ');
+        let name = words.next().unwrap_or_default();
+        let arguments: Vec<String> = words.map(str::to_string).collect();
+        match name {
+            "help" => Command::Help,
+            "health" => Command::Health(match arguments.first().map(|a| a.to_lowercase()).as_deref() {
+                Some("up") => Some(true),
+                Some("down") => Some(false),
+                _ => None,
+            }),
+            "stats" => Command::Stats,
+            "counters" => Command::Dump(MetricType::Counters),
+            "timers" => Command::Dump(MetricType::Timers),
+            "gauges" => Command::Dump(MetricType::Gauges),
+            "sets" => Command::Dump(MetricType::Sets),
+            "delcounters" => Command::Delete(MetricType::Counters, arguments),
+            "deltimers" => Command::Delete(MetricType::Timers, arguments),
+            "delgauges" => Command::Delete(MetricType::Gauges, arguments),
+            "delsets" => Command::Delete(MetricType::Sets, arguments),
+            "config" => Command::Config,
+            "quit" => Command::Quit,
+            _ => Command::Unknown,
+        }
+    }
+}
+
+/// The reply to `command`, exactly as Etsy writes it.
+pub fn execute(command: &Command, state: &AdminState) -> String {
+    match command {
+        Command::Help => HELP.to_string(),
+        Command::Health(set) => {
+            if let Some(up) = set {
+                state.healthy.store(*up, Ordering::Relaxed);
+            }
+            format!("health: {}\n", if state.healthy.load(Ordering::Relaxed) { "up" } else { "down" })
+        }
+        Command::Stats => stats(state),
+        Command::Dump(metric_type) => format!("{}\nEND\n\n", dump(&current(state), *metric_type)),
+        Command::Delete(metric_type, arguments) => delete(&mut current(state), *metric_type, arguments),
+        Command::Config => config(&state.raw_config),
+        Command::Quit => String::new(),
+        Command::Unknown => "ERROR\n".to_string(),
+    }
+}
+
+/// The aggregator with every reader's interval so far absorbed.
+fn current(state: &AdminState) -> std::sync::MutexGuard<'_, Aggregator> {
+    let mut aggregator = lock(&state.aggregator);
+    state.shards.drain_into(&mut aggregator);
+    aggregator
+}
+
+fn stats(state: &AdminState) -> String {
+    let now = unix_now_s();
+    let totals = current(state).totals().clone();
+    let last_seen = if totals.last_packet_unix_s == 0 { state.started_unix_s } else { totals.last_packet_unix_s };
+    let mut out = String::new();
+    let _ = writeln!(out, "uptime: {}", now.saturating_sub(state.started_unix_s));
+    let _ = writeln!(out, "messages.last_msg_seen: {}", now.saturating_sub(last_seen));
+    let _ = writeln!(out, "messages.bad_lines_seen: {}", totals.bad_lines());
+    for (reason, count) in proto::ParseError::ALL.iter().zip(totals.bad_by_reason) {
+        let _ = writeln!(out, "messages.bad_lines.{}: {count}", reason.as_str());
+    }
+    let _ = writeln!(out, "messages.packets_received: {}", totals.packets);
+    let _ = writeln!(out, "messages.metrics_received: {}", totals.lines);
+    for status in &state.statuses {
+        for (name, value) in status.entries() {
+            let shown = if name.starts_with("last_") { now as f64 - value } else { value };
+            let _ = writeln!(out, "{}.{name}: {}", status.sink(), js_number(shown));
+        }
+    }
+    out.push_str("END\n\n");
+    out
+}
+
+fn dump(aggregator: &Aggregator, metric_type: MetricType) -> String {
+    let entries: Vec<(String, Node)> = match metric_type {
+        MetricType::Counters => aggregator.counter_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect(),
+        MetricType::Gauges => aggregator.gauge_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect(),
+        MetricType::Timers => aggregator
+            .timer_values()
+            .into_iter()
+            .map(|(k, values)| (k.to_string(), Node::Array(values.into_iter().map(Node::Number).collect())))
+            .collect(),
+        MetricType::Sets => aggregator
+            .set_members()
+            .into_iter()
+            .map(|(k, members)| (k.to_string(), Node::Array(members.into_iter().map(Node::Text).collect())))
+            .collect(),
+    };
+    inspect::object(&entries)
+}
+
+/// Each argument deletes the key it names and, when it ends in `.*`, every key starting with
+/// what precedes the `*`. Etsy's replies: `deleted: <key>` per key, `metric <arg> not found`.
+fn delete(aggregator: &mut Aggregator, metric_type: MetricType, arguments: &[String]) -> String {
+    let mut out = String::new();
+    for argument in arguments {
+        let mut found = false;
+        if aggregator.remove(metric_type, argument) {
+            let _ = writeln!(out, "deleted: {argument}");
+            found = true;
+        }
+        if let Some(prefix) = argument.strip_suffix('*').filter(|_| argument.ends_with(".*")) {
+            for key in aggregator.keys(metric_type).into_iter().filter(|k| k.starts_with(prefix)) {
+                aggregator.remove(metric_type, &key);
+                let _ = writeln!(out, "deleted: {key}");
+                found = true;
+            }
+        }
+        if !found {
+            let _ = writeln!(out, "metric {argument} not found");
+        }
+    }
+    out.push_str("END\n\n");
+    out
+}
+
+/// `\n`, then `key: value` per top-level key; objects and arrays one level deep as
+/// `parent > child: value`, values as JavaScript turns them into strings. No `END`.
+fn config(raw: &serde_json::Map<String, Value>) -> String {
+    let mut out = String::from("\n");
+    for (key, value) in raw {
+        match value {
+            Value::Object(children) => {
+                for (child, value) in children {
+                    let _ = writeln!(out, "{key} > {child}: {}", js_string(value));
+                }
+            }
+            Value::Array(items) => {
+                for (index, value) in items.iter().enumerate() {
+                    let _ = writeln!(out, "{key} > {index}: {}", js_string(value));
+                }
+            }
+            scalar => {
+                let _ = writeln!(out, "{key}: {}", js_string(scalar));
+            }
+        }
+    }
+    out
+}
+
+/// JavaScript's `'' + value`.
+fn js_string(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.as_f64().map(js_number).unwrap_or_else(|| n.to_string()),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(|v| if v.is_null() { String::new() } else { js_string(v) }).collect::<Vec<_>>().join(","),
+        Value::Object(_) => "[object Object]".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_like_etsy() {
+        let cases: &[(&str, Command)] = &[
+            ("help\n", Command::Help),
+            ("  health \r\n", Command::Health(None)),
+            ("health DOWN", Command::Health(Some(false))),
+            ("health up", Command::Health(Some(true))),
+            ("health sideways", Command::Health(None)),
+            ("counters", Command::Dump(MetricType::Counters)),
+            ("sets", Command::Dump(MetricType::Sets)),
+            ("delcounters a b.*", Command::Delete(MetricType::Counters, vec!["a".into(), "b.*".into()])),
+            ("delsets", Command::Delete(MetricType::Sets, vec![])),
+            ("quit", Command::Quit),
+            ("", Command::Unknown),
+            ("Help", Command::Unknown),
+        ];
+        for (line, want) in cases {
+            assert_eq!(Command::parse(line), *want, "line {line:?}");
+        }
+    }
+
+    #[test]
+    fn prints_config_like_etsy() {
+        let raw: Value = serde_json::json!({"port": 8125, "graphite": {"legacyNamespace": false}, "backends": ["./backends/graphite"], "x": [1, [2, 3], {"a": 1}]});
+        let Value::Object(raw) = raw else { unreachable!() };
+        assert_eq!(
+            config(&raw),
+            "\nport: 8125\ngraphite > legacyNamespace: false\nbackends > 0: ./backends/graphite\nx > 0: 1\nx > 1: 2,3\nx > 2: [object Object]\n"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! The management interface (Etsy's `lib/mgmt_server.js`), TCP, default 127.0.0.1:8126.
+//!
+//! Line framed (Etsy treats each TCP segment as one command; histd runs every line), each
+//! reply byte-identical to Etsy's. Commands: `help`, `health [up|down]`, `stats`, `counters`,
+//! `timers`, `gauges`, `sets`, `delcounters|deltimers|delgauges|delsets <key|prefix.*>...`,
+//! `config`, `quit`; anything else is `ERROR`.
+
+mod command;
+mod inspect;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use agg::Aggregator;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+pub use command::{execute, Command};
+
+use crate::ingest::Shards;
+use crate::sinks::SinkStatus;
+
+/// The longest command line read; longer input is cut into several lines.
+const MAX_LINE: usize = 64 * 1024;
+
+/// What the commands read and change.
+#[derive(Debug)]
+pub struct AdminState {
+    /// The flusher's state.
+    pub aggregator: Arc<Mutex<Aggregator>>,
+    /// The readers' tables, absorbed before a dump so it shows the interval so far.
+    pub shards: Arc<Shards>,
+    /// `health up|down`.
+    pub healthy: AtomicBool,
+    /// Unix seconds at start.
+    pub started_unix_s: u64,
+    /// Each backend's status, for `stats`.
+    pub statuses: Vec<SinkStatus>,
+    /// The config as read, for `config`.
+    pub raw_config: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Serves management connections until shutdown.
+pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => { tokio::spawn(serve_connection(stream, state.clone())); }
+                Err(error) => tracing::warn!(%error, "management accept failed"),
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let command = Command::parse(&text);
+        if command == Command::Quit {
+            return;
+        }
+        let reply = execute(&command, &state);
+        if writer.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Configuration: an Etsy statsd config file (a JavaScript object literal, read as JSON5, or
+//! plain JSON) becomes a validated [`Config`]. Etsy's keys keep Etsy's meaning and defaults;
+//! histd's own keys sit beside them. Every error names the key it is about.
+
+mod backends;
+mod reader;
+mod listen;
+mod timers;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use agg::AggConfig;
+use serde_json::{json, Map, Value};
+
+pub use backends::{Backend, ConsoleConfig, GraphiteConfig, RepeaterConfig, RepeaterProtocol};
+pub use listen::{Listener, UnixPath};
+pub use reader::ConfigError;
+use reader::Reader;
+
+/// The management port when none is given.
+pub const DEFAULT_MGMT_PORT: u16 = 8126;
+
+/// Top-level keys histd reads; any other key is reported as ignored.
+const KNOWN_KEYS: &[&str] = &[
+    "port", "address", "address_ipv6", "server", "servers", "mgmt_port", "mgmt_address", "backends",
+    "flushInterval", "percentThreshold", "calculatedTimerMetrics", "histogram", "deleteIdleStats",
+    "deleteCounters", "deleteTimers", "deleteSets", "deleteGauges", "gaugesMaxTTL", "prefixStats",
+    "keyNameSanitize", "flush_counts", "debug", "graphiteHost", "graphitePort", "graphiteProtocol",
+    "graphite", "console", "repeater", "repeaterProtocol", "dumpMessages", "title", "log",
+    "automaticConfigReload", "healthStatus", "keyFlush", "graphitePicklePort",
+];
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where metrics come in.
+    pub listeners: Vec<Listener>,
+    /// The management interface (`mgmt_address`, default 127.0.0.1; `mgmt_port`, default 8126).
+    pub mgmt: SocketAddr,
+    /// Where flushes go, in config order.
+    pub backends: Vec<Backend>,
+    /// Aggregation settings.
+    pub agg: AggConfig,
+    /// The `graphite` backend.
+    pub graphite: GraphiteConfig,
+    /// The `console` backend.
+    pub console: ConsoleConfig,
+    /// The `repeater` backend.
+    pub repeater: RepeaterConfig,
+    /// `debug`: log at debug level.
+    pub debug: bool,
+    /// Top-level keys present but not used by histd.
+    pub ignored_keys: Vec<String>,
+    /// The config object as read, for the management `config` command.
+    pub raw: Map<String, Value>,
+}
+
+impl Config {
+    /// Reads and validates the config file at `path`.
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
+        Config::from_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Reads and validates a config from its text (JSON5 or JSON; JavaScript's object literal
+    /// syntax as Etsy configs use it).
+    pub fn from_text(text: &str) -> anyhow::Result<Config> {
+        let value: Value = json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
+        match value {
+            Value::Object(raw) => Ok(Config::from_object(raw)?),
+            other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
+        }
+    }
+
+    /// The defaults of `histd run` with no config file: UDP and TCP on 127.0.0.1:8125, the
+    /// console backend.
+    pub fn local_default() -> Config {
+        let raw = json!({
+            "servers": [
+                { "server": "./servers/udp", "address": "127.0.0.1", "port": 8125 },
+                { "server": "./servers/tcp", "address": "127.0.0.1", "port": 8125 },
+            ],
+            "backends": ["./backends/console"],
+        });
+        let Value::Object(raw) = raw else { unreachable!("a literal object") };
+        Config::from_object(raw).unwrap_or_else(|error| unreachable!("the built-in default config is valid: {error}"))
+    }
+
+    /// Validates a config object.
+    pub fn from_object(raw: Map<String, Value>) -> Result<Config, ConfigError> {
+        let top = Reader::new(&raw, "");
+        let mgmt_ip = match top.string("mgmt_address")? {
+            None => Ipv4Addr::LOCALHOST.into(),
+            Some(text) => listen::parse_ip(&text).ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
+        };
+        let config = Config {
+            listeners: listen::listeners(&top)?,
+            mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
+            backends: backends::backends(&top)?,
+            agg: agg_config(&top)?,
+            graphite: backends::graphite(&top)?,
+            console: backends::console(&top)?,
+            repeater: backends::repeater(&top)?,
+            debug: top.bool("debug", false)?,
+            ignored_keys: raw.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())).cloned().collect(),
+            raw,
+        };
+        Ok(config)
+    }
+
+    /// The effective settings, for `histd check-config`.
+    pub fn effective(&self) -> Value {
+        let agg = &self.agg;
+        json!({
+            "listeners": self.listeners.iter().map(|l| format!("{l:?}")).collect::<Vec<_>>(),
+            "mgmt": self.mgmt.to_string(),
+            "backends": self.backends.iter().map(|b| b.name()).collect::<Vec<_>>(),
+            "flushInterval": agg.flush_interval.as_millis() as u64,
+            "percentThreshold": agg.thresholds.iter().map(|t| t.percent).collect::<Vec<_>>(),
+            "calculatedTimerMetrics": agg.calculated_timer_metrics,
+            "histogram": agg.histograms.iter().map(|h| json!({"metric": h.metric, "bins": format!("{:?}", h.bins)})).collect::<Vec<_>>(),
+            "deleteCounters": agg.delete_counters,
+            "deleteTimers": agg.delete_timers,
+            "deleteSets": agg.delete_sets,
+            "deleteGauges": agg.delete_gauges,
+            "gaugesMaxTTL": agg.gauges_max_ttl,
+            "prefixStats": agg.prefix_stats,
+            "keyNameSanitize": agg.key_name_sanitize,
+            "graphite": self.graphite.effective(),
+            "console": { "prettyprint": self.console.prettyprint },
+            "repeater": self.repeater.effective(),
+            "debug": self.debug,
+            "ignoredKeys": self.ignored_keys,
+        })
+    }
+}
+
+fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
+    let delete_idle = top.bool("deleteIdleStats", false)?;
+    let prefix_stats = top.string("prefixStats")?.unwrap_or_else(|| "statsd".to_string());
+    Ok(AggConfig {
+        flush_interval: flush_interval(top)?,
+        thresholds: timers::thresholds(top)?.into(),
+        histograms: timers::histograms(top)?.into(),
+        calculated_timer_metrics: timers::calculated_timer_metrics(top)?,
+        delete_counters: top.bool("deleteCounters", delete_idle)?,
+        delete_timers: top.bool("deleteTimers", delete_idle)?,
+        delete_sets: top.bool("deleteSets", delete_idle)?,
+        delete_gauges: top.bool("deleteGauges", delete_idle)?,
+        gauges_max_ttl: gauges_max_ttl(top)?,
+        prefix_stats,
+        key_name_sanitize: top.bool("keyNameSanitize", true)?,
+    })
+}
+
+fn flush_interval(top: &Reader<'_>) -> Result<Duration, ConfigError> {
+    match top.number("flushInterval")? {
+        None => Ok(Duration::from_secs(10)),
+        Some(ms) if ms >= 1.0 && ms.is_finite() => Ok(Duration::from_millis(ms as u64)),
+        Some(ms) => Err(top.error("flushInterval", format!("expected milliseconds of at least 1, got {ms}"))),
+    }
+}
+
+/// Etsy's rule: anything but an integer above 1 is 1.
+fn gauges_max_ttl(top: &Reader<'_>) -> Result<u32, ConfigError> {
+    Ok(match top.raw("gaugesMaxTTL").and_then(reader::number_of) {
+        Some(ttl) if ttl.fract() == 0.0 && ttl > 1.0 => ttl.min(f64::from(u32::MAX)) as u32,
+        _ => 1,
+    })
+}
+
+#[cfg(test)]
+mod tests;

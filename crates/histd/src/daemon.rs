@@ -1,0 +1,181 @@
+//! The running daemon: bind every listener, start sinks, readers, the management interface
+//! and the flusher; on shutdown stop the edges, drain what was received, flush one last time
+//! to every sink, and wait for them to deliver.
+
+use std::net::UdpSocket;
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agg::Aggregator;
+use anyhow::Context;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::admin::{self, AdminState};
+use crate::config::{Backend, Config, Listener, UnixPath};
+use crate::flush::{unix_now_ms, Flusher};
+use crate::ingest::{serve_streams, spawn_datagram_reader, DatagramSocket, Shards, Tap};
+use crate::sinks::graphite::GraphiteNames;
+use crate::sinks::{console, graphite, repeater, SinkHandle};
+
+/// How long sinks get to deliver the final flush.
+const SINK_GRACE: Duration = Duration::from_secs(10);
+
+/// What the listeners started.
+struct Edges {
+    reader_threads: Vec<std::thread::JoinHandle<()>>,
+    stream_tasks: JoinSet<()>,
+    socket_files: Vec<PathBuf>,
+}
+
+/// Runs until `shutdown` completes, then drains and flushes once more.
+pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let start_ms = unix_now_ms();
+    let startup_s = (start_ms + 500) / 1000;
+    let shards = Arc::new(Shards::new(config.agg.key_name_sanitize));
+    let aggregator = Arc::new(Mutex::new(Aggregator::new(config.agg.clone())));
+    let (sinks, tap) = start_sinks(&config, startup_s);
+    let (stop_sender, stop) = watch::channel(false);
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let edges = start_listeners(&config, &shards, tap, &stop, &stop_flag).await?;
+    let admin_listener = TcpListener::bind(config.mgmt).await.with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
+    tracing::info!(proto = %"mgmt", addr = %admin_listener.local_addr()?, "listening");
+    let admin_state = Arc::new(AdminState {
+        aggregator: aggregator.clone(),
+        shards: shards.clone(),
+        healthy: AtomicBool::new(true),
+        started_unix_s: startup_s,
+        statuses: sinks.iter().map(|sink| sink.status.clone()).collect(),
+        raw_config: config.raw.clone(),
+    });
+    let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop.clone()));
+    let flusher = Flusher {
+        aggregator,
+        shards,
+        sinks: sinks.iter().filter_map(|s| Some((s.status.sink(), s.snapshots.clone()?))).collect(),
+    };
+    tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
+    tokio::select! {
+        () = flusher.run_on_grid(startup_s * 1000, config.agg.flush_interval) => {}
+        () = shutdown => tracing::info!("shutting down: draining"),
+    }
+    let _ = stop_sender.send(true);
+    stop_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop_edges(edges).await;
+    flusher.flush(unix_now_ms());
+    drop(flusher);
+    finish_sinks(sinks).await;
+    admin_task.abort();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn start_sinks(config: &Config, startup_s: u64) -> (Vec<SinkHandle>, Option<Tap>) {
+    let mut sinks = Vec::new();
+    let mut tap = None;
+    for backend in &config.backends {
+        match backend {
+            Backend::Graphite => {
+                let names = GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
+                sinks.push(graphite::spawn(config.graphite.clone(), names, startup_s));
+            }
+            Backend::Console => sinks.push(console::spawn(config.console.clone(), startup_s)),
+            Backend::Repeater => {
+                let (sink, packets) = repeater::spawn(config.repeater.clone());
+                sinks.push(sink);
+                tap = Some(packets);
+            }
+        }
+    }
+    (sinks, tap)
+}
+
+async fn start_listeners(
+    config: &Config,
+    shards: &Arc<Shards>,
+    tap: Option<Tap>,
+    stop: &watch::Receiver<bool>,
+    stop_flag: &Arc<AtomicBool>,
+) -> anyhow::Result<Edges> {
+    let mut edges = Edges { reader_threads: Vec::new(), stream_tasks: JoinSet::new(), socket_files: Vec::new() };
+    for (index, listener) in config.listeners.iter().enumerate() {
+        let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address)");
+        match listener {
+            Listener::Udp(address) => {
+                let socket = UdpSocket::bind(address).with_context(context)?;
+                tracing::info!(proto = %"udp", addr = %socket.local_addr()?, "listening");
+                let reader = spawn_datagram_reader(format!("udp-{index}"), DatagramSocket::Udp(socket), shards.register(), stop_flag.clone(), tap.clone());
+                edges.reader_threads.push(reader.with_context(context)?);
+            }
+            Listener::UnixDatagram(unix) => {
+                let socket = UnixDatagram::bind(prepare_socket_file(unix)?).with_context(context)?;
+                set_socket_mode(unix)?;
+                edges.socket_files.push(unix.path.clone());
+                tracing::info!(proto = %"unixgram", addr = %unix.path.display(), "listening");
+                let reader = spawn_datagram_reader(format!("unixgram-{index}"), DatagramSocket::Unix(socket), shards.register(), stop_flag.clone(), tap.clone());
+                edges.reader_threads.push(reader.with_context(context)?);
+            }
+            Listener::Tcp(address) => {
+                let socket = TcpListener::bind(address).await.with_context(context)?;
+                tracing::info!(proto = %"tcp", addr = %socket.local_addr()?, "listening");
+                edges.stream_tasks.spawn(serve_streams(socket, shards.clone(), tap.clone(), stop.clone()));
+            }
+            Listener::UnixStream(unix) => {
+                let socket = UnixListener::bind(prepare_socket_file(unix)?).with_context(context)?;
+                set_socket_mode(unix)?;
+                edges.socket_files.push(unix.path.clone());
+                tracing::info!(proto = %"unix", addr = %unix.path.display(), "listening");
+                edges.stream_tasks.spawn(serve_streams(socket, shards.clone(), tap.clone(), stop.clone()));
+            }
+        }
+    }
+    Ok(edges)
+}
+
+/// Removes a stale socket file (never any other kind of file) so the path can be bound.
+fn prepare_socket_file(unix: &UnixPath) -> anyhow::Result<&std::path::Path> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(metadata) = std::fs::symlink_metadata(&unix.path) {
+        anyhow::ensure!(metadata.file_type().is_socket(), "{} exists and is not a socket (servers[].socket)", unix.path.display());
+        std::fs::remove_file(&unix.path).with_context(|| format!("cannot remove the stale socket {}", unix.path.display()))?;
+    }
+    Ok(&unix.path)
+}
+
+fn set_socket_mode(unix: &UnixPath) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(mode) = unix.mode {
+        std::fs::set_permissions(&unix.path, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot chmod {} to {mode:o} (servers[].socket_mod)", unix.path.display()))?;
+    }
+    Ok(())
+}
+
+/// Waits for every reader to drain its socket and end.
+async fn stop_edges(edges: Edges) {
+    let threads = edges.reader_threads;
+    let _ = tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join()))).await;
+    edges.stream_tasks.join_all().await;
+    for path in edges.socket_files {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Closes every sink's queue (dropped by the caller) and waits for them to deliver.
+async fn finish_sinks(sinks: Vec<SinkHandle>) {
+    let tasks: Vec<_> = sinks.into_iter().map(|sink| sink.task).collect();
+    let all = futures_join(tasks);
+    if tokio::time::timeout(SINK_GRACE, all).await.is_err() {
+        tracing::error!(grace_s = SINK_GRACE.as_secs(), "sinks did not finish in time");
+    }
+}
+
+async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        let _ = task.await;
+    }
+}

@@ -1,0 +1,22 @@
+//! Ingest: listeners that read packets and aggregate them into tables they own.
+//!
+//! Each datagram socket has a reader thread, each stream connection a task; every one of them
+//! owns a [`Shard`] (a table only it writes; the flusher takes it whole once per flush), so no
+//! lock is shared between readers. Raw packets are also offered to the repeater through a
+//! [`Tap`] when that backend is on.
+
+mod datagram;
+mod shards;
+mod stream;
+mod tap;
+
+pub use datagram::{spawn_datagram_reader, DatagramSocket};
+pub use shards::{Shard, Shards};
+pub use stream::serve_streams;
+pub use shards::lock as shards_lock;
+pub use tap::Tap;
+
+/// The current time in unix seconds (the runtime's clock; aggregation only receives it).
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

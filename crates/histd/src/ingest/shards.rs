@@ -1,0 +1,66 @@
+//! Shards: one table per reader, registered so the flusher can take them all.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use agg::{Aggregator, Table};
+
+/// A reader's table. Only its reader inserts; the flusher takes it once per flush, so the lock
+/// is uncontended but for that moment.
+#[derive(Debug)]
+pub struct Shard {
+    table: Mutex<Table>,
+    closed: AtomicBool,
+}
+
+impl Shard {
+    /// Aggregates one packet received at `now_unix_s`.
+    pub fn insert_packet(&self, now_unix_s: u64, packet: &[u8]) {
+        lock(&self.table).insert_packet(now_unix_s, packet);
+    }
+
+    /// Marks the reader gone: the flusher takes the table one last time and forgets the shard.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// Every live reader's shard.
+#[derive(Debug)]
+pub struct Shards {
+    list: Mutex<Vec<Arc<Shard>>>,
+    sanitize: bool,
+}
+
+impl Shards {
+    /// No shards yet; tables apply `keyNameSanitize` when `sanitize`.
+    pub fn new(sanitize: bool) -> Self {
+        Shards { list: Mutex::new(Vec::new()), sanitize }
+    }
+
+    /// A new shard for a new reader.
+    pub fn register(&self) -> Arc<Shard> {
+        let shard = Arc::new(Shard { table: Mutex::new(Table::new(self.sanitize)), closed: AtomicBool::new(false) });
+        lock(&self.list).push(shard.clone());
+        shard
+    }
+
+    /// Moves every shard's table into `aggregator`, and forgets closed shards.
+    pub fn drain_into(&self, aggregator: &mut Aggregator) {
+        let mut list = lock(&self.list);
+        list.retain(|shard| {
+            // Read `closed` first: a reader closes after its last insert.
+            let closed = shard.closed.load(Ordering::Acquire);
+            let table = lock(&shard.table).take();
+            if !table.is_empty() {
+                aggregator.absorb(table);
+            }
+            !closed
+        });
+    }
+}
+
+/// Locks, ignoring poisoning: a table is plain data, valid even if a holder panicked.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,71 @@
+//! The console sink: a readable dump of each flush on standard output.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Arc;
+
+use agg::jsfmt::js_number;
+use agg::Snapshot;
+use tokio::sync::mpsc;
+
+use super::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
+use crate::config::ConsoleConfig;
+
+/// Starts the console sink.
+pub fn spawn(config: ConsoleConfig, startup_unix_s: u64) -> SinkHandle {
+    let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+    let status = SinkStatus::new("console");
+    status.set("lastFlush", startup_unix_s as f64);
+    status.set("lastException", startup_unix_s as f64);
+    let reporter = status.clone();
+    let task = tokio::spawn(async move {
+        while let Some(snapshot) = receiver.recv().await {
+            let text = render(&snapshot, config.prettyprint);
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+                reporter.set("lastException", snapshot.timestamp as f64);
+            } else {
+                reporter.set("lastFlush", snapshot.timestamp as f64);
+            }
+        }
+    });
+    SinkHandle { snapshots: Some(sender), status, task }
+}
+
+/// One flush as text: a header, then a line per series (`type key value...`). With
+/// `aligned`, keys are padded to one width.
+pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
+    let mut rows: Vec<(&str, &str, String)> = Vec::new();
+    for counter in &snapshot.counters {
+        rows.push(("counter", &counter.key, format!("count={} rate={}", js_number(counter.count), js_number(counter.rate))));
+    }
+    for timer in &snapshot.timers {
+        let mut text = String::new();
+        for (index, &(stat, value)) in timer.stats.iter().enumerate() {
+            if index > 0 {
+                text.push(' ');
+            }
+            snapshot.write_stat_name(stat, &mut text);
+            let _ = write!(text, "={}", js_number(value));
+        }
+        if let Some(bins) = &timer.histogram {
+            let rule = &snapshot.histograms[bins.rule];
+            for (index, count) in bins.counts.iter().enumerate() {
+                let _ = write!(text, " histogram.{}={count}", rule.bin_name(index));
+            }
+        }
+        rows.push(("timer", &timer.key, text));
+    }
+    for gauge in &snapshot.gauges {
+        rows.push(("gauge", &gauge.key, js_number(gauge.value)));
+    }
+    for set in &snapshot.sets {
+        rows.push(("set", &set.key, format!("count={}", set.count)));
+    }
+    let width = if aligned { rows.iter().map(|(_, key, _)| key.len()).max().unwrap_or(0) } else { 0 };
+    let mut out = format!("Flushing stats at {} (unix {})\n", crate::timefmt::utc_rfc3339(snapshot.timestamp), snapshot.timestamp);
+    for (kind, key, values) in rows {
+        let _ = writeln!(out, "{kind:<7} {key:<width$} {values}");
+    }
+    out
+}

@@ -1,0 +1,143 @@
+//! Graphite lines: `<name> <value> <timestamp>\n`, named as Etsy's `backends/graphite.js`
+//! names them (etsy-statsd.md §5.2) and valued as JavaScript prints numbers.
+
+use agg::jsfmt::write_js_number;
+use agg::Snapshot;
+use std::fmt::Write;
+
+use crate::config::GraphiteConfig;
+
+/// The name prefixes of one configuration, computed once.
+#[derive(Debug, Clone)]
+pub struct GraphiteNames {
+    counter_rate: String,
+    counter_count: String,
+    rate_stat: &'static str,
+    count_stat: &'static str,
+    timer: String,
+    gauge: String,
+    set: String,
+    /// `numStats`'s full name (legacy mode has no `stats.` before it).
+    num_stats: String,
+    /// Prefix of `processing_time`, `graphiteStats.*`.
+    internal: String,
+    suffix: String,
+    flush_counts: bool,
+    sanitize_keys: bool,
+}
+
+/// `parts` joined by `.`, empty parts left out, with a trailing `.` when not empty.
+fn prefix(parts: &[&str]) -> String {
+    let joined: Vec<&str> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    if joined.is_empty() {
+        String::new()
+    } else {
+        format!("{}.", joined.join("."))
+    }
+}
+
+impl GraphiteNames {
+    /// Names for `config`; `prefix_stats` is `prefixStats`; `keys_sanitized` tells whether
+    /// keys were already cleaned (`keyNameSanitize`), else the part before `;` is cleaned here.
+    pub fn new(config: &GraphiteConfig, prefix_stats: &str, keys_sanitized: bool) -> Self {
+        let legacy = GraphiteNames {
+            counter_rate: "stats.".into(),
+            counter_count: "stats_counts.".into(),
+            rate_stat: "",
+            count_stat: "",
+            timer: "stats.timers.".into(),
+            gauge: "stats.gauges.".into(),
+            set: "stats.sets.".into(),
+            num_stats: format!("{prefix_stats}.numStats"),
+            internal: prefix(&["stats", prefix_stats]),
+            suffix: config.global_suffix.as_ref().map(|s| format!(".{s}")).unwrap_or_default(),
+            flush_counts: config.flush_counts,
+            sanitize_keys: !keys_sanitized,
+        };
+        if config.legacy_namespace {
+            return legacy;
+        }
+        let global = config.global_prefix.as_str();
+        let counters = prefix(&[global, &config.prefix_counter]);
+        GraphiteNames {
+            counter_rate: counters.clone(),
+            counter_count: counters,
+            rate_stat: ".rate",
+            count_stat: ".count",
+            timer: prefix(&[global, &config.prefix_timer]),
+            gauge: prefix(&[global, &config.prefix_gauge]),
+            set: prefix(&[global, &config.prefix_set]),
+            num_stats: format!("{}numStats", prefix(&[global, prefix_stats])),
+            internal: prefix(&[global, prefix_stats]),
+            ..legacy
+        }
+    }
+
+    /// Appends every line of `snapshot` and `numStats`, in Etsy's order (the caller adds the
+    /// timing lines that follow: see [`GraphiteNames::internal_line`]).
+    pub fn encode(&self, snapshot: &Snapshot, out: &mut String) {
+        let ts = snapshot.timestamp;
+        let mut stat = String::new();
+        for counter in &snapshot.counters {
+            self.line(out, &self.counter_rate, &counter.key, self.rate_stat, counter.rate, ts);
+            if self.flush_counts {
+                self.line(out, &self.counter_count, &counter.key, self.count_stat, counter.count, ts);
+            }
+        }
+        for timer in &snapshot.timers {
+            for &(which, value) in &timer.stats {
+                stat.clear();
+                stat.push('.');
+                snapshot.write_stat_name(which, &mut stat);
+                self.line(out, &self.timer, &timer.key, &stat, value, ts);
+            }
+            if let Some(bins) = &timer.histogram {
+                let rule = &snapshot.histograms[bins.rule];
+                for (index, &count) in bins.counts.iter().enumerate() {
+                    let stat = format!(".histogram.{}", rule.bin_name(index));
+                    self.line(out, &self.timer, &timer.key, &stat, count as f64, ts);
+                }
+            }
+        }
+        for gauge in &snapshot.gauges {
+            self.line(out, &self.gauge, &gauge.key, "", gauge.value, ts);
+        }
+        for set in &snapshot.sets {
+            self.line(out, &self.set, &set.key, ".count", set.count as f64, ts);
+        }
+        self.plain_line(out, &self.num_stats, snapshot.num_stats() as f64, ts);
+    }
+
+    /// Appends `<prefixStats>.<name>` (prefixed as the namespace mode wants).
+    pub fn internal_line(&self, out: &mut String, name: &str, value: f64, ts: u64) {
+        let full = format!("{}{name}", self.internal);
+        self.plain_line(out, &full, value, ts);
+    }
+
+    fn plain_line(&self, out: &mut String, name: &str, value: f64, ts: u64) {
+        out.push_str(name);
+        out.push_str(&self.suffix);
+        push_value_and_time(out, value, ts);
+    }
+
+    /// `prefix` + key without tags + `stat` + suffix + `;tags`, then value and time.
+    fn line(&self, out: &mut String, prefix: &str, key: &str, stat: &str, value: f64, ts: u64) {
+        let (name, tags) = key.split_at(key.find(';').unwrap_or(key.len()));
+        out.push_str(prefix);
+        if self.sanitize_keys {
+            proto::key::push_sanitized(out, name.as_bytes());
+        } else {
+            out.push_str(name);
+        }
+        out.push_str(stat);
+        out.push_str(&self.suffix);
+        out.push_str(tags);
+        push_value_and_time(out, value, ts);
+    }
+}
+
+fn push_value_and_time(out: &mut String, value: f64, ts: u64) {
+    out.push(' ');
+    write_js_number(out, value);
+    let _ = writeln!(out, " {ts}");
+}

@@ -1,0 +1,10 @@
+//! The graphite sink: Etsy's names and value formatting over carbon's plaintext protocol, one
+//! persistent connection, and a bounded retry buffer so that a carbon restart loses nothing.
+
+mod encode;
+mod sink;
+#[cfg(test)]
+mod tests;
+
+pub use encode::GraphiteNames;
+pub use sink::spawn;

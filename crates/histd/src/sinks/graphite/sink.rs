@@ -1,0 +1,188 @@
+//! Delivery to carbon: one persistent TCP connection, reconnect on failure, and a bounded
+//! buffer of undelivered flushes retried every second. Graphite points are idempotent (same
+//! name and time overwrite), so a flush resent after a partial write does no harm.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agg::Snapshot;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::GraphiteNames;
+use crate::config::GraphiteConfig;
+use crate::sinks::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
+
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// At shutdown, how long undelivered flushes are retried.
+const FINAL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Starts the graphite sink.
+pub fn spawn(config: GraphiteConfig, names: GraphiteNames, startup_unix_s: u64) -> SinkHandle {
+    let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+    let status = SinkStatus::new("graphite");
+    let initial = [
+        ("last_flush", startup_unix_s as f64),
+        ("last_exception", 0.0),
+        ("flush_time", 0.0),
+        ("flush_length", 0.0),
+        ("retry_buffer_bytes", 0.0),
+        ("dropped_lines", 0.0),
+        ("dropped_flushes", 0.0),
+        ("errors", 0.0),
+    ];
+    for (name, value) in initial {
+        status.set(name, value);
+    }
+    let sink = GraphiteSink { config, names, status: status.clone(), buffer: VecDeque::new(), buffered_bytes: 0, connection: None };
+    let task = tokio::spawn(sink.run(receiver));
+    SinkHandle { snapshots: Some(sender), status, task }
+}
+
+struct GraphiteSink {
+    config: GraphiteConfig,
+    names: GraphiteNames,
+    status: SinkStatus,
+    /// Payloads not yet delivered, oldest first.
+    buffer: VecDeque<String>,
+    buffered_bytes: u64,
+    connection: Option<TcpStream>,
+}
+
+impl GraphiteSink {
+    async fn run(mut self, mut snapshots: mpsc::Receiver<Arc<Snapshot>>) {
+        loop {
+            tokio::select! {
+                snapshot = snapshots.recv() => match snapshot {
+                    Some(snapshot) => self.flush(&snapshot).await,
+                    None => break,
+                },
+                _ = tokio::time::sleep(RETRY_EVERY), if !self.buffer.is_empty() => self.deliver().await,
+            }
+        }
+        self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
+        if !self.buffer.is_empty() {
+            tracing::error!(flushes = self.buffer.len(), bytes = self.buffered_bytes, "graphite unreachable at exit: undelivered flushes lost");
+        }
+    }
+
+    async fn flush(&mut self, snapshot: &Snapshot) {
+        let started = Instant::now();
+        let mut payload = String::with_capacity(4096);
+        self.names.encode(snapshot, &mut payload);
+        let calculation_ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.names.internal_line(&mut payload, "graphiteStats.calculationtime", calculation_ms, snapshot.timestamp);
+        self.names.internal_line(&mut payload, "processing_time", snapshot.processing_time_ms, snapshot.timestamp);
+        self.append_own_stats(&mut payload, snapshot.timestamp);
+        if self.config.host.is_none() {
+            return; // Etsy: without graphiteHost the backend computes but sends nothing.
+        }
+        self.buffered_bytes += payload.len() as u64;
+        self.buffer.push_back(payload);
+        self.deliver().await;
+        self.enforce_buffer_limit();
+    }
+
+    /// Etsy's `graphiteStats.*` lines about the previous delivery, and histd's buffer state.
+    fn append_own_stats(&self, payload: &mut String, ts: u64) {
+        for name in ["last_exception", "last_flush", "flush_time", "flush_length", "retry_buffer_bytes", "dropped_lines", "errors"] {
+            let value = self.status.get(name).unwrap_or(0.0);
+            self.names.internal_line(payload, &format!("graphiteStats.{name}"), value, ts);
+        }
+    }
+
+    async fn deliver_before(&mut self, deadline: Instant) {
+        while !self.buffer.is_empty() && Instant::now() < deadline {
+            self.deliver().await;
+            if !self.buffer.is_empty() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+
+    /// Sends buffered payloads in order until one fails.
+    async fn deliver(&mut self) {
+        while let Some(payload) = self.buffer.pop_front() {
+            let started = Instant::now();
+            let length = payload.len();
+            let result = match self.connected().await {
+                Ok(connection) => write_all(connection, payload.as_bytes()).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = result {
+                self.buffer.push_front(payload);
+                self.connection = None;
+                self.record_error(&error);
+                return;
+            }
+            self.buffered_bytes -= length as u64;
+            self.status.set("flush_time", started.elapsed().as_secs_f64() * 1000.0);
+            self.status.set("flush_length", length as f64);
+            self.status.set("last_flush", crate::ingest::unix_now_s() as f64);
+            self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
+        }
+    }
+
+    /// The open connection, or a new one when there is none or carbon closed it.
+    async fn connected(&mut self) -> std::io::Result<&mut TcpStream> {
+        if self.connection.as_ref().is_some_and(|c| !is_open(c)) {
+            self.connection = None;
+        }
+        if self.connection.is_none() {
+            let host = self.config.host.as_deref().unwrap_or("127.0.0.1");
+            let address = (host, self.config.port);
+            let connection = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
+                .await
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+            connection.set_nodelay(true)?;
+            self.connection = Some(connection);
+        }
+        Ok(self.connection.as_mut().unwrap_or_else(|| unreachable!("set above")))
+    }
+
+    fn record_error(&self, error: &std::io::Error) {
+        let first = self.status.get("errors").unwrap_or(0.0) == 0.0;
+        self.status.add("errors", 1.0);
+        self.status.set("last_exception", crate::ingest::unix_now_s() as f64);
+        self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
+        if first {
+            tracing::warn!(%error, host = ?self.config.host, port = self.config.port, "graphite delivery failed; buffering");
+        } else {
+            tracing::debug!(%error, "graphite delivery failed again");
+        }
+    }
+
+    /// Drops the oldest undelivered flushes beyond `retryBufferBytes`, counting their lines.
+    fn enforce_buffer_limit(&mut self) {
+        while self.buffered_bytes > self.config.retry_buffer_bytes {
+            let Some(oldest) = self.buffer.pop_front() else { break };
+            self.buffered_bytes -= oldest.len() as u64;
+            let lines = oldest.bytes().filter(|&b| b == b'\n').count();
+            self.status.add("dropped_lines", lines as f64);
+            self.status.add("dropped_flushes", 1.0);
+            tracing::warn!(lines, limit = self.config.retry_buffer_bytes, "graphite retry buffer full: oldest flush dropped");
+        }
+        self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
+    }
+}
+
+async fn write_all(connection: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, connection.write_all(bytes)).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "write timed out")),
+    }
+}
+
+/// False when carbon has closed the connection (a read would return end of file or an error).
+fn is_open(connection: &TcpStream) -> bool {
+    let mut probe = [0u8; 64];
+    match connection.try_read(&mut probe) {
+        Ok(0) => false,
+        Ok(_) => true,
+        Err(error) => error.kind() == std::io::ErrorKind::WouldBlock,
+    }
+}

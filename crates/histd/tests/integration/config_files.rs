@@ -1,0 +1,76 @@
+//! Config files as users have them, and `histd check-config`.
+
+use std::process::Command;
+
+use crate::harness::{temp_dir, Carbon, Daemon};
+
+/// Etsy's own exampleConfig.js shape: a comment, leading commas, unquoted keys.
+const ETSY_EXAMPLE: &str = r#"/*
+Required Variables:
+  port:             StatsD listening port [default: 8125]
+*/
+{
+  graphitePort: 2003
+, graphiteHost: "graphite.example.com"
+, port: 8125
+, backends: [ "./backends/graphite" ]
+, graphite: { legacyNamespace: false }
+}
+"#;
+
+fn check_config(text: &str) -> std::process::Output {
+    let dir = temp_dir("check");
+    let path = dir.join("config.js");
+    std::fs::write(&path, text).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_histd")).args(["check-config", path.to_str().unwrap()]).output().unwrap()
+}
+
+#[test]
+fn etsys_example_config_is_accepted_as_is() {
+    let output = check_config(ETSY_EXAMPLE);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let effective: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(effective["graphite"]["host"], "graphite.example.com");
+    assert_eq!(effective["graphite"]["legacyNamespace"], false);
+    assert_eq!(effective["listeners"][0], "Udp(0.0.0.0:8125)");
+    assert_eq!(effective["mgmt"], "127.0.0.1:8126");
+}
+
+#[test]
+fn an_etsy_config_runs_unmodified_but_for_its_ports() {
+    let carbon = Carbon::start();
+    let text = ETSY_EXAMPLE
+        .replace("graphite.example.com", "127.0.0.1")
+        .replace("graphitePort: 2003", &format!("graphitePort: {}", carbon.port))
+        .replace("port: 8125", "port: 0, address: '127.0.0.1', mgmt_port: 0, flushInterval: 200");
+    let daemon = Daemon::start("etsy-example", &text);
+    daemon.send_udp("example:1|c");
+    carbon.wait_flush(|f| f.get("stats.counters.example.count") == Some("1"));
+}
+
+#[test]
+fn bad_configs_name_the_key_and_exit_two() {
+    let cases = [
+        ("{ flushInterval: 'soon' }", "flushInterval"),
+        ("{ percentThreshold: [90, 150] }", "percentThreshold"),
+        ("{ graphite: { globalPrefix: 5 } }", "graphite.globalPrefix"),
+        ("{ servers: [ { server: './servers/http' } ] }", "servers[0].server"),
+        ("{ backends: ['./backends/influxdb'] }", "backends[0]"),
+        ("{ histogram: [ { metric: 'x', bins: [5, 2] } ] }", "histogram[0].bins"),
+        ("{ mgmt_port: 99999 }", "mgmt_port"),
+        ("{ port: 8125 ", "JSON5"),
+    ];
+    for (text, key) in cases {
+        let output = check_config(text);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(key), "{text}: the error names {key}: {stderr}");
+    }
+}
+
+#[test]
+fn run_without_a_config_prints_help() {
+    let output = Command::new(env!("CARGO_BIN_EXE_histd")).args(["run", "--help"]).output().unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("--config"));
+}

@@ -1,0 +1,305 @@
+//! Starts the real `histd` binary on 127.0.0.1 ephemeral ports, and a test carbon.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long any wait in a test may take before it fails.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// A running daemon.
+pub struct Daemon {
+    child: Child,
+    /// Bound addresses by protocol (`udp`, `tcp`, `mgmt`, `unix`, `unixgram`), in log order.
+    pub addresses: BTreeMap<String, Vec<String>>,
+    /// Its temporary directory (config file, sockets).
+    pub dir: PathBuf,
+    stdout: Arc<Mutex<String>>,
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("histd-test-{}-{name}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl Daemon {
+    /// Starts `histd run` with `config` (a JS object literal; `$DIR` stands for the test's
+    /// directory) and waits until it is ready.
+    pub fn start(name: &str, config: &str) -> Daemon {
+        let dir = temp_dir(name);
+        let path = dir.join("config.js");
+        std::fs::write(&path, config.replace("$DIR", dir.to_str().unwrap())).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_histd"))
+            .args(["run", "--config", path.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("histd starts");
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let mut out = child.stdout.take().unwrap();
+        let sink = stdout.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 8192];
+            while let Ok(n) = out.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..n]));
+            }
+        });
+        let addresses = read_until_ready(&mut child);
+        Daemon { child, addresses, dir, stdout }
+    }
+
+    /// The first address bound for `proto`.
+    pub fn address(&self, proto: &str) -> String {
+        self.addresses.get(proto).and_then(|a| a.first()).cloned().unwrap_or_else(|| panic!("no {proto} listener"))
+    }
+
+    /// Sends one UDP datagram to the first UDP listener.
+    pub fn send_udp(&self, payload: &str) {
+        let target: SocketAddr = self.address("udp").parse().unwrap();
+        let bind = if target.is_ipv6() { "[::1]:0" } else { "127.0.0.1:0" };
+        let socket = UdpSocket::bind(bind).unwrap();
+        socket.send_to(payload.as_bytes(), target).unwrap();
+    }
+
+    /// Sends `payload` on a new TCP connection to the first TCP listener, then closes it.
+    pub fn send_tcp(&self, payload: &str) {
+        let mut stream = TcpStream::connect(self.address("tcp")).unwrap();
+        stream.write_all(payload.as_bytes()).unwrap();
+    }
+
+    /// Sends management `command` (a line) and reads the reply until `done` says it is whole.
+    pub fn admin_until(&self, command: &str, done: impl Fn(&str) -> bool) -> String {
+        let mut stream = TcpStream::connect(self.address("mgmt")).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        stream.write_all(command.as_bytes()).unwrap();
+        let mut reply = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !done(&String::from_utf8_lossy(&reply)) {
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => reply.extend_from_slice(&buffer[..n]),
+            }
+        }
+        String::from_utf8(reply).unwrap()
+    }
+
+    /// Sends a command whose reply ends with `END\n\n`.
+    pub fn admin(&self, command: &str) -> String {
+        self.admin_until(&format!("{command}\n"), |r| r.ends_with("END\n\n"))
+    }
+
+    /// One value from the management `stats` reply.
+    pub fn stat(&self, name: &str) -> f64 {
+        let reply = self.admin("stats");
+        let prefix = format!("{name}: ");
+        let line = reply.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {name} in {reply}"));
+        line[prefix.len()..].parse().unwrap()
+    }
+
+    /// Waits until the daemon has received `lines` lines in all.
+    pub fn wait_received(&self, lines: u64) {
+        wait_until(|| self.stat("messages.metrics_received") as u64 >= lines, "lines to arrive");
+    }
+
+    /// What the daemon printed on standard output so far.
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(started.elapsed() < WAIT, "histd did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn read_until_ready(child: &mut Child) -> BTreeMap<String, Vec<String>> {
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let mut addresses: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut log = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains(" listening ") {
+            let field = |name: &str| line.split(' ').find_map(|w| w.strip_prefix(name)).unwrap().to_string();
+            addresses.entry(field("proto=")).or_default().push(field("addr="));
+        }
+        if line.contains(" ready ") {
+            std::thread::spawn(move || lines.for_each(drop));
+            return addresses;
+        }
+    }
+    panic!("histd exited before it was ready:\n{log}");
+}
+
+/// Polls `condition` until it holds or [`WAIT`] passes.
+pub fn wait_until(mut condition: impl FnMut() -> bool, what: &str) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One flush as carbon received it: name → value, and the timestamp.
+#[derive(Debug, Clone, Default)]
+pub struct Flush {
+    /// Values by metric name.
+    pub values: BTreeMap<String, String>,
+    /// Lines in arrival order.
+    pub lines: Vec<String>,
+}
+
+impl Flush {
+    /// The value of `name`, if sent.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+}
+
+/// A test carbon: a plaintext listener collecting lines, split into flushes on the last line
+/// histd writes per flush (`graphiteStats.errors`).
+pub struct Carbon {
+    /// Its port.
+    pub port: u16,
+    lines: Arc<Mutex<Vec<String>>>,
+    running: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Carbon {
+    /// Listens on an ephemeral port.
+    pub fn start() -> Carbon {
+        Carbon::start_on(0, Arc::default())
+    }
+
+    fn start_on(port: u16, lines: Arc<Mutex<Vec<String>>>) -> Carbon {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let running = Arc::new(AtomicBool::new(true));
+        let thread = {
+            let (lines, running) = (lines.clone(), running.clone());
+            std::thread::spawn(move || accept_loop(listener, lines, running))
+        };
+        Carbon { port, lines, running, thread: Some(thread) }
+    }
+
+    /// Closes the listener and every connection.
+    pub fn stop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+
+    /// Listens again on the same port, keeping what was received.
+    pub fn restart(&mut self) {
+        self.stop();
+        *self = Carbon::start_on(self.port, self.lines.clone());
+    }
+
+    /// Every line received so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// The complete flushes received so far.
+    pub fn flushes(&self) -> Vec<Flush> {
+        let mut flushes = Vec::new();
+        let mut current = Flush::default();
+        for line in self.lines() {
+            let mut parts = line.split(' ');
+            let (name, value) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+            current.values.insert(name.to_string(), value.to_string());
+            current.lines.push(line.clone());
+            if name.contains("graphiteStats.errors") {
+                flushes.push(std::mem::take(&mut current));
+            }
+        }
+        flushes
+    }
+
+    /// Waits for a flush for which `wanted` holds, and returns it.
+    pub fn wait_flush(&self, wanted: impl Fn(&Flush) -> bool) -> Flush {
+        let mut found = None;
+        wait_until(|| {
+            found = self.flushes().into_iter().find(|f| wanted(f));
+            found.is_some()
+        }, "a matching flush");
+        found.unwrap()
+    }
+}
+
+impl Drop for Carbon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: TcpListener, lines: Arc<Mutex<Vec<String>>>, running: Arc<AtomicBool>) {
+    let mut connections: Vec<(TcpStream, Vec<u8>)> = Vec::new();
+    while running.load(Ordering::Relaxed) {
+        if let Ok((stream, _)) = listener.accept() {
+            stream.set_nonblocking(true).unwrap();
+            connections.push((stream, Vec::new()));
+        }
+        let mut buffer = [0u8; 65536];
+        connections.retain_mut(|(stream, pending)| loop {
+            match stream.read(&mut buffer) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    pending.extend_from_slice(&buffer[..n]);
+                    while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=end).collect();
+                        lines.lock().unwrap().push(String::from_utf8_lossy(&line[..end]).into_owned());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                Err(_) => return false,
+            }
+        });
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A config for a test: loopback ports chosen by the kernel, graphite to `carbon`, plus `extra`
+/// keys (JS object literal body, with a trailing comma).
+pub fn config(carbon: &Carbon, flush_ms: u64, extra: &str) -> String {
+    format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, \
+         flushInterval: {flush_ms}, {extra} }}",
+        carbon.port
+    )
+}

@@ -1,0 +1,8 @@
+//! The integration tests: the real `histd` binary, real sockets on 127.0.0.1, a test carbon.
+
+mod admin;
+mod config_files;
+mod graphite_output;
+mod harness;
+mod listeners;
+mod lifecycle;
