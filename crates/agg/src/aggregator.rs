@@ -157,8 +157,12 @@ impl Aggregator {
             interval: self.config.flush_interval,
             counters: self.counter_points(),
             timers: self.timer_points(),
-            gauges: sorted(self.gauges.iter().map(|(key, s)| GaugePoint { key: key.clone(), value: s.value }), |p| &p.key),
-            sets: sorted(self.sets.iter().map(|(key, m)| SetPoint { key: key.clone(), count: m.len() as u64 }), |p| &p.key),
+            gauges: sorted(self.gauges.iter().map(|(key, s)| GaugePoint { key: key.clone(), value: s.value }), |p| {
+                &p.key
+            }),
+            sets: sorted(self.sets.iter().map(|(key, m)| SetPoint { key: key.clone(), count: m.len() as u64 }), |p| {
+                &p.key
+            }),
             thresholds: self.config.thresholds.clone(),
             histograms: self.config.histograms.clone(),
             ingest: std::mem::take(&mut self.interval),
@@ -170,7 +174,8 @@ impl Aggregator {
 
     fn counter_points(&self) -> Vec<CounterPoint> {
         let seconds = self.config.interval_seconds();
-        let points = self.counters.iter().map(|(key, &count)| CounterPoint { key: key.clone(), count, rate: count / seconds });
+        let points =
+            self.counters.iter().map(|(key, &count)| CounterPoint { key: key.clone(), count, rate: count / seconds });
         sorted(points, |p| &p.key)
     }
 

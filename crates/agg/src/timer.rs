@@ -68,7 +68,8 @@ impl RunningSums {
         for (index, &value) in sorted.iter().enumerate() {
             // Etsy starts the running sums at the first value, not at 0 + it (same result
             // except for -0, which it keeps).
-            (sum, square_sum) = if index == 0 { (value, value * value) } else { (sum + value, square_sum + value * value) };
+            (sum, square_sum) =
+                if index == 0 { (value, value * value) } else { (sum + value, square_sum + value * value) };
             sums.push(sum);
             squares.push(square_sum);
         }

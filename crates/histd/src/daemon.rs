@@ -42,7 +42,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let (stop_sender, stop) = watch::channel(false);
     let stop_flag = Arc::new(AtomicBool::new(false));
     let edges = start_listeners(&config, &shards, tap, &stop, &stop_flag).await?;
-    let admin_listener = TcpListener::bind(config.mgmt).await.with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
+    let admin_listener = TcpListener::bind(config.mgmt)
+        .await
+        .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
     tracing::info!(proto = %"mgmt", addr = %admin_listener.local_addr()?, "listening");
     let admin_state = Arc::new(AdminState {
         aggregator: aggregator.clone(),
@@ -80,7 +82,8 @@ fn start_sinks(config: &Config, startup_s: u64) -> (Vec<SinkHandle>, Option<Tap>
     for backend in &config.backends {
         match backend {
             Backend::Graphite => {
-                let names = GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
+                let names =
+                    GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
                 sinks.push(graphite::spawn(config.graphite.clone(), names, startup_s));
             }
             Backend::Console => sinks.push(console::spawn(config.console.clone(), startup_s)),
@@ -108,7 +111,13 @@ async fn start_listeners(
             Listener::Udp(address) => {
                 let socket = UdpSocket::bind(address).with_context(context)?;
                 tracing::info!(proto = %"udp", addr = %socket.local_addr()?, "listening");
-                let reader = spawn_datagram_reader(format!("udp-{index}"), DatagramSocket::Udp(socket), shards.register(), stop_flag.clone(), tap.clone());
+                let reader = spawn_datagram_reader(
+                    format!("udp-{index}"),
+                    DatagramSocket::Udp(socket),
+                    shards.register(),
+                    stop_flag.clone(),
+                    tap.clone(),
+                );
                 edges.reader_threads.push(reader.with_context(context)?);
             }
             Listener::UnixDatagram(unix) => {
@@ -116,7 +125,13 @@ async fn start_listeners(
                 set_socket_mode(unix)?;
                 edges.socket_files.push(unix.path.clone());
                 tracing::info!(proto = %"unixgram", addr = %unix.path.display(), "listening");
-                let reader = spawn_datagram_reader(format!("unixgram-{index}"), DatagramSocket::Unix(socket), shards.register(), stop_flag.clone(), tap.clone());
+                let reader = spawn_datagram_reader(
+                    format!("unixgram-{index}"),
+                    DatagramSocket::Unix(socket),
+                    shards.register(),
+                    stop_flag.clone(),
+                    tap.clone(),
+                );
                 edges.reader_threads.push(reader.with_context(context)?);
             }
             Listener::Tcp(address) => {
@@ -140,8 +155,13 @@ async fn start_listeners(
 fn prepare_socket_file(unix: &UnixPath) -> anyhow::Result<&std::path::Path> {
     use std::os::unix::fs::FileTypeExt;
     if let Ok(metadata) = std::fs::symlink_metadata(&unix.path) {
-        anyhow::ensure!(metadata.file_type().is_socket(), "{} exists and is not a socket (servers[].socket)", unix.path.display());
-        std::fs::remove_file(&unix.path).with_context(|| format!("cannot remove the stale socket {}", unix.path.display()))?;
+        anyhow::ensure!(
+            metadata.file_type().is_socket(),
+            "{} exists and is not a socket (servers[].socket)",
+            unix.path.display()
+        );
+        std::fs::remove_file(&unix.path)
+            .with_context(|| format!("cannot remove the stale socket {}", unix.path.display()))?;
     }
     Ok(&unix.path)
 }

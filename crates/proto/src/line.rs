@@ -325,10 +325,7 @@ impl<'a> Iterator for Values<'a> {
 
 /// The value group starting at `start`: its text and the index where it ends (a `:` or the end).
 fn group_at(body: &[u8], start: usize) -> (&[u8], usize) {
-    let end = body[start..]
-        .iter()
-        .position(|&byte| byte == b':')
-        .map_or(body.len(), |offset| start + offset);
+    let end = body[start..].iter().position(|&byte| byte == b':').map_or(body.len(), |offset| start + offset);
     (&body[start..end], end)
 }
 

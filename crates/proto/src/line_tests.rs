@@ -71,14 +71,8 @@ fn splits_value_groups_like_etsy() {
                 Ok(("k", "", Counter, Number(3.0), 0.5)),
             ],
         ),
-        (
-            "k:4|c:250|ms",
-            &[Ok(("k", "", Counter, Number(4.0), 1.0)), Ok(("k", "", Timer, Number(250.0), 1.0))],
-        ),
-        (
-            "k:1|c|@0.5:2|g",
-            &[Ok(("k", "", Counter, Number(1.0), 0.5)), Ok(("k", "", Gauge, Number(2.0), 1.0))],
-        ),
+        ("k:4|c:250|ms", &[Ok(("k", "", Counter, Number(4.0), 1.0)), Ok(("k", "", Timer, Number(250.0), 1.0))]),
+        ("k:1|c|@0.5:2|g", &[Ok(("k", "", Counter, Number(1.0), 0.5)), Ok(("k", "", Gauge, Number(2.0), 1.0))]),
         ("k:1|c:x|c", &[Ok(("k", "", Counter, Number(1.0), 1.0)), Err(BadValue)]),
     ];
     check(cases);

@@ -72,10 +72,7 @@ fn is_decimal_literal(text: &[u8]) -> bool {
         return false;
     }
     if let Some(exponent) = rest.strip_prefix(b"e").or_else(|| rest.strip_prefix(b"E")) {
-        let exponent = exponent
-            .strip_prefix(b"+")
-            .or_else(|| exponent.strip_prefix(b"-"))
-            .unwrap_or(exponent);
+        let exponent = exponent.strip_prefix(b"+").or_else(|| exponent.strip_prefix(b"-")).unwrap_or(exponent);
         return !exponent.is_empty() && leading_digits(exponent) == exponent.len();
     }
     rest.is_empty()

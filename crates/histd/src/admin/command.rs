@@ -12,7 +12,8 @@ use super::AdminState;
 use crate::ingest::{shards_lock as lock, unix_now_s};
 
 /// Etsy's help text, unchanged (`sets` and `delsets` also work).
-const HELP: &str = "Commands: stats, counters, timers, gauges, delcounters, deltimers, delgauges, health, config, quit\n\n";
+const HELP: &str =
+    "Commands: stats, counters, timers, gauges, delcounters, deltimers, delgauges, health, config, quit\n\n";
 
 /// One management command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,8 +117,12 @@ fn stats(state: &AdminState) -> String {
 
 fn dump(aggregator: &Aggregator, metric_type: MetricType) -> String {
     let entries: Vec<(String, Node)> = match metric_type {
-        MetricType::Counters => aggregator.counter_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect(),
-        MetricType::Gauges => aggregator.gauge_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect(),
+        MetricType::Counters => {
+            aggregator.counter_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect()
+        }
+        MetricType::Gauges => {
+            aggregator.gauge_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect()
+        }
         MetricType::Timers => aggregator
             .timer_values()
             .into_iter()
@@ -188,7 +193,9 @@ fn js_string(value: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.as_f64().map(js_number).unwrap_or_else(|| n.to_string()),
         Value::String(s) => s.clone(),
-        Value::Array(items) => items.iter().map(|v| if v.is_null() { String::new() } else { js_string(v) }).collect::<Vec<_>>().join(","),
+        Value::Array(items) => {
+            items.iter().map(|v| if v.is_null() { String::new() } else { js_string(v) }).collect::<Vec<_>>().join(",")
+        }
         Value::Object(_) => "[object Object]".to_string(),
     }
 }

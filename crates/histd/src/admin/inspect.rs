@@ -19,7 +19,8 @@ pub enum Node {
 
 /// `{ key: value, ... }` for `entries`, in order.
 pub fn object(entries: &[(String, Node)]) -> String {
-    let output: Vec<String> = entries.iter().map(|(key, value)| format!("{}: {}", property_key(key), format_value(value, 2))).collect();
+    let output: Vec<String> =
+        entries.iter().map(|(key, value)| format!("{}: {}", property_key(key), format_value(value, 2))).collect();
     if output.is_empty() {
         return "{}".to_string();
     }
@@ -38,7 +39,8 @@ fn array(items: &[Node], indentation: usize) -> String {
     if items.is_empty() {
         return "[]".to_string();
     }
-    let mut output: Vec<String> = items.iter().take(MAX_ARRAY_LENGTH).map(|item| format_value(item, indentation + 2)).collect();
+    let mut output: Vec<String> =
+        items.iter().take(MAX_ARRAY_LENGTH).map(|item| format_value(item, indentation + 2)).collect();
     let more = items.len().saturating_sub(MAX_ARRAY_LENGTH);
     if more > 0 {
         output.push(format!("... {more} more item{}", if more > 1 { "s" } else { "" }));
@@ -98,8 +100,9 @@ fn group_array_elements(output: Vec<String>, indentation: usize, has_more: bool,
     if columns <= 1 {
         return output;
     }
-    let column_width: Vec<usize> =
-        (0..columns).map(|column| (column..data_length).step_by(columns).map(|j| lengths[j]).max().unwrap_or(0) + separator).collect();
+    let column_width: Vec<usize> = (0..columns)
+        .map(|column| (column..data_length).step_by(columns).map(|j| lengths[j]).max().unwrap_or(0) + separator)
+        .collect();
     let mut rows = Vec::new();
     for row_start in (0..data_length).step_by(columns) {
         let row_end = (row_start + columns).min(data_length);
@@ -164,7 +167,8 @@ mod tests {
 
     #[test]
     fn lays_out_like_node() {
-        let short = vec![("g.a".to_string(), Node::Number(3.0)), ("statsd.timestamp_lag".to_string(), Node::Number(0.0))];
+        let short =
+            vec![("g.a".to_string(), Node::Number(3.0)), ("statsd.timestamp_lag".to_string(), Node::Number(0.0))];
         assert_eq!(object(&short), "{ 'g.a': 3, 'statsd.timestamp_lag': 0 }");
         assert_eq!(object(&[]), "{}");
         let long = vec![
@@ -185,11 +189,15 @@ mod tests {
     #[test]
     fn groups_long_arrays_in_columns_like_node() {
         let ten: Vec<f64> = (1..=10).map(f64::from).collect();
-        assert_eq!(object(&[("t".to_string(), numbers(&ten))]), "{\n  t: [\n    1, 2, 3, 4,  5,\n    6, 7, 8, 9, 10\n  ]\n}");
+        assert_eq!(
+            object(&[("t".to_string(), numbers(&ten))]),
+            "{\n  t: [\n    1, 2, 3, 4,  5,\n    6, 7, 8, 9, 10\n  ]\n}"
+        );
         let many: Vec<f64> = (0..120).map(|i| f64::from(i) * 1.5).collect();
         let want = "{\n  t: [\n      0,   1.5,   3,   4.5,   6,   7.5,   9,  10.5,  12,  13.5,\n     15,  16.5,  18,  19.5,  21,  22.5,  24,  25.5,  27,  28.5,\n     30,  31.5,  33,  34.5,  36,  37.5,  39,  40.5,  42,  43.5,\n     45,  46.5,  48,  49.5,  51,  52.5,  54,  55.5,  57,  58.5,\n     60,  61.5,  63,  64.5,  66,  67.5,  69,  70.5,  72,  73.5,\n     75,  76.5,  78,  79.5,  81,  82.5,  84,  85.5,  87,  88.5,\n     90,  91.5,  93,  94.5,  96,  97.5,  99, 100.5, 102, 103.5,\n    105, 106.5, 108, 109.5, 111, 112.5, 114, 115.5, 117, 118.5,\n    120, 121.5, 123, 124.5, 126, 127.5, 129, 130.5, 132, 133.5,\n    135, 136.5, 138, 139.5, 141, 142.5, 144, 145.5, 147, 148.5,\n    ... 20 more items\n  ]\n}";
         assert_eq!(object(&[("t".to_string(), numbers(&many))]), want);
-        let texts = Node::Array(["x", "yy", "zzz", "a", "b", "c", "d"].iter().map(|s| Node::Text(s.to_string())).collect());
+        let texts =
+            Node::Array(["x", "yy", "zzz", "a", "b", "c", "d"].iter().map(|s| Node::Text(s.to_string())).collect());
         let mixed = vec![("a".to_string(), numbers(&[100.25, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])), ("b".to_string(), texts)];
         let want = "{\n  a: [\n    100.25, 2,\n         3, 4,\n         5, 6,\n         7\n  ],\n  b: [\n    'x', 'yy', 'zzz',\n    'a', 'b',  'c',\n    'd'\n  ]\n}";
         assert_eq!(object(&mixed), want);

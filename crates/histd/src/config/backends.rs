@@ -37,7 +37,9 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
     let mut backends = Vec::new();
     for (index, name) in top.array("backends")?.iter().enumerate() {
         let key = format!("backends[{index}]");
-        let text = name.as_str().ok_or_else(|| ConfigError { key: key.clone(), message: format!("expected a backend name, got {name}") })?;
+        let text = name
+            .as_str()
+            .ok_or_else(|| ConfigError { key: key.clone(), message: format!("expected a backend name, got {name}") })?;
         let backend = match text.trim_start_matches("./backends/") {
             "graphite" => Backend::Graphite,
             "console" => Backend::Console,
@@ -92,18 +94,22 @@ impl GraphiteConfig {
             "retryBufferBytes": self.retry_buffer_bytes,
         })
     }
-
 }
 
 /// Reads `graphiteHost`, `graphitePort`, `graphiteProtocol`, `flush_counts` and `graphite.*`.
 pub fn graphite(top: &Reader<'_>) -> Result<GraphiteConfig, ConfigError> {
     if let Some(protocol) = top.string("graphiteProtocol")? {
         if protocol != "text" {
-            return Err(top.error("graphiteProtocol", format!("'{protocol}' is not supported: histd speaks the 'text' protocol")));
+            return Err(top.error(
+                "graphiteProtocol",
+                format!("'{protocol}' is not supported: histd speaks the 'text' protocol"),
+            ));
         }
     }
     let section = top.object("graphite")?;
-    let text = |key: &str, default: &str| -> Result<String, ConfigError> { Ok(section.string(key)?.unwrap_or_else(|| default.to_string())) };
+    let text = |key: &str, default: &str| -> Result<String, ConfigError> {
+        Ok(section.string(key)?.unwrap_or_else(|| default.to_string()))
+    };
     let retry_buffer_bytes = match section.number("retryBufferBytes")? {
         None => DEFAULT_GRAPHITE_BUFFER_BYTES,
         Some(bytes) if bytes >= 0.0 && bytes.is_finite() => bytes as u64,

@@ -46,7 +46,10 @@ pub fn listeners(top: &Reader<'_>) -> Result<Vec<Listener>, ConfigError> {
         .enumerate()
         .map(|(index, server)| match server {
             Value::Object(object) => listener(&Reader::new(object, format!("servers[{index}]"))),
-            other => Err(ConfigError { key: format!("servers[{index}]"), message: format!("expected an object, got {other}") }),
+            other => Err(ConfigError {
+                key: format!("servers[{index}]"),
+                message: format!("expected an object, got {other}"),
+            }),
         })
         .collect()
 }
@@ -56,7 +59,11 @@ fn listener(server: &Reader<'_>) -> Result<Listener, ConfigError> {
     let stream = match module.trim_start_matches("./servers/") {
         "udp" => false,
         "tcp" => true,
-        other => return Err(server.error("server", format!("unknown server '{other}' (histd has ./servers/udp and ./servers/tcp)"))),
+        other => {
+            return Err(
+                server.error("server", format!("unknown server '{other}' (histd has ./servers/udp and ./servers/tcp)"))
+            )
+        }
     };
     if let Some(path) = server.string("socket")? {
         let unix = UnixPath { path: path.into(), mode: socket_mode(server)? };
@@ -71,7 +78,9 @@ fn socket_address(server: &Reader<'_>) -> Result<SocketAddr, ConfigError> {
     let any: IpAddr = if ipv6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
     let ip = match server.string("address")? {
         None => any,
-        Some(text) => parse_ip(&text).ok_or_else(|| server.error("address", format!("'{text}' is not an IP address")))?,
+        Some(text) => {
+            parse_ip(&text).ok_or_else(|| server.error("address", format!("'{text}' is not an IP address")))?
+        }
     };
     Ok(SocketAddr::new(ip, server.port("port", DEFAULT_PORT)?))
 }
@@ -88,10 +97,15 @@ pub fn parse_ip(text: &str) -> Option<IpAddr> {
 fn socket_mode(server: &Reader<'_>) -> Result<Option<u32>, ConfigError> {
     match server.raw("socket_mod") {
         None => Ok(None),
-        Some(Value::Number(number)) => number.as_u64().map(|mode| Some(mode as u32)).ok_or_else(|| server.error("socket_mod", "expected a file mode")),
+        Some(Value::Number(number)) => number
+            .as_u64()
+            .map(|mode| Some(mode as u32))
+            .ok_or_else(|| server.error("socket_mod", "expected a file mode")),
         Some(Value::String(text)) => {
             let digits = text.trim_start_matches("0o");
-            u32::from_str_radix(digits, 8).map(Some).map_err(|_| server.error("socket_mod", format!("'{text}' is not an octal file mode")))
+            u32::from_str_radix(digits, 8)
+                .map(Some)
+                .map_err(|_| server.error("socket_mod", format!("'{text}' is not an octal file mode")))
         }
         Some(other) => Err(server.error("socket_mod", format!("expected a file mode, got {other}"))),
     }

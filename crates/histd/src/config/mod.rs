@@ -3,8 +3,8 @@
 //! histd's own keys sit beside them. Every error names the key it is about.
 
 mod backends;
-mod reader;
 mod listen;
+mod reader;
 mod timers;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -24,12 +24,42 @@ pub const DEFAULT_MGMT_PORT: u16 = 8126;
 
 /// Top-level keys histd reads; any other key is reported as ignored.
 const KNOWN_KEYS: &[&str] = &[
-    "port", "address", "address_ipv6", "server", "servers", "mgmt_port", "mgmt_address", "backends",
-    "flushInterval", "percentThreshold", "calculatedTimerMetrics", "histogram", "deleteIdleStats",
-    "deleteCounters", "deleteTimers", "deleteSets", "deleteGauges", "gaugesMaxTTL", "prefixStats",
-    "keyNameSanitize", "flush_counts", "debug", "graphiteHost", "graphitePort", "graphiteProtocol",
-    "graphite", "console", "repeater", "repeaterProtocol", "dumpMessages", "title", "log",
-    "automaticConfigReload", "healthStatus", "keyFlush", "graphitePicklePort",
+    "port",
+    "address",
+    "address_ipv6",
+    "server",
+    "servers",
+    "mgmt_port",
+    "mgmt_address",
+    "backends",
+    "flushInterval",
+    "percentThreshold",
+    "calculatedTimerMetrics",
+    "histogram",
+    "deleteIdleStats",
+    "deleteCounters",
+    "deleteTimers",
+    "deleteSets",
+    "deleteGauges",
+    "gaugesMaxTTL",
+    "prefixStats",
+    "keyNameSanitize",
+    "flush_counts",
+    "debug",
+    "graphiteHost",
+    "graphitePort",
+    "graphiteProtocol",
+    "graphite",
+    "console",
+    "repeater",
+    "repeaterProtocol",
+    "dumpMessages",
+    "title",
+    "log",
+    "automaticConfigReload",
+    "healthStatus",
+    "keyFlush",
+    "graphitePicklePort",
 ];
 
 /// A validated configuration.
@@ -60,14 +90,16 @@ pub struct Config {
 impl Config {
     /// Reads and validates the config file at `path`.
     pub fn from_file(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
         Config::from_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
     /// Reads and validates a config from its text (JSON5 or JSON; JavaScript's object literal
     /// syntax as Etsy configs use it).
     pub fn from_text(text: &str) -> anyhow::Result<Config> {
-        let value: Value = json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
+        let value: Value =
+            json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
         match value {
             Value::Object(raw) => Ok(Config::from_object(raw)?),
             other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
@@ -93,7 +125,8 @@ impl Config {
         let top = Reader::new(&raw, "");
         let mgmt_ip = match top.string("mgmt_address")? {
             None => Ipv4Addr::LOCALHOST.into(),
-            Some(text) => listen::parse_ip(&text).ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
+            Some(text) => listen::parse_ip(&text)
+                .ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
         };
         let config = Config {
             listeners: listen::listeners(&top)?,

@@ -72,7 +72,9 @@ impl<'a> Reader<'a> {
 
     /// A number; numeric strings are read as JavaScript's `Number()` reads them.
     pub fn number(&self, key: &str) -> Result<Option<f64>, ConfigError> {
-        self.raw(key).map(|value| number_of(value).ok_or_else(|| self.error(key, format!("expected a number, got {value}")))).transpose()
+        self.raw(key)
+            .map(|value| number_of(value).ok_or_else(|| self.error(key, format!("expected a number, got {value}"))))
+            .transpose()
     }
 
     /// A string.

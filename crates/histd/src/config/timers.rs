@@ -67,6 +67,10 @@ fn check_ascending(rule: &Reader<'_>, bins: &[BinLimit]) -> Result<(), ConfigErr
 pub fn calculated_timer_metrics(top: &Reader<'_>) -> Result<Vec<String>, ConfigError> {
     top.array("calculatedTimerMetrics")?
         .iter()
-        .map(|name| name.as_str().map(str::to_string).ok_or_else(|| top.error("calculatedTimerMetrics", format!("{name} is not a string"))))
+        .map(|name| {
+            name.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| top.error("calculatedTimerMetrics", format!("{name} is not a string")))
+        })
         .collect()
 }

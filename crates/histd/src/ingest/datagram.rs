@@ -69,7 +69,8 @@ fn read_until_stopped(socket: &DatagramSocket, buffer: &mut [u8], shard: &Shard,
     while !stop.load(Ordering::Relaxed) {
         match socket.recv(buffer) {
             Ok(length) => accept(&buffer[..length], shard, tap),
-            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(error)
+                if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
             Err(error) => {
                 tracing::warn!(%error, "datagram receive failed");
                 std::thread::sleep(STOP_POLL);

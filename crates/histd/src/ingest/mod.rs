@@ -11,9 +11,9 @@ mod stream;
 mod tap;
 
 pub use datagram::{spawn_datagram_reader, DatagramSocket};
+pub use shards::lock as shards_lock;
 pub use shards::{Shard, Shards};
 pub use stream::serve_streams;
-pub use shards::lock as shards_lock;
 pub use tap::Tap;
 
 /// The current time in unix seconds (the runtime's clock; aggregation only receives it).

@@ -39,7 +39,12 @@ impl Accept for UnixListener {
 }
 
 /// Accepts connections until shutdown; returns when every connection has finished.
-pub async fn serve_streams<L: Accept>(listener: L, shards: Arc<Shards>, tap: Option<Tap>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve_streams<L: Accept>(
+    listener: L,
+    shards: Arc<Shards>,
+    tap: Option<Tap>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -56,7 +61,12 @@ pub async fn serve_streams<L: Accept>(listener: L, shards: Arc<Shards>, tap: Opt
 
 /// Reads one connection: complete lines go to the shard as a packet per read; a last line
 /// without a newline still counts when the connection closes (Etsy loses it).
-async fn serve_connection<S: AsyncRead + Unpin>(mut stream: S, shards: Arc<Shards>, tap: Option<Tap>, mut shutdown: watch::Receiver<bool>) {
+async fn serve_connection<S: AsyncRead + Unpin>(
+    mut stream: S,
+    shards: Arc<Shards>,
+    tap: Option<Tap>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let shard = shards.register();
     let mut framer = Framer::default();
     loop {

@@ -40,7 +40,10 @@ fn dumps_and_deletes() {
     assert_eq!(daemon.admin("gauges"), "{ 'g.a': 3 }\nEND\n\n");
     assert_eq!(daemon.admin("timers"), "{ t: [ 1, 2 ] }\nEND\n\n");
     assert_eq!(daemon.admin("sets"), "{ u: [ 'a' ] }\nEND\n\n");
-    assert_eq!(daemon.admin("delcounters c.x c.* nothing"), "deleted: c.x\ndeleted: c.y\nmetric nothing not found\nEND\n\n");
+    assert_eq!(
+        daemon.admin("delcounters c.x c.* nothing"),
+        "deleted: c.x\ndeleted: c.y\nmetric nothing not found\nEND\n\n"
+    );
     assert_eq!(daemon.admin("delgauges g.a"), "deleted: g.a\nEND\n\n");
     assert_eq!(daemon.admin("deltimers t"), "deleted: t\nEND\n\n");
     assert_eq!(daemon.admin("delsets u"), "deleted: u\nEND\n\n");

@@ -10,6 +10,7 @@ fn final_flush(name: &str, extra: &str, packet: &str) -> Flush {
     daemon.send_udp(packet);
     daemon.wait_received(packet.lines().filter(|l| !l.is_empty()).count() as u64);
     assert!(daemon.terminate().success());
+    carbon.wait_flush(|_| true);
     let flushes = carbon.flushes();
     assert_eq!(flushes.len(), 1, "one flush, at shutdown: {flushes:#?}");
     flushes.into_iter().next().unwrap()
@@ -60,9 +61,26 @@ fn worked_example_in_the_legacy_namespace() {
             ("statsd.numStats", "4"),
         ],
     );
-    let timer_lines: Vec<&str> = flush.lines.iter().filter(|l| l.starts_with("stats.timers.t.")).map(|l| l.split(' ').next().unwrap()).collect();
-    assert_eq!(&timer_lines[..6], ["stats.timers.t.count_90", "stats.timers.t.mean_90", "stats.timers.t.upper_90", "stats.timers.t.sum_90", "stats.timers.t.sum_squares_90", "stats.timers.t.count_50"], "Etsy's order");
-    for internal in ["stats.statsd.graphiteStats.calculationtime", "stats.statsd.processing_time", "stats.statsd.graphiteStats.last_flush", "stats.statsd.graphiteStats.flush_length"] {
+    let timer_lines: Vec<&str> =
+        flush.lines.iter().filter(|l| l.starts_with("stats.timers.t.")).map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(
+        &timer_lines[..6],
+        [
+            "stats.timers.t.count_90",
+            "stats.timers.t.mean_90",
+            "stats.timers.t.upper_90",
+            "stats.timers.t.sum_90",
+            "stats.timers.t.sum_squares_90",
+            "stats.timers.t.count_50"
+        ],
+        "Etsy's order"
+    );
+    for internal in [
+        "stats.statsd.graphiteStats.calculationtime",
+        "stats.statsd.processing_time",
+        "stats.statsd.graphiteStats.last_flush",
+        "stats.statsd.graphiteStats.flush_length",
+    ] {
         assert!(flush.get(internal).is_some(), "{internal}");
     }
 }
@@ -113,7 +131,10 @@ fn every_prefix_and_suffix_option() {
         ],
     );
     let legacy = final_flush("legacy-suffix", "graphite: { globalSuffix: 'sfx', globalPrefix: 'ignored' },", "c:2|c\n");
-    assert_lines(&legacy, &[("stats.c.sfx", "0.03333333333333333"), ("stats_counts.c.sfx", "2"), ("statsd.numStats.sfx", "4")]);
+    assert_lines(
+        &legacy,
+        &[("stats.c.sfx", "0.03333333333333333"), ("stats_counts.c.sfx", "2"), ("statsd.numStats.sfx", "4")],
+    );
 }
 
 #[test]
@@ -150,7 +171,16 @@ fn gauges_follow_delta_rules() {
         "",
         "g:10|g\ng:+5|g\ng:-3|g\nneg:-5|g\nzero:0|g\nzero:-7|g\nplus:+2|g\ndog:1|g|#env:dev|c:ci-83c0\n",
     );
-    assert_lines(&flush, &[("stats.gauges.g", "12"), ("stats.gauges.neg", "-5"), ("stats.gauges.zero", "-7"), ("stats.gauges.plus", "2"), ("stats.gauges.dog;env=dev", "1")]);
+    assert_lines(
+        &flush,
+        &[
+            ("stats.gauges.g", "12"),
+            ("stats.gauges.neg", "-5"),
+            ("stats.gauges.zero", "-7"),
+            ("stats.gauges.plus", "2"),
+            ("stats.gauges.dog;env=dev", "1"),
+        ],
+    );
 }
 
 #[test]

@@ -254,10 +254,13 @@ impl Carbon {
     /// Waits for a flush for which `wanted` holds, and returns it.
     pub fn wait_flush(&self, wanted: impl Fn(&Flush) -> bool) -> Flush {
         let mut found = None;
-        wait_until(|| {
-            found = self.flushes().into_iter().find(|f| wanted(f));
-            found.is_some()
-        }, "a matching flush");
+        wait_until(
+            || {
+                found = self.flushes().into_iter().find(|f| wanted(f));
+                found.is_some()
+            },
+            "a matching flush",
+        );
         found.unwrap()
     }
 }

@@ -11,7 +11,11 @@ fn sigterm_flushes_the_last_interval_and_exits_zero() {
     daemon.send_tcp("last:40|c\nlast:2|c"); // the last line has no newline
     daemon.wait_received(2);
     assert!(daemon.terminate().success());
-    assert_eq!(carbon.flushes().last().and_then(|f| f.get("stats_counts.last").map(str::to_string)).as_deref(), Some("42"));
+    carbon.wait_flush(|_| true);
+    assert_eq!(
+        carbon.flushes().last().and_then(|f| f.get("stats_counts.last").map(str::to_string)).as_deref(),
+        Some("42")
+    );
     assert_eq!(carbon.flushes().len(), 1, "no periodic flush within a minute: the data came with the final one");
 }
 
@@ -38,7 +42,10 @@ fn delete_idle_stats_removes_idle_metrics_and_expires_gauges() {
     daemon.send_udp("c:5|c\nt:3|ms\nu:a|s\ng:7|g");
     let flushes = || carbon.flushes();
     wait_until(|| flushes().iter().any(|f| f.get("stats_counts.c").is_some()), "the data flush");
-    wait_until(|| flushes().len() >= flushes().iter().position(|f| f.get("stats_counts.c").is_some()).unwrap() + 3, "two more flushes");
+    wait_until(
+        || flushes().len() >= flushes().iter().position(|f| f.get("stats_counts.c").is_some()).unwrap() + 3,
+        "two more flushes",
+    );
     let all = flushes();
     let at = all.iter().position(|f| f.get("stats_counts.c").is_some()).unwrap();
     let (data, next, after) = (&all[at], &all[at + 1], &all[at + 2]);
@@ -56,7 +63,10 @@ fn flushes_keep_to_the_grid() {
     let carbon = Carbon::start();
     let daemon = Daemon::start("grid", &config(&carbon, 250, ""));
     wait_until(|| carbon.flushes().len() >= 9, "nine flushes");
-    let lags: Vec<String> = carbon.flushes()[1..9].iter().filter_map(|f| f.get("stats.gauges.statsd.timestamp_lag").map(str::to_string)).collect();
+    let lags: Vec<String> = carbon.flushes()[1..9]
+        .iter()
+        .filter_map(|f| f.get("stats.gauges.statsd.timestamp_lag").map(str::to_string))
+        .collect();
     assert_eq!(lags.len(), 8);
     drop(daemon);
 }

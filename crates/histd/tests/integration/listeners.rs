@@ -29,7 +29,8 @@ fn udp_tcp_and_unix_sockets_feed_one_table() {
     unix.write_all(b"hits:10000|c\n").unwrap();
     drop(unix);
     UnixDatagram::unbound().unwrap().send_to(b"hits:100000|c", daemon.dir.join("dgram.sock")).unwrap();
-    let mode = std::fs::metadata(daemon.dir.join("stream.sock")).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+    let mode = std::fs::metadata(daemon.dir.join("stream.sock"))
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
     assert_eq!(mode.unwrap(), 0o660);
     daemon.wait_received(6);
     let dir = daemon.dir.clone();

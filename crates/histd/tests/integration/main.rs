@@ -1,8 +1,9 @@
 //! The integration tests: the real `histd` binary, real sockets on 127.0.0.1, a test carbon.
 
 mod admin;
+mod backends;
 mod config_files;
 mod graphite_output;
 mod harness;
-mod listeners;
 mod lifecycle;
+mod listeners;

@@ -37,7 +37,11 @@ pub fn spawn(config: ConsoleConfig, startup_unix_s: u64) -> SinkHandle {
 pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
     let mut rows: Vec<(&str, &str, String)> = Vec::new();
     for counter in &snapshot.counters {
-        rows.push(("counter", &counter.key, format!("count={} rate={}", js_number(counter.count), js_number(counter.rate))));
+        rows.push((
+            "counter",
+            &counter.key,
+            format!("count={} rate={}", js_number(counter.count), js_number(counter.rate)),
+        ));
     }
     for timer in &snapshot.timers {
         let mut text = String::new();
@@ -63,7 +67,11 @@ pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
         rows.push(("set", &set.key, format!("count={}", set.count)));
     }
     let width = if aligned { rows.iter().map(|(_, key, _)| key.len()).max().unwrap_or(0) } else { 0 };
-    let mut out = format!("Flushing stats at {} (unix {})\n", crate::timefmt::utc_rfc3339(snapshot.timestamp), snapshot.timestamp);
+    let mut out = format!(
+        "Flushing stats at {} (unix {})\n",
+        crate::timefmt::utc_rfc3339(snapshot.timestamp),
+        snapshot.timestamp
+    );
     for (kind, key, values) in rows {
         let _ = writeln!(out, "{kind:<7} {key:<width$} {values}");
     }

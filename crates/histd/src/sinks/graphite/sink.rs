@@ -38,7 +38,14 @@ pub fn spawn(config: GraphiteConfig, names: GraphiteNames, startup_unix_s: u64) 
     for (name, value) in initial {
         status.set(name, value);
     }
-    let sink = GraphiteSink { config, names, status: status.clone(), buffer: VecDeque::new(), buffered_bytes: 0, connection: None };
+    let sink = GraphiteSink {
+        config,
+        names,
+        status: status.clone(),
+        buffer: VecDeque::new(),
+        buffered_bytes: 0,
+        connection: None,
+    };
     let task = tokio::spawn(sink.run(receiver));
     SinkHandle { snapshots: Some(sender), status, task }
 }
@@ -66,7 +73,11 @@ impl GraphiteSink {
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
         if !self.buffer.is_empty() {
-            tracing::error!(flushes = self.buffer.len(), bytes = self.buffered_bytes, "graphite unreachable at exit: undelivered flushes lost");
+            tracing::error!(
+                flushes = self.buffer.len(),
+                bytes = self.buffered_bytes,
+                "graphite unreachable at exit: undelivered flushes lost"
+            );
         }
     }
 
@@ -89,7 +100,15 @@ impl GraphiteSink {
 
     /// Etsy's `graphiteStats.*` lines about the previous delivery, and histd's buffer state.
     fn append_own_stats(&self, payload: &mut String, ts: u64) {
-        for name in ["last_exception", "last_flush", "flush_time", "flush_length", "retry_buffer_bytes", "dropped_lines", "errors"] {
+        for name in [
+            "last_exception",
+            "last_flush",
+            "flush_time",
+            "flush_length",
+            "retry_buffer_bytes",
+            "dropped_lines",
+            "errors",
+        ] {
             let value = self.status.get(name).unwrap_or(0.0);
             self.names.internal_line(payload, &format!("graphiteStats.{name}"), value, ts);
         }
@@ -164,7 +183,11 @@ impl GraphiteSink {
             let lines = oldest.bytes().filter(|&b| b == b'\n').count();
             self.status.add("dropped_lines", lines as f64);
             self.status.add("dropped_flushes", 1.0);
-            tracing::warn!(lines, limit = self.config.retry_buffer_bytes, "graphite retry buffer full: oldest flush dropped");
+            tracing::warn!(
+                lines,
+                limit = self.config.retry_buffer_bytes,
+                "graphite retry buffer full: oldest flush dropped"
+            );
         }
         self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
     }

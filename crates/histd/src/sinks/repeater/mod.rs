@@ -27,7 +27,12 @@ pub fn spawn(config: RepeaterConfig) -> (SinkHandle, Tap) {
     (SinkHandle { snapshots: None, status, task }, Tap::new(sender, dropped))
 }
 
-async fn run(config: RepeaterConfig, mut packets: mpsc::Receiver<Vec<u8>>, status: SinkStatus, dropped: Arc<AtomicU64>) {
+async fn run(
+    config: RepeaterConfig,
+    mut packets: mpsc::Receiver<Vec<u8>>,
+    status: SinkStatus,
+    dropped: Arc<AtomicU64>,
+) {
     let mut targets = Targets::resolve(&config).await;
     while let Some(packet) = packets.recv().await {
         targets.send(&packet, &status).await;
@@ -49,14 +54,19 @@ impl Targets {
         let mut addresses = Vec::new();
         for (host, port) in &config.targets {
             match lookup_host((host.as_str(), *port)).await {
-                Ok(found) => addresses.extend(found.filter(|a| config.protocol == RepeaterProtocol::Tcp || a.is_ipv6() == want_v6).take(1)),
+                Ok(found) => addresses.extend(
+                    found.filter(|a| config.protocol == RepeaterProtocol::Tcp || a.is_ipv6() == want_v6).take(1),
+                ),
                 Err(error) => tracing::error!(%error, host, port, "repeater target does not resolve; skipped"),
             }
         }
         let bind = if want_v6 { "[::]:0" } else { "0.0.0.0:0" };
         let udp = match config.protocol {
             RepeaterProtocol::Tcp => None,
-            _ => UdpSocket::bind(bind).await.map_err(|error| tracing::error!(%error, "repeater cannot open a UDP socket")).ok(),
+            _ => UdpSocket::bind(bind)
+                .await
+                .map_err(|error| tracing::error!(%error, "repeater cannot open a UDP socket"))
+                .ok(),
         };
         let tcp = addresses.iter().map(|_| None).collect();
         Targets { protocol: config.protocol, addresses, udp, tcp }
@@ -86,7 +96,9 @@ impl Targets {
     async fn send_tcp(&mut self, index: usize, packet: &[u8]) -> std::io::Result<()> {
         if self.tcp[index].is_none() {
             let connect = TcpStream::connect(self.addresses[index]);
-            let stream = tokio::time::timeout(Duration::from_secs(2), connect).await.map_err(|_| std::io::Error::other("connect timed out"))??;
+            let stream = tokio::time::timeout(Duration::from_secs(2), connect)
+                .await
+                .map_err(|_| std::io::Error::other("connect timed out"))??;
             self.tcp[index] = Some(stream);
         }
         let Some(stream) = self.tcp[index].as_mut() else { unreachable!("connected above") };
