@@ -1,0 +1,236 @@
+//! The histogram: sorted, unique bins with counts; insert, merge, subtract, clamp.
+
+use crate::Bucket;
+
+/// A log-linear histogram. Bins are kept sorted in the C library's order, each once, with a
+/// non-zero count; counts saturate at `u64::MAX`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Histogram {
+    /// Bucket sort keys ([`Bucket::key`]), ascending.
+    keys: Vec<u16>,
+    /// The count of each key.
+    counts: Vec<u64>,
+}
+
+/// Returned by [`Histogram::subtract`] when a bin would go below zero (it is clamped at zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Underflow;
+
+impl std::fmt::Display for Underflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("subtraction underflow: a bin was clamped at zero")
+    }
+}
+
+impl std::error::Error for Underflow {}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        Histogram::default()
+    }
+
+    /// Adds `count` samples of `value` (NaN, ±∞ and |x| ≥ 1e128 go to the NaN bin); returns
+    /// how many were added (less than `count` only when the bin saturates).
+    pub fn insert(&mut self, value: f64, count: u64) -> u64 {
+        self.insert_bucket(Bucket::of_f64(value), count)
+    }
+
+    /// Adds `count` samples of `value × 10^scale`, binned exactly with integers.
+    pub fn insert_int_scale(&mut self, value: i64, scale: i32, count: u64) -> u64 {
+        self.insert_bucket(Bucket::of_int_scale(value, scale), count)
+    }
+
+    /// Adds `count` samples to `bucket`; returns how many were added.
+    pub fn insert_bucket(&mut self, bucket: Bucket, count: u64) -> u64 {
+        if count == 0 {
+            return 0;
+        }
+        let key = bucket.key();
+        match self.keys.binary_search(&key) {
+            Ok(index) => {
+                let before = self.counts[index];
+                self.counts[index] = before.saturating_add(count);
+                self.counts[index] - before
+            }
+            Err(index) => {
+                self.keys.insert(index, key);
+                self.counts.insert(index, count);
+                count
+            }
+        }
+    }
+
+    /// The bins, in order, with their counts (all non-zero).
+    pub fn bins(&self) -> impl ExactSizeIterator<Item = (Bucket, u64)> + '_ {
+        self.keys.iter().zip(&self.counts).map(|(&key, &count)| (Bucket::from_key(key), count))
+    }
+
+    /// How many bins hold samples.
+    pub fn bin_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when no sample was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Every sample, the NaN bin included (saturating).
+    pub fn count(&self) -> u64 {
+        self.counts.iter().fold(0u64, |total, &c| total.saturating_add(c))
+    }
+
+    /// The samples in the NaN bin.
+    pub fn nan_count(&self) -> u64 {
+        match self.keys.first() {
+            Some(0) => self.counts[0],
+            _ => 0,
+        }
+    }
+
+    /// Adds every sample of `other` (bins add, saturating).
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.is_empty() {
+            return;
+        }
+        if self.is_empty() {
+            self.clone_from(other);
+            return;
+        }
+        let (keys, counts) = merge_sorted(&self.keys, &self.counts, &other.keys, &other.counts, u64::saturating_add);
+        self.keys = keys;
+        self.counts = counts;
+    }
+
+    /// The sum of many histograms: a dense accumulation over every bucket when there are
+    /// many inputs, pairwise merges otherwise.
+    pub fn merge_all<'a>(histograms: impl IntoIterator<Item = &'a Histogram>) -> Histogram {
+        let inputs: Vec<&Histogram> = histograms.into_iter().filter(|h| !h.is_empty()).collect();
+        let total_bins: usize = inputs.iter().map(|h| h.bin_count()).sum();
+        if inputs.len() <= 4 || total_bins < Bucket::COUNT / 8 {
+            let mut sum = Histogram::new();
+            inputs.iter().for_each(|h| sum.merge(h));
+            return sum;
+        }
+        let mut dense = vec![0u64; Bucket::COUNT];
+        for histogram in inputs {
+            for (&key, &count) in histogram.keys.iter().zip(&histogram.counts) {
+                let slot = &mut dense[usize::from(key)];
+                *slot = slot.saturating_add(count);
+            }
+        }
+        let mut sum = Histogram::new();
+        for (key, &count) in dense.iter().enumerate().filter(|(_, &c)| c > 0) {
+            sum.keys.push(key as u16);
+            sum.counts.push(count);
+        }
+        sum
+    }
+
+    /// Removes the samples of `other`, bin by bin. A bin that would go below zero is clamped
+    /// at zero and the result is `Err(Underflow)`; the rest is still subtracted.
+    pub fn subtract(&mut self, other: &Histogram) -> Result<(), Underflow> {
+        let mut underflow = false;
+        let subtract = |a: u64, b: u64| {
+            underflow |= b > a;
+            a.saturating_sub(b)
+        };
+        let (keys, counts) = merge_sorted(&self.keys, &self.counts, &other.keys, &other.counts, subtract);
+        self.keys = keys;
+        self.counts = counts;
+        self.remove_empty_bins();
+        if underflow {
+            Err(Underflow)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Drops every bin that lies entirely outside `[low, high]` (the NaN bin too).
+    pub fn clamp(&mut self, low: f64, high: f64) {
+        let keep: Vec<bool> = self
+            .keys
+            .iter()
+            .map(|&key| {
+                let bucket = Bucket::from_key(key);
+                let left = bucket.left();
+                !bucket.is_nan() && left + bucket.width() >= low && left <= high
+            })
+            .collect();
+        let mut flags = keep.iter();
+        self.keys.retain(|_| *flags.next().unwrap_or(&false));
+        let mut flags = keep.iter();
+        self.counts.retain(|_| *flags.next().unwrap_or(&false));
+    }
+
+    fn remove_empty_bins(&mut self) {
+        let mut write = 0;
+        for read in 0..self.keys.len() {
+            if self.counts[read] > 0 {
+                self.keys[write] = self.keys[read];
+                self.counts[write] = self.counts[read];
+                write += 1;
+            }
+        }
+        self.keys.truncate(write);
+        self.counts.truncate(write);
+    }
+
+    /// Builds from bins in any order, merging duplicates and dropping zero counts.
+    pub(crate) fn from_unsorted(mut bins: Vec<(u16, u64)>) -> Histogram {
+        bins.sort_unstable_by_key(|&(key, _)| key);
+        let mut histogram = Histogram::new();
+        for (key, count) in bins.into_iter().filter(|&(_, c)| c > 0) {
+            match histogram.keys.last() {
+                Some(&last) if last == key => {
+                    let slot = histogram.counts.last_mut().unwrap_or_else(|| unreachable!("keys and counts pair up"));
+                    *slot = slot.saturating_add(count);
+                }
+                _ => {
+                    histogram.keys.push(key);
+                    histogram.counts.push(count);
+                }
+            }
+        }
+        histogram
+    }
+
+    /// The raw keys and counts, for the statistics and the codec.
+    pub(crate) fn raw(&self) -> (&[u16], &[u64]) {
+        (&self.keys, &self.counts)
+    }
+}
+
+/// Merges two sorted key lists, combining the counts of equal keys with `combine` (a key in
+/// only one list keeps its count, or `combine(0, count)` when only on the right).
+fn merge_sorted(
+    left_keys: &[u16],
+    left_counts: &[u64],
+    right_keys: &[u16],
+    right_counts: &[u64],
+    mut combine: impl FnMut(u64, u64) -> u64,
+) -> (Vec<u16>, Vec<u64>) {
+    let capacity = left_keys.len() + right_keys.len();
+    let (mut keys, mut counts) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
+    let (mut i, mut j) = (0, 0);
+    while i < left_keys.len() || j < right_keys.len() {
+        let take_left = j == right_keys.len() || (i < left_keys.len() && left_keys[i] < right_keys[j]);
+        let take_right = i == left_keys.len() || (j < right_keys.len() && right_keys[j] < left_keys[i]);
+        if take_left {
+            keys.push(left_keys[i]);
+            counts.push(left_counts[i]);
+            i += 1;
+        } else if take_right {
+            keys.push(right_keys[j]);
+            counts.push(combine(0, right_counts[j]));
+            j += 1;
+        } else {
+            keys.push(left_keys[i]);
+            counts.push(combine(left_counts[i], right_counts[j]));
+            i += 1;
+            j += 1;
+        }
+    }
+    (keys, counts)
+}
