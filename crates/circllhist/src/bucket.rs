@@ -131,16 +131,17 @@ impl Bucket {
         }
     }
 
-    /// The harmonic midpoint `2·a·b / (a + b)` of the bin's edges (signed): the value that
-    /// minimises the largest relative error of any sample in the bin.
+    /// The harmonic midpoint `2·a·b / (a + b)` of the bin's edges `a`, `b` (signed): the value
+    /// that minimises the largest relative error of any sample in the bin. Computed as
+    /// `a + w·a / (a + b)`, the reference's expression, so the bits match.
     pub fn midpoint(self) -> f64 {
         match self {
             Bucket::NAN => f64::NAN,
             Bucket { val: 0, .. } => 0.0,
             _ => {
                 let near = self.edge().abs();
-                let far = near + self.width();
-                let mid = near + (far - near) * near / (near + far);
+                let width = self.width();
+                let mid = near + width * near / (near + (near + width));
                 if self.val < 0 {
                     -mid
                 } else {
