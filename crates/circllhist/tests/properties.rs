@@ -1,0 +1,92 @@
+//! Property tests: merge laws, codec round trip, monotone quantiles, counts that add up.
+
+use circllhist::{Histogram, QuantileType};
+use proptest::prelude::*;
+
+/// Values across signs and many decades, plus zero and non-finite ones.
+fn value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        8 => -1e6f64..1e6,
+        4 => 1e-3f64..1e3,
+        2 => (-30i32..30, 1u32..100).prop_map(|(e, m)| f64::from(m) * 10f64.powi(e)),
+        1 => Just(0.0),
+        1 => prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(1e200)],
+    ]
+}
+
+fn histogram() -> impl Strategy<Value = (Vec<f64>, Histogram)> {
+    prop::collection::vec(value(), 0..200).prop_map(|values| {
+        let mut histogram = Histogram::new();
+        for &v in &values {
+            histogram.insert(v, 1);
+        }
+        (values, histogram)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn merge_is_commutative_associative_and_the_union((a_values, a) in histogram(), (b_values, b) in histogram(), (_, c) in histogram()) {
+        let mut ab = a.clone();
+        ab.merge(&b);
+        let mut ba = b.clone();
+        ba.merge(&a);
+        prop_assert_eq!(&ab, &ba);
+        let mut ab_c = ab.clone();
+        ab_c.merge(&c);
+        let mut bc = b.clone();
+        bc.merge(&c);
+        let mut a_bc = a.clone();
+        a_bc.merge(&bc);
+        prop_assert_eq!(&ab_c, &a_bc);
+        prop_assert_eq!(&Histogram::merge_all([&a, &b, &c]), &ab_c);
+        let mut union = Histogram::new();
+        for &v in a_values.iter().chain(&b_values) {
+            union.insert(v, 1);
+        }
+        prop_assert_eq!(ab, union);
+    }
+
+    #[test]
+    fn serialising_round_trips((_, h) in histogram()) {
+        prop_assert_eq!(&Histogram::from_bytes(&h.to_bytes()).unwrap(), &h);
+        prop_assert_eq!(&Histogram::from_base64(&h.to_base64()).unwrap(), &h);
+    }
+
+    #[test]
+    fn quantiles_are_monotone_in_q((_, h) in histogram(), mut probes in prop::collection::vec(0.0f64..=1.0, 1..20)) {
+        probes.sort_by(f64::total_cmp);
+        for kind in [QuantileType::Type1, QuantileType::Type7] {
+            let results = h.quantiles(&probes, kind).unwrap();
+            for pair in results.windows(2) {
+                prop_assert!(pair[0] <= pair[1] || pair[0].is_nan(), "{:?}: {} > {}", kind, pair[0], pair[1]);
+            }
+        }
+    }
+
+    #[test]
+    fn counts_below_and_above_partition_the_samples((_, h) in histogram(), threshold in value()) {
+        prop_assume!(threshold.is_finite() && threshold.abs() < 1e128);
+        let total = h.count();
+        prop_assert_eq!(h.count_below(threshold, false) + h.count_above(threshold, true), total);
+        prop_assert_eq!(h.count_below(threshold, true) + h.count_above(threshold, false), total);
+    }
+
+    #[test]
+    fn any_bytes_decode_or_fail_cleanly(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        if let Ok((h, used)) = Histogram::read_bytes(&bytes) {
+            prop_assert!(used <= bytes.len());
+            prop_assert_eq!(Histogram::from_bytes(&h.to_bytes()).unwrap(), h);
+        }
+    }
+
+    #[test]
+    fn subtracting_a_merged_part_gives_the_other_part((_, a) in histogram(), (_, b) in histogram()) {
+        let mut sum = a.clone();
+        sum.merge(&b);
+        prop_assert!(sum.subtract(&b).is_ok());
+        prop_assert_eq!(sum, a);
+    }
+}
