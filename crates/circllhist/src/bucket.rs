@@ -20,6 +20,41 @@ pub struct Bucket {
 const PER_DECADE: u16 = 90;
 /// The sort key of the zero bucket: after NaN (0) and every negative bucket.
 const ZERO_KEY: u16 = 1 + 256 * PER_DECADE;
+/// 10^0 … 10^19 as integers.
+const U64_POW10: [u64; 20] = {
+    let mut table = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        table[i] = table[i - 1] * 10;
+        i += 1;
+    }
+    table
+};
+
+/// `floor(log10(magnitude))` for a positive finite number, from its binary exponent and one
+/// comparison with a power of ten. Where this and the C library's `floor(log10(x))` differ (a
+/// value within an ulp below a power of ten), both end in the same bucket: the `1e-13`
+/// allowance rolls the lower decade's 99.99… over to 10 of the next (tested exhaustively
+/// around every power of ten).
+fn decimal_exponent(magnitude: f64) -> i32 {
+    let biased = ((magnitude.to_bits() >> 52) & 0x7ff) as i32;
+    if biased == 0 {
+        return magnitude.log10().floor() as i32; // subnormal: far below the zero bucket anyway
+    }
+    // floor((biased - 1023) × log10(2)), exact for every double exponent.
+    let estimate = ((biased - 1023) * 78_913) >> 18;
+    let next = estimate + 1;
+    let reaches_next = match next {
+        n if n < -128 => false,
+        n if n > 127 => magnitude >= 1e128,
+        n => magnitude >= pow10(n as i8),
+    };
+    if reaches_next {
+        next
+    } else {
+        estimate
+    }
+}
 
 impl Bucket {
     /// The bucket of zero (and of every |x| < 1e-128).
@@ -57,7 +92,7 @@ impl Bucket {
     }
 
     /// The bucket of `value`, as the C library's `double_to_hist_bucket` computes it
-    /// (including its `1e-13` allowance below bin edges).
+    /// (including its `1e-13` allowance below bin edges), without calling `log10`.
     pub fn of_f64(value: f64) -> Bucket {
         if !value.is_finite() {
             return Bucket::NAN;
@@ -65,20 +100,44 @@ impl Bucket {
         if value == 0.0 {
             return Bucket::ZERO;
         }
-        let magnitude = value.abs();
-        let exp = magnitude.log10().floor() as i32;
-        let Ok(exp) = i8::try_from(exp) else {
-            return if exp < 0 { Bucket::ZERO } else { Bucket::NAN };
-        };
-        let mut digits = (magnitude / pow10(exp) * 10.0 + 1e-13).floor() as i32;
-        let mut exp = exp;
-        if digits == 100 {
-            let Some(next) = exp.checked_add(1) else { return Bucket::NAN };
-            digits = 10;
-            exp = next;
+        match decimal_exponent(value.abs()) {
+            // Just below 1e-128, C's log10 may round up into the smallest bin: ask it.
+            exp if exp < -128 => Bucket::of_f64_log10(value),
+            exp if exp > 127 => Bucket::NAN,
+            exp => Bucket::with_exponent(value, exp as i8),
         }
-        let signed = if value < 0.0 { -digits } else { digits };
-        Bucket::new(signed as i8, exp).filter(|_| (10..=99).contains(&digits)).unwrap_or(Bucket::NAN)
+    }
+
+    /// The C library's computation, `floor(log10(|value|))` and all: the reference that
+    /// [`Bucket::of_f64`] is tested against, and its path below 1e-128.
+    fn of_f64_log10(value: f64) -> Bucket {
+        if !value.is_finite() {
+            return Bucket::NAN;
+        }
+        if value == 0.0 {
+            return Bucket::ZERO;
+        }
+        let exp = value.abs().log10().floor() as i32;
+        match i8::try_from(exp) {
+            Ok(exp) => Bucket::with_exponent(value, exp),
+            Err(_) if exp < 0 => Bucket::ZERO,
+            Err(_) => Bucket::NAN,
+        }
+    }
+
+    /// The bucket of `value` given its decimal exponent: two digits, rolling 100 over to the
+    /// next decade.
+    fn with_exponent(value: f64, exp: i8) -> Bucket {
+        let digits = (value.abs() / pow10(exp) * 10.0 + 1e-13).floor() as i32;
+        let (digits, exp) = match digits {
+            100 => match exp.checked_add(1) {
+                Some(next) => (10, next),
+                None => return Bucket::NAN,
+            },
+            10..=99 => (digits, exp),
+            _ => return Bucket::NAN,
+        };
+        Bucket { val: if value < 0.0 { -digits as i8 } else { digits as i8 }, exp }
     }
 
     /// The bucket of `value × 10^scale`, exactly, with integer arithmetic only.
@@ -86,18 +145,15 @@ impl Bucket {
         if value == 0 {
             return Bucket::ZERO;
         }
-        let mut magnitude = if value == i64::MIN { i64::MAX } else { value.abs() };
-        let mut exp = scale.saturating_add(1);
-        if magnitude < 10 {
-            magnitude *= 10;
-            exp -= 1;
-        }
-        while magnitude >= 100 {
-            magnitude /= 10;
-            exp += 1;
-        }
+        let magnitude = if value == i64::MIN { i64::MAX as u64 } else { value.unsigned_abs() };
+        // Two significant digits: one division by the right power of ten.
+        let places = magnitude.ilog10();
+        let (digits, exp) = match places {
+            0 => (magnitude * 10, i64::from(scale)),
+            _ => (magnitude / U64_POW10[places as usize - 1], i64::from(scale) + i64::from(places)),
+        };
         match i8::try_from(exp) {
-            Ok(exp) => Bucket { val: if value < 0 { -(magnitude as i8) } else { magnitude as i8 }, exp },
+            Ok(exp) => Bucket { val: if value < 0 { -(digits as i8) } else { digits as i8 }, exp },
             Err(_) if exp < 0 => Bucket::ZERO,
             Err(_) => Bucket::NAN,
         }
@@ -231,6 +287,38 @@ mod tests {
                 }
             }
             previous = Some(bucket);
+        }
+    }
+
+    /// Around every power of ten (a few ulps each way) and over a spread of values, the fast
+    /// path gives the C library's bucket.
+    #[test]
+    fn fast_path_agrees_with_the_reference() {
+        let mut values = Vec::new();
+        for exp in -130..=130 {
+            let power: f64 = format!("1e{exp}").parse().unwrap();
+            let mut below = power;
+            let mut above = power;
+            for _ in 0..4 {
+                values.extend([below, above, -below, -above]);
+                below = f64::from_bits(below.to_bits() - 1);
+                above = f64::from_bits(above.to_bits() + 1);
+            }
+            for digits in 10..100 {
+                let edge = f64::from(digits) / 10.0 * power;
+                values.extend([edge, f64::from_bits(edge.to_bits() - 1), f64::from_bits(edge.to_bits() + 1)]);
+            }
+        }
+        let mut state = 0x1234_5678_9abc_def0u64;
+        for _ in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            values.push(f64::from_bits(state));
+        }
+        values.extend([f64::MIN_POSITIVE, 5e-324, f64::MAX, 1e-129, 9.9e127, 1e128]);
+        for value in values {
+            assert_eq!(Bucket::of_f64(value), Bucket::of_f64_log10(value), "{value:e}");
         }
     }
 

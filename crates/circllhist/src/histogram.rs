@@ -47,7 +47,7 @@ impl Histogram {
             return 0;
         }
         let key = bucket.key();
-        match self.keys.binary_search(&key) {
+        match find(&self.keys, key) {
             Ok(index) => {
                 let before = self.counts[index];
                 self.counts[index] = before.saturating_add(count);
@@ -199,6 +199,28 @@ impl Histogram {
     /// The raw keys and counts, for the statistics and the codec.
     pub(crate) fn raw(&self) -> (&[u16], &[u64]) {
         (&self.keys, &self.counts)
+    }
+}
+
+/// Binary search without data-dependent branches (the loop runs log2(n) times whatever the
+/// keys): `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
+#[inline]
+fn find(keys: &[u16], key: u16) -> Result<usize, usize> {
+    let mut size = keys.len();
+    if size == 0 {
+        return Err(0);
+    }
+    let mut base = 0;
+    while size > 1 {
+        let half = size / 2;
+        let middle = base + half;
+        base = if keys[middle] <= key { middle } else { base };
+        size -= half;
+    }
+    match keys[base].cmp(&key) {
+        std::cmp::Ordering::Equal => Ok(base),
+        std::cmp::Ordering::Less => Err(base + 1),
+        std::cmp::Ordering::Greater => Err(base),
     }
 }
 

@@ -35,7 +35,15 @@ impl std::error::Error for QueryError {}
 impl Histogram {
     /// The bins without the NaN bin.
     fn numeric_bins(&self) -> impl Iterator<Item = (Bucket, u64)> + '_ {
-        self.bins().filter(|(bucket, _)| !bucket.is_nan())
+        let (keys, counts) = self.numeric_raw();
+        keys.iter().zip(counts).map(|(&key, &count)| (Bucket::from_key(key), count))
+    }
+
+    /// Keys and counts without the NaN bin (always first when present; every count non-zero).
+    fn numeric_raw(&self) -> (&[u16], &[u64]) {
+        let (keys, counts) = self.raw();
+        let skip = usize::from(keys.first() == Some(&Bucket::NAN.key()));
+        (&keys[skip..], &counts[skip..])
     }
 
     /// Σ count × midpoint (0 when empty).
@@ -81,29 +89,29 @@ impl Histogram {
         if probes.windows(2).any(|pair| pair[0] > pair[1]) {
             return Err(QueryError::NotAscending);
         }
-        let total = self.numeric_bins().fold(0.0, |total, (_, count)| total + count as f64);
+        let (keys, counts) = self.numeric_raw();
+        let total = counts.iter().fold(0.0, |total, &count| total + count as f64);
         if total == 0.0 {
             return Ok(vec![f64::NAN; probes.len()]);
         }
         if probes.iter().any(|q| !(0.0..=1.0).contains(q)) {
             return Err(QueryError::OutOfRange);
         }
-        let bins: Vec<(Bucket, u64)> = self.numeric_bins().filter(|&(_, count)| count > 0).collect();
         let mut index = 0;
         let mut below = 0.0;
-        let mut upto = bins[0].1 as f64;
+        let mut upto = counts[0] as f64;
         let mut results = Vec::with_capacity(probes.len());
         for &q in probes {
             let rank = match kind {
                 QuantileType::Type1 => total * q,
                 QuantileType::Type7 => ((total - 1.0) * q + 1.0).floor(),
             };
-            while index + 1 < bins.len() && upto < rank {
+            while index + 1 < keys.len() && upto < rank {
                 index += 1;
                 below = upto;
-                upto = below + bins[index].1 as f64;
+                upto = below + counts[index] as f64;
             }
-            results.push(resampled(bins[index], rank - below, kind));
+            results.push(resampled(Bucket::from_key(keys[index]), counts[index], rank - below, kind));
         }
         Ok(results)
     }
@@ -191,7 +199,7 @@ impl Interval {
 }
 
 /// The `offset`-th sample (rank minus the samples before the bin) of a bin, resampled fairly.
-fn resampled((bucket, count): (Bucket, u64), offset: f64, kind: QuantileType) -> f64 {
+fn resampled(bucket: Bucket, count: u64, offset: f64, kind: QuantileType) -> f64 {
     if bucket.is_zero() {
         return 0.0;
     }
