@@ -57,6 +57,7 @@ struct InternalNames {
     packets_received: Arc<str>,
     metrics_received: Arc<str>,
     timestamp_lag: Arc<str>,
+    timers_over_sample_limit: Arc<str>,
     bad_lines_by_reason: Vec<Arc<str>>,
 }
 
@@ -68,12 +69,15 @@ impl InternalNames {
             packets_received: name("packets_received"),
             metrics_received: name("metrics_received"),
             timestamp_lag: name("timestamp_lag"),
+            timers_over_sample_limit: name("timers_over_sample_limit"),
             bad_lines_by_reason: ParseError::ALL.iter().map(|r| name(&format!("bad_lines.{}", r.as_str()))).collect(),
         }
     }
 
     fn is_internal_counter(&self, key: &str) -> bool {
-        [&self.bad_lines_seen, &self.packets_received, &self.metrics_received].iter().any(|k| ***k == *key)
+        [&self.bad_lines_seen, &self.packets_received, &self.metrics_received, &self.timers_over_sample_limit]
+            .iter()
+            .any(|k| ***k == *key)
             || self.bad_lines_by_reason.iter().any(|k| **k == *key)
     }
 }
@@ -115,8 +119,9 @@ impl Aggregator {
         for (key, count) in table.counters {
             *value_for(&mut self.counters, &key, || 0.0) += count;
         }
+        let limit = self.config.timer_sample_limit;
         for (key, samples) in table.timers {
-            value_for(&mut self.timers, &key, TimerSamples::default).merge(samples);
+            value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
         }
         let ttl = self.config.gauges_max_ttl;
         for (key, update) in table.gauges {
@@ -152,6 +157,7 @@ impl Aggregator {
             self.gauges.insert(self.internal.timestamp_lag.clone(), GaugeState { value: lag, ttl: u32::MAX });
         }
         self.previous_flush_s = Some(timestamp);
+        self.count_timers_over_limit();
         let snapshot = Snapshot {
             timestamp,
             interval: self.config.flush_interval,
@@ -172,6 +178,15 @@ impl Aggregator {
         snapshot
     }
 
+    /// Adds the timers whose percentiles will be estimated this flush to
+    /// `<prefixStats>.timers_over_sample_limit` (created when first needed).
+    fn count_timers_over_limit(&mut self) {
+        let over = self.timers.values().filter(|samples| !samples.is_complete()).count();
+        if over > 0 {
+            *self.counters.entry(self.internal.timers_over_sample_limit.clone()).or_insert(0.0) += over as f64;
+        }
+    }
+
     fn counter_points(&self) -> Vec<CounterPoint> {
         let seconds = self.config.interval_seconds();
         let points =
@@ -187,12 +202,19 @@ impl Aggregator {
         };
         let points = self.timers.iter_mut().map(|(key, samples)| {
             let mut stats = timer_stats(samples, config);
-            let mut histogram = bin_counts(key, &samples.values, config);
+            let mut bins = bin_counts(key, samples, config);
             if let Some(wanted) = &filter {
                 stats.retain(|(stat, _)| wanted.contains(stat.filter_name(&config.thresholds).as_str()));
-                histogram = histogram.filter(|_| wanted.contains("histogram"));
+                bins = bins.filter(|_| wanted.contains("histogram"));
             }
-            TimerPoint { key: key.clone(), stats, histogram }
+            let exact_percentiles = samples.is_complete();
+            TimerPoint {
+                key: key.clone(),
+                stats,
+                bins,
+                distribution: std::mem::take(&mut samples.histogram),
+                exact_percentiles,
+            }
         });
         sorted(points, |p| &p.key)
     }
@@ -286,7 +308,7 @@ mod tests {
     use crate::Threshold;
 
     fn absorb(aggregator: &mut Aggregator, packet: &str) {
-        let mut table = Table::new(true);
+        let mut table = Table::new(true, aggregator.config().timer_sample_limit);
         table.insert_packet(1, packet.as_bytes());
         aggregator.absorb(table);
     }
@@ -377,6 +399,22 @@ mod tests {
             names.push(name);
         }
         assert_eq!(names, ["mean_90", "mean_99_9", "count_ps"]);
+    }
+
+    #[test]
+    fn timers_past_the_limit_are_counted_and_keep_their_histogram() {
+        let config = AggConfig { timer_sample_limit: 3, ..AggConfig::default() };
+        let mut aggregator = Aggregator::new(config);
+        absorb(&mut aggregator, "small:1|ms\nsmall:2|ms\nbig:1|ms\nbig:2|ms");
+        absorb(&mut aggregator, "big:3|ms\nbig:4|ms");
+        let snapshot = aggregator.flush(10_000);
+        assert_eq!(counter(&snapshot, "statsd.timers_over_sample_limit"), Some((1.0, 0.1)));
+        let big = snapshot.timers.iter().find(|t| &*t.key == "big").unwrap();
+        assert!(!big.exact_percentiles);
+        assert_eq!(big.distribution.count(), 4);
+        let small = snapshot.timers.iter().find(|t| &*t.key == "small").unwrap();
+        assert!(small.exact_percentiles);
+        assert_eq!(small.distribution.count(), 2);
     }
 
     #[test]

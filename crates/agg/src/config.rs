@@ -30,7 +30,13 @@ pub struct AggConfig {
     pub prefix_stats: String,
     /// Apply Etsy's key sanitising (`keyNameSanitize`).
     pub key_name_sanitize: bool,
+    /// Raw values kept per timer and interval (`timerSampleLimit`); past it, percentiles come
+    /// from the timer's histogram.
+    pub timer_sample_limit: usize,
 }
+
+/// The default `timerSampleLimit`: 8192 values (64 KiB) per timer and interval.
+pub const DEFAULT_TIMER_SAMPLE_LIMIT: usize = 8192;
 
 impl Default for AggConfig {
     fn default() -> Self {
@@ -46,6 +52,7 @@ impl Default for AggConfig {
             gauges_max_ttl: 1,
             prefix_stats: "statsd".to_string(),
             key_name_sanitize: true,
+            timer_sample_limit: DEFAULT_TIMER_SAMPLE_LIMIT,
         }
     }
 }

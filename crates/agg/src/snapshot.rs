@@ -68,8 +68,13 @@ pub struct TimerPoint {
     pub key: Arc<str>,
     /// The statistics, filtered by `calculatedTimerMetrics`.
     pub stats: Vec<(TimerStat, f64)>,
-    /// Bin counts when a `histogram` rule matches the key.
-    pub histogram: Option<BinCounts>,
+    /// Etsy `histogram` bin counts when a rule matches the key.
+    pub bins: Option<BinCounts>,
+    /// Every value of the interval as a circllhist, counts weighted by `1 / rate`.
+    pub distribution: circllhist::Histogram,
+    /// True when the percentile statistics are Etsy's exact ones (every raw value was kept);
+    /// false when they were estimated from `distribution` past `timerSampleLimit`.
+    pub exact_percentiles: bool,
 }
 
 /// Counts per bin of one histogram rule.

@@ -89,20 +89,99 @@ pub fn apply_delta(current: f64, delta: f64) -> f64 {
     }
 }
 
-/// A timer's (or histogram's) samples in one interval.
+/// A timer's (or `h`/`d` histogram's) samples in one interval: exact count, sum, sum of
+/// squares, min and max of everything received; the raw values while there are at most the
+/// sample limit of them (for Etsy's exact percentiles); and a circllhist of every value,
+/// weighted by its sample rate, so memory stays bounded however many samples arrive.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TimerSamples {
-    /// The values, unweighted, in arrival order.
+    /// The values, unweighted, in arrival order; emptied once more than the limit arrive.
     pub values: Vec<f64>,
+    /// Values received, unweighted.
+    pub received: u64,
     /// The sample-rate-weighted count: the sum of `1 / rate`.
     pub count: f64,
+    /// The sum of every value received, unweighted.
+    pub sum: f64,
+    /// The sum of squares of every value received, unweighted.
+    pub sum_squares: f64,
+    /// The smallest value received (meaningless when `received` is 0).
+    pub min: f64,
+    /// The largest value received (meaningless when `received` is 0).
+    pub max: f64,
+    /// Every value, each counted `1 / rate` times (fractions carried to the next sample).
+    pub histogram: circllhist::Histogram,
+    weight_carry: f64,
 }
 
 impl TimerSamples {
-    /// Adds `other` after `self`.
-    pub fn merge(&mut self, other: TimerSamples) {
-        self.values.extend(other.values);
+    /// Adds one value sampled at `rate`, keeping raw values while at most `limit` arrived.
+    pub fn add(&mut self, value: f64, rate: f64, limit: usize) {
+        let complete = self.is_complete();
+        self.received += 1;
+        self.count += 1.0 / rate;
+        (self.min, self.max) =
+            if self.received == 1 { (value, value) } else { (self.min.min(value), self.max.max(value)) };
+        self.sum += value;
+        self.sum_squares += value * value;
+        if complete && self.values.len() < limit {
+            self.values.push(value);
+        } else if !self.values.is_empty() {
+            self.values = Vec::new();
+        }
+        self.weight_carry += 1.0 / rate;
+        let whole = self.weight_carry.floor();
+        self.weight_carry -= whole;
+        if whole >= 1.0 {
+            insert_exactly(&mut self.histogram, value, whole as u64);
+        }
+    }
+
+    /// True while every value received is still kept.
+    pub fn is_complete(&self) -> bool {
+        self.values.len() as u64 == self.received
+    }
+
+    /// Adds `other` after `self`; raw values stay only if both kept theirs and together they
+    /// fit in `limit`.
+    pub fn merge(&mut self, other: TimerSamples, limit: usize) {
+        if other.received == 0 {
+            return;
+        }
+        if self.received == 0 {
+            *self = other;
+            self.keep_values_within(limit);
+            return;
+        }
+        let keep = self.is_complete() && other.is_complete() && self.values.len() + other.values.len() <= limit;
+        if keep {
+            self.values.extend(other.values);
+        } else {
+            self.values = Vec::new();
+        }
+        self.received += other.received;
         self.count += other.count;
+        self.sum += other.sum;
+        self.sum_squares += other.sum_squares;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.histogram.merge(&other.histogram);
+        self.weight_carry += other.weight_carry;
+    }
+
+    fn keep_values_within(&mut self, limit: usize) {
+        if self.values.len() > limit {
+            self.values = Vec::new();
+        }
+    }
+}
+
+/// Integral values take the histogram's exact integer path; others the f64 path.
+fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64) {
+    if value.fract() == 0.0 && value.abs() < 9.0e18 {
+        histogram.insert_int_scale(value as i64, 0, count);
+    } else {
+        histogram.insert(value, count);
     }
 }
 
@@ -115,18 +194,20 @@ pub struct Table {
     pub(crate) sets: KeyMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
     sanitize: bool,
+    timer_sample_limit: usize,
     key_scratch: String,
 }
 
 impl Table {
-    /// An empty table; `sanitize` applies Etsy's `keyNameSanitize` to keys.
-    pub fn new(sanitize: bool) -> Self {
-        Table { sanitize, ..Table::default() }
+    /// An empty table: `sanitize` applies Etsy's `keyNameSanitize` to keys; each timer keeps
+    /// at most `timer_sample_limit` raw values.
+    pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
+        Table { sanitize, timer_sample_limit, ..Table::default() }
     }
 
     /// Takes what was received so far, leaving an empty table with the same settings.
     pub fn take(&mut self) -> Table {
-        let empty = Table::new(self.sanitize);
+        let empty = Table::new(self.sanitize, self.timer_sample_limit);
         std::mem::replace(self, empty)
     }
 
@@ -176,9 +257,11 @@ impl Table {
                 *entry(&mut self.counters, key, || 0.0) += number / metric.sample_rate;
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
-                let samples = entry(&mut self.timers, key, TimerSamples::default);
-                samples.values.push(number);
-                samples.count += 1.0 / metric.sample_rate;
+                entry(&mut self.timers, key, TimerSamples::default).add(
+                    number,
+                    metric.sample_rate,
+                    self.timer_sample_limit,
+                );
             }
             (Kind::Gauge, value) => match self.gauges.get_mut(key) {
                 Some(update) => update.push(value),
@@ -220,7 +303,7 @@ mod tests {
     use super::*;
 
     fn table_of(packet: &str) -> Table {
-        let mut table = Table::new(true);
+        let mut table = Table::new(true, 4);
         table.insert_packet(1, packet.as_bytes());
         table
     }
@@ -252,8 +335,20 @@ mod tests {
     #[test]
     fn timers_keep_values_and_weighted_count() {
         let table = table_of("t:1|ms|@0.5\nt:2|h\nt:3|d|@0.25");
-        assert_eq!(table.timers["t"].values, [1.0, 2.0, 3.0]);
-        assert_eq!(table.timers["t"].count, 2.0 + 1.0 + 4.0);
+        let timer = &table.timers["t"];
+        assert_eq!(timer.values, [1.0, 2.0, 3.0]);
+        assert_eq!(timer.count, 2.0 + 1.0 + 4.0);
+        assert_eq!(timer.histogram.count(), 7, "the histogram is weighted by 1/rate");
+        assert_eq!((timer.min, timer.max, timer.sum, timer.sum_squares), (1.0, 3.0, 6.0, 14.0));
+    }
+
+    #[test]
+    fn timers_drop_raw_values_past_the_limit_and_keep_exact_totals() {
+        let table = table_of("t:1|ms\nt:2|ms\nt:3|ms\nt:4|ms\nt:5|ms\nt:0.5|ms|@0.3\nt:0.5|ms|@0.3\nt:0.5|ms|@0.3");
+        let timer = &table.timers["t"];
+        assert!(timer.values.is_empty() && !timer.is_complete());
+        assert_eq!((timer.received, timer.min, timer.max, timer.sum), (8, 0.5, 5.0, 16.5));
+        assert_eq!(timer.histogram.count(), 5 + 10, "three samples at rate 0.3 weigh 10 in all");
     }
 
     #[test]

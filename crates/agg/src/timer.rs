@@ -6,43 +6,126 @@ use crate::config::{AggConfig, BinLimit};
 use crate::snapshot::{BinCounts, PercentileStat, TimerStat};
 use crate::table::TimerSamples;
 
-/// The statistics of one timer's interval, before `calculatedTimerMetrics` filtering.
+/// The statistics of one timer's interval, before `calculatedTimerMetrics` filtering: Etsy's
+/// exact arithmetic while every raw value is kept, the histogram's estimates past the limit.
 pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
-    let count_ps = samples.count / config.interval_seconds();
-    if samples.values.is_empty() {
+    if samples.received == 0 {
         return vec![(TimerStat::Count, 0.0), (TimerStat::CountPs, 0.0)];
     }
+    if samples.is_complete() {
+        exact_stats(samples, config)
+    } else {
+        estimated_stats(samples, config)
+    }
+}
+
+fn exact_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
     let values = &mut samples.values;
     values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let running = RunningSums::new(values);
     let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
     for (index, threshold) in config.thresholds.iter().enumerate() {
         if let Some(inside) = running.threshold(values, threshold.percent) {
-            let stat = |which| TimerStat::Percentile(which, index);
-            stats.extend([
-                (stat(PercentileStat::Count), inside.count as f64),
-                (stat(PercentileStat::Mean), inside.mean),
-                (stat(PercentileStat::Bound), inside.bound),
-                (stat(PercentileStat::Sum), inside.sum),
-                (stat(PercentileStat::SumSquares), inside.sum_squares),
-            ]);
+            push_threshold(&mut stats, index, &inside);
         }
     }
     let n = values.len();
     let sum = running.sums[n - 1];
     let mean = sum / n as f64;
-    stats.extend([
-        (TimerStat::Std, population_std(values, mean)),
-        (TimerStat::Upper, values[n - 1]),
-        (TimerStat::Lower, values[0]),
-        (TimerStat::Count, samples.count),
-        (TimerStat::CountPs, count_ps),
-        (TimerStat::Sum, sum),
-        (TimerStat::SumSquares, running.squares[n - 1]),
-        (TimerStat::Mean, mean),
-        (TimerStat::Median, median(values)),
-    ]);
+    let median = median(values);
+    let summary = Summary { std: population_std(values, mean), sum, sum_squares: running.squares[n - 1], mean, median };
+    push_summary(&mut stats, samples, &summary, config);
     stats
+}
+
+/// Past the sample limit: count, sum, sum of squares, min and max stay exact; the median and
+/// every threshold statistic come from the histogram, clamped to [min, max]. Sums inside a
+/// threshold are the bins' midpoints times their counts, scaled from the histogram's weighted
+/// count to the values received.
+fn estimated_stats(samples: &TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
+    let n = samples.received as f64;
+    let clamp = |v: f64| v.clamp(samples.min, samples.max);
+    let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
+    for (index, threshold) in config.thresholds.iter().enumerate() {
+        let k = (threshold.percent.abs() / 100.0 * n).round();
+        if k == 0.0 {
+            continue;
+        }
+        let share = k / n;
+        let (bound, (sum, sum_squares)) = if threshold.percent > 0.0 {
+            (samples.histogram.quantile(share), lowest_sums(samples, share))
+        } else {
+            let (low_sum, low_squares) = lowest_sums(samples, 1.0 - share);
+            let (all_sum, all_squares) = lowest_sums(samples, 1.0);
+            (samples.histogram.quantile(1.0 - share), (all_sum - low_sum, all_squares - low_squares))
+        };
+        let inside = Inside { count: k as usize, mean: clamp(sum / k), bound: clamp(bound), sum, sum_squares };
+        push_threshold(&mut stats, index, &inside);
+    }
+    let mean = samples.sum / n;
+    let variance = (samples.sum_squares / n - mean * mean).max(0.0);
+    let median = clamp(samples.histogram.quantile(0.5));
+    let summary = Summary { std: variance.sqrt(), sum: samples.sum, sum_squares: samples.sum_squares, mean, median };
+    push_summary(&mut stats, samples, &summary, config);
+    stats
+}
+
+/// The sum and sum of squares of the lowest `share` of the histogram's samples (bin midpoints),
+/// scaled to the unweighted number of values received.
+fn lowest_sums(samples: &TimerSamples, share: f64) -> (f64, f64) {
+    let histogram = &samples.histogram;
+    let total = histogram.count().saturating_sub(histogram.nan_count()) as f64;
+    if total == 0.0 {
+        return (0.0, 0.0);
+    }
+    let mut wanted = share * total;
+    let (mut sum, mut squares) = (0.0, 0.0);
+    for (bucket, count) in histogram.bins().filter(|(b, _)| !b.is_nan()) {
+        let taken = wanted.min(count as f64);
+        let midpoint = bucket.midpoint();
+        sum += taken * midpoint;
+        squares += taken * midpoint * midpoint;
+        wanted -= taken;
+        if wanted <= 0.0 {
+            break;
+        }
+    }
+    let scale = samples.received as f64 / total;
+    (sum * scale, squares * scale)
+}
+
+/// The statistics that follow the thresholds.
+struct Summary {
+    std: f64,
+    sum: f64,
+    sum_squares: f64,
+    mean: f64,
+    median: f64,
+}
+
+fn push_threshold(stats: &mut Vec<(TimerStat, f64)>, index: usize, inside: &Inside) {
+    let stat = |which| TimerStat::Percentile(which, index);
+    stats.extend([
+        (stat(PercentileStat::Count), inside.count as f64),
+        (stat(PercentileStat::Mean), inside.mean),
+        (stat(PercentileStat::Bound), inside.bound),
+        (stat(PercentileStat::Sum), inside.sum),
+        (stat(PercentileStat::SumSquares), inside.sum_squares),
+    ]);
+}
+
+fn push_summary(stats: &mut Vec<(TimerStat, f64)>, samples: &TimerSamples, summary: &Summary, config: &AggConfig) {
+    stats.extend([
+        (TimerStat::Std, summary.std),
+        (TimerStat::Upper, samples.max),
+        (TimerStat::Lower, samples.min),
+        (TimerStat::Count, samples.count),
+        (TimerStat::CountPs, samples.count / config.interval_seconds()),
+        (TimerStat::Sum, summary.sum),
+        (TimerStat::SumSquares, summary.sum_squares),
+        (TimerStat::Mean, summary.mean),
+        (TimerStat::Median, summary.median),
+    ]);
 }
 
 /// Running sums of the sorted values and of their squares.
@@ -112,19 +195,27 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
-/// Counts of the sorted values per bin of the first `histogram` rule whose `metric` is in
-/// `key`: bins are exclusive upper limits; values past the last finite limit with no `inf` bin
-/// are not counted (Etsy's rule).
-pub(crate) fn bin_counts(key: &str, sorted: &[f64], config: &AggConfig) -> Option<BinCounts> {
+/// Counts per bin of the first `histogram` rule whose `metric` is in `key` (Etsy's `histogram`
+/// config): bins are exclusive upper limits; values past the last finite limit with no `inf`
+/// bin are not counted (Etsy's rule). From the sorted raw values while complete, else from the
+/// circllhist (exact for limits with two significant digits, scaled to values received).
+pub(crate) fn bin_counts(key: &str, samples: &TimerSamples, config: &AggConfig) -> Option<BinCounts> {
     let rule_index = config.histograms.iter().position(|rule| key.contains(rule.metric.as_str()))?;
     let rule = &config.histograms[rule_index];
-    if rule.bins.is_empty() {
+    if rule.bins.is_empty() || samples.received == 0 {
         return None;
     }
+    let counts = if samples.is_complete() {
+        counts_of_sorted(&samples.values, &rule.bins)
+    } else {
+        counts_of_histogram(samples, &rule.bins)
+    };
+    Some(BinCounts { rule: rule_index, counts })
+}
+
+fn counts_of_sorted(sorted: &[f64], bins: &[BinLimit]) -> Vec<u64> {
     let mut next = 0;
-    let counts = rule
-        .bins
-        .iter()
+    bins.iter()
         .map(|limit| {
             let start = next;
             while next < sorted.len() && fits(sorted[next], *limit) {
@@ -132,8 +223,25 @@ pub(crate) fn bin_counts(key: &str, sorted: &[f64], config: &AggConfig) -> Optio
             }
             (next - start) as u64
         })
-        .collect();
-    Some(BinCounts { rule: rule_index, counts })
+        .collect()
+}
+
+fn counts_of_histogram(samples: &TimerSamples, bins: &[BinLimit]) -> Vec<u64> {
+    let histogram = &samples.histogram;
+    let total = histogram.count().saturating_sub(histogram.nan_count());
+    let scale = if total == 0 { 0.0 } else { samples.received as f64 / total as f64 };
+    let mut counted = 0;
+    bins.iter()
+        .map(|limit| {
+            let below = match limit {
+                BinLimit::Below(upper) => histogram.count_below(*upper, false),
+                BinLimit::Infinity => total,
+            };
+            let in_bin = below.saturating_sub(counted);
+            counted = counted.max(below);
+            (in_bin as f64 * scale).round() as u64
+        })
+        .collect()
 }
 
 fn fits(value: f64, limit: BinLimit) -> bool {
@@ -166,7 +274,8 @@ mod tests {
 
     fn stats_of(values: &[f64], thresholds: &[f64]) -> Vec<(String, f64)> {
         let config = config(thresholds);
-        let mut samples = TimerSamples { values: values.to_vec(), count: values.len() as f64 };
+        let mut samples = TimerSamples::default();
+        values.iter().for_each(|&v| samples.add(v, 1.0, usize::MAX));
         named(&timer_stats(&mut samples, &config), &config)
     }
 
@@ -235,6 +344,32 @@ mod tests {
     }
 
     #[test]
+    fn past_the_limit_statistics_come_from_the_histogram() {
+        let config = config(&[90.0, -10.0]);
+        let mut samples = TimerSamples::default();
+        (1..=10_000).for_each(|v| samples.add(f64::from(v), 1.0, 100));
+        assert!(!samples.is_complete() && samples.values.is_empty());
+        let stats = named(&timer_stats(&mut samples, &config), &config);
+        assert_eq!(get(&stats, "count"), Some(10_000.0));
+        assert_eq!(get(&stats, "sum"), Some(50_005_000.0));
+        assert_eq!((get(&stats, "lower"), get(&stats, "upper")), (Some(1.0), Some(10_000.0)));
+        assert_eq!(get(&stats, "mean"), Some(5000.5));
+        assert_eq!(get(&stats, "count_90"), Some(9000.0));
+        let within = |name: &str, truth: f64, bound: f64| {
+            let got = get(&stats, name).unwrap();
+            assert!((got - truth).abs() / truth <= bound, "{name}: {got} vs {truth}");
+        };
+        within("upper_90", 9000.0, 0.1);
+        within("median", 5000.5, 0.1);
+        within("mean_90", 4500.5, 0.05);
+        within("sum_90", 40_504_500.0, 0.05);
+        within("lower_top10", 9001.0, 0.1);
+        within("mean_top10", 9500.5, 0.05);
+        within("std", 2886.75, 0.001);
+        assert!(get(&stats, "upper_90").unwrap() <= 10_000.0, "clamped to max");
+    }
+
+    #[test]
     fn idle_timers_send_only_counts() {
         let config = config(&[90.0]);
         let mut samples = TimerSamples::default();
@@ -253,9 +388,20 @@ mod tests {
             .into(),
             ..AggConfig::default()
         };
-        let sorted = [1.0, 2.0, 3.0, 5.0, 6.0];
-        assert_eq!(bin_counts("a.t", &sorted, &config), Some(BinCounts { rule: 1, counts: vec![1, 2, 2] }));
-        assert_eq!(bin_counts("xyz", &sorted, &config), Some(BinCounts { rule: 2, counts: vec![1] }));
-        assert_eq!(bin_counts("off.t", &sorted, &config), None);
+        for limit in [usize::MAX, 0] {
+            let mut samples = TimerSamples::default();
+            [1.0, 2.0, 3.0, 5.0, 6.0].iter().for_each(|&v| samples.add(v, 1.0, limit));
+            assert_eq!(
+                bin_counts("a.t", &samples, &config),
+                Some(BinCounts { rule: 1, counts: vec![1, 2, 2] }),
+                "limit {limit}"
+            );
+            assert_eq!(
+                bin_counts("xyz", &samples, &config),
+                Some(BinCounts { rule: 2, counts: vec![1] }),
+                "limit {limit}"
+            );
+            assert_eq!(bin_counts("off.t", &samples, &config), None);
+        }
     }
 }

@@ -36,7 +36,7 @@ struct Edges {
 pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
     let start_ms = unix_now_ms();
     let startup_s = (start_ms + 500) / 1000;
-    let shards = Arc::new(Shards::new(config.agg.key_name_sanitize));
+    let shards = Arc::new(Shards::new(config.agg.key_name_sanitize, config.agg.timer_sample_limit));
     let aggregator = Arc::new(Mutex::new(Aggregator::new(config.agg.clone())));
     let (sinks, tap) = start_sinks(&config, startup_s);
     let (stop_sender, stop) = watch::channel(false);

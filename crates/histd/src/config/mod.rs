@@ -161,6 +161,7 @@ impl Config {
             "gaugesMaxTTL": agg.gauges_max_ttl,
             "prefixStats": agg.prefix_stats,
             "keyNameSanitize": agg.key_name_sanitize,
+            "timerSampleLimit": agg.timer_sample_limit,
             "graphite": self.graphite.effective(),
             "console": { "prettyprint": self.console.prettyprint },
             "repeater": self.repeater.effective(),
@@ -185,7 +186,19 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         gauges_max_ttl: gauges_max_ttl(top)?,
         prefix_stats,
         key_name_sanitize: top.bool("keyNameSanitize", true)?,
+        timer_sample_limit: timer_sample_limit(top)?,
     })
+}
+
+/// `timerSampleLimit` (histd): raw values kept per timer and interval.
+fn timer_sample_limit(top: &Reader<'_>) -> Result<usize, ConfigError> {
+    match top.number("timerSampleLimit")? {
+        None => Ok(agg::config::DEFAULT_TIMER_SAMPLE_LIMIT),
+        Some(limit) if limit >= 0.0 && limit.fract() == 0.0 && limit <= 1e9 => Ok(limit as usize),
+        Some(limit) => {
+            Err(top.error("timerSampleLimit", format!("expected a whole number of values up to 1e9, got {limit}")))
+        }
+    }
 }
 
 fn flush_interval(top: &Reader<'_>) -> Result<Duration, ConfigError> {

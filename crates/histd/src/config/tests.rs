@@ -87,6 +87,7 @@ fn errors_name_the_key() {
         ("{ repeater: [ { port: 1 } ] }", "config key `repeater[0].host`"),
         ("{ repeaterProtocol: 'sctp' }", "config key `repeaterProtocol`"),
         ("{ graphite: { retryBufferBytes: -1 } }", "config key `graphite.retryBufferBytes`"),
+        ("{ timerSampleLimit: 1.5 }", "config key `timerSampleLimit`"),
         ("[1, 2]", "must be an object"),
     ];
     for (text, want) in cases {

@@ -30,17 +30,22 @@ impl Shard {
 pub struct Shards {
     list: Mutex<Vec<Arc<Shard>>>,
     sanitize: bool,
+    timer_sample_limit: usize,
 }
 
 impl Shards {
-    /// No shards yet; tables apply `keyNameSanitize` when `sanitize`.
-    pub fn new(sanitize: bool) -> Self {
-        Shards { list: Mutex::new(Vec::new()), sanitize }
+    /// No shards yet; tables apply `keyNameSanitize` when `sanitize` and keep at most
+    /// `timer_sample_limit` raw values per timer.
+    pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
+        Shards { list: Mutex::new(Vec::new()), sanitize, timer_sample_limit }
     }
 
     /// A new shard for a new reader.
     pub fn register(&self) -> Arc<Shard> {
-        let shard = Arc::new(Shard { table: Mutex::new(Table::new(self.sanitize)), closed: AtomicBool::new(false) });
+        let shard = Arc::new(Shard {
+            table: Mutex::new(Table::new(self.sanitize, self.timer_sample_limit)),
+            closed: AtomicBool::new(false),
+        });
         lock(&self.list).push(shard.clone());
         shard
     }

@@ -52,12 +52,13 @@ pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
             snapshot.write_stat_name(stat, &mut text);
             let _ = write!(text, "={}", js_number(value));
         }
-        if let Some(bins) = &timer.histogram {
+        if let Some(bins) = &timer.bins {
             let rule = &snapshot.histograms[bins.rule];
             for (index, count) in bins.counts.iter().enumerate() {
                 let _ = write!(text, " histogram.{}={count}", rule.bin_name(index));
             }
         }
+        let _ = write!(text, " circllhist={}", timer.distribution.to_base64());
         rows.push(("timer", &timer.key, text));
     }
     for gauge in &snapshot.gauges {

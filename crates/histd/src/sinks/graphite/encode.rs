@@ -91,7 +91,7 @@ impl GraphiteNames {
                 snapshot.write_stat_name(which, &mut stat);
                 self.line(out, &self.timer, &timer.key, &stat, value, ts);
             }
-            if let Some(bins) = &timer.histogram {
+            if let Some(bins) = &timer.bins {
                 let rule = &snapshot.histograms[bins.rule];
                 for (index, &count) in bins.counts.iter().enumerate() {
                     let stat = format!(".histogram.{}", rule.bin_name(index));

@@ -8,7 +8,7 @@ use crate::config::Config;
 fn encode(config_text: &str, packet: &str) -> Vec<String> {
     let config = Config::from_text(config_text).unwrap();
     let mut aggregator = Aggregator::new(AggConfig { ..config.agg.clone() });
-    let mut table = Table::new(config.agg.key_name_sanitize);
+    let mut table = Table::new(config.agg.key_name_sanitize, config.agg.timer_sample_limit);
     table.insert_packet(1, packet.as_bytes());
     aggregator.absorb(table);
     let snapshot = aggregator.flush(1_000_000);
