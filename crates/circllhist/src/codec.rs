@@ -135,7 +135,7 @@ pub fn encode_base64(bytes: &[u8]) -> String {
 /// Decodes padded standard base64, skipping ASCII whitespace; unpadded input is refused.
 pub fn decode_base64(text: &str) -> Result<Vec<u8>, DecodeError> {
     let symbols: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if symbols.len() % 4 != 0 {
+    if !symbols.len().is_multiple_of(4) {
         return Err(DecodeError::BadBase64);
     }
     let mut out = Vec::with_capacity(symbols.len() / 4 * 3);

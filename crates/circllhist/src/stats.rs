@@ -205,7 +205,7 @@ fn resampled(bucket: Bucket, count: u64, offset: f64, kind: QuantileType) -> f64
     }
     let k = match kind {
         QuantileType::Type1 => match offset.ceil() {
-            k if k == 0.0 => 1.0,
+            0.0 => 1.0,
             k => k,
         },
         QuantileType::Type7 => offset,

@@ -61,6 +61,11 @@ impl Daemon {
         Daemon { child, addresses, dir, stdout }
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The first address bound for `proto`.
     pub fn address(&self, proto: &str) -> String {
         self.addresses.get(proto).and_then(|a| a.first()).cloned().unwrap_or_else(|| panic!("no {proto} listener"))

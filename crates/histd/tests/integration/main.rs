@@ -7,3 +7,4 @@ mod graphite_output;
 mod harness;
 mod lifecycle;
 mod listeners;
+mod timer_histograms;
