@@ -111,8 +111,9 @@ async fn start_listeners(
             Listener::Udp(address) => {
                 let socket = UdpSocket::bind(address).with_context(context)?;
                 tracing::info!(proto = %"udp", addr = %socket.local_addr()?, "listening");
+                let name = format!("udp-{index}");
                 let reader = spawn_datagram_reader(
-                    format!("udp-{index}"),
+                    name,
                     DatagramSocket::Udp(socket),
                     shards.register(),
                     stop_flag.clone(),
@@ -125,8 +126,9 @@ async fn start_listeners(
                 set_socket_mode(unix)?;
                 edges.socket_files.push(unix.path.clone());
                 tracing::info!(proto = %"unixgram", addr = %unix.path.display(), "listening");
+                let name = format!("unixgram-{index}");
                 let reader = spawn_datagram_reader(
-                    format!("unixgram-{index}"),
+                    name,
                     DatagramSocket::Unix(socket),
                     shards.register(),
                     stop_flag.clone(),
