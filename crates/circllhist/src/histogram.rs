@@ -4,12 +4,79 @@ use crate::Bucket;
 
 /// A log-linear histogram. Bins are kept sorted in the C library's order, each once, with a
 /// non-zero count; counts saturate at `u64::MAX`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Histogram {
     /// Bucket sort keys ([`Bucket::key`]), ascending.
     keys: Vec<u16>,
     /// The count of each key.
     counts: Vec<u64>,
+    /// Where each block of keys starts, once there are enough bins for it to pay.
+    directory: Option<Box<Directory>>,
+}
+
+impl PartialEq for Histogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys && self.counts == other.counts
+    }
+}
+
+impl Eq for Histogram {}
+
+/// Bins a histogram holds before it keeps a [`Directory`].
+const DIRECTORY_FROM_BINS: usize = 16;
+/// Blocks of keys: NaN, 256 negative decades, zero, 256 positive decades.
+const BLOCKS: usize = 514;
+
+/// The index in `keys` where each block (one sign and decade, 90 buckets) starts, so a lookup
+/// searches at most one decade's bins: C's "fast" histograms do the same job with a bigger
+/// table. 1 KiB.
+#[derive(Debug, Clone)]
+struct Directory {
+    starts: [u16; BLOCKS + 1],
+}
+
+impl Directory {
+    fn build(keys: &[u16]) -> Box<Directory> {
+        let mut directory = Box::new(Directory { starts: [0; BLOCKS + 1] });
+        for &key in keys {
+            directory.starts[block_of(key).0 + 1] += 1;
+        }
+        for block in 1..=BLOCKS {
+            directory.starts[block] += directory.starts[block - 1];
+        }
+        directory
+    }
+
+    fn find(&self, keys: &[u16], key: u16) -> Result<usize, usize> {
+        let (block, first_key) = block_of(key);
+        let (start, end) = (usize::from(self.starts[block]), usize::from(self.starts[block + 1]));
+        if end - start == 90 {
+            return Ok(start + usize::from(key - first_key)); // every bucket of the decade is there
+        }
+        find(&keys[start..end], key).map(|i| start + i).map_err(|i| start + i)
+    }
+
+    fn inserted(&mut self, key: u16) {
+        self.starts[block_of(key).0 + 1..].iter_mut().for_each(|start| *start += 1);
+    }
+}
+
+/// The block of a key (one per sign and decade, plus NaN and zero) and the block's first key.
+#[inline]
+fn block_of(key: u16) -> (usize, u16) {
+    const ZERO: u16 = 1 + 256 * 90;
+    match key {
+        0 => (0, 0),
+        ZERO => (257, ZERO),
+        k if k < ZERO => {
+            let decade = (k - 1) / 90;
+            (1 + usize::from(decade), 1 + decade * 90)
+        }
+        k => {
+            let decade = (k - ZERO - 1) / 90;
+            (258 + usize::from(decade), ZERO + 1 + decade * 90)
+        }
+    }
 }
 
 /// Returned by [`Histogram::subtract`] when a bin would go below zero (it is clamped at zero).
@@ -47,7 +114,14 @@ impl Histogram {
             return 0;
         }
         let key = bucket.key();
-        match find(&self.keys, key) {
+        if self.directory.is_none() && self.keys.len() >= DIRECTORY_FROM_BINS {
+            self.directory = Some(Directory::build(&self.keys));
+        }
+        let found = match &self.directory {
+            Some(directory) => directory.find(&self.keys, key),
+            None => find(&self.keys, key),
+        };
+        match found {
             Ok(index) => {
                 let before = self.counts[index];
                 self.counts[index] = before.saturating_add(count);
@@ -56,9 +130,17 @@ impl Histogram {
             Err(index) => {
                 self.keys.insert(index, key);
                 self.counts.insert(index, count);
+                if let Some(directory) = &mut self.directory {
+                    directory.inserted(key);
+                }
                 count
             }
         }
+    }
+
+    /// Drops the directory after the keys changed wholesale; the next insert rebuilds it.
+    fn reindex(&mut self) {
+        self.directory = None;
     }
 
     /// The bins, in order, with their counts (all non-zero).
@@ -101,6 +183,7 @@ impl Histogram {
         let (keys, counts) = merge_sorted(&self.keys, &self.counts, &other.keys, &other.counts, u64::saturating_add);
         self.keys = keys;
         self.counts = counts;
+        self.reindex();
     }
 
     /// The sum of many histograms: a dense accumulation over every bucket when there are
@@ -125,6 +208,7 @@ impl Histogram {
             sum.keys.push(key as u16);
             sum.counts.push(count);
         }
+        sum.reindex();
         sum
     }
 
@@ -162,6 +246,7 @@ impl Histogram {
         self.keys.retain(|_| *flags.next().unwrap_or(&false));
         let mut flags = keep.iter();
         self.counts.retain(|_| *flags.next().unwrap_or(&false));
+        self.reindex();
     }
 
     fn remove_empty_bins(&mut self) {
@@ -175,6 +260,7 @@ impl Histogram {
         }
         self.keys.truncate(write);
         self.counts.truncate(write);
+        self.reindex();
     }
 
     /// Builds from bins in any order, merging duplicates and dropping zero counts.
@@ -193,6 +279,7 @@ impl Histogram {
                 }
             }
         }
+        histogram.reindex();
         histogram
     }
 
