@@ -58,6 +58,8 @@ struct InternalNames {
     metrics_received: Arc<str>,
     timestamp_lag: Arc<str>,
     timers_over_sample_limit: Arc<str>,
+    kernel_drops: Arc<str>,
+    truncated_datagrams: Arc<str>,
     bad_lines_by_reason: Vec<Arc<str>>,
 }
 
@@ -70,14 +72,23 @@ impl InternalNames {
             metrics_received: name("metrics_received"),
             timestamp_lag: name("timestamp_lag"),
             timers_over_sample_limit: name("timers_over_sample_limit"),
+            kernel_drops: name("kernel_drops"),
+            truncated_datagrams: name("truncated_datagrams"),
             bad_lines_by_reason: ParseError::ALL.iter().map(|r| name(&format!("bad_lines.{}", r.as_str()))).collect(),
         }
     }
 
     fn is_internal_counter(&self, key: &str) -> bool {
-        [&self.bad_lines_seen, &self.packets_received, &self.metrics_received, &self.timers_over_sample_limit]
-            .iter()
-            .any(|k| ***k == *key)
+        [
+            &self.bad_lines_seen,
+            &self.packets_received,
+            &self.metrics_received,
+            &self.timers_over_sample_limit,
+            &self.kernel_drops,
+            &self.truncated_datagrams,
+        ]
+        .iter()
+        .any(|k| ***k == *key)
             || self.bad_lines_by_reason.iter().any(|k| **k == *key)
     }
 }
@@ -142,7 +153,11 @@ impl Aggregator {
         add(&names.packets_received, ingest.packets);
         add(&names.metrics_received, ingest.lines);
         add(&names.bad_lines_seen, ingest.bad_lines());
-        for (key, &count) in names.bad_lines_by_reason.iter().zip(&ingest.bad_by_reason) {
+        let lazily_created = names.bad_lines_by_reason.iter().zip(ingest.bad_by_reason).chain([
+            (&names.kernel_drops, ingest.kernel_drops),
+            (&names.truncated_datagrams, ingest.truncated_datagrams),
+        ]);
+        for (key, count) in lazily_created {
             if count > 0 {
                 add(key, count);
             }

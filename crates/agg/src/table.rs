@@ -21,6 +21,11 @@ pub struct IngestCounts {
     pub bad_by_reason: [u64; ParseError::ALL.len()],
     /// DogStatsD events and service checks: recognised and not aggregated.
     pub ignored_events: u64,
+    /// Datagrams the kernel dropped because the socket's receive buffer was full
+    /// (`SO_RXQ_OVFL`).
+    pub kernel_drops: u64,
+    /// Datagrams longer than the reader's buffer, cut short.
+    pub truncated_datagrams: u64,
     /// Unix seconds of the last packet, 0 if none.
     pub last_packet_unix_s: u64,
 }
@@ -39,6 +44,8 @@ impl IngestCounts {
             *total += more;
         }
         self.ignored_events += other.ignored_events;
+        self.kernel_drops += other.kernel_drops;
+        self.truncated_datagrams += other.truncated_datagrams;
         self.last_packet_unix_s = self.last_packet_unix_s.max(other.last_packet_unix_s);
     }
 }
@@ -216,9 +223,9 @@ impl Table {
         &self.ingest
     }
 
-    /// True when nothing at all was received.
+    /// True when nothing at all was received or lost.
     pub fn is_empty(&self) -> bool {
-        self.ingest.packets == 0
+        self.ingest.packets == 0 && self.ingest.kernel_drops == 0
     }
 
     /// Parses one packet (one datagram, or the complete lines of a stream read) received at
@@ -244,6 +251,12 @@ impl Table {
                 Line::Event | Line::ServiceCheck => self.ingest.ignored_events += 1,
             }
         }
+    }
+
+    /// Records datagrams lost before parsing: cut short by the buffer, dropped by the kernel.
+    pub fn count_socket_losses(&mut self, truncated: u64, kernel_drops: u64) {
+        self.ingest.truncated_datagrams += truncated;
+        self.ingest.kernel_drops += kernel_drops;
     }
 
     /// Aggregates one good value; rejects a name that sanitises to nothing.

@@ -2,7 +2,6 @@
 //! and the flusher; on shutdown stop the edges, drain what was received, flush one last time
 //! to every sink, and wait for them to deliver.
 
-use std::net::UdpSocket;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -18,7 +17,10 @@ use tokio::task::JoinSet;
 use crate::admin::{self, AdminState};
 use crate::config::{Backend, Config, Listener, UnixPath};
 use crate::flush::{unix_now_ms, Flusher};
-use crate::ingest::{serve_streams, spawn_datagram_reader, DatagramSocket, Shards, Tap};
+use crate::ingest::{
+    open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
+    Shards, Tap, UdpSettings,
+};
 use crate::sinks::graphite::GraphiteNames;
 use crate::sinks::{console, graphite, repeater, SinkHandle};
 
@@ -105,36 +107,43 @@ async fn start_listeners(
     stop_flag: &Arc<AtomicBool>,
 ) -> anyhow::Result<Edges> {
     let mut edges = Edges { reader_threads: Vec::new(), stream_tasks: JoinSet::new(), socket_files: Vec::new() };
+    let shape =
+        BatchShape { datagrams: config.ingest.batch_datagrams, datagram_bytes: config.ingest.max_datagram_bytes };
     for (index, listener) in config.listeners.iter().enumerate() {
         let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address)");
         match listener {
-            Listener::Udp(address) => {
-                let socket = UdpSocket::bind(address).with_context(context)?;
-                tracing::info!(proto = %"udp", addr = %socket.local_addr()?, "listening");
-                let name = format!("udp-{index}");
-                let reader = spawn_datagram_reader(
-                    name,
-                    DatagramSocket::Udp(socket),
-                    shards.register(),
-                    stop_flag.clone(),
-                    tap.clone(),
-                );
-                edges.reader_threads.push(reader.with_context(context)?);
+            Listener::Udp(address, receive_buffer) => {
+                let settings = UdpSettings {
+                    readers: config.ingest.readers,
+                    mode: config.ingest.mode,
+                    receive_buffer: receive_buffer.unwrap_or(config.ingest.receive_buffer),
+                };
+                let (sockets, granted) = open_udp(*address, settings).with_context(context)?;
+                let bound = sockets[0].local_addr()?;
+                report_receive_buffer(bound, settings.receive_buffer, granted);
+                tracing::info!(proto = %"udp", addr = %bound, readers = settings.readers, mode = ?settings.mode, "listening");
+                let sources = sockets
+                    .into_iter()
+                    .map(|socket| DatagramSource::new(DatagramSocket::Udp(socket)))
+                    .collect::<std::io::Result<Vec<_>>>()?;
+                for reader in 0..settings.readers {
+                    let source = sources[reader % sources.len()].clone();
+                    let name = format!("udp-{index}-{reader}");
+                    let thread =
+                        spawn_datagram_reader(name, source, shards.register(), stop_flag.clone(), tap.clone(), shape);
+                    edges.reader_threads.push(thread.with_context(context)?);
+                }
             }
             Listener::UnixDatagram(unix) => {
                 let socket = UnixDatagram::bind(prepare_socket_file(unix)?).with_context(context)?;
                 set_socket_mode(unix)?;
                 edges.socket_files.push(unix.path.clone());
                 tracing::info!(proto = %"unixgram", addr = %unix.path.display(), "listening");
+                let source = DatagramSource::new(DatagramSocket::Unix(socket))?;
                 let name = format!("unixgram-{index}");
-                let reader = spawn_datagram_reader(
-                    name,
-                    DatagramSocket::Unix(socket),
-                    shards.register(),
-                    stop_flag.clone(),
-                    tap.clone(),
-                );
-                edges.reader_threads.push(reader.with_context(context)?);
+                let thread =
+                    spawn_datagram_reader(name, source, shards.register(), stop_flag.clone(), tap.clone(), shape);
+                edges.reader_threads.push(thread.with_context(context)?);
             }
             Listener::Tcp(address) => {
                 let socket = TcpListener::bind(address).await.with_context(context)?;

@@ -13,8 +13,9 @@ pub const DEFAULT_PORT: u16 = 8125;
 /// One listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listener {
-    /// UDP datagrams, one packet each.
-    Udp(SocketAddr),
+    /// UDP datagrams, one packet each; the receive buffer when this server sets its own
+    /// (`recvBufferSize`, Node's name for it).
+    Udp(SocketAddr, Option<usize>),
     /// TCP, newline framed.
     Tcp(SocketAddr),
     /// A Unix stream socket, newline framed (Etsy's `./servers/tcp` with `socket`).
@@ -70,7 +71,15 @@ fn listener(server: &Reader<'_>) -> Result<Listener, ConfigError> {
         return Ok(if stream { Listener::UnixStream(unix) } else { Listener::UnixDatagram(unix) });
     }
     let address = socket_address(server)?;
-    Ok(if stream { Listener::Tcp(address) } else { Listener::Udp(address) })
+    if stream {
+        return Ok(Listener::Tcp(address));
+    }
+    let receive_buffer = match server.number("recvBufferSize")? {
+        None => None,
+        Some(bytes) if bytes >= 1.0 && bytes <= 2147483647.0 => Some(bytes as usize),
+        Some(bytes) => return Err(server.error("recvBufferSize", format!("expected a byte count, got {bytes}"))),
+    };
+    Ok(Listener::Udp(address, receive_buffer))
 }
 
 fn socket_address(server: &Reader<'_>) -> Result<SocketAddr, ConfigError> {

@@ -3,6 +3,7 @@
 //! histd's own keys sit beside them. Every error names the key it is about.
 
 mod backends;
+mod ingest;
 mod listen;
 mod reader;
 mod timers;
@@ -15,6 +16,7 @@ use agg::AggConfig;
 use serde_json::{json, Map, Value};
 
 pub use backends::{Backend, ConsoleConfig, GraphiteConfig, RepeaterConfig, RepeaterProtocol};
+pub use ingest::IngestConfig;
 pub use listen::{Listener, UnixPath};
 pub use reader::ConfigError;
 use reader::Reader;
@@ -67,6 +69,8 @@ const KNOWN_KEYS: &[&str] = &[
 pub struct Config {
     /// Where metrics come in.
     pub listeners: Vec<Listener>,
+    /// How datagram listeners read.
+    pub ingest: IngestConfig,
     /// The management interface (`mgmt_address`, default 127.0.0.1; `mgmt_port`, default 8126).
     pub mgmt: SocketAddr,
     /// Where flushes go, in config order.
@@ -130,6 +134,7 @@ impl Config {
         };
         let config = Config {
             listeners: listen::listeners(&top)?,
+            ingest: ingest::ingest(&top)?,
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
             backends: backends::backends(&top)?,
             agg: agg_config(&top)?,
@@ -148,6 +153,7 @@ impl Config {
         let agg = &self.agg;
         json!({
             "listeners": self.listeners.iter().map(|l| format!("{l:?}")).collect::<Vec<_>>(),
+            "ingest": self.ingest.effective(),
             "mgmt": self.mgmt.to_string(),
             "backends": self.backends.iter().map(|b| b.name()).collect::<Vec<_>>(),
             "flushInterval": agg.flush_interval.as_millis() as u64,

@@ -13,7 +13,7 @@ fn error(text: &str) -> String {
 #[test]
 fn defaults_match_etsy() {
     let config = parse("{}");
-    assert_eq!(config.listeners, [Listener::Udp("0.0.0.0:8125".parse().unwrap())]);
+    assert_eq!(config.listeners, [Listener::Udp("0.0.0.0:8125".parse().unwrap(), None)]);
     assert_eq!(config.mgmt, "127.0.0.1:8126".parse().unwrap());
     assert_eq!(config.backends, [Backend::Graphite]);
     assert_eq!(config.agg.flush_interval, Duration::from_secs(10));
@@ -35,7 +35,7 @@ fn reads_javascript_object_literals() {
         "// a comment\n{ port: 9125, address: '::1', address_ipv6: true, /* inline */ flushInterval: '5000', \
          percentThreshold: 95, backends: ['console', './backends/graphite',], mgmt_address: '0.0.0.0', }",
     );
-    assert_eq!(config.listeners, [Listener::Udp("[::1]:9125".parse().unwrap())]);
+    assert_eq!(config.listeners, [Listener::Udp("[::1]:9125".parse().unwrap(), None)]);
     assert_eq!(config.agg.flush_interval, Duration::from_secs(5));
     assert_eq!(config.agg.thresholds[0].percent, 95.0);
     assert_eq!(config.backends, [Backend::Console, Backend::Graphite]);
@@ -59,13 +59,15 @@ fn gauges_max_ttl_follows_etsys_rule() {
 #[test]
 fn servers_array_takes_precedence() {
     let config = parse(
-        "{ port: 1, servers: [ { server: './servers/tcp', port: 2 }, { socket: '/tmp/x.sock', socket_mod: 432 } ] }",
+        "{ port: 1, servers: [ { server: './servers/tcp', port: 2 }, { socket: '/tmp/x.sock', socket_mod: 432 }, \
+           { port: 3, recvBufferSize: 1048576 } ] }",
     );
     assert_eq!(
         config.listeners,
         [
             Listener::Tcp("0.0.0.0:2".parse().unwrap()),
-            Listener::UnixDatagram(UnixPath { path: "/tmp/x.sock".into(), mode: Some(0o660) })
+            Listener::UnixDatagram(UnixPath { path: "/tmp/x.sock".into(), mode: Some(0o660) }),
+            Listener::Udp("0.0.0.0:3".parse().unwrap(), Some(1_048_576)),
         ]
     );
 }
@@ -88,6 +90,9 @@ fn errors_name_the_key() {
         ("{ repeaterProtocol: 'sctp' }", "config key `repeaterProtocol`"),
         ("{ graphite: { retryBufferBytes: -1 } }", "config key `graphite.retryBufferBytes`"),
         ("{ timerSampleLimit: 1.5 }", "config key `timerSampleLimit`"),
+        ("{ udpReaders: 0 }", "config key `udpReaders`"),
+        ("{ udpReaderMode: 'fast' }", "config key `udpReaderMode`"),
+        ("{ servers: [ { recvBufferSize: -1 } ] }", "config key `servers[0].recvBufferSize`"),
         ("[1, 2]", "must be an object"),
     ];
     for (text, want) in cases {
@@ -107,7 +112,7 @@ fn the_local_default_listens_on_loopback() {
     let config = Config::local_default();
     assert_eq!(
         config.listeners,
-        [Listener::Udp("127.0.0.1:8125".parse().unwrap()), Listener::Tcp("127.0.0.1:8125".parse().unwrap())]
+        [Listener::Udp("127.0.0.1:8125".parse().unwrap(), None), Listener::Tcp("127.0.0.1:8125".parse().unwrap())]
     );
     assert_eq!(config.backends, [Backend::Console]);
 }

@@ -1,21 +1,22 @@
-//! Datagram readers: one OS thread per socket, blocking reads, one packet per datagram.
+//! Datagram readers: OS threads receiving batches with `recvmmsg` into preallocated buffers,
+//! one packet per datagram, a batch aggregated under one short lock of the reader's own table.
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::recv::{Batch, Received};
 use super::{unix_now_s, Shard, Tap};
 
 /// How often a blocked reader looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
-/// Large enough for any UDP payload (65,507 bytes) and typical Unix datagrams.
-const BUFFER_BYTES: usize = 65_536;
 
-/// A bound datagram socket.
+/// A bound datagram socket, shared by the readers that receive from it.
 #[derive(Debug)]
 pub enum DatagramSocket {
     /// UDP over IPv4 or IPv6.
@@ -25,10 +26,10 @@ pub enum DatagramSocket {
 }
 
 impl DatagramSocket {
-    fn recv(&self, buffer: &mut [u8]) -> std::io::Result<usize> {
+    fn fd(&self) -> RawFd {
         match self {
-            DatagramSocket::Udp(socket) => socket.recv(buffer),
-            DatagramSocket::Unix(socket) => socket.recv(buffer),
+            DatagramSocket::Udp(socket) => socket.as_raw_fd(),
+            DatagramSocket::Unix(socket) => socket.as_raw_fd(),
         }
     }
 
@@ -38,60 +39,98 @@ impl DatagramSocket {
             DatagramSocket::Unix(socket) => socket.set_read_timeout(timeout),
         }
     }
+}
 
-    fn set_nonblocking(&self) -> std::io::Result<()> {
-        match self {
-            DatagramSocket::Udp(socket) => socket.set_nonblocking(true),
-            DatagramSocket::Unix(socket) => socket.set_nonblocking(true),
-        }
+/// A socket and the highest value of its kernel drop counter any of its readers has seen, so
+/// that readers sharing it count each drop once.
+#[derive(Debug)]
+pub struct DatagramSource {
+    socket: DatagramSocket,
+    kernel_drops_seen: AtomicU64,
+}
+
+impl DatagramSource {
+    /// Wraps a bound socket for its readers.
+    pub fn new(socket: DatagramSocket) -> std::io::Result<Arc<DatagramSource>> {
+        socket.set_read_timeout(Some(STOP_POLL))?;
+        Ok(Arc::new(DatagramSource { socket, kernel_drops_seen: AtomicU64::new(0) }))
     }
+
+    /// The drops new since the last report, from the kernel's cumulative counter.
+    fn new_drops(&self, cumulative: u32) -> u64 {
+        let cumulative = u64::from(cumulative);
+        cumulative.saturating_sub(self.kernel_drops_seen.fetch_max(cumulative, Ordering::Relaxed))
+    }
+}
+
+/// How a reader receives.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchShape {
+    /// Datagrams per `recvmmsg`.
+    pub datagrams: usize,
+    /// Bytes per datagram; longer ones are truncated and counted.
+    pub datagram_bytes: usize,
 }
 
 /// Starts a reader thread: it aggregates every datagram into `shard` until `stop` is set, then
 /// reads what is left in the socket buffer and ends.
 pub fn spawn_datagram_reader(
     name: String,
-    socket: DatagramSocket,
+    source: Arc<DatagramSource>,
     shard: Arc<Shard>,
     stop: Arc<AtomicBool>,
     tap: Option<Tap>,
+    shape: BatchShape,
 ) -> std::io::Result<JoinHandle<()>> {
-    socket.set_read_timeout(Some(STOP_POLL))?;
     std::thread::Builder::new().name(name).spawn(move || {
-        let mut buffer = vec![0u8; BUFFER_BYTES];
-        read_until_stopped(&socket, &mut buffer, &shard, &stop, tap.as_ref());
-        drain(&socket, &mut buffer, &shard, tap.as_ref());
+        let mut batch = Batch::new(shape.datagrams, shape.datagram_bytes);
+        let reader = Reader { source: &source, shard: &shard, tap: tap.as_ref() };
+        while !stop.load(Ordering::Relaxed) {
+            reader.receive(&mut batch, false);
+        }
+        while reader.receive(&mut batch, true) {}
         shard.close();
     })
 }
 
-fn read_until_stopped(socket: &DatagramSocket, buffer: &mut [u8], shard: &Shard, stop: &AtomicBool, tap: Option<&Tap>) {
-    while !stop.load(Ordering::Relaxed) {
-        match socket.recv(buffer) {
-            Ok(length) => accept(&buffer[..length], shard, tap),
+struct Reader<'a> {
+    source: &'a DatagramSource,
+    shard: &'a Shard,
+    tap: Option<&'a Tap>,
+}
+
+impl Reader<'_> {
+    /// One batch; false when nothing was there.
+    fn receive(&self, batch: &mut Batch, dont_wait: bool) -> bool {
+        match batch.receive(self.source.socket.fd(), dont_wait) {
+            Ok(received) => {
+                self.accept(batch, received);
+                true
+            }
             Err(error)
-                if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) =>
+            {
+                false
+            }
             Err(error) => {
                 tracing::warn!(%error, "datagram receive failed");
                 std::thread::sleep(STOP_POLL);
+                false
             }
         }
     }
-}
 
-/// Reads what the kernel still holds, without waiting.
-fn drain(socket: &DatagramSocket, buffer: &mut [u8], shard: &Shard, tap: Option<&Tap>) {
-    if socket.set_nonblocking().is_err() {
-        return;
+    fn accept(&self, batch: &Batch, received: Received) {
+        let kernel_drops = received.kernel_drops.map_or(0, |cumulative| self.source.new_drops(cumulative));
+        if let Some(tap) = self.tap {
+            batch.datagrams().for_each(|datagram| tap.offer(datagram));
+        }
+        let now = unix_now_s();
+        self.shard.with_table(|table| {
+            for datagram in batch.datagrams() {
+                table.insert_packet(now, datagram);
+            }
+            table.count_socket_losses(received.truncated as u64, kernel_drops);
+        });
     }
-    while let Ok(length) = socket.recv(buffer) {
-        accept(&buffer[..length], shard, tap);
-    }
-}
-
-fn accept(packet: &[u8], shard: &Shard, tap: Option<&Tap>) {
-    if let Some(tap) = tap {
-        tap.offer(packet);
-    }
-    shard.insert_packet(unix_now_s(), packet);
 }

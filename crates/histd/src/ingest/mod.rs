@@ -6,15 +6,18 @@
 //! [`Tap`] when that backend is on.
 
 mod datagram;
+mod recv;
 mod shards;
 mod stream;
 mod tap;
+mod udp;
 
-pub use datagram::{spawn_datagram_reader, DatagramSocket};
+pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource};
 pub use shards::lock as shards_lock;
 pub use shards::{Shard, Shards};
 pub use stream::serve_streams;
 pub use tap::Tap;
+pub use udp::{open_udp, report_receive_buffer, ReaderMode, UdpSettings};
 
 /// The current time in unix seconds (the runtime's clock; aggregation only receives it).
 pub fn unix_now_s() -> u64 {

@@ -19,6 +19,11 @@ impl Shard {
         lock(&self.table).insert_packet(now_unix_s, packet);
     }
 
+    /// Runs `work` on the table under one lock (a whole receive batch).
+    pub fn with_table(&self, work: impl FnOnce(&mut agg::Table)) {
+        work(&mut lock(&self.table));
+    }
+
     /// Marks the reader gone: the flusher takes the table one last time and forgets the shard.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);

@@ -1,0 +1,67 @@
+//! How datagram listeners read (histd keys): reader threads, reuseport or shared socket,
+//! receive buffer, batch shape.
+
+use serde_json::{json, Value};
+
+use super::reader::{ConfigError, Reader};
+use crate::ingest::ReaderMode;
+
+/// The default `udpReceiveBufferBytes`: 16 MiB.
+pub const DEFAULT_RECEIVE_BUFFER: usize = 16 * 1024 * 1024;
+/// The default `udpBatchDatagrams`.
+pub const DEFAULT_BATCH_DATAGRAMS: usize = 32;
+/// The default `maxDatagramBytes`: any UDP payload fits.
+pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
+
+/// Reading settings for datagram listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngestConfig {
+    /// `udpReaders`: reader threads per UDP listener (default: the cores histd may run on).
+    pub readers: usize,
+    /// `udpReaderMode`: `reuseport` (a socket per reader) or `shared` (one socket).
+    pub mode: ReaderMode,
+    /// `udpReceiveBufferBytes`: SO_RCVBUF asked for each socket (16 MiB).
+    pub receive_buffer: usize,
+    /// `udpBatchDatagrams`: datagrams per `recvmmsg` (32).
+    pub batch_datagrams: usize,
+    /// `maxDatagramBytes`: longer datagrams are cut and counted (65536).
+    pub max_datagram_bytes: usize,
+}
+
+impl IngestConfig {
+    /// The settings as `histd check-config` prints them.
+    pub fn effective(&self) -> Value {
+        json!({
+            "udpReaders": self.readers,
+            "udpReaderMode": match self.mode { ReaderMode::ReusePort => "reuseport", ReaderMode::Shared => "shared" },
+            "udpReceiveBufferBytes": self.receive_buffer,
+            "udpBatchDatagrams": self.batch_datagrams,
+            "maxDatagramBytes": self.max_datagram_bytes,
+        })
+    }
+}
+
+/// Reads the ingest keys.
+pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mode = match top.string("udpReaderMode")?.as_deref() {
+        None | Some("reuseport") => ReaderMode::ReusePort,
+        Some("shared") => ReaderMode::Shared,
+        Some(other) => return Err(top.error("udpReaderMode", format!("'{other}' is not reuseport or shared"))),
+    };
+    Ok(IngestConfig {
+        readers: count(top, "udpReaders", cores, 1, 256)?,
+        mode,
+        receive_buffer: count(top, "udpReceiveBufferBytes", DEFAULT_RECEIVE_BUFFER, 1, i32::MAX as usize)?,
+        batch_datagrams: count(top, "udpBatchDatagrams", DEFAULT_BATCH_DATAGRAMS, 1, 1024)?,
+        max_datagram_bytes: count(top, "maxDatagramBytes", DEFAULT_MAX_DATAGRAM, 512, 1 << 20)?,
+    })
+}
+
+fn count(top: &Reader<'_>, key: &str, default: usize, low: usize, high: usize) -> Result<usize, ConfigError> {
+    match top.number(key)? {
+        None => Ok(default),
+        Some(n) if n.fract() == 0.0 && n >= low as f64 && n <= high as f64 => Ok(n as usize),
+        Some(n) => Err(top.error(key, format!("expected a whole number from {low} to {high}, got {n}"))),
+    }
+}
