@@ -2,6 +2,7 @@
 
 mod admin;
 mod backends;
+mod concurrency;
 mod config_files;
 mod graphite_output;
 mod harness;
