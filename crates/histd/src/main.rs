@@ -4,6 +4,7 @@
 //! a bad command line or config.
 
 mod admin;
+mod bench;
 mod config;
 mod daemon;
 mod flush;
@@ -44,6 +45,8 @@ enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
         Command::Run { config, log_level } => run(config, log_level),
+        Command::Bench(args) => match bench::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("histd bench: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

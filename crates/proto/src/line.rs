@@ -116,8 +116,9 @@ impl<'a> Tags<'a> {
     }
 
     /// True when there is no tag.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.iter().next().is_none()
+        self.0.iter().all(|&byte| byte == b',')
     }
 
     /// Each tag, in order, skipping empty ones.

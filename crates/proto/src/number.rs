@@ -8,6 +8,9 @@
 /// trailing dot and exponent (`-1.5e3`, `.5`, `5.`), `Infinity` with an optional sign, and
 /// unsigned `0x`/`0o`/`0b` integers. Rejected: `NaN`, `inf`, `1_000`, `0x` with a sign, empty.
 pub fn js_number(text: &[u8]) -> Option<f64> {
+    if let Some(value) = plain_decimal(text) {
+        return Some(value);
+    }
     let text = text.trim_ascii();
     if text.is_empty() {
         return None;
@@ -23,6 +26,40 @@ pub fn js_number(text: &[u8]) -> Option<f64> {
     }
     // The grammar check above leaves only forms Rust's parser reads the same way.
     std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// The common case, `123` or `12.5` (at most 15 digits, optional leading `-`): the digits as an
+/// integer are exact in an f64, and so is 10^fraction_digits, so one IEEE division gives the
+/// correctly rounded value, the same bits as the full parser (Clinger's fast path).
+#[inline]
+fn plain_decimal(text: &[u8]) -> Option<f64> {
+    const POWERS: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    let (negative, body) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let (mut mantissa, mut digits, mut fraction) = (0u64, 0usize, None::<usize>);
+    for &byte in body {
+        match byte {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(byte - b'0');
+                digits += 1;
+                if let Some(places) = fraction.as_mut() {
+                    *places += 1;
+                }
+            }
+            b'.' if fraction.is_none() => fraction = Some(0),
+            _ => return None,
+        }
+        if digits > 15 {
+            return None;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let value = mantissa as f64 / POWERS[fraction.unwrap_or(0)];
+    Some(if negative { -value } else { value })
 }
 
 fn infinity(text: &[u8]) -> Option<f64> {

@@ -67,6 +67,13 @@ proptest! {
     }
 
     #[test]
+    fn decimal_numbers_read_exactly(text in "-?[0-9]{0,12}(\\.[0-9]{0,8})?") {
+        let got = proto::number::js_number(text.as_bytes());
+        let want: Option<f64> = text.parse().ok().filter(|_| text.bytes().any(|b| b.is_ascii_digit()));
+        prop_assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{}", text);
+    }
+
+    #[test]
     fn random_bytes_round_trip(line in prop::collection::vec(any::<u8>(), 0..60)) {
         assert_round_trip(&line);
     }

@@ -15,6 +15,9 @@ use super::{unix_now_s, Shard, Tap};
 
 /// How often a blocked reader looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
+/// At shutdown, how long a reader keeps reading what is queued (bounded: senders that never
+/// pause would otherwise keep it going).
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// A bound datagram socket, shared by the readers that receive from it.
 #[derive(Debug)]
@@ -88,7 +91,8 @@ pub fn spawn_datagram_reader(
         while !stop.load(Ordering::Relaxed) {
             reader.receive(&mut batch, false);
         }
-        while reader.receive(&mut batch, true) {}
+        let draining = std::time::Instant::now();
+        while draining.elapsed() < DRAIN_LIMIT && reader.receive(&mut batch, true) {}
         shard.close();
     })
 }

@@ -6,7 +6,7 @@
 //! [`Tap`] when that backend is on.
 
 mod datagram;
-mod recv;
+pub mod recv;
 mod shards;
 mod stream;
 mod tap;

@@ -17,7 +17,9 @@ fn exact_totals_with(mode: &str) {
             std::thread::spawn(move || {
                 let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
                 for datagram in 0..500 {
-                    let lines: String = (0..25).map(|line| format!("c.{}:1|c\nt:{}|ms\n", line % 5, sender * 1000 + datagram)).collect();
+                    let lines: String = (0..25)
+                        .map(|line| format!("c.{}:1|c\nt:{}|ms\n", line % 5, sender * 1000 + datagram))
+                        .collect();
                     socket.send_to(lines.as_bytes(), &target).unwrap();
                     if datagram % 50 == 0 {
                         std::thread::sleep(Duration::from_millis(1)); // stay well inside the buffer

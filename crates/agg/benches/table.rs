@@ -1,0 +1,65 @@
+//! Table throughput: parse + aggregate, per line, for series already seen (the steady state),
+//! at 1k and 100k names; and a flush of 100k counters. Run: `cargo bench -p agg --bench table`.
+
+use agg::{AggConfig, Aggregator, Table};
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+
+/// `datagrams` datagrams of 25 lines cycling through `names` names of `kind`.
+fn traffic(names: usize, kind: &str, datagrams: usize) -> Vec<Vec<u8>> {
+    let mut next = 0;
+    (0..datagrams)
+        .map(|_| {
+            let mut packet = String::new();
+            for _ in 0..25 {
+                packet.push_str(&format!("bench.{}:{}|{kind}\n", next % names, 1 + next % 997));
+                next += 1;
+            }
+            packet.into_bytes()
+        })
+        .collect()
+}
+
+fn warmed(names: usize, packets: &[Vec<u8>]) -> Table {
+    let mut table = Table::new(true, 8192);
+    for packet in packets.iter().cycle().take(names / 25 + packets.len()) {
+        table.insert_packet(1, packet);
+    }
+    table
+}
+
+fn inserts(c: &mut Criterion) {
+    let mut group = c.benchmark_group("table insert (25-line datagram)");
+    for (label, names, kind) in
+        [("1k counters", 1_000, "c"), ("100k counters", 100_000, "c"), ("1k timers", 1_000, "ms")]
+    {
+        let packets = traffic(names, kind, 4096);
+        let mut table = warmed(names, &packets);
+        let mut index = 0;
+        group.throughput(Throughput::Elements(25));
+        group.bench_function(label, |b| {
+            b.iter(|| {
+                index = (index + 1) % packets.len();
+                table.insert_packet(1, black_box(&packets[index]));
+            })
+        });
+    }
+    group.finish();
+}
+
+fn flush(c: &mut Criterion) {
+    let packets = traffic(100_000, "c", 4000);
+    c.bench_function("absorb + flush 100k counters", |b| {
+        b.iter_batched(
+            || warmed(100_000, &packets),
+            |table| {
+                let mut aggregator = Aggregator::new(AggConfig::default());
+                aggregator.absorb(table);
+                aggregator.flush(10_000)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
+criterion_group!(benches, inserts, flush);
+criterion_main!(benches);
