@@ -93,7 +93,12 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>) -> ExitC
     for key in &config.ignored_keys {
         tracing::warn!(key, "config key not used by histd; ignored");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(yield_to_readers)
+        .enable_all()
+        .build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("histd: cannot start the runtime: {error}");
@@ -107,6 +112,17 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>) -> ExitC
             eprintln!("histd: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Runs the control plane (flush, sinks, admin, stream connections) at a lower priority than the
+/// datagram readers, so that on a busy core a flush never takes time the readers need to keep the
+/// socket buffers from overflowing.
+fn yield_to_readers() {
+    // SAFETY: setpriority on the calling thread (who = 0 with PRIO_PROCESS means "this thread"
+    // on Linux) has no memory effects; a failure leaves the priority as it was.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
     }
 }
 

@@ -14,8 +14,6 @@ const BATCH: usize = 64;
 /// What was sent.
 #[derive(Debug, Clone, Copy)]
 pub struct Sent {
-    /// Datagrams sent.
-    pub datagrams: u64,
     /// Lines sent.
     pub lines: u64,
     /// How long sending took.
@@ -47,7 +45,7 @@ pub fn send(target: SocketAddr, pool: &Pool, rate: f64, duration: Duration, prog
     if progress {
         eprintln!();
     }
-    Ok(Sent { datagrams, lines: datagrams * pool.lines as u64, elapsed: started.elapsed() })
+    Ok(Sent { lines: datagrams * pool.lines as u64, elapsed: started.elapsed() })
 }
 
 /// Sleeps until `lines` are due at `rate` lines per second from `started`.

@@ -76,7 +76,7 @@ fn listener(server: &Reader<'_>) -> Result<Listener, ConfigError> {
     }
     let receive_buffer = match server.number("recvBufferSize")? {
         None => None,
-        Some(bytes) if bytes >= 1.0 && bytes <= 2147483647.0 => Some(bytes as usize),
+        Some(bytes) if (1.0..=2_147_483_647.0).contains(&bytes) => Some(bytes as usize),
         Some(bytes) => return Err(server.error("recvBufferSize", format!("expected a byte count, got {bytes}"))),
     };
     Ok(Listener::Udp(address, receive_buffer))
