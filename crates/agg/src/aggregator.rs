@@ -10,7 +10,7 @@ use hashbrown::{HashMap, HashSet};
 use proto::ParseError;
 
 use crate::config::AggConfig;
-use crate::snapshot::{CounterPoint, GaugePoint, SetPoint, Snapshot, TimerPoint};
+use crate::snapshot::{CounterPoint, GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
 use crate::table::{IngestCounts, Table, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
 
@@ -223,13 +223,9 @@ impl Aggregator {
                 bins = bins.filter(|_| wanted.contains("histogram"));
             }
             let exact_percentiles = samples.is_complete();
-            TimerPoint {
-                key: key.clone(),
-                stats,
-                bins,
-                distribution: std::mem::take(&mut samples.histogram),
-                exact_percentiles,
-            }
+            let totals = totals_of(samples);
+            let distribution = std::mem::take(&mut samples.histogram);
+            TimerPoint { key: key.clone(), stats, bins, distribution, totals, exact_percentiles }
         });
         sorted(points, |p| &p.key)
     }
@@ -303,6 +299,19 @@ impl Aggregator {
             list
         };
         sorted(self.sets.iter().map(|(k, s)| (k.clone(), members(s))), |(k, _)| k)
+    }
+}
+
+/// A timer's exact totals (min and max NaN when nothing arrived).
+fn totals_of(samples: &TimerSamples) -> TimerTotals {
+    let empty = samples.received == 0;
+    TimerTotals {
+        count: samples.count,
+        received: samples.received,
+        sum: samples.sum,
+        sum_squares: samples.sum_squares,
+        min: if empty { f64::NAN } else { samples.min },
+        max: if empty { f64::NAN } else { samples.max },
     }
 }
 

@@ -16,5 +16,7 @@ mod timer;
 
 pub use aggregator::{Aggregator, MetricType};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
-pub use snapshot::{BinCounts, CounterPoint, GaugePoint, PercentileStat, SetPoint, Snapshot, TimerPoint, TimerStat};
+pub use snapshot::{
+    BinCounts, CounterPoint, GaugePoint, PercentileStat, SetPoint, Snapshot, TimerPoint, TimerStat, TimerTotals,
+};
 pub use table::{apply_delta, GaugeUpdate, IngestCounts, Table, TimerSamples};

@@ -72,9 +72,28 @@ pub struct TimerPoint {
     pub bins: Option<BinCounts>,
     /// Every value of the interval as a circllhist, counts weighted by `1 / rate`.
     pub distribution: circllhist::Histogram,
+    /// Exact totals of the interval, whatever `calculatedTimerMetrics` filters from `stats`.
+    pub totals: TimerTotals,
     /// True when the percentile statistics are Etsy's exact ones (every raw value was kept);
     /// false when they were estimated from `distribution` past `timerSampleLimit`.
     pub exact_percentiles: bool,
+}
+
+/// A timer interval's exact totals.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TimerTotals {
+    /// Sample-rate-weighted count.
+    pub count: f64,
+    /// Values received.
+    pub received: u64,
+    /// Sum of values.
+    pub sum: f64,
+    /// Sum of squared values.
+    pub sum_squares: f64,
+    /// Smallest value (NaN when none).
+    pub min: f64,
+    /// Largest value (NaN when none).
+    pub max: f64,
 }
 
 /// Counts per bin of one histogram rule.

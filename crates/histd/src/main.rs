@@ -105,7 +105,11 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>) -> ExitC
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(daemon::run(config, shutdown_signal())) {
+    let running = runtime.block_on(async {
+        let shutdown = shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+        daemon::run(config, shutdown).await
+    });
+    match running {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
@@ -126,20 +130,21 @@ fn yield_to_readers() {
     }
 }
 
-/// Completes on SIGTERM or SIGINT. SIGHUP is logged and ignored (config reload is not done).
-async fn shutdown_signal() {
+/// Installs the handlers now (so that a signal arriving while histd starts up is not lost to
+/// the default action) and returns a future that completes on SIGTERM or SIGINT. SIGHUP is
+/// logged and ignored (config reload is not done).
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
-    else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    loop {
-        tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
-            _ = hup.recv() => tracing::warn!("SIGHUP: config reload is not supported; restart histd to apply a new config"),
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => tracing::warn!("SIGHUP: config reload is not supported; restart histd to apply a new config"),
+            }
         }
-    }
+    })
 }

@@ -131,6 +131,9 @@ impl Daemon {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                if !status.success() {
+                    eprintln!("histd exited with {status} after SIGTERM; stderr after ready is discarded");
+                }
                 return status;
             }
             assert!(started.elapsed() < WAIT, "histd did not stop after SIGTERM");

@@ -23,6 +23,9 @@ pub fn spawn(config: RepeaterConfig) -> (SinkHandle, Tap) {
     let (sender, receiver) = mpsc::channel(PACKET_QUEUE);
     let dropped = Arc::new(AtomicU64::new(0));
     let status = SinkStatus::new("repeater");
+    for name in ["sent_packets", "dropped_packets", "errors"] {
+        status.set(name, 0.0);
+    }
     let task = tokio::spawn(run(config, receiver, status.clone(), dropped.clone()));
     (SinkHandle { snapshots: None, status, task }, Tap::new(sender, dropped))
 }
