@@ -6,12 +6,14 @@
 
 #![deny(missing_docs)]
 
+pub mod query;
 mod read;
 mod row;
 mod schema;
 mod series;
 mod write;
 
+pub use query::{parse, Expr, Function, ParseError};
 pub use read::SeriesInfo;
 pub use row::Row;
 pub use schema::Resolution;

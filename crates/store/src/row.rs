@@ -21,7 +21,8 @@ pub struct Row {
     pub min: f64,
     /// Timers and gauges: largest value.
     pub max: f64,
-    /// Gauges: the value (the last, once rolled up); sets: distinct members (the largest).
+    /// Gauges: the value (the last, once rolled up); sets: distinct members (the largest);
+    /// timers: values received, unweighted (for the exact mean, `sum / value`).
     pub value: f64,
     /// Timers: every sample.
     pub hist: Option<Histogram>,
@@ -45,7 +46,7 @@ impl Row {
 
     /// Adds `later` (a row of the same series, not earlier) into this one: counts and sums
     /// add, min/max combine, histograms merge exactly, a gauge keeps the later value, a set the
-    /// larger count.
+    /// larger count, a timer adds its values received.
     pub fn merge(&mut self, later: &Row, kind: Kind) {
         self.seconds += later.seconds;
         self.count = add(self.count, later.count);
@@ -55,6 +56,7 @@ impl Row {
         self.max = combine(self.max, later.max, f64::max);
         self.value = match kind {
             Kind::Set => combine(self.value, later.value, f64::max),
+            Kind::Timer => add(self.value, later.value),
             _ if later.value.is_nan() => self.value,
             _ => later.value,
         };

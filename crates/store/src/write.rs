@@ -278,6 +278,7 @@ pub fn rows_of(snapshot: &Snapshot) -> Vec<(SeriesKey, Row)> {
             sum_squares: t.sum_squares,
             min: t.min,
             max: t.max,
+            value: t.received as f64,
             hist: Some(timer.distribution.clone()),
             ..base()
         };

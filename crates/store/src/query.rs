@@ -1,0 +1,403 @@
+//! The query language and its evaluation.
+//!
+//! ```text
+//! expr     = function "(" selector ["," number] ")" | "cumulative(" expr ")"
+//! selector = name ["{" tag ("," tag)* "}"]          tag = key "=" value | key
+//! ```
+//! Functions: `quantile(S, q)`, `inverse_quantile(S, x)` (share of samples ≤ x),
+//! `count_above(S, x)` (samples ≥ x), `count_below(S, x)` (samples < x), `count(S)`, `sum(S)`,
+//! `mean(S)`, `min(S)`, `max(S)`, `rate(S)` (counters, per second), `value(S)` (gauges),
+//! `cardinality(S)` (sets), `cumulative(E)` (running total of E over the range). Every series
+//! the selector picks is merged, and each step merges its rows (histograms exactly), so
+//! `quantile(x, 0.99)` over an hour step is the hour's p99, not an average of p99s.
+
+use circllhist::{Bucket, Histogram};
+
+use crate::{Kind, Resolution, Row, Selector, Store, StoreError};
+
+/// A parsed expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A function of a selector, with its number argument when it takes one.
+    Call(Function, Selector, f64),
+    /// The running total of an expression.
+    Cumulative(Box<Expr>),
+}
+
+/// The functions of the language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    /// `quantile(S, q)`.
+    Quantile,
+    /// `inverse_quantile(S, x)`.
+    InverseQuantile,
+    /// `count_above(S, x)`.
+    CountAbove,
+    /// `count_below(S, x)`.
+    CountBelow,
+    /// `count(S)`.
+    Count,
+    /// `sum(S)`.
+    Sum,
+    /// `mean(S)`.
+    Mean,
+    /// `min(S)`.
+    Min,
+    /// `max(S)`.
+    Max,
+    /// `rate(S)`.
+    Rate,
+    /// `value(S)`.
+    Value,
+    /// `cardinality(S)`.
+    Cardinality,
+}
+
+impl Function {
+    fn parse(name: &str) -> Option<Function> {
+        Some(match name {
+            "quantile" => Function::Quantile,
+            "inverse_quantile" => Function::InverseQuantile,
+            "count_above" => Function::CountAbove,
+            "count_below" => Function::CountBelow,
+            "count" => Function::Count,
+            "sum" => Function::Sum,
+            "mean" => Function::Mean,
+            "min" => Function::Min,
+            "max" => Function::Max,
+            "rate" => Function::Rate,
+            "value" => Function::Value,
+            "cardinality" => Function::Cardinality,
+            _ => return None,
+        })
+    }
+
+    fn takes_number(self) -> bool {
+        matches!(self, Function::Quantile | Function::InverseQuantile | Function::CountAbove | Function::CountBelow)
+    }
+
+    /// The kinds of series the function reads.
+    fn kinds(self) -> &'static [Kind] {
+        match self {
+            Function::Quantile
+            | Function::InverseQuantile
+            | Function::CountAbove
+            | Function::CountBelow
+            | Function::Mean => &[Kind::Timer],
+            Function::Count | Function::Sum | Function::Rate => &[Kind::Counter, Kind::Timer],
+            Function::Min | Function::Max => &[Kind::Timer, Kind::Gauge],
+            Function::Value => &[Kind::Gauge],
+            Function::Cardinality => &[Kind::Set],
+        }
+    }
+}
+
+/// A query that does not parse, with what is wrong and where.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message} (at character {at} of the expression)")]
+pub struct ParseError {
+    /// What is wrong.
+    pub message: String,
+    /// Character offset.
+    pub at: usize,
+}
+
+/// Parses an expression.
+pub fn parse(text: &str) -> Result<Expr, ParseError> {
+    let mut parser = Parser { text, at: 0 };
+    let expr = parser.expr()?;
+    parser.skip_space();
+    if parser.at < text.len() {
+        return Err(parser.error("unexpected text after the expression"));
+    }
+    Ok(expr)
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn error(&self, message: &str) -> ParseError {
+        ParseError { message: message.to_string(), at: self.at }
+    }
+
+    fn skip_space(&mut self) {
+        while self.rest().starts_with(char::is_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn rest(&self) -> &str {
+        &self.text[self.at..]
+    }
+
+    fn eat(&mut self, token: char) -> Result<(), ParseError> {
+        self.skip_space();
+        if self.rest().starts_with(token) {
+            self.at += token.len_utf8();
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected '{token}'")))
+        }
+    }
+
+    /// Characters up to one of `stops`.
+    fn word(&mut self, stops: &[char]) -> &str {
+        self.skip_space();
+        let start = self.at;
+        let length = self.rest().find(|c: char| stops.contains(&c) || c.is_whitespace()).unwrap_or(self.rest().len());
+        self.at += length;
+        &self.text[start..self.at]
+    }
+
+    fn expr(&mut self) -> Result<Expr, ParseError> {
+        let name_at = {
+            self.skip_space();
+            self.at
+        };
+        let name = self.word(&['(']).to_string();
+        self.eat('(')?;
+        if name == "cumulative" {
+            let inner = self.expr()?;
+            self.eat(')')?;
+            return Ok(Expr::Cumulative(Box::new(inner)));
+        }
+        let function =
+            Function::parse(&name).ok_or(ParseError { message: format!("unknown function '{name}'"), at: name_at })?;
+        let selector = self.selector()?;
+        let number = if function.takes_number() {
+            self.eat(',')?;
+            self.number()?
+        } else {
+            f64::NAN
+        };
+        self.eat(')')?;
+        Ok(Expr::Call(function, selector, number))
+    }
+
+    fn selector(&mut self) -> Result<Selector, ParseError> {
+        let name = self.word(&['{', ',', ')', '(']).to_string();
+        if name.is_empty() {
+            return Err(self.error("expected a metric name"));
+        }
+        let mut tags = Vec::new();
+        self.skip_space();
+        if self.rest().starts_with('{') {
+            self.at += 1;
+            loop {
+                let tag = self.word(&[',', '}']).to_string();
+                if !tag.is_empty() {
+                    tags.push(clean_tag(&tag));
+                }
+                self.skip_space();
+                match self.rest().chars().next() {
+                    Some(',') => self.at += 1,
+                    Some('}') => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("expected ',' or '}' in the tags")),
+                }
+            }
+        }
+        Ok(Selector { name: clean_name(&name), tags })
+    }
+
+    fn number(&mut self) -> Result<f64, ParseError> {
+        let text = self.word(&[')', ',']).to_string();
+        text.parse().map_err(|_| self.error(&format!("'{text}' is not a number")))
+    }
+}
+
+/// Names are stored as Etsy's sanitiser leaves them; a query name gets the same treatment.
+fn clean_name(name: &str) -> String {
+    let mut out = String::new();
+    proto::key::push_sanitized(&mut out, name.as_bytes());
+    out
+}
+
+/// A tag typed as `k=v` (or `k:v`, as DogStatsD clients send it) becomes what the daemon stored:
+/// `k=v`, sanitised (`route=/login` is stored as `route=-login`).
+fn clean_tag(tag: &str) -> String {
+    let rendered = match tag.split_once(['=', ':']) {
+        Some((key, value)) => format!("{key}={value}"),
+        None => tag.to_string(),
+    };
+    clean_name(&rendered)
+}
+
+/// One step's merged rows, or nothing.
+type Step = Option<Row>;
+
+impl Store {
+    /// The value of `expr` per step of `step` seconds over `[from, to)`: `(step start, value)`,
+    /// steps with no data (or no defined value) left out.
+    pub fn query(&self, expr: &Expr, from: i64, to: i64, step: i64) -> Result<Vec<(i64, f64)>, StoreError> {
+        match expr {
+            Expr::Cumulative(inner) => {
+                let mut total = 0.0;
+                Ok(self
+                    .query(inner, from, to, step)?
+                    .into_iter()
+                    .map(|(t, v)| {
+                        (t, {
+                            total += v;
+                            total
+                        })
+                    })
+                    .collect())
+            }
+            Expr::Call(function, selector, number) => {
+                let steps = self.steps(selector, function.kinds(), from, to, step)?;
+                Ok(steps.into_iter().filter_map(|(t, row)| Some((t, value_of(*function, &row?, *number)?))).collect())
+            }
+        }
+    }
+
+    /// The merged histogram of the timers `selector` picks over `[from, to)`, and the merged row
+    /// (exact count, sum, min, max).
+    pub fn merged(&self, selector: &Selector, from: i64, to: i64) -> Result<Option<Row>, StoreError> {
+        let width = (to - from).max(1);
+        Ok(self.steps(selector, &[Kind::Timer], from, to, width)?.into_iter().next().and_then(|(_, row)| row))
+    }
+
+    /// Per step, the merged timer row (for heatmaps).
+    pub fn timer_steps(
+        &self,
+        selector: &Selector,
+        from: i64,
+        to: i64,
+        step: i64,
+    ) -> Result<Vec<(i64, Step)>, StoreError> {
+        self.steps(selector, &[Kind::Timer], from, to, step)
+    }
+
+    /// Every step of `[from, to)` with the merge of the rows of every picked series in it.
+    fn steps(
+        &self,
+        selector: &Selector,
+        kinds: &[Kind],
+        from: i64,
+        to: i64,
+        step: i64,
+    ) -> Result<Vec<(i64, Step)>, StoreError> {
+        let step = step.max(1);
+        let first = from.div_euclid(step) * step;
+        let count = ((to - first).max(0) + step - 1) / step;
+        let mut steps: Vec<(i64, Step)> = (0..count).map(|i| (first + i * step, None)).collect();
+        for series in self.select(selector).into_iter().filter(|s| kinds.contains(&s.key.kind)) {
+            for row in self.rows_for_step(series.id, step, first, to)? {
+                let index = ((row.ts - first).div_euclid(step)) as usize;
+                let Some((_, slot)) = steps.get_mut(index) else { continue };
+                match slot {
+                    Some(merged) => merged.merge(&row, series.key.kind),
+                    None => *slot = Some(row),
+                }
+            }
+        }
+        Ok(steps)
+    }
+
+    /// Rows from the coarsest resolution that fits `step`, and from finer ones for the time it
+    /// has not rolled up yet.
+    fn rows_for_step(&self, series: i64, step: i64, from: i64, to: i64) -> Result<Vec<Row>, StoreError> {
+        let coarsest = match step {
+            s if s >= 3600 => Resolution::Hour,
+            s if s >= 60 => Resolution::Minute,
+            _ => Resolution::Raw,
+        };
+        let mut rows = Vec::new();
+        let mut start = from;
+        for resolution in Resolution::ALL.into_iter().rev().filter(|r| *r <= coarsest) {
+            let until = self.rolled_until(resolution)?.min(to);
+            if until > start {
+                rows.extend(self.rows(series, resolution, start, until)?);
+                start = until;
+            }
+        }
+        Ok(rows)
+    }
+}
+
+fn value_of(function: Function, row: &Row, number: f64) -> Option<f64> {
+    let histogram = || row.hist.as_ref();
+    let value = match function {
+        Function::Quantile => histogram()?.quantile(number).clamp(row.min, row.max),
+        Function::InverseQuantile => histogram()?.inverse_quantiles(&[number]).ok()?[0],
+        Function::CountAbove => histogram()?.count_above(number, true) as f64,
+        Function::CountBelow => histogram()?.count_below(number, false) as f64,
+        Function::Count => row.count,
+        Function::Sum if !row.sum.is_nan() => row.sum,
+        Function::Sum => row.count,
+        Function::Mean => row.sum / row.value,
+        Function::Min => row.min,
+        Function::Max => row.max,
+        Function::Rate => row.count / row.seconds,
+        Function::Value | Function::Cardinality => row.value,
+    };
+    value.is_finite().then_some(value)
+}
+
+/// A histogram's bins as `(lower, upper, count)`, lower edge toward -∞.
+pub fn bins_of(histogram: &Histogram) -> Vec<(f64, f64, u64)> {
+    histogram
+        .bins()
+        .filter(|(bucket, _)| !bucket.is_nan())
+        .map(|(bucket, count)| {
+            let left = bucket.left();
+            let upper = if bucket == Bucket::ZERO { 0.0 } else { left + bucket.width() };
+            (left, upper, count)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_expressions() {
+        let sel = |name: &str, tags: &[&str]| Selector {
+            name: name.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        };
+        let cases: &[(&str, Expr)] = &[
+            ("quantile(api.latency, 0.99)", Expr::Call(Function::Quantile, sel("api.latency", &[]), 0.99)),
+            (
+                "quantile( api.latency{route=/login} ,0.5)",
+                Expr::Call(Function::Quantile, sel("api.latency", &["route=-login"]), 0.5),
+            ),
+            (
+                "count_above(t{env:prod,canary}, 1.5)",
+                Expr::Call(Function::CountAbove, sel("t", &["env=prod", "canary"]), 1.5),
+            ),
+            ("rate(hits)", Expr::Call(Function::Rate, sel("hits", &[]), f64::NAN)),
+            (
+                "cumulative(count_above(t, 1.5))",
+                Expr::Cumulative(Box::new(Expr::Call(Function::CountAbove, sel("t", &[]), 1.5))),
+            ),
+        ];
+        for (text, want) in cases {
+            let got = parse(text).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{text}");
+        }
+    }
+
+    #[test]
+    fn says_what_is_wrong() {
+        let cases = [
+            ("p99(x)", "unknown function 'p99'"),
+            ("quantile(x)", "expected ','"),
+            ("quantile(x, high)", "'high' is not a number"),
+            ("rate()", "expected a metric name"),
+            ("rate(x) junk", "unexpected text"),
+            ("rate(x{a=b)", "expected ',' or '}'"),
+        ];
+        for (text, want) in cases {
+            let error = parse(text).unwrap_err();
+            assert!(error.to_string().contains(want), "{text}: {error}");
+        }
+    }
+}
