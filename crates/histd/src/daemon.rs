@@ -17,12 +17,13 @@ use tokio::task::JoinSet;
 use crate::admin::{self, AdminState};
 use crate::config::{Backend, Config, Listener, UnixPath};
 use crate::flush::{unix_now_ms, Flusher};
+use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
     Shards, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
-use crate::sinks::{console, graphite, repeater, SinkHandle};
+use crate::sinks::{console, graphite, repeater, store, SinkHandle};
 
 /// How long sinks get to deliver the final flush.
 const SINK_GRACE: Duration = Duration::from_secs(10);
@@ -40,7 +41,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let startup_s = (start_ms + 500) / 1000;
     let shards = Arc::new(Shards::new(config.agg.key_name_sanitize, config.agg.timer_sample_limit));
     let aggregator = Arc::new(Mutex::new(Aggregator::new(config.agg.clone())));
-    let (sinks, tap) = start_sinks(&config, startup_s);
+    let (sinks, tap) = start_sinks(&config, startup_s)?;
     let (stop_sender, stop) = watch::channel(false);
     let stop_flag = Arc::new(AtomicBool::new(false));
     let edges = start_listeners(&config, &shards, tap, &stop, &stop_flag).await?;
@@ -56,7 +57,17 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         statuses: sinks.iter().map(|sink| sink.status.clone()).collect(),
         raw_config: config.raw.clone(),
     });
-    let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state, stop.clone()));
+    let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
+    let http_listener = TcpListener::bind(config.store.http)
+        .await
+        .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http))?;
+    tracing::info!(proto = %"http", addr = %http_listener.local_addr()?, "listening");
+    let http_state = Arc::new(HttpState {
+        database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
+        reader: Mutex::new(None),
+        admin: admin_state,
+    });
+    let http_task = tokio::spawn(http::serve(http_listener, http_state, stop.clone()));
     let flusher = Flusher {
         aggregator,
         shards,
@@ -74,11 +85,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     drop(flusher);
     finish_sinks(sinks).await;
     admin_task.abort();
+    http_task.abort();
     tracing::info!("stopped");
     Ok(())
 }
 
-fn start_sinks(config: &Config, startup_s: u64) -> (Vec<SinkHandle>, Option<Tap>) {
+fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandle>, Option<Tap>)> {
     let mut sinks = Vec::new();
     let mut tap = None;
     for backend in &config.backends {
@@ -94,9 +106,10 @@ fn start_sinks(config: &Config, startup_s: u64) -> (Vec<SinkHandle>, Option<Tap>
                 sinks.push(sink);
                 tap = Some(packets);
             }
+            Backend::Store => sinks.push(store::spawn(&config.store, startup_s)?),
         }
     }
-    (sinks, tap)
+    Ok((sinks, tap))
 }
 
 async fn start_listeners(

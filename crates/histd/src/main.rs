@@ -8,6 +8,7 @@ mod bench;
 mod config;
 mod daemon;
 mod flush;
+mod http;
 mod ingest;
 mod sinks;
 mod timefmt;
@@ -39,6 +40,9 @@ enum Command {
         /// config means debug).
         #[arg(long)]
         log_level: Option<tracing::Level>,
+        /// Where the embedded store keeps its data (default ./histd-data, or `store.dataDir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// Validate a config file and print the effective settings as JSON.
     CheckConfig {
@@ -53,7 +57,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
-        Command::Run { config, log_level } => run(config, log_level),
+        Command::Run { config, log_level, data_dir } => run(config, log_level, data_dir),
         Command::Bench(args) => match bench::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -77,8 +81,8 @@ fn check_config(file: &std::path::Path) -> ExitCode {
     }
 }
 
-fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>) -> ExitCode {
-    let config = match config_path {
+fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir: Option<PathBuf>) -> ExitCode {
+    let mut config = match config_path {
         Some(path) => match Config::from_file(&path) {
             Ok(config) => config,
             Err(error) => {
@@ -88,6 +92,9 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>) -> ExitC
         },
         None => Config::local_default(),
     };
+    if let Some(dir) = data_dir {
+        config.store.data_dir = dir;
+    }
     let level = log_level.unwrap_or(if config.debug { tracing::Level::DEBUG } else { tracing::Level::INFO });
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
     for key in &config.ignored_keys {

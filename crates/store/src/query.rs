@@ -113,6 +113,17 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
     Ok(expr)
 }
 
+/// Parses a selector alone (`api.latency{route=/login}`), as the HTTP API's `name` parameter.
+pub fn parse_selector(text: &str) -> Result<Selector, ParseError> {
+    let mut parser = Parser { text, at: 0 };
+    let selector = parser.selector()?;
+    parser.skip_space();
+    if parser.at < text.len() {
+        return Err(parser.error("unexpected text after the metric name"));
+    }
+    Ok(selector)
+}
+
 struct Parser<'a> {
     text: &'a str,
     at: usize,

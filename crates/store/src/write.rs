@@ -55,10 +55,12 @@ impl Store {
         Ok(store)
     }
 
-    /// Reloads the series list (readers call this to see series written since they opened).
+    /// Loads series written since the last call (readers call this before a query; ids only
+    /// grow, so only new ones are read).
     pub fn load_series(&mut self) -> Result<(), StoreError> {
-        let mut statement = self.connection.prepare("SELECT id, name, tags, kind FROM series")?;
-        let rows = statement.query_map([], |row| {
+        let known = self.kinds.keys().copied().max().unwrap_or(0);
+        let mut statement = self.connection.prepare("SELECT id, name, tags, kind FROM series WHERE id > ?1")?;
+        let rows = statement.query_map([known], |row| {
             Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?))
         })?;
         for row in rows {

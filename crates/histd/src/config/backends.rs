@@ -16,6 +16,8 @@ pub enum Backend {
     Console,
     /// Raw packets forwarded to other statsd servers.
     Repeater,
+    /// The embedded store, read by the HTTP API and `histd query`.
+    Store,
 }
 
 impl Backend {
@@ -25,6 +27,7 @@ impl Backend {
             Backend::Graphite => "graphite",
             Backend::Console => "console",
             Backend::Repeater => "repeater",
+            Backend::Store => "store",
         }
     }
 }
@@ -44,8 +47,9 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             "graphite" => Backend::Graphite,
             "console" => Backend::Console,
             "repeater" => Backend::Repeater,
+            "store" => Backend::Store,
             other => {
-                let message = format!("unknown backend '{other}' (histd has graphite, console, repeater)");
+                let message = format!("unknown backend '{other}' (histd has graphite, console, repeater, store)");
                 return Err(ConfigError { key, message });
             }
         };

@@ -6,6 +6,7 @@ mod backends;
 mod ingest;
 mod listen;
 mod reader;
+mod store;
 mod timers;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -20,12 +21,16 @@ pub use ingest::IngestConfig;
 pub use listen::{Listener, UnixPath};
 pub use reader::ConfigError;
 use reader::Reader;
+pub use store::{parse_duration, StoreConfig};
 
 /// The management port when none is given.
 pub const DEFAULT_MGMT_PORT: u16 = 8126;
 
 /// Top-level keys histd reads; any other key is reported as ignored.
 const KNOWN_KEYS: &[&str] = &[
+    "store",
+    "http_address",
+    "http_port",
     "port",
     "address",
     "address_ipv6",
@@ -83,6 +88,8 @@ pub struct Config {
     pub console: ConsoleConfig,
     /// The `repeater` backend.
     pub repeater: RepeaterConfig,
+    /// The embedded store and the HTTP API.
+    pub store: StoreConfig,
     /// `debug`: log at debug level.
     pub debug: bool,
     /// Top-level keys present but not used by histd.
@@ -111,14 +118,14 @@ impl Config {
     }
 
     /// The defaults of `histd run` with no config file: UDP and TCP on 127.0.0.1:8125, the
-    /// console backend.
+    /// embedded store (and its HTTP API on 127.0.0.1:8127).
     pub fn local_default() -> Config {
         let raw = json!({
             "servers": [
                 { "server": "./servers/udp", "address": "127.0.0.1", "port": 8125 },
                 { "server": "./servers/tcp", "address": "127.0.0.1", "port": 8125 },
             ],
-            "backends": ["./backends/console"],
+            "backends": ["store"],
         });
         let Value::Object(raw) = raw else { unreachable!("a literal object") };
         Config::from_object(raw).unwrap_or_else(|error| unreachable!("the built-in default config is valid: {error}"))
@@ -141,6 +148,7 @@ impl Config {
             graphite: backends::graphite(&top)?,
             console: backends::console(&top)?,
             repeater: backends::repeater(&top)?,
+            store: store::store(&top)?,
             debug: top.bool("debug", false)?,
             ignored_keys: raw.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())).cloned().collect(),
             raw,
@@ -171,6 +179,7 @@ impl Config {
             "graphite": self.graphite.effective(),
             "console": { "prettyprint": self.console.prettyprint },
             "repeater": self.repeater.effective(),
+            "store": self.store.effective(),
             "debug": self.debug,
             "ignoredKeys": self.ignored_keys,
         })

@@ -114,5 +114,6 @@ fn the_local_default_listens_on_loopback() {
         config.listeners,
         [Listener::Udp("127.0.0.1:8125".parse().unwrap(), None), Listener::Tcp("127.0.0.1:8125".parse().unwrap())]
     );
-    assert_eq!(config.backends, [Backend::Console]);
+    assert_eq!(config.backends, [Backend::Store]);
+    assert_eq!(config.store.http, "127.0.0.1:8127".parse().unwrap());
 }

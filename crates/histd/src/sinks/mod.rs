@@ -5,6 +5,7 @@
 pub mod console;
 pub mod graphite;
 pub mod repeater;
+pub mod store;
 
 use std::sync::{Arc, Mutex};
 

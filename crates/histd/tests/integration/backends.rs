@@ -9,7 +9,7 @@ use crate::harness::{wait_until, Daemon};
 fn console_prints_each_flush() {
     let daemon = Daemon::start(
         "console",
-        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, flushInterval: 200, backends: ['./backends/console'], console: { prettyprint: true } }",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['./backends/console'], console: { prettyprint: true } }",
     );
     daemon.send_udp("shown:3|c\nlat:5|ms");
     wait_until(|| daemon.stdout().contains("counter shown"), "the console dump");
@@ -26,7 +26,7 @@ fn repeater_forwards_raw_packets_bad_lines_included() {
     downstream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let port = downstream.local_addr().unwrap().port();
     let config = format!(
-        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, flushInterval: 60000, backends: ['./backends/repeater'], \
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 60000, backends: ['./backends/repeater'], \
            repeater: [ {{ host: '127.0.0.1', port: {port} }} ], repeaterProtocol: 'udp4' }}"
     );
     let daemon = Daemon::start("repeater", &config);

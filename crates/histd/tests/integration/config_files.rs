@@ -43,7 +43,7 @@ fn an_etsy_config_runs_unmodified_but_for_its_ports() {
     let text = ETSY_EXAMPLE
         .replace("graphite.example.com", "127.0.0.1")
         .replace("graphitePort: 2003", &format!("graphitePort: {}", carbon.port))
-        .replace("port: 8125", "port: 0, address: '127.0.0.1', mgmt_port: 0, flushInterval: 200");
+        .replace("port: 8125", "port: 0, address: '127.0.0.1', mgmt_port: 0, http_port: 0, flushInterval: 200");
     let daemon = Daemon::start("etsy-example", &text);
     daemon.send_udp("example:1|c");
     carbon.wait_flush(|f| f.get("stats.counters.example.count") == Some("1"));

@@ -309,7 +309,7 @@ fn accept_loop(listener: TcpListener, lines: Arc<Mutex<Vec<String>>>, running: A
 /// keys (JS object literal body, with a trailing comma).
 pub fn config(carbon: &Carbon, flush_ms: u64, extra: &str) -> String {
     format!(
-        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, \
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, \
          flushInterval: {flush_ms}, {extra} }}",
         carbon.port
     )

@@ -15,7 +15,7 @@ fn udp_tcp_and_unix_sockets_feed_one_table() {
            {{ server: 'udp', address: '::1', address_ipv6: true, port: 0 }}, \
            {{ server: './servers/tcp', socket: '$DIR/stream.sock', socket_mod: '660' }}, \
            {{ server: './servers/udp', socket: '$DIR/dgram.sock' }} ], \
-           mgmt_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, flushInterval: 60000 }}",
+           mgmt_port: 0, http_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, flushInterval: 60000 }}",
         carbon.port
     );
     let daemon = Daemon::start("listeners", &config);

@@ -1,0 +1,179 @@
+//! The handlers. Store reads run on the blocking pool with the one reading connection.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::params::{self, BadParameter};
+use super::HttpState;
+use crate::ingest::{shards_lock as lock, unix_now_s};
+
+type Params = Query<HashMap<String, String>>;
+
+/// An answer or an error, as JSON.
+type Answer = Result<Json<Value>, Failure>;
+
+/// An error with its HTTP status.
+pub struct Failure(StatusCode, String);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<BadParameter> for Failure {
+    fn from(error: BadParameter) -> Self {
+        Failure(StatusCode::BAD_REQUEST, error.to_string())
+    }
+}
+
+pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
+    let up = state.admin.healthy.load(Ordering::Relaxed);
+    let totals = {
+        let mut aggregator = lock(&state.admin.aggregator);
+        state.admin.shards.drain_into(&mut aggregator);
+        aggregator.totals().clone()
+    };
+    let body = json!({
+        "status": if up { "up" } else { "down" },
+        "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),
+        "packets_received": totals.packets,
+        "metrics_received": totals.lines,
+        "bad_lines": totals.bad_lines(),
+        "kernel_drops": totals.kernel_drops,
+        "truncated_datagrams": totals.truncated_datagrams,
+    });
+    let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(body)).into_response()
+}
+
+pub async fn openapi() -> Response {
+    ([("content-type", "application/json")], include_str!("openapi.json")).into_response()
+}
+
+pub async fn series(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
+    let pattern = query.get("match").cloned().unwrap_or_else(|| "*".to_string());
+    with_store(state, move |store| {
+        let found = store.series(Some(&pattern)).map_err(internal)?;
+        let list: Vec<Value> = found
+            .iter()
+            .map(|s| json!({ "name": s.key.name, "tags": s.key.tag_list().collect::<Vec<_>>(), "type": s.key.kind.as_str() }))
+            .collect();
+        Ok(json!({ "series": list }))
+    })
+    .await
+}
+
+pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
+    let text = required(&query, "expr")?;
+    let expr = store::parse(&text).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
+    let (from, to, step) = window(&query)?;
+    with_store(state, move |store| {
+        let points = store.query(&expr, from, to, step).map_err(internal)?;
+        let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();
+        Ok(json!({ "expr": text, "step": step, "from": from, "to": to, "points": points }))
+    })
+    .await
+}
+
+pub async fn histogram(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
+    let name = required(&query, "name")?;
+    let selector =
+        store::parse_selector(&name).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `name`: {e}")))?;
+    let now = unix_now_s() as i64;
+    let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
+    let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
+    params::range(from, to, (to - from).max(1))?;
+    with_store(state, move |store| {
+        let row = store.merged(&selector, from, to).map_err(internal)?;
+        let empty = circllhist::Histogram::new();
+        let hist = row.as_ref().and_then(|r| r.hist.as_ref()).unwrap_or(&empty);
+        let number = |value: Option<f64>| value.filter(|v| v.is_finite()).map_or(Value::Null, |v| json!(v));
+        Ok(json!({
+            "name": name, "from": from, "to": to,
+            "count": row.as_ref().map_or(0.0, |r| if r.count.is_nan() { 0.0 } else { r.count }),
+            "sum": number(row.as_ref().map(|r| r.sum)),
+            "min": number(row.as_ref().map(|r| r.min)),
+            "max": number(row.as_ref().map(|r| r.max)),
+            "bins": bins_json(hist),
+            "circllhist": hist.to_base64(),
+        }))
+    })
+    .await
+}
+
+pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
+    let name = required(&query, "name")?;
+    let selector =
+        store::parse_selector(&name).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `name`: {e}")))?;
+    let (from, to, step) = window(&query)?;
+    with_store(state, move |store| {
+        let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
+        let steps: Vec<Value> = steps
+            .into_iter()
+            .filter_map(|(t, row)| Some(json!({ "t": t, "bins": bins_json(row?.hist.as_ref()?) })))
+            .collect();
+        Ok(json!({ "name": name, "from": from, "to": to, "step": step, "steps": steps }))
+    })
+    .await
+}
+
+fn bins_json(histogram: &circllhist::Histogram) -> Vec<Value> {
+    store::bins_of(histogram).into_iter().map(|(lower, upper, count)| json!([lower, upper, count])).collect()
+}
+
+fn required(query: &HashMap<String, String>, name: &'static str) -> Result<String, Failure> {
+    query
+        .get(name)
+        .filter(|v| !v.trim().is_empty())
+        .cloned()
+        .ok_or_else(|| BadParameter { name, message: "is required".to_string() }.into())
+}
+
+/// `from`, `to` and `step`, checked.
+fn window(query: &HashMap<String, String>) -> Result<(i64, i64, i64), Failure> {
+    let now = unix_now_s() as i64;
+    let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
+    let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
+    let step = params::step(query.get("step").map(String::as_str), from, to)?;
+    params::range(from, to, step)?;
+    Ok((from, to, step))
+}
+
+fn internal(error: store::StoreError) -> Failure {
+    Failure(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+}
+
+/// Runs `work` with the reading connection on the blocking pool, opening it first if needed.
+async fn with_store(
+    state: Arc<HttpState>,
+    work: impl FnOnce(&store::Store) -> Result<Value, Failure> + Send + 'static,
+) -> Answer {
+    let joined = tokio::task::spawn_blocking(move || {
+        let Some(path) = &state.database else {
+            return Err(Failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store backend is not enabled (add \"store\" to backends)".to_string(),
+            ));
+        };
+        let mut reader = lock(&state.reader);
+        if reader.is_none() {
+            *reader = Some(store::Store::open(path, store::Retention::default()).map_err(internal)?);
+        }
+        let store = reader.as_mut().unwrap_or_else(|| unreachable!("opened above"));
+        store.load_series().map_err(internal)?;
+        work(store)
+    })
+    .await;
+    match joined {
+        Ok(result) => result.map(Json),
+        Err(error) => Err(Failure(StatusCode::INTERNAL_SERVER_ERROR, format!("query failed: {error}"))),
+    }
+}

@@ -1,0 +1,57 @@
+//! The HTTP API (axum), JSON, read only, on `http_address:http_port` (default 127.0.0.1:8127).
+//!
+//! | route | parameters | answer |
+//! |---|---|---|
+//! | `GET /health` | | `{"status", "uptime_s", "packets_received", "metrics_received", "bad_lines", "kernel_drops", "truncated_datagrams"}`; 503 when `health down` |
+//! | `GET /api/v1/series` | `match` (glob, default `*`) | `{"series": [{"name", "tags", "type"}]}` |
+//! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}` |
+//! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
+//! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
+//! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
+//!
+//! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
+//! an empty result, not an error. Times are unix seconds or relative (`now`, `-1h`, `now-15m`),
+//! steps durations (`10s`, `1m`, `1h`, `1d`).
+
+mod api;
+mod params;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::admin::AdminState;
+
+pub use params::{step, time, BadParameter};
+
+/// What the handlers read.
+pub struct HttpState {
+    /// The store file, when the store backend is on.
+    pub database: Option<PathBuf>,
+    /// A reading connection, opened on first use.
+    pub reader: Mutex<Option<store::Store>>,
+    /// Counters and health, shared with the management interface.
+    pub admin: Arc<AdminState>,
+}
+
+/// Serves until shutdown.
+pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>) {
+    let router = Router::new()
+        .route("/health", get(api::health))
+        .route("/api/v1/series", get(api::series))
+        .route("/api/v1/query", get(api::query))
+        .route("/api/v1/histogram", get(api::histogram))
+        .route("/api/v1/heatmap", get(api::heatmap))
+        .route("/api/v1/openapi.json", get(api::openapi))
+        .with_state(state);
+    let stopped = async move {
+        let _ = shutdown.changed().await;
+    };
+    if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+        tracing::error!(%error, "http server failed");
+    }
+}

@@ -1,0 +1,83 @@
+//! Query parameters: times (`now`, `-1h`, `now-15m`, unix seconds) and steps (`10s`, `1m`).
+
+use crate::config::parse_duration;
+
+/// A parameter that does not parse: which one, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadParameter {
+    /// The parameter's name.
+    pub name: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for BadParameter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "parameter `{}`: {}", self.name, self.message)
+    }
+}
+
+/// A time: `now`, `-1h` or `now-1h` (before now), or unix seconds.
+pub fn time(name: &'static str, text: Option<&str>, default: &str, now: i64) -> Result<i64, BadParameter> {
+    let text = text.unwrap_or(default).trim();
+    let bad = || BadParameter { name, message: format!("'{text}' is not a time (unix seconds, now, -1h, now-15m)") };
+    if text == "now" {
+        return Ok(now);
+    }
+    if let Some(ago) = text.strip_prefix("now-").or_else(|| text.strip_prefix('-')) {
+        return parse_duration(ago).map(|seconds| now - seconds).ok_or_else(bad);
+    }
+    text.parse::<f64>().ok().filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as i64).ok_or_else(bad)
+}
+
+/// A step: a duration, or (when absent) one that gives about 240 steps over the range, rounded
+/// to a familiar width.
+pub fn step(text: Option<&str>, from: i64, to: i64) -> Result<i64, BadParameter> {
+    match text {
+        Some(text) => parse_duration(text).ok_or_else(|| BadParameter {
+            name: "step",
+            message: format!("'{text}' is not a duration like 10s, 1m, 1h"),
+        }),
+        None => {
+            let wanted = ((to - from) / 240).max(1);
+            Ok([10, 30, 60, 300, 900, 3600, 6 * 3600, 86_400].into_iter().find(|&s| s >= wanted).unwrap_or(86_400))
+        }
+    }
+}
+
+/// Checks a range: from before to, and not absurdly many steps.
+pub fn range(from: i64, to: i64, step: i64) -> Result<(), BadParameter> {
+    if from >= to {
+        return Err(BadParameter { name: "from", message: format!("must be before `to` ({from} is not before {to})") });
+    }
+    if (to - from) / step > 11_000 {
+        return Err(BadParameter {
+            name: "step",
+            message: format!("{step}s gives more than 11000 steps over the range: use a larger step"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_times_and_steps() {
+        let now = 1_000_000;
+        for (text, want) in
+            [("now", now), ("-1h", now - 3600), ("now-15m", now - 900), ("123456", 123_456), ("123456.7", 123_456)]
+        {
+            assert_eq!(time("from", Some(text), "now", now), Ok(want), "{text}");
+        }
+        assert_eq!(time("from", None, "-1h", now), Ok(now - 3600));
+        assert!(time("to", Some("yesterday"), "now", now).unwrap_err().to_string().contains("parameter `to`"));
+        assert_eq!(step(Some("1m"), 0, 3600), Ok(60));
+        assert_eq!(step(None, 0, 3600), Ok(30));
+        assert_eq!(step(None, 0, 7 * 86_400), Ok(3600));
+        assert!(step(Some("fast"), 0, 10).is_err());
+        assert!(range(10, 5, 1).is_err());
+        assert!(range(0, 86_400 * 7, 10).is_err());
+    }
+}
