@@ -10,6 +10,7 @@ mod daemon;
 mod flush;
 mod http;
 mod ingest;
+mod query_cli;
 mod sinks;
 mod timefmt;
 
@@ -49,6 +50,8 @@ enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Evaluate an expression over the store, from a running histd or a data directory.
+    Query(query_cli::QueryArgs),
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
     Bench(bench::BenchArgs),
 }
@@ -58,6 +61,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
         Command::Run { config, log_level, data_dir } => run(config, log_level, data_dir),
+        Command::Query(args) => match query_cli::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("histd query: {error:#}");
+                ExitCode::from(2)
+            }
+        },
         Command::Bench(args) => match bench::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

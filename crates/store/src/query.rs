@@ -271,7 +271,14 @@ impl Store {
     /// (exact count, sum, min, max).
     pub fn merged(&self, selector: &Selector, from: i64, to: i64) -> Result<Option<Row>, StoreError> {
         let width = (to - from).max(1);
-        Ok(self.steps(selector, &[Kind::Timer], from, to, width)?.into_iter().next().and_then(|(_, row)| row))
+        let mut merged: Option<Row> = None;
+        for row in self.steps(selector, &[Kind::Timer], from, to, width)?.into_iter().filter_map(|(_, row)| row) {
+            match &mut merged {
+                Some(total) => total.merge(&row, Kind::Timer),
+                None => merged = Some(row),
+            }
+        }
+        Ok(merged)
     }
 
     /// Per step, the merged timer row (for heatmaps).

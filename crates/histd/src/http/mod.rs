@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use crate::admin::AdminState;
 
-pub use params::{step, time, BadParameter};
+pub use params::{step, time};
 
 /// What the handlers read.
 pub struct HttpState {

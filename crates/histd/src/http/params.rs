@@ -17,12 +17,14 @@ impl std::fmt::Display for BadParameter {
     }
 }
 
-/// A time: `now`, `-1h` or `now-1h` (before now), or unix seconds.
+/// A time: `now`, `-1h` or `now-1h` (before now), or unix seconds. `now` is the end of the
+/// current second: flush times are rounded to the nearest second (as Etsy does), so the newest
+/// row may carry the next second, and a range ending `now` must include it.
 pub fn time(name: &'static str, text: Option<&str>, default: &str, now: i64) -> Result<i64, BadParameter> {
     let text = text.unwrap_or(default).trim();
     let bad = || BadParameter { name, message: format!("'{text}' is not a time (unix seconds, now, -1h, now-15m)") };
     if text == "now" {
-        return Ok(now);
+        return Ok(now + 1);
     }
     if let Some(ago) = text.strip_prefix("now-").or_else(|| text.strip_prefix('-')) {
         return parse_duration(ago).map(|seconds| now - seconds).ok_or_else(bad);
@@ -67,7 +69,7 @@ mod tests {
     fn reads_times_and_steps() {
         let now = 1_000_000;
         for (text, want) in
-            [("now", now), ("-1h", now - 3600), ("now-15m", now - 900), ("123456", 123_456), ("123456.7", 123_456)]
+            [("now", now + 1), ("-1h", now - 3600), ("now-15m", now - 900), ("123456", 123_456), ("123456.7", 123_456)]
         {
             assert_eq!(time("from", Some(text), "now", now), Ok(want), "{text}");
         }

@@ -124,6 +124,30 @@ impl Daemon {
         self.stdout.lock().unwrap().clone()
     }
 
+    /// `GET path` on the HTTP API: status and body.
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(self.address("http")).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_string())
+    }
+
+    /// `GET path` answered 200 with JSON.
+    pub fn http_json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.http_get(path);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Sends SIGKILL and waits for the exit: no shutdown, no final flush.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(mut self) -> ExitStatus {
         let pid = self.child.id().to_string();

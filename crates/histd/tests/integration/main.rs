@@ -8,4 +8,5 @@ mod graphite_output;
 mod harness;
 mod lifecycle;
 mod listeners;
+mod store_api;
 mod timer_histograms;

@@ -1,0 +1,142 @@
+//! `histd query`: an expression from the shell, against a running histd (its HTTP API) or
+//! directly against a data directory, printed as a table, CSV or JSON.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::http::{step, time};
+use crate::ingest::unix_now_s;
+
+/// The arguments of `histd query`.
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    /// The expression, e.g. `quantile(api.latency{route=/login}, 0.99)`.
+    expr: String,
+    /// Start: unix seconds, `now`, `-1h`, `now-15m`.
+    #[arg(long, default_value = "-1h")]
+    from: String,
+    /// End.
+    #[arg(long, default_value = "now")]
+    to: String,
+    /// Step width (`10s`, `1m`, `1h`); default: about 240 steps.
+    #[arg(long)]
+    step: Option<String>,
+    /// A running histd's HTTP API.
+    #[arg(long, default_value = "http://127.0.0.1:8127")]
+    url: String,
+    /// Read this data directory instead of asking a running histd.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// How to print the points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns with UTC times.
+    Table,
+    /// `unix_s,value` lines under a header.
+    Csv,
+    /// The API's JSON.
+    Json,
+}
+
+/// Runs the query and prints it.
+pub fn run(args: &QueryArgs) -> anyhow::Result<()> {
+    let now = unix_now_s() as i64;
+    let from = time("from", Some(&args.from), "-1h", now).map_err(anyhow::Error::msg)?;
+    let to = time("to", Some(&args.to), "now", now).map_err(anyhow::Error::msg)?;
+    let step = step(args.step.as_deref(), from, to).map_err(anyhow::Error::msg)?;
+    let answer = match &args.data_dir {
+        Some(dir) => from_data_dir(dir, &args.expr, from, to, step)?,
+        None => from_http(&args.url, &args.expr, from, to, step)?,
+    };
+    print!("{}", render(&answer, args.format));
+    Ok(())
+}
+
+fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, step: i64) -> anyhow::Result<Value> {
+    let path = dir.join(crate::sinks::store::DATABASE);
+    anyhow::ensure!(path.exists(), "no store at {} (--data-dir)", path.display());
+    let store = store::Store::open(&path, store::Retention::default())?;
+    let expr = store::parse(expr_text).map_err(|e| anyhow::anyhow!("expression: {e}"))?;
+    let points = store.query(&expr, from, to, step)?;
+    Ok(
+        json!({ "expr": expr_text, "step": step, "from": from, "to": to, "points": points.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>() }),
+    )
+}
+
+fn from_http(url: &str, expr: &str, from: i64, to: i64, step: i64) -> anyhow::Result<Value> {
+    let host = url.strip_prefix("http://").context("--url: only http:// URLs are supported")?.trim_end_matches('/');
+    let path = format!("/api/v1/query?expr={}&from={from}&to={to}&step={step}", percent_encode(expr));
+    let (status, body) = http_get(host, &path)
+        .with_context(|| format!("cannot reach histd at {url} (is it running? --url, or --data-dir to read files)"))?;
+    let answer: Value = serde_json::from_str(&body).with_context(|| format!("not JSON from {url}: {body}"))?;
+    if status != 200 {
+        anyhow::bail!("{}", answer["error"].as_str().unwrap_or(&body));
+    }
+    Ok(answer)
+}
+
+/// A plain HTTP/1.1 GET: status and body.
+fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").context("a malformed HTTP response")?;
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("a malformed HTTP status line")?;
+    Ok((status, body.to_string()))
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+fn render(answer: &Value, format: Format) -> String {
+    let points = answer["points"].as_array().cloned().unwrap_or_default();
+    let pairs = points.iter().filter_map(|p| Some((p[0].as_i64()?, p[1].as_f64()?)));
+    match format {
+        Format::Json => format!("{answer}\n"),
+        Format::Csv => {
+            std::iter::once("time,value\n".to_string()).chain(pairs.map(|(t, v)| format!("{t},{v}\n"))).collect()
+        }
+        Format::Table => {
+            let mut out = format!("{:<22}{}\n", "time (UTC)", answer["expr"].as_str().unwrap_or("value"));
+            for (t, v) in pairs {
+                out.push_str(&format!("{:<22}{v}\n", crate::timefmt::utc_rfc3339(t as u64)));
+            }
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_format() {
+        let answer = json!({ "expr": "count(x)", "points": [[0, 1.5], [60, 2.0]] });
+        assert_eq!(render(&answer, Format::Csv), "time,value\n0,1.5\n60,2\n");
+        assert_eq!(
+            render(&answer, Format::Table),
+            "time (UTC)            count(x)\n1970-01-01T00:00:00Z  1.5\n1970-01-01T00:01:00Z  2\n"
+        );
+        assert!(render(&answer, Format::Json).starts_with('{'));
+        assert_eq!(percent_encode("quantile(a{r=/x}, 0.9)"), "quantile%28a%7Br%3D%2Fx%7D%2C%200.9%29");
+    }
+}

@@ -1,0 +1,220 @@
+//! The embedded store through the real daemon: HTTP API, `histd query`, crash safety.
+
+use std::process::Command;
+use std::time::Duration;
+
+use circllhist::Histogram;
+
+use crate::harness::{temp_dir, wait_until, Daemon};
+
+/// A daemon with the store in `data`, flushing every 200 ms.
+fn store_daemon(name: &str, data: &std::path::Path) -> Daemon {
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, \
+           backends: ['store'], store: {{ dataDir: '{}' }} }}",
+        data.display()
+    );
+    Daemon::start(name, &config)
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn query(daemon: &Daemon, expr: &str, extra: &str) -> serde_json::Value {
+    daemon.http_json(
+        &format!("/api/v1/query?expr={}&from=-10m&to=now%2B0{extra}", encode(expr)).replace("now%2B0", "now"),
+    )
+}
+
+/// Sends `values` of `name` (a timer) over TCP in several batches, so they span flushes.
+fn send_timers(daemon: &Daemon, name: &str, tags: &str, values: &[f64]) {
+    for chunk in values.chunks(values.len().div_ceil(4)) {
+        let lines: String = chunk.iter().map(|v| format!("{name}:{v}|ms{tags}\n")).collect();
+        daemon.send_tcp(&lines);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+#[test]
+fn the_api_answers_from_the_store() {
+    let data = temp_dir("api-data");
+    let daemon = store_daemon("api", &data);
+    let values: Vec<f64> = (0..2000).map(|i| ((i * 7919) % 4000 + 100) as f64 / 100.0).collect();
+    send_timers(&daemon, "api.latency", "|#route:/login", &values);
+    send_timers(&daemon, "api.latency", "|#route:/home", &[9000.0]);
+    daemon.send_tcp("hits:5|c\nhits:7|c\nusers:a|s\nusers:b|s\ntemp:21.5|g\n");
+    wait_until(
+        || {
+            query(&daemon, "count(api.latency{route=/login})", "&step=1h")["points"]
+                .as_array()
+                .is_some_and(|p| p.iter().map(|x| x[1].as_f64().unwrap()).sum::<f64>() == 2000.0)
+        },
+        "2000 samples stored",
+    );
+    wait_until(
+        || !query(&daemon, "value(temp)", "&step=1h")["points"].as_array().unwrap().is_empty(),
+        "the gauge stored",
+    );
+
+    let mut truth = Histogram::new();
+    values.iter().for_each(|&v| {
+        truth.insert(v, 1);
+    });
+    let single = |expr: &str| -> f64 {
+        let answer = query(&daemon, expr, "&step=1h");
+        let points = answer["points"].as_array().unwrap();
+        points.iter().map(|p| p[1].as_f64().unwrap()).sum()
+    };
+    let p99 = query(&daemon, "quantile(api.latency{route=/login}, 0.99)", "&step=1h");
+    let p99 = p99["points"][0][1].as_f64().unwrap();
+    assert_eq!(p99, truth.quantile(0.99), "the store's p99 is circllhist's p99 of the same samples");
+    assert_eq!(
+        single("count_above(api.latency{route=/login}, 25)"),
+        values.iter().filter(|&&v| v >= 25.0).count() as f64
+    );
+    assert_eq!(
+        single("count_above(api.latency, 25)"),
+        values.iter().filter(|&&v| v >= 25.0).count() as f64 + 1.0,
+        "no tags: both routes"
+    );
+    assert_eq!(single("count(hits)"), 12.0);
+    assert!(single("rate(hits)") > 0.0, "counts per second of the flushes that carried them");
+    assert_eq!(single("cardinality(users)"), 2.0);
+
+    let histogram =
+        daemon.http_json(&format!("/api/v1/histogram?name={}&from=-10m", encode("api.latency{route=/login}")));
+    assert_eq!(histogram["count"].as_f64(), Some(2000.0));
+    assert_eq!(histogram["min"].as_f64(), values.iter().copied().reduce(f64::min));
+    assert_eq!(Histogram::from_base64(histogram["circllhist"].as_str().unwrap()).unwrap(), truth);
+    let bins_total: u64 = histogram["bins"].as_array().unwrap().iter().map(|b| b[2].as_u64().unwrap()).sum();
+    assert_eq!(bins_total, 2000);
+    let heatmap =
+        daemon.http_json(&format!("/api/v1/heatmap?name={}&from=-10m&step=10s", encode("api.latency{route=/login}")));
+    let heat_total: u64 = heatmap["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["bins"].as_array().unwrap().iter().map(|b| b[2].as_u64().unwrap()))
+        .sum();
+    assert_eq!(heat_total, 2000);
+
+    let series = daemon.http_json("/api/v1/series?match=api.*");
+    assert_eq!(series["series"].as_array().unwrap().len(), 2);
+    assert_eq!(series["series"][0]["type"], "timer");
+    assert_eq!(
+        query(&daemon, "count(no.such.series)", "")["points"],
+        serde_json::json!([]),
+        "unknown series: empty, not an error"
+    );
+    let health = daemon.http_json("/health");
+    assert_eq!(health["status"], "up");
+    assert_eq!(health["kernel_drops"], 0);
+    let openapi = daemon.http_json("/api/v1/openapi.json");
+    assert!(openapi["paths"]["/api/v1/query"].is_object());
+
+    for (path, parameter) in [
+        ("/api/v1/query", "`expr`"),
+        ("/api/v1/query?expr=p99(x)", "`expr`"),
+        ("/api/v1/query?expr=count(x)&step=fast", "`step`"),
+        ("/api/v1/query?expr=count(x)&from=yesterday", "`from`"),
+        ("/api/v1/query?expr=count(x)&from=now&to=-1h", "`from`"),
+        ("/api/v1/histogram", "`name`"),
+        ("/api/v1/heatmap?name=x&step=1s&from=-1d", "`step`"),
+    ] {
+        let (status, body) = daemon.http_get(path);
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains(parameter), "{path}: the error names {parameter}: {body}");
+    }
+
+    let http = format!("http://{}", daemon.address("http"));
+    let cli = Command::new(env!("CARGO_BIN_EXE_histd"))
+        .args([
+            "query",
+            "count(api.latency{route=/login})",
+            "--from=-10m",
+            "--step",
+            "1h",
+            "--format",
+            "csv",
+            "--url",
+            &http,
+        ])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let csv = String::from_utf8(cli.stdout).unwrap();
+    assert!(csv.starts_with("time,value\n") && csv.trim_end().ends_with(",2000"), "{csv}");
+    assert!(daemon.terminate().success());
+    let offline = Command::new(env!("CARGO_BIN_EXE_histd"))
+        .args([
+            "query",
+            "count(api.latency)",
+            "--from=-10m",
+            "--step",
+            "1h",
+            "--format",
+            "csv",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(offline.status.success(), "{}", String::from_utf8_lossy(&offline.stderr));
+    assert!(
+        String::from_utf8(offline.stdout).unwrap().trim_end().ends_with(",2001"),
+        "the data directory read directly"
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_killed_daemon_restarts_with_a_consistent_store() {
+    let data = temp_dir("crash-data");
+    let daemon = store_daemon("crash-1", &data);
+    let mut sent = 0;
+    for _ in 0..40 {
+        daemon.send_tcp(&"crash:1|c\n".repeat(50));
+        sent += 50;
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    daemon.kill(); // SIGKILL while flushes are being written
+    let database = data.join("histd.db");
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    let check: String = connection.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let raw: f64 = connection
+        .query_row(
+            "SELECT coalesce(sum(count), 0) FROM points_raw p JOIN series s ON s.id = p.series WHERE s.name = 'crash'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(raw > 0.0 && raw <= sent as f64, "the store holds {raw} of {sent} right after the kill");
+    drop(connection);
+    let daemon = store_daemon("crash-2", &data);
+    let stored: f64 = query(&daemon, "count(crash)", "&step=1h")["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_f64().unwrap())
+        .sum();
+    assert!(stored <= sent as f64, "stored {stored} of {sent}");
+    // At most the interval in flight (200 ms of sending, ~400 lines) and what the kernel still held is lost.
+    assert!(stored >= (sent - 600) as f64, "stored {stored} of {sent}: more than the interval in flight was lost");
+    daemon.send_tcp("after:1|c\n");
+    wait_until(
+        || !query(&daemon, "count(after)", "&step=1h")["points"].as_array().unwrap().is_empty(),
+        "writes after the restart",
+    );
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&data);
+}
