@@ -112,7 +112,9 @@ impl Store {
     }
 }
 
-/// Inserts a row, or merges it into the row already there for the same series and time.
+/// Inserts a row, or merges it into the row already there for the same series and time (a
+/// second flush in the same second, late data for a rolled-up period). Statements are cached:
+/// the common case is one prepared insert.
 fn upsert(
     transaction: &Transaction<'_>,
     resolution: Resolution,
@@ -121,35 +123,35 @@ fn upsert(
     kind: Kind,
 ) -> Result<(), StoreError> {
     let table = resolution.table();
-    let existing = transaction
-        .query_row(&format!("SELECT {COLUMNS} FROM {table} WHERE series = ?1 AND ts = ?2"), params![id, row.ts], row_of)
-        .optional()?;
-    let merged;
-    let row = match existing {
-        Some(earlier) => {
-            let mut earlier = decode(id, earlier)?;
-            earlier.merge(row, kind);
-            merged = earlier;
-            &merged
-        }
-        None => row,
-    };
-    transaction.execute(
-        &format!("INSERT OR REPLACE INTO {table} (series, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-        params![
-            id,
-            row.ts,
-            row.seconds,
-            null(row.count),
-            null(row.sum),
-            null(row.sum_squares),
-            null(row.min),
-            null(row.max),
-            null(row.value),
-            row.hist.as_ref().map(|h| h.to_bytes())
-        ],
-    )?;
+    let insert = format!("INSERT INTO {table} (series, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (series, ts) DO NOTHING");
+    if execute_row(transaction, &insert, id, row)? == 1 {
+        return Ok(());
+    }
+    let select = format!("SELECT {COLUMNS} FROM {table} WHERE series = ?1 AND ts = ?2");
+    let earlier = transaction.prepare_cached(&select)?.query_row(params![id, row.ts], row_of)?;
+    let mut merged = decode(id, earlier)?;
+    merged.merge(row, kind);
+    let replace =
+        format!("INSERT OR REPLACE INTO {table} (series, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    execute_row(transaction, &replace, id, &merged)?;
     Ok(())
+}
+
+fn execute_row(transaction: &Transaction<'_>, sql: &str, id: i64, row: &Row) -> Result<usize, StoreError> {
+    let mut statement = transaction.prepare_cached(sql)?;
+    let hist = row.hist.as_ref().map(|h| h.to_bytes());
+    Ok(statement.execute(params![
+        id,
+        row.ts,
+        row.seconds,
+        null(row.count),
+        null(row.sum),
+        null(row.sum_squares),
+        null(row.min),
+        null(row.max),
+        null(row.value),
+        hist
+    ])?)
 }
 
 /// The columns of a row, in `row_of`'s order.

@@ -1,0 +1,119 @@
+//! Store benchmarks: one flush of 100k series; one timer's p99 over 24 h of 10 s flushes
+//! (8,640 histograms), merged from raw rows and through the query (hour rollups); a 7-day
+//! query served from rollups. Run: `cargo bench -p store --bench store`.
+
+use std::path::PathBuf;
+
+use agg::{AggConfig, Aggregator, Table};
+use circllhist::Histogram;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use store::{parse, Kind, Resolution, Row, Selector, SeriesKey, Store};
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("histd-store-bench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("histd.db")
+}
+
+/// A flush of `series` counters and a few timers, as the daemon would write it.
+fn flush_rows(series: usize, ts: u64) -> Vec<(SeriesKey, Row)> {
+    let mut aggregator = Aggregator::new(AggConfig::default());
+    let mut table = Table::new(true, 8192);
+    for start in (0..series).step_by(100) {
+        let packet: String = (start..(start + 100).min(series)).map(|i| format!("bench.{i}:1|c\n")).collect();
+        table.insert_packet(ts, packet.as_bytes());
+    }
+    aggregator.absorb(table);
+    store::rows_of(&aggregator.flush(ts * 1000))
+}
+
+/// A timer row at `ts`: 100 latency-like samples.
+fn timer_row(ts: i64, seconds: f64) -> Row {
+    let mut hist = Histogram::new();
+    let (mut sum, mut min, mut max) = (0.0, f64::MAX, f64::MIN);
+    for k in 0..100 {
+        let value = ((ts as u64 * 7919 + k * 104_729) % 90_000 + 100) as f64 / 100.0;
+        hist.insert(value, 1);
+        sum += value;
+        min = min.min(value);
+        max = max.max(value);
+    }
+    Row {
+        ts,
+        seconds,
+        count: 100.0,
+        sum,
+        sum_squares: f64::NAN,
+        min,
+        max,
+        value: 100.0,
+        hist: Some(hist),
+        ..Row::empty(ts)
+    }
+}
+
+/// One timer written every `every` seconds for `span` seconds ending at `end`.
+fn timer_store(name: &str, end: i64, span: i64, every: i64) -> Store {
+    let mut store =
+        Store::open(&temp(name), store::Retention { raw: 2 * 86_400, minute: 30 * 86_400, hour: 365 * 86_400 })
+            .unwrap();
+    let key = SeriesKey::from_key("api.latency", Kind::Timer);
+    let mut ts = end - span + every;
+    while ts <= end {
+        store.write(ts, vec![(key.clone(), timer_row(ts, every as f64))]).unwrap();
+        ts += every;
+    }
+    store
+}
+
+fn writes(c: &mut Criterion) {
+    let mut store = Store::open(&temp("writes"), store::Retention::default()).unwrap();
+    let mut ts = 1_700_000_000;
+    store.write(ts, flush_rows(100_000, ts as u64)).unwrap(); // series created once
+    let mut group = c.benchmark_group("store");
+    group.sample_size(10);
+    group.bench_function("write a flush of 100k counter series", |b| {
+        b.iter_batched(
+            || {
+                ts += 10;
+                (ts, flush_rows(100_000, ts as u64))
+            },
+            |(at, rows)| store.write(at, rows).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+fn queries(c: &mut Criterion) {
+    let end = 1_700_006_400;
+    let day = timer_store("day", end, 86_400, 10);
+    let selector = Selector { name: "api.latency".into(), tags: vec![] };
+    let id = day.select(&selector)[0].id;
+    let mut group = c.benchmark_group("store");
+    group.bench_function("p99 over 24 h: merge 8,640 raw histograms", |b| {
+        b.iter(|| {
+            let rows = day.rows(id, Resolution::Raw, end - 86_400, end + 1).unwrap();
+            assert_eq!(rows.len(), 8640);
+            let merged = Histogram::merge_all(rows.iter().filter_map(|r| r.hist.as_ref()));
+            merged.quantile(0.99)
+        })
+    });
+    let p99 = parse("quantile(api.latency, 0.99)").unwrap();
+    group.bench_function("p99 over 24 h: the query (hour rollups + finer tail)", |b| {
+        b.iter(|| day.query(&p99, end - 86_400, end + 1, 86_400).unwrap())
+    });
+    let week = timer_store("week", end, 7 * 86_400, 60);
+    group.bench_function("p99 per hour over 7 days (168 steps from rollups)", |b| {
+        b.iter(|| {
+            let points = week.query(&p99, end - 7 * 86_400, end + 1, 3600).unwrap();
+            assert!(points.len() >= 168);
+            points
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, writes, queries);
+criterion_main!(benches);
