@@ -39,18 +39,7 @@ fn timer_row(ts: i64, seconds: f64) -> Row {
         min = min.min(value);
         max = max.max(value);
     }
-    Row {
-        ts,
-        seconds,
-        count: 100.0,
-        sum,
-        sum_squares: f64::NAN,
-        min,
-        max,
-        value: 100.0,
-        hist: Some(hist),
-        ..Row::empty(ts)
-    }
+    Row { ts, seconds, count: 100.0, sum, sum_squares: f64::NAN, min, max, value: 100.0, hist: Some(hist) }
 }
 
 /// One timer written every `every` seconds for `span` seconds ending at `end`.
