@@ -342,7 +342,7 @@ impl Store {
 fn value_of(function: Function, row: &Row, number: f64) -> Option<f64> {
     let histogram = || row.hist.as_ref();
     let value = match function {
-        Function::Quantile => histogram()?.quantile(number).clamp(row.min, row.max),
+        Function::Quantile => within(histogram()?.quantile(number), row.min, row.max),
         Function::InverseQuantile => histogram()?.inverse_quantiles(&[number]).ok()?[0],
         Function::CountAbove => histogram()?.count_above(number, true) as f64,
         Function::CountBelow => histogram()?.count_below(number, false) as f64,
@@ -356,6 +356,16 @@ fn value_of(function: Function, row: &Row, number: f64) -> Option<f64> {
         Function::Value | Function::Cardinality => row.value,
     };
     value.is_finite().then_some(value)
+}
+
+/// `value` clamped to the exact `[min, max]` of the samples, when they are known (an idle
+/// timer's row has neither).
+fn within(value: f64, min: f64, max: f64) -> f64 {
+    if min <= max {
+        value.clamp(min, max)
+    } else {
+        value
+    }
 }
 
 /// A histogram's bins as `(lower, upper, count)`, lower edge toward -∞.

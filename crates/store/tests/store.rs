@@ -153,6 +153,16 @@ fn retention_deletes_old_rows_and_nothing_else() {
 }
 
 #[test]
+fn idle_timer_rows_give_no_value_not_a_failure() {
+    let mut f = fixture("idle", Retention::default());
+    f.flush(START + 10, "t:5|ms\n");
+    f.flush(START + 20, ""); // the timer is idle: a row with count 0, no min or max
+    let p50 = f.query("quantile(t, 0.5)", START, START + 30, 10);
+    assert_eq!(p50.len(), 1, "only the step with samples has a value: {p50:?}");
+    assert_eq!(f.query("count(t)", START, START + 30, 10), vec![(START + 10, 1.0), (START + 20, 0.0)]);
+}
+
+#[test]
 fn series_with_tags_stay_apart_and_merge_on_request() {
     let mut f = fixture("tags", Retention::default());
     f.flush(START + 10, "req:1|ms|#route:/login,env:prod\nreq:100|ms|#env:prod,route:/home\nreq:5|ms\n");

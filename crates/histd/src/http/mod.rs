@@ -8,6 +8,7 @@
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
+//! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
 //!
 //! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
 //! an empty result, not an error. Times are unix seconds or relative (`now`, `-1h`, `now-15m`),
@@ -15,6 +16,7 @@
 
 mod api;
 mod params;
+mod ui;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -47,6 +49,8 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: w
         .route("/api/v1/histogram", get(api::histogram))
         .route("/api/v1/heatmap", get(api::heatmap))
         .route("/api/v1/openapi.json", get(api::openapi))
+        .route("/", get(ui::index))
+        .route("/ui/{*file}", get(ui::file))
         .with_state(state);
     let stopped = async move {
         let _ = shutdown.changed().await;

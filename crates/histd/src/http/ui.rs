@@ -1,0 +1,28 @@
+//! The web UI: static files compiled into the binary (no CDN, no build step). uPlot is
+//! vendored as its distributed build, with its licence, in `ui/vendor/`.
+
+use axum::extract::Path;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+/// Every file the page loads: path under `/ui/`, content type, bytes.
+const FILES: &[(&str, &str, &str)] = &[
+    ("app.js", "text/javascript; charset=utf-8", include_str!("ui/app.js")),
+    ("app.css", "text/css; charset=utf-8", include_str!("ui/app.css")),
+    ("vendor/uPlot.iife.min.js", "text/javascript; charset=utf-8", include_str!("ui/vendor/uPlot.iife.min.js")),
+    ("vendor/uPlot.min.css", "text/css; charset=utf-8", include_str!("ui/vendor/uPlot.min.css")),
+    ("vendor/uPlot.LICENSE", "text/plain; charset=utf-8", include_str!("ui/vendor/uPlot.LICENSE")),
+];
+
+pub async fn index() -> Response {
+    ([("content-type", "text/html; charset=utf-8")], include_str!("ui/index.html")).into_response()
+}
+
+pub async fn file(Path(path): Path<String>) -> Response {
+    match FILES.iter().find(|(name, _, _)| *name == path) {
+        Some((_, content_type, body)) => {
+            ([("content-type", *content_type), ("cache-control", "no-cache")], *body).into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
+}

@@ -1,0 +1,546 @@
+// histd web UI. Everything it shows comes from the public /api/v1 endpoints.
+// State lives in the URL (?series=&range=&from=&to=&q=&slo=&refresh=) so links can be shared.
+"use strict";
+
+const RANGES = { "15m": 900, "1h": 3600, "6h": 21600, "24h": 86400, "7d": 604800 };
+const STEPS = [10, 30, 60, 300, 900, 3600, 21600, 86400];
+const DEFAULT_QUANTILES = [0.5, 0.9, 0.99, 0.999];
+const LINE_COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
+
+const $ = (id) => document.getElementById(id);
+const state = readState();
+let refreshTimer = null;
+let allSeries = [];
+
+// ---------- state and URL ----------
+
+function readState() {
+  const p = new URLSearchParams(location.search);
+  const numbers = (text) => (text || "").split(",").map(Number).filter((q) => q >= 0 && q <= 1 && text !== "");
+  return {
+    series: p.get("series"),
+    type: p.get("type"),
+    range: p.get("range") || (p.get("from") ? "custom" : "1h"),
+    from: p.get("from") ? Number(p.get("from")) : null,
+    to: p.get("to") ? Number(p.get("to")) : null,
+    step: p.get("step") ? Number(p.get("step")) : null,
+    quantiles: p.has("q") ? numbers(p.get("q")) : DEFAULT_QUANTILES.slice(),
+    slo: p.get("slo"),
+    refresh: Number(p.get("refresh") || 0),
+    filter: p.get("filter") || "",
+  };
+}
+
+function writeState() {
+  const p = new URLSearchParams();
+  if (state.series) p.set("series", state.series);
+  if (state.type) p.set("type", state.type);
+  p.set("range", state.range);
+  if (state.range === "custom" && state.from && state.to) {
+    p.set("from", state.from);
+    p.set("to", state.to);
+  }
+  if (state.step) p.set("step", state.step);
+  if (state.quantiles.join(",") !== DEFAULT_QUANTILES.join(",")) p.set("q", state.quantiles.join(","));
+  if (state.slo) p.set("slo", state.slo);
+  if (state.refresh) p.set("refresh", state.refresh);
+  if (state.filter) p.set("filter", state.filter);
+  history.replaceState(null, "", "?" + p.toString());
+}
+
+/** The time window in unix seconds, and a step that gives at most `points` steps. */
+function timeWindow(points) {
+  let from, to;
+  if (state.range === "custom" && state.from && state.to) {
+    from = state.from;
+    to = state.to;
+  } else {
+    to = Math.floor(Date.now() / 1000) + 1;
+    from = to - (RANGES[state.range] || 3600);
+  }
+  const step = state.step || STEPS.find((s) => (to - from) / s <= points) || 86400;
+  return { from, to, step };
+}
+
+// ---------- API ----------
+
+async function api(path, params) {
+  const response = await fetch(`/api/v1/${path}?` + new URLSearchParams(params));
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+  return body;
+}
+
+const sum = (points) => points.reduce((total, p) => total + p[1], 0);
+
+// ---------- formatting ----------
+
+function formatNumber(value) {
+  if (value === null || value === undefined || !isFinite(value)) return "–";
+  const magnitude = Math.abs(value);
+  if (magnitude !== 0 && (magnitude >= 1e6 || magnitude < 1e-3)) return value.toExponential(2);
+  return Number(value.toPrecision(4)).toLocaleString("en-US");
+}
+
+function formatTime(unix, withDate) {
+  const d = new Date(unix * 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return withDate ? `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}` : time;
+}
+
+function element(tag, attributes = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of [].concat(children)) node.append(child);
+  return node;
+}
+
+function setStatus(text, kind) {
+  const status = $("status");
+  status.textContent = text;
+  status.className = kind || "muted";
+}
+
+// ---------- metric browser ----------
+
+const TYPE_TITLES = { timer: "Timers and histograms", counter: "Counters", gauge: "Gauges", set: "Sets" };
+const SPARK_EXPR = { timer: "count", counter: "rate", gauge: "value", set: "cardinality" };
+
+function selectorOf(series) {
+  return series.tags.length ? `${series.name}{${series.tags.join(",")}}` : series.name;
+}
+
+async function loadSeries() {
+  try {
+    allSeries = (await api("series", { match: "*" })).series;
+    renderBrowser();
+  } catch (error) {
+    $("series-list").replaceChildren(element("p", { class: "error", text: `Cannot list metrics: ${error.message}` }));
+  }
+}
+
+function renderBrowser() {
+  const filter = state.filter.toLowerCase();
+  const visible = allSeries.filter((s) => !filter || selectorOf(s).toLowerCase().includes(filter));
+  const list = $("series-list");
+  if (!allSeries.length) {
+    list.replaceChildren(element("p", { class: "muted", text: "No metrics stored yet. Send some to UDP 8125." }));
+    return;
+  }
+  if (!visible.length) {
+    list.replaceChildren(element("p", { class: "muted", text: "Nothing matches the filter." }));
+    return;
+  }
+  const groups = [];
+  for (const type of Object.keys(TYPE_TITLES)) {
+    const members = visible.filter((s) => s.type === type);
+    if (!members.length) continue;
+    groups.push(element("h2", { text: `${TYPE_TITLES[type]} (${members.length})` }));
+    for (const series of members) groups.push(seriesButton(series));
+  }
+  list.replaceChildren(...groups);
+  drawSparklines(list);
+}
+
+function seriesButton(series) {
+  const selector = selectorOf(series);
+  const spark = element("canvas", { width: 60, height: 18, "data-selector": selector, "data-type": series.type });
+  const label = element("span", { class: "name", title: selector }, [
+    series.name,
+    series.tags.length ? element("span", { class: "tags", text: ` {${series.tags.join(",")}}` }) : "",
+  ]);
+  const selected = state.series === selector && state.type === series.type;
+  return element("button", {
+    class: "series" + (selected ? " selected" : ""),
+    "data-series": selector,
+    onclick: () => {
+      state.series = selector;
+      state.type = series.type;
+      writeState();
+      renderBrowser();
+      renderView();
+    },
+  }, [label, spark]);
+}
+
+async function drawSparklines(list) {
+  const { from, to } = timeWindow(30);
+  const step = Math.max(10, Math.ceil((to - from) / 30));
+  const canvases = [...list.querySelectorAll("canvas[data-selector]")].slice(0, 60);
+  await Promise.all(canvases.map(async (canvas) => {
+    const expr = `${SPARK_EXPR[canvas.dataset.type]}(${canvas.dataset.selector})`;
+    try {
+      const { points } = await api("query", { expr, from, to, step });
+      drawSparkline(canvas, points, from, to);
+    } catch (_) { /* a sparkline is decoration; the view shows errors */ }
+  }));
+}
+
+function drawSparkline(canvas, points, from, to) {
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, canvas.width, canvas.height);
+  if (!points.length) return;
+  const values = points.map((p) => p[1]);
+  const low = Math.min(...values), high = Math.max(...values);
+  context.strokeStyle = "#2563eb";
+  context.beginPath();
+  points.forEach(([t, v], i) => {
+    const x = ((t - from) / (to - from)) * canvas.width;
+    const y = canvas.height - 2 - (high > low ? ((v - low) / (high - low)) * (canvas.height - 4) : (canvas.height - 4) / 2);
+    i ? context.lineTo(x, y) : context.moveTo(x, y);
+  });
+  context.stroke();
+}
+
+// ---------- views ----------
+
+async function renderView() {
+  const content = $("content");
+  if (!state.series) {
+    content.replaceChildren();
+    setStatus("Pick a metric on the left.");
+    return;
+  }
+  setStatus(`Loading ${state.series}…`);
+  try {
+    const type = state.type || (await guessType(state.series));
+    if (type === "timer") await renderTimer(content, state.series);
+    else await renderLines(content, state.series, type);
+  } catch (error) {
+    setStatus(`Error: ${error.message}`, "error");
+  }
+}
+
+async function guessType(selector) {
+  const name = selector.split("{")[0];
+  const found = (await api("series", { match: name })).series;
+  return found.length ? found[0].type : "timer";
+}
+
+const LINE_EXPR = { counter: ["rate", "per second"], gauge: ["value", "value"], set: ["cardinality", "distinct members"] };
+
+async function renderLines(content, selector, type) {
+  const [fn, unit] = LINE_EXPR[type] || LINE_EXPR.counter;
+  const { from, to, step } = timeWindow(240);
+  const { points } = await api("query", { expr: `${fn}(${selector})`, from, to, step });
+  const panel = element("div", { class: "panel" }, [element("h3", { text: `${selector}: ${unit}` })]);
+  content.replaceChildren(panel);
+  if (!points.length) {
+    setStatus(`No data for ${selector} in this range.`);
+    return;
+  }
+  lineChart(panel, [{ label: `${fn}`, points }], step);
+  setStatus(`${selector}, ${points.length} steps of ${step} s.`);
+}
+
+function lineChart(container, lines, step, height = 220) {
+  const times = [...new Set(lines.flatMap((l) => l.points.map((p) => p[0])))].sort((a, b) => a - b);
+  const data = [times.map((t) => t + step / 2)];
+  for (const line of lines) {
+    const byTime = new Map(line.points.map((p) => [p[0], p[1]]));
+    data.push(times.map((t) => (byTime.has(t) ? byTime.get(t) : null)));
+  }
+  const width = Math.max(260, container.clientWidth - 8);
+  const options = {
+    width, height,
+    series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: LINE_COLORS[i % LINE_COLORS.length], width: 1.5, spanGaps: false }))],
+    axes: [{}, { values: (u, ticks) => ticks.map(formatNumber) }],
+  };
+  const holder = element("div");
+  container.append(holder);
+  return new uPlot(options, data, holder);
+}
+
+// ---------- timers: heatmap, quantiles, histogram, SLO ----------
+
+async function renderTimer(content, selector) {
+  const { from, to, step } = timeWindow(120);
+  const heat = await api("heatmap", { name: selector, from, to, step });
+  content.replaceChildren();
+  if (!heat.steps.length) {
+    setStatus(`No data for ${selector} in this range.`);
+    return;
+  }
+  const quantilePanel = element("div", { class: "panel" });
+  content.append(quantilePanel, element("div", { class: "panel", id: "slo-panel" }), element("div", { class: "panel", id: "histogram-panel" }));
+  await renderHeatmapPanel(quantilePanel, selector, heat, { from, to, step });
+  await renderSlo($("slo-panel"), selector, { from, to, step });
+  await renderHistogram($("histogram-panel"), selector, { from, to });
+  setStatus(`${selector}: ${heat.steps.length} steps of ${step} s, ${formatTime(from, true)} to ${formatTime(to, true)}.`);
+}
+
+async function renderHeatmapPanel(panel, selector, heat, window) {
+  const toolbar = element("div", { class: "toolbar" });
+  for (const q of DEFAULT_QUANTILES) {
+    const box = element("input", { type: "checkbox", "data-q": q });
+    box.checked = state.quantiles.includes(q);
+    box.addEventListener("change", () => toggleQuantile(q, box.checked));
+    toolbar.append(element("label", {}, [box, `p${q * 100}`]));
+  }
+  const custom = element("input", { type: "text", id: "quantile-input", placeholder: "q, e.g. 0.75", "aria-label": "add a quantile" });
+  custom.addEventListener("keydown", (event) => {
+    const q = Number(custom.value);
+    if (event.key === "Enter" && q >= 0 && q <= 1 && custom.value !== "") toggleQuantile(q, true);
+  });
+  toolbar.append(custom);
+  const canvas = element("canvas", { class: "heatmap", id: "heatmap", height: 320 });
+  const readout = element("div", { class: "readout", id: "heatmap-readout", text: "Hover the heatmap for a bin's count." });
+  const legend = element("div", { class: "legend" });
+  panel.replaceChildren(element("h3", { text: `${selector}: distribution over time` }), toolbar, element("div", { class: "heatmap-wrap" }, canvas), legend, readout);
+  const lines = await Promise.all(state.quantiles.map(async (q) => ({ q, points: (await api("query", { expr: `quantile(${selector}, ${q})`, ...window })).points })));
+  lines.forEach((line, i) => legend.append(element("span", {}, [element("i", { style: `background:${LINE_COLORS[i % LINE_COLORS.length]}` }), `p${+(line.q * 100).toPrecision(4)}`])));
+  const drawn = drawHeatmap(canvas, heat, lines, window);
+  canvas.addEventListener("mousemove", (event) => describeBin(event, canvas, drawn, readout));
+}
+
+function toggleQuantile(q, on) {
+  state.quantiles = on ? [...new Set([...state.quantiles, q])].sort((a, b) => a - b) : state.quantiles.filter((x) => x !== q);
+  writeState();
+  renderView();
+}
+
+const MARGIN = { left: 64, right: 8, top: 8, bottom: 22 };
+
+/** Draws bins as cells (time × log value, colour = count) and quantile lines over them. */
+function drawHeatmap(canvas, heat, lines, { from, to, step }) {
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth || 800, height = 320;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  canvas.style.height = height + "px";
+  const context = canvas.getContext("2d");
+  context.scale(ratio, ratio);
+  const bins = heat.steps.flatMap((s) => s.bins);
+  const positive = bins.filter((b) => b[1] > 0);
+  const low = Math.max(Math.min(...positive.map((b) => Math.max(b[0], b[1] / 10))), 1e-12);
+  const high = Math.max(...positive.map((b) => b[1]));
+  const maxCount = Math.max(...bins.map((b) => b[2]));
+  const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
+  const x = (t) => plot.x0 + ((t - from) / (to - from)) * (plot.x1 - plot.x0);
+  const y = (v) => plot.y1 - ((Math.log10(Math.max(v, low)) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (plot.y1 - plot.y0);
+  let total = 0;
+  const cells = [];
+  for (const s of heat.steps) {
+    for (const [lower, upper, count] of s.bins) {
+      total += count;
+      const cell = { t: s.t, lower, upper, count, x0: x(s.t), x1: x(s.t + step), y0: y(upper), y1: y(Math.max(lower, low)) };
+      cells.push(cell);
+      context.fillStyle = heatColor(Math.log1p(count) / Math.log1p(maxCount));
+      context.fillRect(cell.x0, cell.y0, Math.max(1, cell.x1 - cell.x0), Math.max(1, cell.y1 - cell.y0));
+    }
+  }
+  drawAxes(context, plot, { from, to, low, high, x, y });
+  lines.forEach((line, i) => {
+    context.strokeStyle = LINE_COLORS[i % LINE_COLORS.length];
+    context.lineWidth = 1.5;
+    context.beginPath();
+    line.points.forEach(([t, v], j) => (j ? context.lineTo(x(t + step / 2), y(v)) : context.moveTo(x(t + step / 2), y(v))));
+    context.stroke();
+  });
+  canvas.dataset.total = total;
+  canvas.dataset.steps = heat.steps.length;
+  canvas.dataset.cells = cells.length;
+  return { cells };
+}
+
+function heatColor(share) {
+  // From pale yellow (few) to dark red (many).
+  const hue = 55 - 55 * share, light = 88 - 52 * share;
+  return `hsl(${hue}, 90%, ${light}%)`;
+}
+
+function drawAxes(context, plot, { from, to, low, high, x, y }) {
+  context.fillStyle = "#6b7280";
+  context.strokeStyle = "#e3e5e8";
+  context.font = "11px system-ui, sans-serif";
+  context.textAlign = "right";
+  for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
+    for (const m of [1, 2, 5]) {
+      const v = m * Math.pow(10, e);
+      if (v < low || v > high) continue;
+      context.fillText(formatNumber(v), plot.x0 - 6, y(v) + 4);
+      context.beginPath();
+      context.moveTo(plot.x0, y(v));
+      context.lineTo(plot.x1, y(v));
+      context.stroke();
+    }
+  }
+  context.textAlign = "center";
+  const ticks = Math.max(2, Math.min(6, Math.floor((plot.x1 - plot.x0) / 110)));
+  for (let i = 0; i <= ticks; i++) {
+    const t = from + ((to - from) * i) / ticks;
+    context.fillText(formatTime(t, to - from > 86400), x(t), plot.y1 + 15);
+  }
+}
+
+function describeBin(event, canvas, drawn, readout) {
+  const box = canvas.getBoundingClientRect();
+  const px = event.clientX - box.left, py = event.clientY - box.top;
+  const cell = drawn.cells.find((c) => px >= c.x0 && px < c.x1 && py >= c.y0 && py <= c.y1);
+  readout.textContent = cell
+    ? `${formatTime(cell.t, true)}   [${formatNumber(cell.lower)}, ${formatNumber(cell.upper)})   ${cell.count.toLocaleString("en-US")} samples`
+    : "Hover the heatmap for a bin's count.";
+}
+
+async function renderHistogram(panel, selector, { from, to }) {
+  const histogram = await api("histogram", { name: selector, from, to });
+  const canvas = element("canvas", { class: "bars", id: "histogram", height: 200 });
+  const mean = histogram.count ? histogram.sum / histogram.count : null;
+  const summary = element("div", { class: "summary" }, [
+    element("span", {}, ["count ", element("b", { text: formatNumber(histogram.count) })]),
+    element("span", {}, ["min ", element("b", { text: formatNumber(histogram.min) })]),
+    element("span", {}, ["max ", element("b", { text: formatNumber(histogram.max) })]),
+    element("span", {}, ["mean ", element("b", { text: formatNumber(mean) })]),
+    element("span", {}, ["sum ", element("b", { text: formatNumber(histogram.sum) })]),
+  ]);
+  panel.replaceChildren(element("h3", { text: `${selector}: merged histogram of the range` }), summary, canvas);
+  drawBars(canvas, histogram.bins);
+  canvas.dataset.total = histogram.bins.reduce((t, b) => t + b[2], 0);
+}
+
+function drawBars(canvas, bins) {
+  const ratio = window.devicePixelRatio || 1;
+  const width = canvas.clientWidth || 800, height = 200;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  canvas.style.height = height + "px";
+  const context = canvas.getContext("2d");
+  context.scale(ratio, ratio);
+  const positive = bins.filter((b) => b[0] > 0);
+  if (!positive.length) return;
+  const low = Math.min(...positive.map((b) => b[0])), high = Math.max(...positive.map((b) => b[1]));
+  const maxCount = Math.max(...positive.map((b) => b[2]));
+  const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
+  const x = (v) => plot.x0 + ((Math.log10(v) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (plot.x1 - plot.x0);
+  context.fillStyle = "#2563eb";
+  for (const [lower, upper, count] of positive) {
+    const h = (count / maxCount) * (plot.y1 - plot.y0);
+    context.fillRect(x(lower), plot.y1 - h, Math.max(1, x(upper) - x(lower) - 0.5), h);
+  }
+  context.fillStyle = "#6b7280";
+  context.font = "11px system-ui, sans-serif";
+  context.textAlign = "center";
+  for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
+    const v = Math.pow(10, e);
+    if (v >= low && v <= high) context.fillText(formatNumber(v), x(v), plot.y1 + 15);
+  }
+  context.textAlign = "right";
+  context.fillText(formatNumber(maxCount), plot.x0 - 6, plot.y0 + 10);
+}
+
+async function renderSlo(panel, selector, window) {
+  const input = element("input", { type: "text", id: "slo-input", placeholder: "e.g. 1500", "aria-label": "SLO threshold", value: state.slo || "" });
+  const apply = () => {
+    state.slo = input.value.trim() || null;
+    writeState();
+    renderSlo(panel, selector, window).catch((error) => panel.append(element("p", { class: "error", text: `Error: ${error.message}` })));
+  };
+  input.addEventListener("keydown", (event) => event.key === "Enter" && apply());
+  const total = element("div", { class: "summary", id: "slo-total" });
+  const charts = element("div", { class: "charts" });
+  panel.replaceChildren(
+    element("h3", { text: "Percentages aren't people: samples above a threshold" }),
+    element("div", { class: "toolbar" }, [element("label", {}, ["Threshold ", input]), element("button", { type: "button", onclick: apply, text: "Show" })]),
+    total,
+    charts,
+  );
+  const threshold = Number(state.slo);
+  if (!state.slo || !isFinite(threshold)) {
+    total.append(element("span", { class: "muted", text: "Type a threshold (same unit as the metric) to count the samples above it." }));
+    return;
+  }
+  const query = (expr) => api("query", { expr, ...window }).then((r) => r.points);
+  const [above, share, cumulative, p99, all] = await Promise.all([
+    query(`count_above(${selector}, ${threshold})`),
+    query(`inverse_quantile(${selector}, ${threshold})`),
+    query(`cumulative(count_above(${selector}, ${threshold}))`),
+    query(`quantile(${selector}, 0.99)`),
+    query(`count(${selector})`),
+  ]);
+  const aboveTotal = sum(above), samples = sum(all);
+  total.dataset.count = aboveTotal;
+  total.append(
+    element("span", {}, [element("b", { text: aboveTotal.toLocaleString("en-US") }), ` samples at or above ${formatNumber(threshold)}`]),
+    element("span", {}, [element("b", { text: samples ? `${((100 * aboveTotal) / samples).toPrecision(3)}%` : "–" }), ` of ${samples.toLocaleString("en-US")}`]),
+  );
+  const panels = [
+    ["Share above the threshold, per step", "share above", share.map(([t, v]) => [t, 1 - v])],
+    ["Samples above the threshold, per step", "count above", above],
+    ["Samples above the threshold, so far", "cumulative", cumulative],
+    ["p99 (for comparison)", "p99", p99],
+  ];
+  // Lay out every box first, so each chart is sized to its final grid cell.
+  const boxes = panels.map(([title]) => element("div", {}, element("h4", { text: title })));
+  charts.append(...boxes);
+  panels.forEach(([, label, points], i) => lineChart(boxes[i], [{ label, points }], window.step, 160));
+}
+
+// ---------- controls ----------
+
+function setUpControls() {
+  $("range").value = state.range;
+  $("refresh").value = String(state.refresh);
+  $("search").value = state.filter;
+  showCustom();
+  $("range").addEventListener("change", () => {
+    state.range = $("range").value;
+    if (state.range === "custom") {
+      const { from, to } = timeWindow(240);
+      state.from = from;
+      state.to = to;
+    }
+    state.step = null;
+    showCustom();
+    writeState();
+    renderView();
+    drawSparklines($("series-list"));
+  });
+  $("range-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.from = Math.floor(new Date($("from").value).getTime() / 1000);
+    state.to = Math.floor(new Date($("to").value).getTime() / 1000);
+    state.step = null;
+    writeState();
+    renderView();
+  });
+  $("refresh").addEventListener("change", () => {
+    state.refresh = Number($("refresh").value);
+    writeState();
+    scheduleRefresh();
+  });
+  $("search").addEventListener("input", () => {
+    state.filter = $("search").value;
+    writeState();
+    renderBrowser();
+  });
+}
+
+function showCustom() {
+  const custom = state.range === "custom";
+  $("custom").hidden = !custom;
+  if (custom && state.from && state.to) {
+    const local = (t) => new Date((t - new Date().getTimezoneOffset() * 60) * 1000).toISOString().slice(0, 19);
+    $("from").value = local(state.from);
+    $("to").value = local(state.to);
+  }
+}
+
+function scheduleRefresh() {
+  clearInterval(refreshTimer);
+  if (state.refresh > 0) {
+    refreshTimer = setInterval(() => {
+      loadSeries();
+      renderView();
+    }, state.refresh * 1000);
+  }
+}
+
+setUpControls();
+loadSeries();
+renderView();
+scheduleRefresh();

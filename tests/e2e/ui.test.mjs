@@ -1,0 +1,179 @@
+// End-to-end test of the web UI in a real headless browser (Debian's chromium, driven by
+// playwright-core): start histd with its store, send timers and counters over UDP, open the
+// page, check that what it draws comes from the API's numbers, type an SLO threshold, compare
+// with the API, and save screenshots. Every request must stay on 127.0.0.1 (no CDN).
+//
+// Run: node tests/e2e/ui.test.mjs   (HISTD_BIN picks the binary; default target/debug/histd)
+
+import { spawn } from "node:child_process";
+import dgram from "node:dgram";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const binary = process.env.HISTD_BIN || path.join(root, "target/debug/histd");
+const browserPath = process.env.CHROMIUM || "/usr/bin/chromium";
+const shots = path.join(root, "target/ui-screenshots");
+const results = [];
+
+function check(name, condition, detail = "") {
+  results.push({ name, ok: !!condition, detail });
+  console.log(`${condition ? "ok  " : "FAIL"} ${name}${detail ? `: ${detail}` : ""}`);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Starts histd; resolves with its addresses once it logs "ready". */
+function startHistd(dataDir) {
+  const config = path.join(dataDir, "config.js");
+  fs.writeFileSync(config, `{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 1000,
+    backends: ['store'], store: { dataDir: '${dataDir}' } }`);
+  const child = spawn(binary, ["run", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
+  return new Promise((resolve, reject) => {
+    const addresses = {};
+    let log = "";
+    child.stderr.on("data", (chunk) => {
+      log += chunk;
+      for (const match of log.matchAll(/listening proto=(\w+) addr=(\S+)/g)) addresses[match[1]] = match[2];
+      if (log.includes(" ready ")) resolve({ child, addresses });
+    });
+    child.on("exit", (code) => reject(new Error(`histd exited (${code}) before it was ready:\n${log}`)));
+    setTimeout(() => reject(new Error(`histd was not ready in 15 s:\n${log}`)), 15000);
+  });
+}
+
+/** Latency-like milliseconds: mostly 20–400, a tail up to ~3000, slower as `phase` grows. */
+function latency(i, phase) {
+  const x = (i * 7919) % 1000;
+  const base = x < 900 ? 20 + (x % 380) : 1000 + (x - 900) * 20;
+  return Math.round(base * (1 + 1.5 * Math.sin(phase * Math.PI) ** 2));
+}
+
+async function sendTraffic(udpAddress, seconds) {
+  const [host, port] = [udpAddress.slice(0, udpAddress.lastIndexOf(":")), Number(udpAddress.slice(udpAddress.lastIndexOf(":") + 1))];
+  const socket = dgram.createSocket("udp4");
+  let sent = 0;
+  const start = Date.now(), end = start + seconds * 1000;
+  while (Date.now() < end) {
+    const lines = [];
+    const phase = (Date.now() - start) / (seconds * 1000);
+    for (let k = 0; k < 40; k++) lines.push(`api.latency:${latency(sent++, phase)}|ms`);
+    lines.push("api.requests:40|c", "api.inflight:7|g", "api.users:u" + (sent % 13) + "|s");
+    await new Promise((resolve) => socket.send(lines.join("\n"), port, host, resolve));
+    await sleep(50);
+  }
+  socket.close();
+  return sent;
+}
+
+async function api(http, route, params) {
+  const response = await fetch(`http://${http}/api/v1/${route}?` + new URLSearchParams(params));
+  return response.json();
+}
+
+async function main() {
+  fs.mkdirSync(shots, { recursive: true });
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "histd-ui-"));
+  const { child, addresses } = await startHistd(dataDir);
+  const browser = await chromium.launch({
+    executablePath: browserPath,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    const started = Math.floor(Date.now() / 1000);
+    await sendTraffic(addresses.udp, 10);
+    await sleep(2500); // two more flushes: everything sent is stored
+    const to = Math.floor(Date.now() / 1000) + 1;
+    const window = { from: started - 1, to, step: 1 };
+    const base = `http://${addresses.http}/`;
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const offsite = [];
+    await page.route("**/*", (route) => {
+      const url = new URL(route.request().url());
+      if (url.hostname === "127.0.0.1" || url.protocol === "data:") return route.continue();
+      offsite.push(url.href);
+      return route.abort();
+    });
+    const pageErrors = [];
+    page.on("pageerror", (error) => pageErrors.push(String(error)));
+
+    // The metric browser lists the series, grouped by type.
+    await page.goto(base + `?range=custom&from=${window.from}&to=${window.to}&step=${window.step}`);
+    await page.waitForSelector('button.series[data-series="api.latency"]');
+    const listed = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
+    check("the browser lists every type of series", ["api.latency", "api.requests", "api.inflight", "api.users"].every((s) => listed.includes(s)), listed.join(" "));
+    await page.fill("#search", "infl");
+    const filtered = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
+    check("the filter narrows the list", filtered.length === 1 && filtered[0] === "api.inflight", filtered.join(" "));
+    await page.fill("#search", "");
+
+    // The timer view: the heatmap is drawn from the API's bins.
+    await page.click('button.series[data-series="api.latency"]');
+    await page.waitForSelector("canvas#heatmap[data-total]", { timeout: 10000 }).catch(async (error) => {
+      throw new Error(`no heatmap; the page says: ${await page.textContent("#status")} (${error.message.split("\n")[0]})`);
+    });
+    const drawn = await page.$eval("canvas#heatmap", (c) => ({ total: Number(c.dataset.total), steps: Number(c.dataset.steps) }));
+    const heat = await api(addresses.http, "heatmap", { name: "api.latency", ...window });
+    const apiTotal = heat.steps.reduce((t, s) => t + s.bins.reduce((u, b) => u + b[2], 0), 0);
+    check("the heatmap draws the API's samples", drawn.total === apiTotal && apiTotal > 0, `drawn ${drawn.total}, API ${apiTotal}`);
+    check("the heatmap draws the API's steps", drawn.steps === heat.steps.length, `${drawn.steps} vs ${heat.steps.length}`);
+    const histogram = await api(addresses.http, "histogram", { name: "api.latency", from: window.from, to: window.to });
+    const bars = await page.$eval("canvas#histogram", (c) => Number(c.dataset.total));
+    check("the merged histogram is the API's", bars === histogram.count, `${bars} vs ${histogram.count}`);
+    const box = await page.$eval("canvas#heatmap", (c) => { const r = c.getBoundingClientRect(); return { x: r.x + r.width * 0.6, y: r.y + r.height * 0.55 }; });
+    await page.mouse.move(box.x, box.y);
+    const readout = await page.textContent("#heatmap-readout");
+    check("hovering shows a bin", /samples|Hover/.test(readout), readout);
+
+    // The SLO view: the count shown equals the API's count_above.
+    await page.fill("#slo-input", "1000");
+    await page.press("#slo-input", "Enter");
+    await page.waitForSelector("#slo-total[data-count]");
+    const shown = await page.$eval("#slo-total", (e) => Number(e.dataset.count));
+    const above = await api(addresses.http, "query", { expr: "count_above(api.latency, 1000)", ...window });
+    const expected = above.points.reduce((t, p) => t + p[1], 0);
+    check("the SLO count equals the API's count_above", shown === expected && expected > 0, `${shown} vs ${expected}`);
+    check("the SLO threshold is kept in the URL", page.url().includes("slo=1000"), page.url());
+    await page.screenshot({ path: path.join(shots, "timer-1280x800.png"), fullPage: true });
+
+    // Counters, gauges, sets are line charts.
+    for (const series of ["api.requests", "api.inflight", "api.users"]) {
+      await page.click(`button.series[data-series="${series}"]`);
+      await page.waitForFunction((name) => document.querySelector("#content h3")?.textContent.startsWith(name + ":"), series);
+      await page.waitForSelector("#content .uplot");
+      check(`${series} is drawn as a line chart`, (await page.$$("#content .uplot")).length === 1);
+    }
+
+    // A shared link restores the view; a narrow window has no horizontal scroll.
+    const narrow = await browser.newPage({ viewport: { width: 420, height: 800 } });
+    await narrow.goto(page.url().replace(/series=[^&]+/, "series=api.latency").replace(/type=[^&]+/, "type=timer"));
+    await narrow.waitForSelector("canvas#heatmap[data-total]");
+    const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check("a narrow window needs no horizontal scroll", overflow <= 0, `${overflow}px`);
+    await narrow.screenshot({ path: path.join(shots, "timer-420x800.png"), fullPage: true });
+
+    // Errors show in the page.
+    await page.goto(base + `?series=api.latency&type=timer&range=custom&from=${window.to}&to=${window.from}`);
+    await page.waitForSelector("#status.error");
+    check("API errors are shown in the page", (await page.textContent("#status")).includes("parameter `from`"));
+
+    check("every request stayed on 127.0.0.1", offsite.length === 0, offsite.join(" "));
+    check("the page raised no script errors", pageErrors.length === 0, pageErrors.join(" | "));
+  } finally {
+    await browser.close();
+    child.kill("SIGTERM");
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+  const failed = results.filter((r) => !r.ok).length;
+  console.log(`${results.length - failed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((error) => {
+  console.error(error);
+  console.log(`${results.filter((r) => r.ok).length} passed, ${results.filter((r) => !r.ok).length + 1} failed`);
+  process.exit(1);
+});
