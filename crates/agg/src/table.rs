@@ -236,6 +236,12 @@ impl Table {
         self.ingest.last_packet_unix_s = now_unix_s;
         for line in proto::lines(packet) {
             self.ingest.lines += 1;
+            if let Some(metric) = proto::parse_simple(line) {
+                if let Err(reason) = self.insert(&metric) {
+                    self.ingest.bad_by_reason[reason.index()] += 1;
+                }
+                continue;
+            }
             match proto::parse_line(line) {
                 Line::Metrics(values) => {
                     for value in values {

@@ -15,4 +15,4 @@ pub mod key;
 mod line;
 pub mod number;
 
-pub use line::{lines, parse_line, Kind, Line, Metric, ParseError, Tags, Value, Values};
+pub use line::{lines, parse_line, parse_simple, Kind, Line, Metric, ParseError, Tags, Value, Values};

@@ -32,7 +32,7 @@ pub fn js_number(text: &[u8]) -> Option<f64> {
 /// integer are exact in an f64, and so is 10^fraction_digits, so one IEEE division gives the
 /// correctly rounded value, the same bits as the full parser (Clinger's fast path).
 #[inline]
-fn plain_decimal(text: &[u8]) -> Option<f64> {
+pub(crate) fn plain_decimal(text: &[u8]) -> Option<f64> {
     const POWERS: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     let (negative, body) = match text.split_first() {
         Some((b'-', rest)) => (true, rest),

@@ -36,6 +36,15 @@ fn statsd_like() -> impl Strategy<Value = Vec<u8>> {
     (name, groups, tail).prop_map(|(n, g, t)| format!("{n}:{g}{t}").into_bytes())
 }
 
+/// Wherever the one-pass reader answers, it agrees with the full parser.
+fn assert_simple_agrees(line: &[u8]) {
+    if let Some(simple) = proto::parse_simple(line) {
+        assert_eq!(metrics_of(line), vec![simple], "line {:?}", line_text(line));
+        let Line::Metrics(values) = parse_line(line) else { unreachable!() };
+        assert_eq!(values.count(), 1, "line {:?}", line_text(line));
+    }
+}
+
 fn assert_round_trip(line: &[u8]) {
     for metric in metrics_of(line) {
         let mut encoded = Vec::new();
@@ -64,6 +73,12 @@ proptest! {
     #[test]
     fn accepted_lines_round_trip(line in statsd_like()) {
         assert_round_trip(&line);
+        assert_simple_agrees(&line);
+    }
+
+    #[test]
+    fn the_one_pass_reader_agrees_with_the_parser(line in "[a-z.:|]{0,4}:[-+]?[0-9.]{0,6}(\\|(c|ms|g|h|d|s|cc|@1))?") {
+        assert_simple_agrees(line.as_bytes());
     }
 
     #[test]
@@ -76,5 +91,6 @@ proptest! {
     #[test]
     fn random_bytes_round_trip(line in prop::collection::vec(any::<u8>(), 0..60)) {
         assert_round_trip(&line);
+        assert_simple_agrees(&line);
     }
 }
