@@ -7,6 +7,43 @@ use std::fmt::Write;
 
 use crate::config::GraphiteConfig;
 
+/// Bytes of Graphite lines per chunk: a flush is held and sent as chunks of about this size,
+/// never as one string that keeps doubling as it grows.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Lines gathered into chunks of about [`CHUNK_BYTES`], each handed to `emit` once full.
+pub struct Chunked<F: FnMut(String)> {
+    current: String,
+    emit: F,
+}
+
+impl<F: FnMut(String)> Chunked<F> {
+    /// Chunks go to `emit`.
+    pub fn new(emit: F) -> Self {
+        Chunked { current: String::new(), emit }
+    }
+
+    /// The string the next line is appended to (a new chunk when the current one is full).
+    pub fn line(&mut self) -> &mut String {
+        if self.current.len() >= CHUNK_BYTES {
+            let full = std::mem::take(&mut self.current);
+            (self.emit)(full);
+        }
+        if self.current.capacity() == 0 {
+            self.current.reserve(CHUNK_BYTES + 4096);
+        }
+        &mut self.current
+    }
+
+    /// Hands over the last chunk.
+    pub fn finish(mut self) {
+        if !self.current.is_empty() {
+            let last = std::mem::take(&mut self.current);
+            (self.emit)(last);
+        }
+    }
+}
+
 /// The name prefixes of one configuration, computed once.
 #[derive(Debug, Clone)]
 pub struct GraphiteNames {
@@ -75,13 +112,13 @@ impl GraphiteNames {
 
     /// Appends every line of `snapshot` and `numStats`, in Etsy's order (the caller adds the
     /// timing lines that follow: see [`GraphiteNames::internal_line`]).
-    pub fn encode(&self, snapshot: &Snapshot, out: &mut String) {
+    pub fn encode(&self, snapshot: &Snapshot, out: &mut Chunked<impl FnMut(String)>) {
         let ts = snapshot.timestamp;
         let mut stat = String::new();
         for counter in &snapshot.counters {
-            self.line(out, &self.counter_rate, &counter.key, self.rate_stat, counter.rate, ts);
+            self.line(out.line(), &self.counter_rate, &counter.key, self.rate_stat, counter.rate, ts);
             if self.flush_counts {
-                self.line(out, &self.counter_count, &counter.key, self.count_stat, counter.count, ts);
+                self.line(out.line(), &self.counter_count, &counter.key, self.count_stat, counter.count, ts);
             }
         }
         for timer in &snapshot.timers {
@@ -89,23 +126,23 @@ impl GraphiteNames {
                 stat.clear();
                 stat.push('.');
                 snapshot.write_stat_name(which, &mut stat);
-                self.line(out, &self.timer, &timer.key, &stat, value, ts);
+                self.line(out.line(), &self.timer, &timer.key, &stat, value, ts);
             }
             if let Some(bins) = &timer.bins {
                 let rule = &snapshot.histograms[bins.rule];
                 for (index, &count) in bins.counts.iter().enumerate() {
                     let stat = format!(".histogram.{}", rule.bin_name(index));
-                    self.line(out, &self.timer, &timer.key, &stat, count as f64, ts);
+                    self.line(out.line(), &self.timer, &timer.key, &stat, count as f64, ts);
                 }
             }
         }
         for gauge in &snapshot.gauges {
-            self.line(out, &self.gauge, &gauge.key, "", gauge.value, ts);
+            self.line(out.line(), &self.gauge, &gauge.key, "", gauge.value, ts);
         }
         for set in &snapshot.sets {
-            self.line(out, &self.set, &set.key, ".count", set.count as f64, ts);
+            self.line(out.line(), &self.set, &set.key, ".count", set.count as f64, ts);
         }
-        self.plain_line(out, &self.num_stats, snapshot.num_stats() as f64, ts);
+        self.plain_line(out.line(), &self.num_stats, snapshot.num_stats() as f64, ts);
     }
 
     /// Appends `<prefixStats>.<name>` (prefixed as the namespace mode wants).

@@ -6,5 +6,5 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
-pub use encode::GraphiteNames;
+pub use encode::{Chunked, GraphiteNames};
 pub use sink::spawn;

@@ -11,7 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::GraphiteNames;
+use super::{Chunked, GraphiteNames};
 use crate::config::GraphiteConfig;
 use crate::sinks::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
 
@@ -83,23 +83,34 @@ impl GraphiteSink {
 
     async fn flush(&mut self, snapshot: &Snapshot) {
         let started = Instant::now();
-        let mut payload = String::with_capacity(4096);
-        self.names.encode(snapshot, &mut payload);
+        // Etsy: without graphiteHost the backend computes but sends nothing, so chunks are
+        // dropped as they fill.
+        let keep = self.config.host.is_some();
+        let (mut chunks, mut length) = (Vec::new(), 0usize);
+        let mut out = Chunked::new(|chunk: String| {
+            length += chunk.len();
+            if keep {
+                chunks.push(chunk);
+            }
+        });
+        let ts = snapshot.timestamp;
+        self.names.encode(snapshot, &mut out);
         let calculation_ms = started.elapsed().as_secs_f64() * 1000.0;
-        self.names.internal_line(&mut payload, "graphiteStats.calculationtime", calculation_ms, snapshot.timestamp);
-        self.names.internal_line(&mut payload, "processing_time", snapshot.processing_time_ms, snapshot.timestamp);
-        self.append_own_stats(&mut payload, snapshot.timestamp);
-        if self.config.host.is_none() {
-            return; // Etsy: without graphiteHost the backend computes but sends nothing.
+        self.names.internal_line(out.line(), "graphiteStats.calculationtime", calculation_ms, ts);
+        self.names.internal_line(out.line(), "processing_time", snapshot.processing_time_ms, ts);
+        self.append_own_stats(&mut out, ts);
+        out.finish();
+        self.status.set("flush_length", length as f64);
+        for chunk in chunks {
+            self.buffered_bytes += chunk.len() as u64;
+            self.buffer.push_back(chunk);
         }
-        self.buffered_bytes += payload.len() as u64;
-        self.buffer.push_back(payload);
         self.deliver().await;
         self.enforce_buffer_limit();
     }
 
     /// Etsy's `graphiteStats.*` lines about the previous delivery, and histd's buffer state.
-    fn append_own_stats(&self, payload: &mut String, ts: u64) {
+    fn append_own_stats(&self, out: &mut Chunked<impl FnMut(String)>, ts: u64) {
         for name in [
             "last_exception",
             "last_flush",
@@ -110,7 +121,7 @@ impl GraphiteSink {
             "errors",
         ] {
             let value = self.status.get(name).unwrap_or(0.0);
-            self.names.internal_line(payload, &format!("graphiteStats.{name}"), value, ts);
+            self.names.internal_line(out.line(), &format!("graphiteStats.{name}"), value, ts);
         }
     }
 
@@ -140,7 +151,6 @@ impl GraphiteSink {
             }
             self.buffered_bytes -= length as u64;
             self.status.set("flush_time", started.elapsed().as_secs_f64() * 1000.0);
-            self.status.set("flush_length", length as f64);
             self.status.set("last_flush", crate::ingest::unix_now_s() as f64);
             self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
         }

@@ -2,7 +2,7 @@
 
 use agg::{AggConfig, Aggregator, Table};
 
-use super::GraphiteNames;
+use super::{Chunked, GraphiteNames};
 use crate::config::Config;
 
 fn encode(config_text: &str, packet: &str) -> Vec<String> {
@@ -14,7 +14,9 @@ fn encode(config_text: &str, packet: &str) -> Vec<String> {
     let snapshot = aggregator.flush(1_000_000);
     let names = GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
     let mut out = String::new();
-    names.encode(&snapshot, &mut out);
+    let mut chunks = Chunked::new(|chunk: String| out.push_str(&chunk));
+    names.encode(&snapshot, &mut chunks);
+    chunks.finish();
     out.lines().map(str::to_string).collect()
 }
 
@@ -59,4 +61,27 @@ fn empty_prefixes_drop_their_level() {
     let lines = encode("{ graphite: { legacyNamespace: false, globalPrefix: '', prefixGauge: '' } }", "g:1|g");
     assert!(lines.contains(&"g 1 1000".to_string()), "{lines:#?}");
     assert!(lines.contains(&"statsd.numStats 4 1000".to_string()), "{lines:#?}");
+}
+
+#[test]
+fn large_flushes_split_into_chunks_at_line_ends() {
+    let config = Config::from_text("{}").unwrap();
+    let mut aggregator = Aggregator::new(config.agg.clone());
+    let mut table = Table::new(true, 8192);
+    for start in (0..60_000).step_by(500) {
+        let packet: String = (start..start + 500).map(|i| format!("chunked.series.{i}:1|c\n")).collect();
+        table.insert_packet(1, packet.as_bytes());
+    }
+    aggregator.absorb(table);
+    let snapshot = aggregator.flush(1_000_000);
+    let names = GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, true);
+    let mut chunks = Vec::new();
+    let mut out = Chunked::new(|chunk: String| chunks.push(chunk));
+    names.encode(&snapshot, &mut out);
+    out.finish();
+    assert!(chunks.len() > 1, "{} chunks", chunks.len());
+    for chunk in &chunks {
+        assert!(chunk.ends_with('\n') && chunk.len() < super::encode::CHUNK_BYTES + 4096);
+    }
+    assert_eq!(chunks.concat().lines().count(), 2 * 60_003 + 1);
 }
