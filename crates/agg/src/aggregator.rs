@@ -4,7 +4,7 @@
 //! the current interval), then [`Aggregator::flush`] derives a [`Snapshot`] and resets per
 //! Etsy's delete rules. It never reads a clock: the caller passes the time.
 
-use std::sync::Arc;
+use compact_str::CompactString;
 
 use hashbrown::{HashMap, HashSet};
 use proto::ParseError;
@@ -14,7 +14,7 @@ use crate::snapshot::{CounterPoint, GaugePoint, SetPoint, Snapshot, TimerPoint, 
 use crate::table::{IngestCounts, Table, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
 
-type ArcMap<V> = HashMap<Arc<str>, V>;
+type KeyedMap<V> = HashMap<CompactString, V>;
 
 /// A gauge's value and how many more flushes it lives without an update.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,10 +40,10 @@ pub enum MetricType {
 #[derive(Debug)]
 pub struct Aggregator {
     config: AggConfig,
-    counters: ArcMap<f64>,
-    timers: ArcMap<TimerSamples>,
-    gauges: ArcMap<GaugeState>,
-    sets: ArcMap<HashSet<Box<[u8]>>>,
+    counters: KeyedMap<f64>,
+    timers: KeyedMap<TimerSamples>,
+    gauges: KeyedMap<GaugeState>,
+    sets: KeyedMap<HashSet<Box<[u8]>>>,
     internal: InternalNames,
     interval: IngestCounts,
     totals: IngestCounts,
@@ -53,19 +53,19 @@ pub struct Aggregator {
 /// Keys of the internal metrics under `prefixStats`.
 #[derive(Debug)]
 struct InternalNames {
-    bad_lines_seen: Arc<str>,
-    packets_received: Arc<str>,
-    metrics_received: Arc<str>,
-    timestamp_lag: Arc<str>,
-    timers_over_sample_limit: Arc<str>,
-    kernel_drops: Arc<str>,
-    truncated_datagrams: Arc<str>,
-    bad_lines_by_reason: Vec<Arc<str>>,
+    bad_lines_seen: CompactString,
+    packets_received: CompactString,
+    metrics_received: CompactString,
+    timestamp_lag: CompactString,
+    timers_over_sample_limit: CompactString,
+    kernel_drops: CompactString,
+    truncated_datagrams: CompactString,
+    bad_lines_by_reason: Vec<CompactString>,
 }
 
 impl InternalNames {
     fn new(prefix: &str) -> Self {
-        let name = |suffix: &str| Arc::from(format!("{prefix}.{suffix}"));
+        let name = |suffix: &str| CompactString::from(format!("{prefix}.{suffix}"));
         InternalNames {
             bad_lines_seen: name("bad_lines_seen"),
             packets_received: name("packets_received"),
@@ -97,16 +97,16 @@ impl Aggregator {
     /// Starts empty but for Etsy's three internal counters.
     pub fn new(config: AggConfig) -> Self {
         let internal = InternalNames::new(&config.prefix_stats);
-        let mut counters = ArcMap::default();
+        let mut counters = KeyedMap::default();
         for key in [&internal.bad_lines_seen, &internal.packets_received, &internal.metrics_received] {
             counters.insert(key.clone(), 0.0);
         }
         Aggregator {
             config,
             counters,
-            timers: ArcMap::default(),
-            gauges: ArcMap::default(),
-            sets: ArcMap::default(),
+            timers: KeyedMap::default(),
+            gauges: KeyedMap::default(),
+            sets: KeyedMap::default(),
             internal,
             interval: IngestCounts::default(),
             totals: IngestCounts::default(),
@@ -149,7 +149,8 @@ impl Aggregator {
         self.interval.add(ingest);
         self.totals.add(ingest);
         let names = &self.internal;
-        let mut add = |key: &Arc<str>, amount: u64| *self.counters.entry(key.clone()).or_insert(0.0) += amount as f64;
+        let mut add =
+            |key: &CompactString, amount: u64| *self.counters.entry(key.clone()).or_insert(0.0) += amount as f64;
         add(&names.packets_received, ingest.packets);
         add(&names.metrics_received, ingest.lines);
         add(&names.bad_lines_seen, ingest.bad_lines());
@@ -255,8 +256,8 @@ impl Aggregator {
     }
 
     /// The keys of one type, sorted.
-    pub fn keys(&self, metric_type: MetricType) -> Vec<Arc<str>> {
-        let mut keys: Vec<Arc<str>> = match metric_type {
+    pub fn keys(&self, metric_type: MetricType) -> Vec<CompactString> {
+        let mut keys: Vec<CompactString> = match metric_type {
             MetricType::Counters => self.counters.keys().cloned().collect(),
             MetricType::Timers => self.timers.keys().cloned().collect(),
             MetricType::Gauges => self.gauges.keys().cloned().collect(),
@@ -277,22 +278,22 @@ impl Aggregator {
     }
 
     /// Current counters (this interval so far), sorted.
-    pub fn counter_values(&self) -> Vec<(Arc<str>, f64)> {
+    pub fn counter_values(&self) -> Vec<(CompactString, f64)> {
         sorted(self.counters.iter().map(|(k, v)| (k.clone(), *v)), |(k, _)| k)
     }
 
     /// Current timer values (this interval so far, in arrival order), sorted by key.
-    pub fn timer_values(&self) -> Vec<(Arc<str>, Vec<f64>)> {
+    pub fn timer_values(&self) -> Vec<(CompactString, Vec<f64>)> {
         sorted(self.timers.iter().map(|(k, s)| (k.clone(), s.values.clone())), |(k, _)| k)
     }
 
     /// Current gauge values, sorted.
-    pub fn gauge_values(&self) -> Vec<(Arc<str>, f64)> {
+    pub fn gauge_values(&self) -> Vec<(CompactString, f64)> {
         sorted(self.gauges.iter().map(|(k, s)| (k.clone(), s.value)), |(k, _)| k)
     }
 
     /// Current set members (this interval so far), each set's members sorted.
-    pub fn set_members(&self) -> Vec<(Arc<str>, Vec<String>)> {
+    pub fn set_members(&self) -> Vec<(CompactString, Vec<String>)> {
         let members = |set: &HashSet<Box<[u8]>>| {
             let mut list: Vec<String> = set.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect();
             list.sort();
@@ -316,11 +317,11 @@ fn totals_of(samples: &TimerSamples) -> TimerTotals {
 }
 
 /// The value for a key moved out of a reader's table; the key is copied only when new.
-fn value_for<'m, V>(map: &'m mut ArcMap<V>, key: &str, make: impl FnOnce() -> V) -> &'m mut V {
+fn value_for<'m, V>(map: &'m mut KeyedMap<V>, key: &str, make: impl FnOnce() -> V) -> &'m mut V {
     map.entry_ref(key).or_insert_with(make)
 }
 
-fn sorted<T>(items: impl Iterator<Item = T>, key: impl Fn(&T) -> &Arc<str>) -> Vec<T> {
+fn sorted<T>(items: impl Iterator<Item = T>, key: impl Fn(&T) -> &CompactString) -> Vec<T> {
     let mut list: Vec<T> = items.collect();
     list.sort_unstable_by(|a, b| key(a).cmp(key(b)));
     list

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 use std::sync::Arc;
+
+use compact_str::CompactString;
 use std::time::Duration;
 
 use crate::config::{HistogramRule, Threshold};
@@ -54,7 +56,7 @@ impl Snapshot {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterPoint {
     /// The series key (tags included, `;k=v`).
-    pub key: Arc<str>,
+    pub key: CompactString,
     /// The sum of `value / rate` this interval.
     pub count: f64,
     /// `count` per second of the flush interval.
@@ -65,7 +67,7 @@ pub struct CounterPoint {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimerPoint {
     /// The series key.
-    pub key: Arc<str>,
+    pub key: CompactString,
     /// The statistics, filtered by `calculatedTimerMetrics`.
     pub stats: Vec<(TimerStat, f64)>,
     /// Etsy `histogram` bin counts when a rule matches the key.
@@ -109,7 +111,7 @@ pub struct BinCounts {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaugePoint {
     /// The series key.
-    pub key: Arc<str>,
+    pub key: CompactString,
     /// The current value (gauges persist between flushes).
     pub value: f64,
 }
@@ -118,7 +120,7 @@ pub struct GaugePoint {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetPoint {
     /// The series key.
-    pub key: Arc<str>,
+    pub key: CompactString,
     /// Distinct members this interval.
     pub count: u64,
 }
