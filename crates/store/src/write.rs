@@ -163,11 +163,18 @@ pub(crate) struct StoredRow {
     hist: Option<Vec<u8>>,
 }
 
+/// A row from a result whose columns are [`COLUMNS`].
 pub(crate) fn row_of(sql: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
-    let number = |index: usize| -> rusqlite::Result<f64> { Ok(sql.get::<_, Option<f64>>(index)?.unwrap_or(f64::NAN)) };
+    row_at(sql, 0)
+}
+
+/// A row from a result whose [`COLUMNS`] start at column `first`.
+fn row_at(sql: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<StoredRow> {
+    let number =
+        |index: usize| -> rusqlite::Result<f64> { Ok(sql.get::<_, Option<f64>>(first + index)?.unwrap_or(f64::NAN)) };
     let row = Row {
-        ts: sql.get(0)?,
-        seconds: sql.get(1)?,
+        ts: sql.get(first)?,
+        seconds: sql.get(first + 1)?,
         count: number(2)?,
         sum: number(3)?,
         sum_squares: number(4)?,
@@ -176,7 +183,7 @@ pub(crate) fn row_of(sql: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
         value: number(7)?,
         hist: None,
     };
-    Ok(StoredRow { row, hist: sql.get(8)? })
+    Ok(StoredRow { row, hist: sql.get(first + 8)? })
 }
 
 pub(crate) fn decode(series: i64, stored: StoredRow) -> Result<Row, StoreError> {
@@ -224,7 +231,7 @@ fn roll_up(
         let mut rows = statement.query(params![rolled.max(0), current])?;
         while let Some(sql) = rows.next()? {
             let series: i64 = sql.get(0)?;
-            let stored = StoredRow::from_offset(sql)?;
+            let stored = row_at(sql, 1)?;
             let row = decode(series, stored)?;
             let Some(key) = kinds.get(&series) else { continue };
             let start = row.ts.div_euclid(width) * width;
@@ -240,26 +247,6 @@ fn roll_up(
     }
     transaction.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", params![mark, current])?;
     Ok(())
-}
-
-impl StoredRow {
-    /// A row whose columns start after a leading `series` column.
-    fn from_offset(sql: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
-        let number =
-            |index: usize| -> rusqlite::Result<f64> { Ok(sql.get::<_, Option<f64>>(index)?.unwrap_or(f64::NAN)) };
-        let row = Row {
-            ts: sql.get(1)?,
-            seconds: sql.get(2)?,
-            count: number(3)?,
-            sum: number(4)?,
-            sum_squares: number(5)?,
-            min: number(6)?,
-            max: number(7)?,
-            value: number(8)?,
-            hist: None,
-        };
-        Ok(StoredRow { row, hist: sql.get(9)? })
-    }
 }
 
 /// The rows of a flush: one per series (series whose keys differ only in tag order merge).

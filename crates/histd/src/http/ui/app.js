@@ -306,15 +306,21 @@ function toggleQuantile(q, on) {
 
 const MARGIN = { left: 64, right: 8, top: 8, bottom: 22 };
 
-/** Draws bins as cells (time × log value, colour = count) and quantile lines over them. */
-function drawHeatmap(canvas, heat, lines, { from, to, step }) {
+/** Sizes a canvas for the screen's pixel ratio; returns its 2D context and CSS size. */
+function prepareCanvas(canvas, height) {
   const ratio = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth || 800, height = 320;
+  const width = canvas.clientWidth || 800;
   canvas.width = width * ratio;
   canvas.height = height * ratio;
   canvas.style.height = height + "px";
   const context = canvas.getContext("2d");
   context.scale(ratio, ratio);
+  return { context, width, height };
+}
+
+/** Draws bins as cells (time × log value, colour = count) and quantile lines over them. */
+function drawHeatmap(canvas, heat, lines, { from, to, step }) {
+  const { context, width, height } = prepareCanvas(canvas, 320);
   const bins = heat.steps.flatMap((s) => s.bins);
   const positive = bins.filter((b) => b[1] > 0);
   const low = Math.max(Math.min(...positive.map((b) => Math.max(b[0], b[1] / 10))), 1e-12);
@@ -404,13 +410,7 @@ async function renderHistogram(panel, selector, { from, to }) {
 }
 
 function drawBars(canvas, bins) {
-  const ratio = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth || 800, height = 200;
-  canvas.width = width * ratio;
-  canvas.height = height * ratio;
-  canvas.style.height = height + "px";
-  const context = canvas.getContext("2d");
-  context.scale(ratio, ratio);
+  const { context, width, height } = prepareCanvas(canvas, 200);
   const positive = bins.filter((b) => b[0] > 0);
   if (!positive.length) return;
   const low = Math.min(...positive.map((b) => b[0])), high = Math.max(...positive.map((b) => b[1]));
