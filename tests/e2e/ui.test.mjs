@@ -123,10 +123,14 @@ async function main() {
     const histogram = await api(addresses.http, "histogram", { name: "api.latency", from: window.from, to: window.to });
     const bars = await page.$eval("canvas#histogram", (c) => Number(c.dataset.total));
     check("the merged histogram is the API's", bars === histogram.count, `${bars} vs ${histogram.count}`);
-    const box = await page.$eval("canvas#heatmap", (c) => { const r = c.getBoundingClientRect(); return { x: r.x + r.width * 0.6, y: r.y + r.height * 0.55 }; });
-    await page.mouse.move(box.x, box.y);
-    const readout = await page.textContent("#heatmap-readout");
-    check("hovering shows a bin", /samples|Hover/.test(readout), readout);
+    // Sweep the pointer across the plot until it is over a cell; the readout must name it.
+    const box = await page.$eval("canvas#heatmap", (c) => { const r = c.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; });
+    let readout = "";
+    for (let i = 1; i < 40 && !/samples$/.test(readout); i++) {
+      await page.mouse.move(box.x + box.w * (0.2 + 0.02 * i), box.y + box.h * 0.6);
+      readout = await page.textContent("#heatmap-readout");
+    }
+    check("hovering a cell shows its time, range and count", /\[[^)]+\)\s+\d[\d,]* samples$/.test(readout), readout);
 
     // The SLO view: the count shown equals the API's count_above.
     await page.fill("#slo-input", "1000");
