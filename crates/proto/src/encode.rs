@@ -2,16 +2,23 @@
 
 use std::io::Write;
 
-use crate::{Metric, Value};
+use crate::{Kind, Metric, Value};
 
 /// Appends `metric` to `out` as one line (no newline): `name:value|type[|@rate][|#tags][|Tts]`.
 ///
 /// The line parses back to the same metric. Numbers are written in Rust's shortest round-trip
-/// form; infinities as `Infinity`; gauge deltas always with their sign.
+/// form; infinities as `Infinity`; gauge deltas always with their sign, and a gauge set to a
+/// negative value with a leading space (` -1`), the only way statsd can say it.
 pub fn encode_metric(metric: &Metric<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(metric.name);
     out.push(b':');
     match metric.value {
+        // A gauge set to a negative value: a leading space keeps the sign from reading as a
+        // delta (Etsy looks for the sign on the untrimmed value).
+        Value::Number(number) if metric.kind == Kind::Gauge && number.is_sign_negative() => {
+            out.push(b' ');
+            write_number(out, number);
+        }
         Value::Number(number) => write_number(out, number),
         Value::GaugeDelta(delta) => {
             if delta.is_sign_positive() {
