@@ -69,21 +69,19 @@ impl GaugeUpdate {
         }
     }
 
-    fn push(&mut self, value: Value<'_>) {
-        match (self, value) {
-            (this, Value::Number(number)) => *this = GaugeUpdate::Set(number),
-            (GaugeUpdate::Set(current), Value::GaugeDelta(delta)) => *current = apply_delta(*current, delta),
-            (GaugeUpdate::Deltas(deltas), Value::GaugeDelta(delta)) => deltas.push(delta),
-            (_, Value::Member(_)) => {}
+    /// A signed value: applied at once after a set, else kept for the earlier value.
+    fn add_delta(&mut self, delta: f64) {
+        match self {
+            GaugeUpdate::Set(current) => *current = apply_delta(*current, delta),
+            GaugeUpdate::Deltas(deltas) => deltas.push(delta),
         }
     }
+}
 
-    fn from_value(value: Value<'_>) -> Self {
-        match value {
-            Value::GaugeDelta(delta) => GaugeUpdate::Deltas(vec![delta]),
-            Value::Number(number) => GaugeUpdate::Set(number),
-            Value::Member(_) => GaugeUpdate::Deltas(Vec::new()),
-        }
+impl Default for GaugeUpdate {
+    /// No update yet.
+    fn default() -> Self {
+        GaugeUpdate::Deltas(Vec::new())
     }
 }
 
@@ -237,26 +235,20 @@ impl Table {
         for line in proto::lines(packet) {
             self.ingest.lines += 1;
             if let Some(metric) = proto::parse_simple(line) {
-                if let Err(reason) = self.insert(&metric) {
-                    self.ingest.bad_by_reason[reason.index()] += 1;
-                }
+                self.accept(Ok(metric));
                 continue;
             }
             match proto::parse_line(line) {
-                Line::Metrics(values) => {
-                    for value in values {
-                        match value {
-                            Ok(metric) => {
-                                if let Err(reason) = self.insert(&metric) {
-                                    self.ingest.bad_by_reason[reason.index()] += 1;
-                                }
-                            }
-                            Err(reason) => self.ingest.bad_by_reason[reason.index()] += 1,
-                        }
-                    }
-                }
+                Line::Metrics(values) => values.for_each(|value| self.accept(value)),
                 Line::Event | Line::ServiceCheck => self.ingest.ignored_events += 1,
             }
+        }
+    }
+
+    /// Aggregates a parsed value, or counts why it was rejected.
+    fn accept(&mut self, value: Result<Metric<'_>, ParseError>) {
+        if let Err(reason) = value.and_then(|metric| self.insert(&metric)) {
+            self.ingest.bad_by_reason[reason.index()] += 1;
         }
     }
 
@@ -283,12 +275,12 @@ impl Table {
                     self.timer_sample_limit,
                 );
             }
-            (Kind::Gauge, value) => match self.gauges.get_mut(key) {
-                Some(update) => update.push(value),
-                None => {
-                    self.gauges.insert(key.into(), GaugeUpdate::from_value(value));
-                }
-            },
+            (Kind::Gauge, Value::Number(number)) => {
+                *entry(&mut self.gauges, key, GaugeUpdate::default) = GaugeUpdate::Set(number)
+            }
+            (Kind::Gauge, Value::GaugeDelta(delta)) => {
+                entry(&mut self.gauges, key, GaugeUpdate::default).add_delta(delta)
+            }
             (Kind::Set, Value::Member(member)) => {
                 let members = entry(&mut self.sets, key, HashSet::new);
                 if !members.contains(member) {

@@ -212,13 +212,14 @@ async fn stop_edges(edges: Edges) {
 /// Closes every sink's queue (dropped by the caller) and waits for them to deliver.
 async fn finish_sinks(sinks: Vec<SinkHandle>) {
     let tasks: Vec<_> = sinks.into_iter().map(|sink| sink.task).collect();
-    let all = futures_join(tasks);
+    let all = wait_for_all(tasks);
     if tokio::time::timeout(SINK_GRACE, all).await.is_err() {
         tracing::error!(grace_s = SINK_GRACE.as_secs(), "sinks did not finish in time");
     }
 }
 
-async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
+/// Waits for every task, one after another.
+async fn wait_for_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
     for task in tasks {
         let _ = task.await;
     }
