@@ -127,6 +127,7 @@ impl Aggregator {
     /// Moves a reader's table into the current interval.
     pub fn absorb(&mut self, table: Table) {
         self.count_ingest(&table.ingest);
+        self.counters.reserve(table.counters.len());
         for (key, count) in table.counters {
             *value_for(&mut self.counters, &key, || 0.0) += count;
         }

@@ -10,6 +10,7 @@
 mod aggregator;
 pub mod config;
 pub mod jsfmt;
+mod series;
 mod snapshot;
 mod table;
 mod timer;

@@ -3,13 +3,20 @@
 //! Owned by one thread; the flusher takes it whole ([`Table::take`]) and hands it to the
 //! [`crate::Aggregator`]. Keys already seen are found by borrowed `&str`, so a line for a known
 //! series allocates nothing.
+//!
+//! A packet is read in runs of up to [`RUN`] lines: each `name:value|type` line of a run is
+//! scanned and hashed and its series' slot prefetched; then the run is applied in order. The
+//! cache misses of a run overlap, which is what high-cardinality traffic costs.
 
-use hashbrown::{HashMap, HashSet};
-use proto::{Kind, Line, Metric, ParseError, Value};
+use std::hash::BuildHasher;
 
-/// A map from series key to state. Keys up to 24 bytes live inside the map's own buckets, so
-/// a lookup touches one cache line instead of two (a bucket, then the key's allocation).
-pub(crate) type KeyMap<V> = HashMap<compact_str::CompactString, V>;
+use hashbrown::{DefaultHashBuilder, HashSet};
+use proto::{Kind, Line, Metric, ParseError, Scanned, SimpleMetric, Value};
+
+use crate::series::SeriesMap;
+
+/// Lines scanned and prefetched before they are applied.
+const RUN: usize = 32;
 
 /// Counts about the input itself, for the internal metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -194,11 +201,12 @@ fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64)
 /// One reader's interval of metrics.
 #[derive(Debug, Default)]
 pub struct Table {
-    pub(crate) counters: KeyMap<f64>,
-    pub(crate) timers: KeyMap<TimerSamples>,
-    pub(crate) gauges: KeyMap<GaugeUpdate>,
-    pub(crate) sets: KeyMap<HashSet<Box<[u8]>>>,
+    pub(crate) counters: SeriesMap<f64>,
+    pub(crate) timers: SeriesMap<TimerSamples>,
+    pub(crate) gauges: SeriesMap<GaugeUpdate>,
+    pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
+    hasher: DefaultHashBuilder,
     sanitize: bool,
     timer_sample_limit: usize,
     key_scratch: String,
@@ -208,7 +216,18 @@ impl Table {
     /// An empty table: `sanitize` applies Etsy's `keyNameSanitize` to keys; each timer keeps
     /// at most `timer_sample_limit` raw values.
     pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
-        Table { sanitize, timer_sample_limit, ..Table::default() }
+        let hasher = DefaultHashBuilder::default();
+        Table {
+            counters: SeriesMap::with_hasher(hasher),
+            timers: SeriesMap::with_hasher(hasher),
+            gauges: SeriesMap::with_hasher(hasher),
+            sets: SeriesMap::with_hasher(hasher),
+            ingest: IngestCounts::default(),
+            hasher,
+            sanitize,
+            timer_sample_limit,
+            key_scratch: String::new(),
+        }
     }
 
     /// Takes what was received so far, leaving an empty table with the same settings.
@@ -232,16 +251,69 @@ impl Table {
     pub fn insert_packet(&mut self, now_unix_s: u64, packet: &[u8]) {
         self.ingest.packets += 1;
         self.ingest.last_packet_unix_s = now_unix_s;
-        for line in proto::lines(packet) {
+        let mut run = Run::default();
+        for line in proto::scan_lines(packet) {
             self.ingest.lines += 1;
-            if let Some(metric) = proto::parse_simple(line) {
-                self.accept(Ok(metric));
-                continue;
+            match line {
+                Scanned::Simple(metric) => {
+                    let hash = self.hasher.hash_one(metric.key);
+                    self.prefetch(metric.kind, hash);
+                    if run.push(metric, hash) {
+                        self.apply(&mut run);
+                    }
+                }
+                Scanned::Other(line) => {
+                    self.apply(&mut run);
+                    self.insert_line(line);
+                }
             }
-            match proto::parse_line(line) {
-                Line::Metrics(values) => values.for_each(|value| self.accept(value)),
-                Line::Event | Line::ServiceCheck => self.ingest.ignored_events += 1,
+        }
+        self.apply(&mut run);
+    }
+
+    /// Starts loading the slot of the series `hash` names in the map of `kind`.
+    #[inline]
+    fn prefetch(&self, kind: Kind, hash: u64) {
+        match kind {
+            Kind::Counter => self.counters.prefetch(hash),
+            Kind::Gauge => self.gauges.prefetch(hash),
+            Kind::Set => self.sets.prefetch(hash),
+            Kind::Timer | Kind::Histogram | Kind::Distribution => self.timers.prefetch(hash),
+        }
+    }
+
+    /// Aggregates the lines of `run`, in order, and empties it.
+    #[inline]
+    fn apply(&mut self, run: &mut Run<'_>) {
+        for &(metric, hash) in run.lines() {
+            let number = match metric.value {
+                Value::Number(number) | Value::GaugeDelta(number) => number,
+                Value::Member(_) => unreachable!("the scanner reads no set lines"),
+            };
+            match metric.kind {
+                Kind::Counter => *self.counters.get_or_insert_with(hash, metric.key, || 0.0) += number,
+                Kind::Gauge => {
+                    let gauge = self.gauges.get_or_insert_with(hash, metric.key, GaugeUpdate::default);
+                    match metric.value {
+                        Value::GaugeDelta(delta) => gauge.add_delta(delta),
+                        _ => *gauge = GaugeUpdate::Set(number),
+                    }
+                }
+                Kind::Timer | Kind::Histogram | Kind::Distribution => {
+                    let limit = self.timer_sample_limit;
+                    self.timers.get_or_insert_with(hash, metric.key, TimerSamples::default).add(number, 1.0, limit)
+                }
+                Kind::Set => unreachable!("the scanner reads no set lines"),
             }
+        }
+        run.clear();
+    }
+
+    /// Any line but `name:value|type`: the full parser.
+    fn insert_line(&mut self, line: &[u8]) {
+        match proto::parse_line(line) {
+            Line::Metrics(values) => values.for_each(|value| self.accept(value)),
+            Line::Event | Line::ServiceCheck => self.ingest.ignored_events += 1,
         }
     }
 
@@ -264,25 +336,26 @@ impl Table {
         if key.is_empty() {
             return Err(ParseError::EmptyName);
         }
+        let hash = self.hasher.hash_one(key);
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
-                *entry(&mut self.counters, key, || 0.0) += number / metric.sample_rate;
+                *self.counters.get_or_insert_with(hash, key, || 0.0) += number / metric.sample_rate;
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
-                entry(&mut self.timers, key, TimerSamples::default).add(
+                self.timers.get_or_insert_with(hash, key, TimerSamples::default).add(
                     number,
                     metric.sample_rate,
                     self.timer_sample_limit,
                 );
             }
             (Kind::Gauge, Value::Number(number)) => {
-                *entry(&mut self.gauges, key, GaugeUpdate::default) = GaugeUpdate::Set(number)
+                *self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default) = GaugeUpdate::Set(number)
             }
             (Kind::Gauge, Value::GaugeDelta(delta)) => {
-                entry(&mut self.gauges, key, GaugeUpdate::default).add_delta(delta)
+                self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default).add_delta(delta)
             }
             (Kind::Set, Value::Member(member)) => {
-                let members = entry(&mut self.sets, key, HashSet::new);
+                let members = self.sets.get_or_insert_with(hash, key, HashSet::new);
                 if !members.contains(member) {
                     members.insert(member.into());
                 }
@@ -293,9 +366,35 @@ impl Table {
     }
 }
 
-/// The value for `key`, inserted by `make` if absent; the key is copied only then.
-fn entry<'m, V>(map: &'m mut KeyMap<V>, key: &str, make: impl FnOnce() -> V) -> &'m mut V {
-    map.entry_ref(key).or_insert_with(make)
+/// Up to [`RUN`] scanned lines with their key hashes, waiting to be applied.
+struct Run<'a> {
+    lines: [(SimpleMetric<'a>, u64); RUN],
+    len: usize,
+}
+
+impl Default for Run<'_> {
+    fn default() -> Self {
+        let blank = SimpleMetric { key: "", kind: Kind::Counter, value: Value::Number(0.0) };
+        Run { lines: [(blank, 0); RUN], len: 0 }
+    }
+}
+
+impl<'a> Run<'a> {
+    /// Adds a line; true when the run is now full.
+    #[inline]
+    fn push(&mut self, metric: SimpleMetric<'a>, hash: u64) -> bool {
+        self.lines[self.len] = (metric, hash);
+        self.len += 1;
+        self.len == RUN
+    }
+
+    fn lines(&self) -> &[(SimpleMetric<'a>, u64)] {
+        &self.lines[..self.len]
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
 }
 
 /// The metric's series key, borrowed from the line when it needs no change.
@@ -382,8 +481,8 @@ mod tests {
     #[test]
     fn sanitises_keys() {
         let table = table_of("a b/c!d:1|c\ntg:1|c|#env:prod,role;x\n\u{1}!:1|c");
-        assert!(table.counters.contains_key("a_b-cd"));
+        assert!(table.counters.get("a_b-cd").is_some());
         assert_eq!(table.ingest.bad_by_reason[ParseError::EmptyName.index()], 1);
-        assert!(table.counters.contains_key("tg;env=prod;role_x"));
+        assert!(table.counters.get("tg;env=prod;role_x").is_some());
     }
 }

@@ -48,6 +48,12 @@ pub fn already_clean(name: &[u8]) -> Option<&str> {
     }
 }
 
+/// True for the ASCII bytes a key keeps as they are (`[A-Za-z0-9_.;=-]`).
+#[inline]
+pub(crate) fn is_kept_byte(byte: u8) -> bool {
+    KEPT[usize::from(byte)]
+}
+
 /// `KEPT[b]` is [`is_kept`]`(b)`, as a table.
 static KEPT: [bool; 256] = {
     let mut table = [false; 256];

@@ -14,5 +14,7 @@ pub mod encode;
 pub mod key;
 mod line;
 pub mod number;
+mod scan;
 
-pub use line::{lines, parse_line, parse_simple, Kind, Line, Metric, ParseError, Tags, Value, Values};
+pub use line::{lines, parse_line, Kind, Line, Metric, ParseError, Tags, Value, Values};
+pub use scan::{scan_lines, ScanLines, Scanned, SimpleMetric};

@@ -44,39 +44,6 @@ pub fn parse_line(line: &[u8]) -> Line<'_> {
     Line::Metrics(Values::new(line))
 }
 
-/// The common line `name:value|type` (no sample rate, tags, extra fields or packed values, a
-/// plain decimal value, not a set) read in one pass; `None` for every other line, which
-/// [`parse_line`] then reads. Where it answers, it gives exactly what `parse_line` gives.
-#[inline]
-pub fn parse_simple(line: &[u8]) -> Option<Metric<'_>> {
-    let colon = line.iter().position(|&byte| byte == b':')?;
-    let rest = &line[colon + 1..];
-    let bar = rest.iter().position(|&byte| byte == b'|')?;
-    let (text, kind) = (&rest[..bar], &rest[bar + 1..]);
-    let kind = match kind {
-        b"c" => Kind::Counter,
-        b"ms" => Kind::Timer,
-        b"g" => Kind::Gauge,
-        b"h" => Kind::Histogram,
-        b"d" => Kind::Distribution,
-        _ => return None,
-    };
-    let number = crate::number::plain_decimal(text)?;
-    let value = match kind {
-        Kind::Timer if number < 0.0 => return None,
-        Kind::Gauge if text.first() == Some(&b'-') => Value::GaugeDelta(number),
-        _ => Value::Number(number),
-    };
-    (colon > 0).then_some(Metric {
-        name: &line[..colon],
-        tags: Tags::default(),
-        kind,
-        value,
-        sample_rate: 1.0,
-        timestamp: None,
-    })
-}
-
 /// The kind of a metric, from its type field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use proto::encode::encode_metric;
-use proto::{lines, parse_line, Line, Metric};
+use proto::{lines, parse_line, scan_lines, Line, Metric, Scanned};
 
 fn metrics_of(line: &[u8]) -> Vec<Metric<'_>> {
     match parse_line(line) {
@@ -38,12 +38,30 @@ fn statsd_like() -> impl Strategy<Value = Vec<u8>> {
     (name, groups, tail).prop_map(|(n, g, t)| format!("{n}:{g}{t}").into_bytes())
 }
 
-/// Wherever the one-pass reader answers, it agrees with the full parser.
-fn assert_simple_agrees(line: &[u8]) {
-    if let Some(simple) = proto::parse_simple(line) {
-        assert_eq!(metrics_of(line), vec![simple], "line {:?}", line_text(line));
-        let Line::Metrics(values) = parse_line(line) else { unreachable!() };
-        assert_eq!(values.count(), 1, "line {:?}", line_text(line));
+/// The one-pass scanner splits `packet` into the same lines as [`lines`], and wherever it
+/// reads a line itself it gives exactly the full parser's one metric and series key.
+fn assert_scan_agrees(packet: &[u8]) {
+    let scanned: Vec<Scanned<'_>> = scan_lines(packet).collect();
+    let split: Vec<&[u8]> = lines(packet).collect();
+    assert_eq!(scanned.len(), split.len(), "packet {:?}", line_text(packet));
+    for (item, line) in scanned.into_iter().zip(split) {
+        let simple = match item {
+            Scanned::Other(other) => {
+                assert_eq!(other, line, "packet {:?}", line_text(packet));
+                continue;
+            }
+            Scanned::Simple(simple) => simple,
+        };
+        let Line::Metrics(values) = parse_line(line) else { panic!("{:?} is a metric line", line_text(line)) };
+        let values: Vec<_> = values.collect();
+        let [Ok(metric)] = values.as_slice() else { panic!("{:?} gave {values:?}", line_text(line)) };
+        let want = (metric.kind, metric.value, metric.sample_rate, metric.timestamp, metric.tags.is_empty());
+        assert_eq!((simple.kind, simple.value, 1.0, None, true), want, "line {:?}", line_text(line));
+        for sanitize in [true, false] {
+            let mut key = String::new();
+            proto::key::push_series_key(&mut key, metric.name, metric.tags, sanitize);
+            assert_eq!(simple.key, key, "line {:?}, sanitize {sanitize}", line_text(line));
+        }
     }
 }
 
@@ -75,12 +93,20 @@ proptest! {
     #[test]
     fn accepted_lines_round_trip(line in statsd_like()) {
         assert_round_trip(&line);
-        assert_simple_agrees(&line);
+        assert_scan_agrees(&line);
     }
 
     #[test]
-    fn the_one_pass_reader_agrees_with_the_parser(line in "[a-z.:|]{0,4}:[-+]?[0-9.]{0,6}(\\|(c|ms|g|h|d|s|cc|@1))?") {
-        assert_simple_agrees(line.as_bytes());
+    fn the_one_pass_scanner_agrees_with_the_parser(
+        lines in prop::collection::vec("[a-z. ;=:|_-]{0,4}:[-+]?[0-9.]{0,6}(\\|(c|ms|g|h|d|s|cc|@1))?\r?", 0..5),
+        separator in "\n|\r\n|\n\n",
+    ) {
+        assert_scan_agrees(lines.join(&separator).as_bytes());
+    }
+
+    #[test]
+    fn the_one_pass_scanner_agrees_on_statsd_packets(lines in prop::collection::vec(statsd_like(), 1..5)) {
+        assert_scan_agrees(&lines.join(&b'\n'));
     }
 
     #[test]
@@ -93,7 +119,7 @@ proptest! {
     #[test]
     fn random_bytes_round_trip(line in prop::collection::vec(any::<u8>(), 0..60)) {
         assert_round_trip(&line);
-        assert_simple_agrees(&line);
+        assert_scan_agrees(&line);
     }
 }
 

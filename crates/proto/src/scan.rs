@@ -1,0 +1,192 @@
+//! The reader's fast path: a packet read line by line in one pass over its bytes.
+//!
+//! Nearly every line statsd clients send is `name:value|type` with a plain name and a plain
+//! decimal value. [`scan_lines`] reads such a line in a single pass (the name is checked for
+//! characters that need sanitising as it is searched for `:`, the number is read as the scan
+//! reaches it, and the line's end is where the type ends), and hands every other line to the
+//! caller unparsed, for [`crate::parse_line`]. Where it reads a line itself it gives exactly
+//! what `parse_line` and [`crate::key::push_series_key`] give (a property test checks this).
+
+use crate::key::is_kept_byte;
+use crate::{Kind, Value};
+
+/// One non-empty line of a packet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scanned<'a> {
+    /// A `name:value|type` line whose name is already its series key.
+    Simple(SimpleMetric<'a>),
+    /// Any other line (no `\n`, no trailing `\r`), for [`crate::parse_line`].
+    Other(&'a [u8]),
+}
+
+/// A line read by the fast path: one value of a counter, timer, gauge or histogram.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimpleMetric<'a> {
+    /// The series key: the name, which needs no sanitising and has no tags.
+    pub key: &'a str,
+    /// The type (never [`Kind::Set`]).
+    pub kind: Kind,
+    /// [`Value::Number`], or [`Value::GaugeDelta`] for a gauge written with a `-`.
+    pub value: Value<'a>,
+}
+
+/// The lines of `packet` in order: split on `\n`, one `\r` before it dropped, empty lines
+/// skipped (as [`crate::lines`]).
+pub fn scan_lines(packet: &[u8]) -> ScanLines<'_> {
+    ScanLines { packet, position: 0 }
+}
+
+/// The iterator of [`scan_lines`].
+#[derive(Debug, Clone)]
+pub struct ScanLines<'a> {
+    packet: &'a [u8],
+    position: usize,
+}
+
+impl<'a> Iterator for ScanLines<'a> {
+    type Item = Scanned<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Scanned<'a>> {
+        loop {
+            let rest = self.packet.get(self.position..).filter(|rest| !rest.is_empty())?;
+            if let Some((metric, consumed)) = scan_simple(rest) {
+                self.position += consumed;
+                return Some(Scanned::Simple(metric));
+            }
+            let end = rest.iter().position(|&byte| byte == b'\n').unwrap_or(rest.len());
+            self.position += end + 1;
+            let line = &rest[..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if !line.is_empty() {
+                return Some(Scanned::Other(line));
+            }
+        }
+    }
+}
+
+/// Reads `name:value|type` at the start of `bytes`, up to and including the line's `\n`;
+/// `None` when the line is anything else.
+#[inline]
+fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
+    let colon = name_end(bytes)?;
+    let (number, bar) = plain_number(bytes, colon + 1)?;
+    let (kind, end) = kind_and_end(bytes, bar + 1)?;
+    let negative = bytes[colon + 1] == b'-';
+    let value = match kind {
+        Kind::Timer if negative => return None,
+        Kind::Gauge if negative => Value::GaugeDelta(number),
+        _ => Value::Number(number),
+    };
+    // SAFETY: `name_end` accepted only ASCII bytes before the colon.
+    let key = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
+    Some((SimpleMetric { key, kind, value }, end))
+}
+
+/// The position of the `:` ending a non-empty name made only of characters kept as they are.
+#[inline]
+fn name_end(bytes: &[u8]) -> Option<usize> {
+    let colon = bytes.iter().position(|&byte| !is_kept_byte(byte))?;
+    (colon > 0 && bytes[colon] == b':').then_some(colon)
+}
+
+/// A plain decimal (`-`? digits, at most one `.`, at most 15 digits) from `start`, ending at a
+/// `|`: the value read exactly as JavaScript reads it, and the position of the `|`.
+#[inline]
+fn plain_number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
+    const POWERS: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    let negative = bytes.get(start) == Some(&b'-');
+    let mut position = start + usize::from(negative);
+    let (mut mantissa, mut digits, mut point) = (0u64, 0usize, None::<usize>);
+    loop {
+        match *bytes.get(position)? {
+            byte @ b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(byte - b'0');
+                digits += 1;
+            }
+            b'.' if point.is_none() => point = Some(digits),
+            b'|' => break,
+            _ => return None,
+        }
+        position += 1;
+    }
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    // Both the integer (under 2^53) and 10^places are exact in an f64, so one division
+    // rounds correctly; integers need none.
+    let whole = mantissa as i64 as f64;
+    let value = match point {
+        Some(at) if at < digits => whole / POWERS[digits - at],
+        _ => whole,
+    };
+    Some((if negative { -value } else { value }, position))
+}
+
+/// The type at `start` and the position after the line (past its `\n`, or the packet's end).
+#[inline]
+fn kind_and_end(bytes: &[u8], start: usize) -> Option<(Kind, usize)> {
+    let (kind, length) = match bytes.get(start..)? {
+        [b'm', b's', ..] => (Kind::Timer, 2),
+        [b'c', ..] => (Kind::Counter, 1),
+        [b'g', ..] => (Kind::Gauge, 1),
+        [b'h', ..] => (Kind::Histogram, 1),
+        [b'd', ..] => (Kind::Distribution, 1),
+        _ => return None,
+    };
+    let after = start + length;
+    match bytes.get(after..)? {
+        [] => Some((kind, after)),
+        [b'\n', ..] => Some((kind, after + 1)),
+        [b'\r', b'\n', ..] => Some((kind, after + 2)),
+        [b'\r'] => Some((kind, after + 1)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn simple(key: &'static str, kind: Kind, value: Value<'static>) -> Scanned<'static> {
+        Scanned::Simple(SimpleMetric { key, kind, value })
+    }
+
+    #[test]
+    fn reads_simple_lines_and_hands_over_the_rest() {
+        let cases: &[(&str, Vec<Scanned<'static>>)] = &[
+            ("a:1|c", vec![simple("a", Kind::Counter, Value::Number(1.0))]),
+            ("a.b-c_d:12.5|ms\n", vec![simple("a.b-c_d", Kind::Timer, Value::Number(12.5))]),
+            (
+                "g:-3|g\r\nh:0.25|h",
+                vec![
+                    simple("g", Kind::Gauge, Value::GaugeDelta(-3.0)),
+                    simple("h", Kind::Histogram, Value::Number(0.25)),
+                ],
+            ),
+            ("\n\nd:7|d\n\n", vec![simple("d", Kind::Distribution, Value::Number(7.0))]),
+            ("g:+3|g", vec![Scanned::Other(b"g:+3|g")]),
+            ("t:-1|ms", vec![Scanned::Other(b"t:-1|ms")]),
+            ("a b:1|c", vec![Scanned::Other(b"a b:1|c")]),
+            ("a:1|c|@0.5\nb:2|c", vec![Scanned::Other(b"a:1|c|@0.5"), simple("b", Kind::Counter, Value::Number(2.0))]),
+            ("a:1|cx\r\n", vec![Scanned::Other(b"a:1|cx")]),
+            ("s:1|s", vec![Scanned::Other(b"s:1|s")]),
+            (":1|c", vec![Scanned::Other(b":1|c")]),
+            ("a:|c", vec![Scanned::Other(b"a:|c")]),
+            ("a:1.2.3|c", vec![Scanned::Other(b"a:1.2.3|c")]),
+            ("a:1234567890123456|c", vec![Scanned::Other(b"a:1234567890123456|c")]),
+            ("a:1|c:2|c", vec![Scanned::Other(b"a:1|c:2|c")]),
+            ("a:1|c\r", vec![simple("a", Kind::Counter, Value::Number(1.0))]),
+            (
+                "a:.5|c\nb:5.|c",
+                vec![simple("a", Kind::Counter, Value::Number(0.5)), simple("b", Kind::Counter, Value::Number(5.0))],
+            ),
+            ("\r\n", vec![]),
+            ("", vec![]),
+        ];
+        for (packet, want) in cases {
+            let got: Vec<_> = scan_lines(packet.as_bytes()).collect();
+            assert_eq!(&got, want, "packet {packet:?}");
+        }
+    }
+}
