@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Ingest benchmarks of issue "ingest at line rate": histd pinned to CPU 0, the generator to
 # CPU 1, each workload at several target rates, then the bare-receiver baseline in the same run.
-# Usage: bench/ingest.sh [seconds-per-run]   (writes nothing; prints tables)
+# Usage: bench/ingest.sh [seconds-per-run] [pattern]   (writes nothing; prints tables)
+#   pattern: run only the workloads whose title contains it (e.g. "100k"), and no baseline
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
+only=${2:-}
 cargo build --release -q -p histd
 bin=target/release/histd
 port=18125
@@ -32,6 +34,7 @@ stop_daemon() {
 # workload TITLE CONFIG-EXTRA BENCH-ARGS...
 workload() {
   local title=$1 extra=$2; shift 2
+  [[ -z $only || $title == *"$only"* ]] || return 0
   echo; echo "## $title"
   run_daemon "$extra"
   taskset -c 1 "$bin" bench --target 127.0.0.1:$port --admin 127.0.0.1:$mgmt --pid "$daemon_pid" \
@@ -46,6 +49,7 @@ workload "100 lines/datagram, 1k names (saturated)" "" --lines 100 --names 1000 
 workload "25 lines/datagram, 1k timer names" "" --lines 25 --names 1000 --mix timers --rate 2M,3M,4M,0
 workload "25 lines/datagram, 1M names" "" --lines 25 --names 1000000 --rate 1M
 
+[[ -z $only ]] || exit 0
 echo; echo "## baseline: bare recvmmsg receiver on CPU 0, generator on CPU 1"
 for lines in 1 25 100; do
   taskset -c 1 "$bin" bench --baseline --baseline-cpu 0 --lines "$lines" --names 1000 --duration "$seconds" --quiet --rate 0

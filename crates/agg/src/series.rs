@@ -58,7 +58,7 @@ impl<V> SeriesMap<V> {
     /// copied only then.
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &str, make: impl FnOnce() -> V) -> &mut V {
-        if (self.len + 1) * 10 > self.slots.len() * 7 {
+        if (self.len + 1) * 8 > self.slots.len() * 7 {
             self.grow();
         }
         let index = match self.find(hash, key) {

@@ -9,6 +9,7 @@
 //! cache misses of a run overlap, which is what high-cardinality traffic costs.
 
 use std::hash::BuildHasher;
+use std::mem::MaybeUninit;
 
 use hashbrown::{DefaultHashBuilder, HashSet};
 use proto::{Kind, Line, Metric, ParseError, Scanned, SimpleMetric, Value};
@@ -366,16 +367,16 @@ impl Table {
     }
 }
 
-/// Up to [`RUN`] scanned lines with their key hashes, waiting to be applied.
+/// Up to [`RUN`] scanned lines with their key hashes, waiting to be applied. Left
+/// uninitialised until written: a single-line datagram should not pay for 32 blank entries.
 struct Run<'a> {
-    lines: [(SimpleMetric<'a>, u64); RUN],
+    lines: [MaybeUninit<(SimpleMetric<'a>, u64)>; RUN],
     len: usize,
 }
 
 impl Default for Run<'_> {
     fn default() -> Self {
-        let blank = SimpleMetric { key: "", kind: Kind::Counter, value: Value::Number(0.0) };
-        Run { lines: [(blank, 0); RUN], len: 0 }
+        Run { lines: [const { MaybeUninit::uninit() }; RUN], len: 0 }
     }
 }
 
@@ -383,13 +384,17 @@ impl<'a> Run<'a> {
     /// Adds a line; true when the run is now full.
     #[inline]
     fn push(&mut self, metric: SimpleMetric<'a>, hash: u64) -> bool {
-        self.lines[self.len] = (metric, hash);
+        self.lines[self.len].write((metric, hash));
         self.len += 1;
         self.len == RUN
     }
 
+    /// The lines pushed since the last clear, in order.
+    #[inline]
     fn lines(&self) -> &[(SimpleMetric<'a>, u64)] {
-        &self.lines[..self.len]
+        // SAFETY: the first `len` entries were written by `push` (`len` never exceeds RUN: a
+        // full run is applied and cleared before the next push), and the type is `Copy`.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
     }
 
     fn clear(&mut self) {

@@ -110,6 +110,7 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir
     for key in &config.ignored_keys {
         tracing::warn!(key, "config key not used by histd; ignored");
     }
+    return_large_blocks_to_the_system();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .on_thread_start(yield_to_readers)
@@ -144,6 +145,18 @@ fn yield_to_readers() {
     // on Linux) has no memory effects; a failure leaves the priority as it was.
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
+}
+
+/// Serves every allocation of 1 MiB or more (reader tables, flush snapshots, payload chunks)
+/// with its own mapping, returned to the system when freed. glibc otherwise raises that
+/// threshold after the first large free, so tables rebuilt every interval come from the heap
+/// and their freed pages stay in the resident set.
+fn return_large_blocks_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes malloc's tuning; it is called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 
