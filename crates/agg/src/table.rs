@@ -292,7 +292,9 @@ impl Table {
                 Value::Member(_) => unreachable!("the scanner reads no set lines"),
             };
             match metric.kind {
-                Kind::Counter => *self.counters.get_or_insert_with(hash, metric.key, || 0.0) += number,
+                Kind::Counter => {
+                    *self.counters.get_or_insert_with(hash, metric.key, || 0.0) += number / metric.sample_rate
+                }
                 Kind::Gauge => {
                     let gauge = self.gauges.get_or_insert_with(hash, metric.key, GaugeUpdate::default);
                     match metric.value {
@@ -302,7 +304,8 @@ impl Table {
                 }
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
                     let limit = self.timer_sample_limit;
-                    self.timers.get_or_insert_with(hash, metric.key, TimerSamples::default).add(number, 1.0, limit)
+                    let timer = self.timers.get_or_insert_with(hash, metric.key, TimerSamples::default);
+                    timer.add(number, metric.sample_rate, limit)
                 }
                 Kind::Set => unreachable!("the scanner reads no set lines"),
             }
@@ -481,6 +484,38 @@ mod tests {
         assert_eq!(table.ingest.bad_by_reason[ParseError::UnknownType.index()], 2);
         assert_eq!(table.ingest.ignored_events, 1);
         assert_eq!(table.counters["ok"], 1.0);
+    }
+
+    fn sorted<V>(map: SeriesMap<V>) -> Vec<(compact_str::CompactString, V)> {
+        let mut all: Vec<_> = map.into_iter().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    #[test]
+    fn the_fast_path_aggregates_as_the_full_parser_does() {
+        let packets = [
+            "a:1|c\na:2|c|@0.5\nb:3.5|c|@0.1\na:-1|c",
+            "t:10|ms\nt:20|ms|@0.25\nh:1.5|h\nd:7|d|@0.5\nt:5|ms|@1",
+            "g:5|g\ng:-2|g\ng:+1|g\ng:7|g|@0.5\nn:-3|g\nn:-4|g",
+            "mixed:1|c\nmixed:2|ms\nmixed:3|g\nmixed:4|h\nx y:1|c\nz:1|c|#t:v\nu:1|s",
+        ];
+        for packet in packets {
+            let mut fast = Table::new(true, 4);
+            fast.insert_packet(1, packet.as_bytes());
+            let mut full = Table::new(true, 4);
+            full.ingest.packets += 1;
+            full.ingest.last_packet_unix_s = 1;
+            for line in proto::lines(packet.as_bytes()) {
+                full.ingest.lines += 1;
+                full.insert_line(line);
+            }
+            assert_eq!(fast.ingest, full.ingest, "{packet:?}");
+            assert_eq!(sorted(fast.counters), sorted(full.counters), "{packet:?}");
+            assert_eq!(sorted(fast.timers), sorted(full.timers), "{packet:?}");
+            assert_eq!(sorted(fast.gauges), sorted(full.gauges), "{packet:?}");
+            assert_eq!(sorted(fast.sets), sorted(full.sets), "{packet:?}");
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The reader's fast path: a packet read line by line in one pass over its bytes.
 //!
-//! Nearly every line statsd clients send is `name:value|type` with a plain name and a plain
-//! decimal value. [`scan_lines`] reads such a line in a single pass (the name is checked for
+//! Nearly every line statsd clients send is `name:value|type` or `name:value|type|@rate` with a
+//! plain name and plain decimal numbers. [`scan_lines`] reads such a line in a single pass (the name is checked for
 //! characters that need sanitising as it is searched for `:`, the number is read as the scan
 //! reaches it, and the line's end is where the type ends), and hands every other line to the
 //! caller unparsed, for [`crate::parse_line`]. Where it reads a line itself it gives exactly
@@ -13,7 +13,7 @@ use crate::{Kind, Value};
 /// One non-empty line of a packet.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scanned<'a> {
-    /// A `name:value|type` line whose name is already its series key.
+    /// A `name:value|type[|@rate]` line whose name is already its series key.
     Simple(SimpleMetric<'a>),
     /// Any other line (no `\n`, no trailing `\r`), for [`crate::parse_line`].
     Other(&'a [u8]),
@@ -28,6 +28,8 @@ pub struct SimpleMetric<'a> {
     pub kind: Kind,
     /// [`Value::Number`], or [`Value::GaugeDelta`] for a gauge written with a `-`.
     pub value: Value<'a>,
+    /// The sample rate, greater than 0 (1 when not given).
+    pub sample_rate: f64,
 }
 
 /// The lines of `packet` in order: split on `\n`, one `\r` before it dropped, empty lines
@@ -65,13 +67,21 @@ impl<'a> Iterator for ScanLines<'a> {
     }
 }
 
-/// Reads `name:value|type` at the start of `bytes`, up to and including the line's `\n`;
-/// `None` when the line is anything else.
+/// Reads `name:value|type[|@rate]` at the start of `bytes`, up to and including the line's
+/// `\n`; `None` when the line is anything else.
 #[inline]
 fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
     let colon = name_end(bytes)?;
     let (number, bar) = plain_number(bytes, colon + 1)?;
-    let (kind, end) = kind_and_end(bytes, bar + 1)?;
+    if bytes.get(bar) != Some(&b'|') {
+        return None;
+    }
+    let (kind, after_kind) = kind(bytes, bar + 1)?;
+    let (sample_rate, after_rate) = match bytes.get(after_kind..after_kind + 2) {
+        Some(b"|@") => plain_number(bytes, after_kind + 2).filter(|&(rate, _)| rate > 0.0)?,
+        _ => (1.0, after_kind),
+    };
+    let end = line_end(bytes, after_rate)?;
     let negative = bytes[colon + 1] == b'-';
     let value = match kind {
         Kind::Timer if negative => return None,
@@ -80,7 +90,7 @@ fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
     };
     // SAFETY: `name_end` accepted only ASCII bytes before the colon.
     let key = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
-    Some((SimpleMetric { key, kind, value }, end))
+    Some((SimpleMetric { key, kind, value, sample_rate }, end))
 }
 
 /// The position of the `:` ending a non-empty name made only of characters kept as they are.
@@ -90,8 +100,8 @@ fn name_end(bytes: &[u8]) -> Option<usize> {
     (colon > 0 && bytes[colon] == b':').then_some(colon)
 }
 
-/// A plain decimal (`-`? digits, at most one `.`, at most 15 digits) from `start`, ending at a
-/// `|`: the value read exactly as JavaScript reads it, and the position of the `|`.
+/// A plain decimal (`-`? digits, at most one `.`, at most 15 digits) from `start`: the value
+/// read exactly as JavaScript reads it, and the position of the first byte after it.
 #[inline]
 fn plain_number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
     const POWERS: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
@@ -99,14 +109,14 @@ fn plain_number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
     let mut position = start + usize::from(negative);
     let (mut mantissa, mut digits, mut point) = (0u64, 0usize, None::<usize>);
     loop {
-        match *bytes.get(position)? {
+        match bytes.get(position).copied().unwrap_or(b'\n') {
             byte @ b'0'..=b'9' => {
-                mantissa = mantissa * 10 + u64::from(byte - b'0');
+                // Wrapping: a run of more than 15 digits is rejected below, whatever it wrapped to.
+                mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(byte - b'0'));
                 digits += 1;
             }
             b'.' if point.is_none() => point = Some(digits),
-            b'|' => break,
-            _ => return None,
+            _ => break,
         }
         position += 1;
     }
@@ -123,9 +133,9 @@ fn plain_number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
     Some((if negative { -value } else { value }, position))
 }
 
-/// The type at `start` and the position after the line (past its `\n`, or the packet's end).
+/// The type at `start` (never a set) and the position after it.
 #[inline]
-fn kind_and_end(bytes: &[u8], start: usize) -> Option<(Kind, usize)> {
+fn kind(bytes: &[u8], start: usize) -> Option<(Kind, usize)> {
     let (kind, length) = match bytes.get(start..)? {
         [b'm', b's', ..] => (Kind::Timer, 2),
         [b'c', ..] => (Kind::Counter, 1),
@@ -134,12 +144,18 @@ fn kind_and_end(bytes: &[u8], start: usize) -> Option<(Kind, usize)> {
         [b'd', ..] => (Kind::Distribution, 1),
         _ => return None,
     };
-    let after = start + length;
-    match bytes.get(after..)? {
-        [] => Some((kind, after)),
-        [b'\n', ..] => Some((kind, after + 1)),
-        [b'\r', b'\n', ..] => Some((kind, after + 2)),
-        [b'\r'] => Some((kind, after + 1)),
+    Some((kind, start + length))
+}
+
+/// The position after the line ending at `at` (past its `\n` or `\r\n`, or the packet's
+/// end); `None` when the line goes on.
+#[inline]
+fn line_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at..)? {
+        [] => Some(at),
+        [b'\n', ..] => Some(at + 1),
+        [b'\r', b'\n', ..] => Some(at + 2),
+        [b'\r'] => Some(at + 1),
         _ => None,
     }
 }
@@ -149,7 +165,11 @@ mod tests {
     use super::*;
 
     fn simple(key: &'static str, kind: Kind, value: Value<'static>) -> Scanned<'static> {
-        Scanned::Simple(SimpleMetric { key, kind, value })
+        sampled(key, kind, value, 1.0)
+    }
+
+    fn sampled(key: &'static str, kind: Kind, value: Value<'static>, sample_rate: f64) -> Scanned<'static> {
+        Scanned::Simple(SimpleMetric { key, kind, value, sample_rate })
     }
 
     #[test]
@@ -168,13 +188,29 @@ mod tests {
             ("g:+3|g", vec![Scanned::Other(b"g:+3|g")]),
             ("t:-1|ms", vec![Scanned::Other(b"t:-1|ms")]),
             ("a b:1|c", vec![Scanned::Other(b"a b:1|c")]),
-            ("a:1|c|@0.5\nb:2|c", vec![Scanned::Other(b"a:1|c|@0.5"), simple("b", Kind::Counter, Value::Number(2.0))]),
+            (
+                "a:1|c|@0.5\nb:2|c",
+                vec![
+                    sampled("a", Kind::Counter, Value::Number(1.0), 0.5),
+                    simple("b", Kind::Counter, Value::Number(2.0)),
+                ],
+            ),
+            ("t:3|ms|@.25\r\n", vec![sampled("t", Kind::Timer, Value::Number(3.0), 0.25)]),
+            ("a:1|c|@0", vec![Scanned::Other(b"a:1|c|@0")]),
+            ("a:1|c|@-1", vec![Scanned::Other(b"a:1|c|@-1")]),
+            ("a:1|c|@", vec![Scanned::Other(b"a:1|c|@")]),
+            ("a:1|c|@0.5|#t", vec![Scanned::Other(b"a:1|c|@0.5|#t")]),
+            ("a:1|c|#t", vec![Scanned::Other(b"a:1|c|#t")]),
+            ("a:1", vec![Scanned::Other(b"a:1")]),
             ("a:1|cx\r\n", vec![Scanned::Other(b"a:1|cx")]),
             ("s:1|s", vec![Scanned::Other(b"s:1|s")]),
             (":1|c", vec![Scanned::Other(b":1|c")]),
             ("a:|c", vec![Scanned::Other(b"a:|c")]),
             ("a:1.2.3|c", vec![Scanned::Other(b"a:1.2.3|c")]),
             ("a:1234567890123456|c", vec![Scanned::Other(b"a:1234567890123456|c")]),
+            ("a:000000000000000000000000000001|c", vec![Scanned::Other(b"a:000000000000000000000000000001|c")]),
+            ("a:99999999999999999999999999999|c", vec![Scanned::Other(b"a:99999999999999999999999999999|c")]),
+            ("a:1|c|@99999999999999999999999", vec![Scanned::Other(b"a:1|c|@99999999999999999999999")]),
             ("a:1|c:2|c", vec![Scanned::Other(b"a:1|c:2|c")]),
             ("a:1|c\r", vec![simple("a", Kind::Counter, Value::Number(1.0))]),
             (
