@@ -97,16 +97,16 @@ impl Aggregator {
     /// Starts empty but for Etsy's three internal counters.
     pub fn new(config: AggConfig) -> Self {
         let internal = InternalNames::new(&config.prefix_stats);
-        let mut counters = KeyedMap::default();
+        let mut counters = keyed_map();
         for key in [&internal.bad_lines_seen, &internal.packets_received, &internal.metrics_received] {
             counters.insert(key.clone(), 0.0);
         }
         Aggregator {
             config,
             counters,
-            timers: KeyedMap::default(),
-            gauges: KeyedMap::default(),
-            sets: KeyedMap::default(),
+            timers: keyed_map(),
+            gauges: keyed_map(),
+            sets: keyed_map(),
             internal,
             interval: IngestCounts::default(),
             totals: IngestCounts::default(),
@@ -315,6 +315,12 @@ fn totals_of(samples: &TimerSamples) -> TimerTotals {
         min: if empty { f64::NAN } else { samples.min },
         max: if empty { f64::NAN } else { samples.max },
     }
+}
+
+/// An empty map hashing as the readers' tables do, so that absorbing a table (walked in its
+/// slot order, which is hash order) visits this map's buckets in nearly ascending order.
+fn keyed_map<V>() -> KeyedMap<V> {
+    KeyedMap::with_hasher(crate::series::shared_hasher())
 }
 
 /// The value for a key moved out of a reader's table; the key is copied only when new.

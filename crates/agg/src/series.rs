@@ -12,6 +12,13 @@ use compact_str::CompactString;
 use hashbrown::DefaultHashBuilder;
 use std::hash::BuildHasher;
 
+/// The hasher every series map of this process uses (randomly seeded once): tables and the
+/// flusher's maps that hash alike can be merged in hash order, which walks memory in order.
+pub(crate) fn shared_hasher() -> DefaultHashBuilder {
+    static SHARED: std::sync::OnceLock<DefaultHashBuilder> = std::sync::OnceLock::new();
+    *SHARED.get_or_init(DefaultHashBuilder::default)
+}
+
 /// A slot: empty, or a key and its state.
 type Slot<V> = Option<(CompactString, V)>;
 
@@ -24,8 +31,9 @@ pub struct SeriesMap<V> {
 }
 
 impl<V> Default for SeriesMap<V> {
+    /// An empty map with the process's [`shared_hasher`].
     fn default() -> Self {
-        SeriesMap::with_hasher(DefaultHashBuilder::default())
+        SeriesMap::with_hasher(shared_hasher())
     }
 }
 

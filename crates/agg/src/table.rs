@@ -217,7 +217,7 @@ impl Table {
     /// An empty table: `sanitize` applies Etsy's `keyNameSanitize` to keys; each timer keeps
     /// at most `timer_sample_limit` raw values.
     pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
-        let hasher = DefaultHashBuilder::default();
+        let hasher = crate::series::shared_hasher();
         Table {
             counters: SeriesMap::with_hasher(hasher),
             timers: SeriesMap::with_hasher(hasher),
