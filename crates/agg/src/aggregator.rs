@@ -10,8 +10,9 @@ use hashbrown::{HashMap, HashSet};
 use proto::ParseError;
 
 use crate::config::AggConfig;
-use crate::snapshot::{CounterPoint, GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
-use crate::table::{IngestCounts, Table, TimerSamples};
+use crate::counters::{CounterStore, ReaderMap};
+use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
+use crate::table::{IngestCounts, Table, TakenInterval, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
 
 type KeyedMap<V> = HashMap<CompactString, V>;
@@ -40,7 +41,7 @@ pub enum MetricType {
 #[derive(Debug)]
 pub struct Aggregator {
     config: AggConfig,
-    counters: KeyedMap<f64>,
+    counters: CounterStore,
     timers: KeyedMap<TimerSamples>,
     gauges: KeyedMap<GaugeState>,
     sets: KeyedMap<HashSet<Box<[u8]>>>,
@@ -97,9 +98,9 @@ impl Aggregator {
     /// Starts empty but for Etsy's three internal counters.
     pub fn new(config: AggConfig) -> Self {
         let internal = InternalNames::new(&config.prefix_stats);
-        let mut counters = keyed_map();
+        let mut counters = CounterStore::default();
         for key in [&internal.bad_lines_seen, &internal.packets_received, &internal.metrics_received] {
-            counters.insert(key.clone(), 0.0);
+            counters.add_key(key, 0.0);
         }
         Aggregator {
             config,
@@ -124,13 +125,16 @@ impl Aggregator {
         &self.totals
     }
 
-    /// Moves a reader's table into the current interval.
-    pub fn absorb(&mut self, table: Table) {
+    /// Moves a whole table (one never taken before) into the current interval.
+    pub fn absorb(&mut self, mut table: Table) {
+        self.absorb_taken(&mut ReaderMap::default(), table.take(true));
+    }
+
+    /// Moves a reader's taken interval into the current one; `map` is this reader's map from
+    /// its counter ids to the aggregator's (empty for a new reader, kept between takes).
+    pub fn absorb_taken(&mut self, map: &mut ReaderMap, table: TakenInterval) {
         self.count_ingest(&table.ingest);
-        self.counters.reserve(table.counters.len());
-        for (key, count) in table.counters {
-            *value_for(&mut self.counters, &key, || 0.0) += count;
-        }
+        self.counters.absorb(map, table.counters);
         let limit = self.config.timer_sample_limit;
         for (key, samples) in table.timers {
             value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
@@ -146,12 +150,23 @@ impl Aggregator {
         }
     }
 
+    /// True when the readers must forget their counter keys at the next take (the aggregator
+    /// holds more deleted counters than live ones and will renumber them).
+    pub fn wants_reader_reset(&self) -> bool {
+        self.counters.wants_renumbering()
+    }
+
+    /// Renumbers the counters, dropping deleted ones; call after every reader's table was taken
+    /// with `reset_counters` and absorbed (every [`ReaderMap`] is empty then).
+    pub fn renumber_counters(&mut self) {
+        self.counters.renumber();
+    }
+
     fn count_ingest(&mut self, ingest: &IngestCounts) {
         self.interval.add(ingest);
         self.totals.add(ingest);
         let names = &self.internal;
-        let mut add =
-            |key: &CompactString, amount: u64| *self.counters.entry(key.clone()).or_insert(0.0) += amount as f64;
+        let mut add = |key: &CompactString, amount: u64| self.counters.add_key(key, amount as f64);
         add(&names.packets_received, ingest.packets);
         add(&names.metrics_received, ingest.lines);
         add(&names.bad_lines_seen, ingest.bad_lines());
@@ -200,15 +215,12 @@ impl Aggregator {
     fn count_timers_over_limit(&mut self) {
         let over = self.timers.values().filter(|samples| !samples.is_complete()).count();
         if over > 0 {
-            *self.counters.entry(self.internal.timers_over_sample_limit.clone()).or_insert(0.0) += over as f64;
+            self.counters.add_key(&self.internal.timers_over_sample_limit, over as f64);
         }
     }
 
-    fn counter_points(&self) -> Vec<CounterPoint> {
-        let seconds = self.config.interval_seconds();
-        let points =
-            self.counters.iter().map(|(key, &count)| CounterPoint { key: key.clone(), count, rate: count / seconds });
-        sorted(points, |p| &p.key)
+    fn counter_points(&mut self) -> crate::Counters {
+        self.counters.flush_points(self.config.interval_seconds())
     }
 
     fn timer_points(&mut self) -> Vec<TimerPoint> {
@@ -236,10 +248,7 @@ impl Aggregator {
     fn reset_after_flush(&mut self) {
         let config = &self.config;
         let internal = &self.internal;
-        if config.delete_counters {
-            self.counters.retain(|key, _| internal.is_internal_counter(key));
-        }
-        self.counters.values_mut().for_each(|count| *count = 0.0);
+        self.counters.reset_after_flush(config.delete_counters, |key| internal.is_internal_counter(key));
         if config.delete_timers {
             self.timers.clear();
         }
@@ -257,9 +266,9 @@ impl Aggregator {
     }
 
     /// The keys of one type, sorted.
-    pub fn keys(&self, metric_type: MetricType) -> Vec<CompactString> {
+    pub fn keys(&mut self, metric_type: MetricType) -> Vec<CompactString> {
         let mut keys: Vec<CompactString> = match metric_type {
-            MetricType::Counters => self.counters.keys().cloned().collect(),
+            MetricType::Counters => self.counters.live_values().into_iter().map(|(key, _)| key).collect(),
             MetricType::Timers => self.timers.keys().cloned().collect(),
             MetricType::Gauges => self.gauges.keys().cloned().collect(),
             MetricType::Sets => self.sets.keys().cloned().collect(),
@@ -271,7 +280,7 @@ impl Aggregator {
     /// Deletes one key of one type; true if it existed.
     pub fn remove(&mut self, metric_type: MetricType, key: &str) -> bool {
         match metric_type {
-            MetricType::Counters => self.counters.remove(key).is_some(),
+            MetricType::Counters => self.counters.remove(key),
             MetricType::Timers => self.timers.remove(key).is_some(),
             MetricType::Gauges => self.gauges.remove(key).is_some(),
             MetricType::Sets => self.sets.remove(key).is_some(),
@@ -279,8 +288,8 @@ impl Aggregator {
     }
 
     /// Current counters (this interval so far), sorted.
-    pub fn counter_values(&self) -> Vec<(CompactString, f64)> {
-        sorted(self.counters.iter().map(|(k, v)| (k.clone(), *v)), |(k, _)| k)
+    pub fn counter_values(&mut self) -> Vec<(CompactString, f64)> {
+        self.counters.live_values()
     }
 
     /// Current timer values (this interval so far, in arrival order), sorted by key.
@@ -346,7 +355,7 @@ mod tests {
     }
 
     fn counter(snapshot: &Snapshot, key: &str) -> Option<(f64, f64)> {
-        snapshot.counters.iter().find(|p| &*p.key == key).map(|p| (p.count, p.rate))
+        snapshot.counters.iter().find(|p| p.key == key).map(|p| (p.count, p.rate))
     }
 
     fn gauge(snapshot: &Snapshot, key: &str) -> Option<f64> {

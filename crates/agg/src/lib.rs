@@ -9,7 +9,9 @@
 
 mod aggregator;
 pub mod config;
+mod counters;
 pub mod jsfmt;
+mod key_index;
 mod series;
 mod snapshot;
 mod table;
@@ -17,7 +19,6 @@ mod timer;
 
 pub use aggregator::{Aggregator, MetricType};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
-pub use snapshot::{
-    BinCounts, CounterPoint, GaugePoint, PercentileStat, SetPoint, Snapshot, TimerPoint, TimerStat, TimerTotals,
-};
-pub use table::{apply_delta, GaugeUpdate, IngestCounts, Table, TimerSamples};
+pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
+pub use snapshot::{BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, TimerPoint, TimerStat, TimerTotals};
+pub use table::{apply_delta, GaugeUpdate, IngestCounts, Table, TakenInterval, TimerSamples};

@@ -44,6 +44,7 @@ impl<V> SeriesMap<V> {
     }
 
     /// The number of keys.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -146,7 +147,7 @@ impl<V> std::ops::Index<&str> for SeriesMap<V> {
 
 /// Key equality without a call to `memcmp` for the short keys most series have.
 #[inline(always)]
-fn same_key(stored: &CompactString, key: &str) -> bool {
+pub(crate) fn same_key(stored: &CompactString, key: &str) -> bool {
     let (a, b) = (stored.as_bytes(), key.as_bytes());
     if a.len() != b.len() {
         return false;
@@ -160,7 +161,7 @@ fn same_key(stored: &CompactString, key: &str) -> bool {
 
 /// A hint to load `value`'s cache line; no effect where there is no such instruction.
 #[inline(always)]
-fn prefetch_read<T>(value: &T) {
+pub(crate) fn prefetch_read<T>(value: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it never faults and changes no state visible to Rust.
     unsafe {

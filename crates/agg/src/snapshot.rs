@@ -7,6 +7,7 @@ use compact_str::CompactString;
 use std::time::Duration;
 
 use crate::config::{HistogramRule, Threshold};
+use crate::counters::Counters;
 use crate::table::IngestCounts;
 
 /// The metrics of one flush, with Etsy's derived values.
@@ -17,7 +18,7 @@ pub struct Snapshot {
     /// The flush interval the rates are per second of.
     pub interval: Duration,
     /// Counters, sorted by key.
-    pub counters: Vec<CounterPoint>,
+    pub counters: Counters,
     /// Timers and histograms, sorted by key.
     pub timers: Vec<TimerPoint>,
     /// Gauges, sorted by key.
@@ -50,17 +51,6 @@ impl Snapshot {
             plain => out.push_str(plain.plain_name()),
         }
     }
-}
-
-/// A counter's interval.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CounterPoint {
-    /// The series key (tags included, `;k=v`).
-    pub key: CompactString,
-    /// The sum of `value / rate` this interval.
-    pub count: f64,
-    /// `count` per second of the flush interval.
-    pub rate: f64,
 }
 
 /// A timer's (or `h`/`d` histogram's) interval: Etsy's statistics, in Etsy's order.

@@ -14,6 +14,7 @@ use std::mem::MaybeUninit;
 use hashbrown::{DefaultHashBuilder, HashSet};
 use proto::{Kind, Line, Metric, ParseError, Scanned, SimpleMetric, Value};
 
+use crate::counters::{CounterDelta, ReaderCounters};
 use crate::series::SeriesMap;
 
 /// Lines scanned and prefetched before they are applied.
@@ -202,7 +203,7 @@ fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64)
 /// One reader's interval of metrics.
 #[derive(Debug, Default)]
 pub struct Table {
-    pub(crate) counters: SeriesMap<f64>,
+    pub(crate) counters: ReaderCounters,
     pub(crate) timers: SeriesMap<TimerSamples>,
     pub(crate) gauges: SeriesMap<GaugeUpdate>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
@@ -219,7 +220,7 @@ impl Table {
     pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
         let hasher = crate::series::shared_hasher();
         Table {
-            counters: SeriesMap::with_hasher(hasher),
+            counters: ReaderCounters::default(),
             timers: SeriesMap::with_hasher(hasher),
             gauges: SeriesMap::with_hasher(hasher),
             sets: SeriesMap::with_hasher(hasher),
@@ -231,10 +232,16 @@ impl Table {
         }
     }
 
-    /// Takes what was received so far, leaving an empty table with the same settings.
-    pub fn take(&mut self) -> Table {
-        let empty = Table::new(self.sanitize, self.timer_sample_limit);
-        std::mem::replace(self, empty)
+    /// Takes what was received so far, leaving an empty interval. Counter keys stay (their
+    /// values are handed over by id); `reset_counters` forgets them too.
+    pub fn take(&mut self, reset_counters: bool) -> TakenInterval {
+        TakenInterval {
+            counters: self.counters.take(reset_counters),
+            timers: std::mem::replace(&mut self.timers, SeriesMap::with_hasher(self.hasher)),
+            gauges: std::mem::replace(&mut self.gauges, SeriesMap::with_hasher(self.hasher)),
+            sets: std::mem::replace(&mut self.sets, SeriesMap::with_hasher(self.hasher)),
+            ingest: std::mem::take(&mut self.ingest),
+        }
     }
 
     /// The input counts so far.
@@ -292,9 +299,7 @@ impl Table {
                 Value::Member(_) => unreachable!("the scanner reads no set lines"),
             };
             match metric.kind {
-                Kind::Counter => {
-                    *self.counters.get_or_insert_with(hash, metric.key, || 0.0) += number / metric.sample_rate
-                }
+                Kind::Counter => self.counters.add(hash, metric.key, number / metric.sample_rate),
                 Kind::Gauge => {
                     let gauge = self.gauges.get_or_insert_with(hash, metric.key, GaugeUpdate::default);
                     match metric.value {
@@ -343,7 +348,7 @@ impl Table {
         let hash = self.hasher.hash_one(key);
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
-                *self.counters.get_or_insert_with(hash, key, || 0.0) += number / metric.sample_rate;
+                self.counters.add(hash, key, number / metric.sample_rate);
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
                 self.timers.get_or_insert_with(hash, key, TimerSamples::default).add(
@@ -368,6 +373,16 @@ impl Table {
         }
         Ok(())
     }
+}
+
+/// A reader's interval, taken by the flusher for [`crate::Aggregator::absorb_taken`].
+#[derive(Debug)]
+pub struct TakenInterval {
+    pub(crate) counters: CounterDelta,
+    pub(crate) timers: SeriesMap<TimerSamples>,
+    pub(crate) gauges: SeriesMap<GaugeUpdate>,
+    pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
+    pub(crate) ingest: IngestCounts,
 }
 
 /// Up to [`RUN`] scanned lines with their key hashes, waiting to be applied. Left
@@ -430,8 +445,8 @@ mod tests {
     #[test]
     fn counters_scale_by_rate() {
         let table = table_of("k:1|c:2|c:3|c|@0.5\nk:10|c|@0.1\ntg2:1|c|@0.5|#a:b");
-        assert_eq!(table.counters["k"], 1.0 + 2.0 + 6.0 + 100.0);
-        assert_eq!(table.counters["tg2;a=b"], 2.0);
+        assert_eq!(table.counters.get("k"), Some(1.0 + 2.0 + 6.0 + 100.0));
+        assert_eq!(table.counters.get("tg2;a=b"), Some(2.0));
     }
 
     #[test]
@@ -483,7 +498,7 @@ mod tests {
         assert_eq!(table.ingest.bad_lines(), 4);
         assert_eq!(table.ingest.bad_by_reason[ParseError::UnknownType.index()], 2);
         assert_eq!(table.ingest.ignored_events, 1);
-        assert_eq!(table.counters["ok"], 1.0);
+        assert_eq!(table.counters.get("ok"), Some(1.0));
     }
 
     fn sorted<V>(map: SeriesMap<V>) -> Vec<(compact_str::CompactString, V)> {
@@ -511,7 +526,7 @@ mod tests {
                 full.insert_line(line);
             }
             assert_eq!(fast.ingest, full.ingest, "{packet:?}");
-            assert_eq!(sorted(fast.counters), sorted(full.counters), "{packet:?}");
+            assert_eq!(fast.counters.interval_values(), full.counters.interval_values(), "{packet:?}");
             assert_eq!(sorted(fast.timers), sorted(full.timers), "{packet:?}");
             assert_eq!(sorted(fast.gauges), sorted(full.gauges), "{packet:?}");
             assert_eq!(sorted(fast.sets), sorted(full.sets), "{packet:?}");

@@ -259,7 +259,7 @@ pub fn rows_of(snapshot: &Snapshot) -> Vec<(SeriesKey, Row)> {
         rows.entry(key.clone()).and_modify(|existing| existing.merge(&row, key.kind)).or_insert(row);
     };
     for counter in &snapshot.counters {
-        add(SeriesKey::from_key(&counter.key, Kind::Counter), Row { count: counter.count, ..base() });
+        add(SeriesKey::from_key(counter.key, Kind::Counter), Row { count: counter.count, ..base() });
     }
     for timer in &snapshot.timers {
         let t = &timer.totals;

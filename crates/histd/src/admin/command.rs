@@ -77,7 +77,7 @@ pub fn execute(command: &Command, state: &AdminState) -> String {
             format!("health: {}\n", if state.healthy.load(Ordering::Relaxed) { "up" } else { "down" })
         }
         Command::Stats => stats(state),
-        Command::Dump(metric_type) => format!("{}\nEND\n\n", dump(&current(state), *metric_type)),
+        Command::Dump(metric_type) => format!("{}\nEND\n\n", dump(&mut current(state), *metric_type)),
         Command::Delete(metric_type, arguments) => delete(&mut current(state), *metric_type, arguments),
         Command::Config => config(&state.raw_config),
         Command::Quit => String::new(),
@@ -117,7 +117,7 @@ fn stats(state: &AdminState) -> String {
     out
 }
 
-fn dump(aggregator: &Aggregator, metric_type: MetricType) -> String {
+fn dump(aggregator: &mut Aggregator, metric_type: MetricType) -> String {
     let entries: Vec<(String, Node)> = match metric_type {
         MetricType::Counters => {
             aggregator.counter_values().into_iter().map(|(k, v)| (k.to_string(), Node::Number(v))).collect()

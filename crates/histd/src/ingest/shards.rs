@@ -3,13 +3,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agg::{Aggregator, Table};
+use agg::{Aggregator, ReaderMap, Table};
 
 /// A reader's table. Only its reader inserts; the flusher takes it once per flush, so the lock
 /// is uncontended but for that moment.
 #[derive(Debug)]
 pub struct Shard {
     table: Mutex<Table>,
+    /// The flusher's map from this reader's counter ids to the aggregator's; only the flusher
+    /// touches it (under the aggregator's lock).
+    counter_map: Mutex<ReaderMap>,
     closed: AtomicBool,
 }
 
@@ -49,24 +52,29 @@ impl Shards {
     pub fn register(&self) -> Arc<Shard> {
         let shard = Arc::new(Shard {
             table: Mutex::new(Table::new(self.sanitize, self.timer_sample_limit)),
+            counter_map: Mutex::new(ReaderMap::default()),
             closed: AtomicBool::new(false),
         });
         lock(&self.list).push(shard.clone());
         shard
     }
 
-    /// Moves every shard's table into `aggregator`, and forgets closed shards.
+    /// Moves every shard's interval into `aggregator` (the lock on each table is held only to
+    /// swap it out), and forgets closed shards. When the aggregator is about to renumber its
+    /// counters, every reader forgets its counter keys in the same pass.
     pub fn drain_into(&self, aggregator: &mut Aggregator) {
+        let renumber = aggregator.wants_reader_reset();
         let mut list = lock(&self.list);
         list.retain(|shard| {
             // Read `closed` first: a reader closes after its last insert.
             let closed = shard.closed.load(Ordering::Acquire);
-            let table = lock(&shard.table).take();
-            if !table.is_empty() {
-                aggregator.absorb(table);
-            }
+            let taken = lock(&shard.table).take(renumber || closed);
+            aggregator.absorb_taken(&mut lock(&shard.counter_map), taken);
             !closed
         });
+        if renumber {
+            aggregator.renumber_counters();
+        }
     }
 }
 

@@ -39,7 +39,7 @@ pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
     for counter in &snapshot.counters {
         rows.push((
             "counter",
-            &counter.key,
+            counter.key,
             format!("count={} rate={}", js_number(counter.count), js_number(counter.rate)),
         ));
     }

@@ -116,9 +116,9 @@ impl GraphiteNames {
         let ts = snapshot.timestamp;
         let mut stat = String::new();
         for counter in &snapshot.counters {
-            self.line(out.line(), &self.counter_rate, &counter.key, self.rate_stat, counter.rate, ts);
+            self.line(out.line(), &self.counter_rate, counter.key, self.rate_stat, counter.rate, ts);
             if self.flush_counts {
-                self.line(out.line(), &self.counter_count, &counter.key, self.count_stat, counter.count, ts);
+                self.line(out.line(), &self.counter_count, counter.key, self.count_stat, counter.count, ts);
             }
         }
         for timer in &snapshot.timers {

@@ -1,0 +1,425 @@
+//! Counters by id, the bulk of statsd traffic, kept so that a million of them cost each key
+//! once in a reader and once in the flusher.
+//!
+//! A reader numbers its counter keys in order of first sight and keeps them across intervals
+//! ([`ReaderCounters`]); an interval is an array of values by id plus a bitset of the ids it
+//! touched. The flusher takes that array (a swap), with the keys numbered since its last take,
+//! and keeps per reader a map from the reader's ids to its own ([`ReaderMap`]), so absorbing is
+//! an array walk: no hashing, no key copies. Each interval's arrays are fresh zeroed
+//! allocations (pages the kernel maps on first write), so ids a reader does not see in an
+//! interval cost no memory in it. The flusher's [`CounterStore`] numbers keys the
+//! same way; a flush's [`Counters`] shares its key list and holds ids and counts.
+//!
+//! Keys are forgotten by starting over: a reader whose keys outnumber twice what it saw in the
+//! interval plus [`CHURN_SLACK`] starts again from no key when it is taken (its keys come back
+//! as new ones as they arrive), and when the flusher holds more deleted counters than live ones
+//! (and at least [`CHURN_SLACK`]) every reader starts over and the flusher renumbers its keys.
+
+use compact_str::CompactString;
+
+use crate::key_index::{KeyIndex, KeyList};
+
+/// Keys a reader or the flusher may hold beyond what is in use before it starts over.
+pub const CHURN_SLACK: usize = 65_536;
+
+/// A reader's counters: keys kept across intervals, this interval's values by id.
+#[derive(Debug, Default)]
+pub struct ReaderCounters {
+    index: KeyIndex,
+    values: Vec<f64>,
+    touched: Vec<u64>,
+    touched_count: usize,
+    handed_over: usize,
+}
+
+/// One reader's interval of counters, taken by the flusher.
+#[derive(Debug, Default)]
+pub struct CounterDelta {
+    values: Vec<f64>,
+    touched: Vec<u64>,
+    /// The reader's keys (shared chunks); those from `first_new` on are new to the flusher.
+    keys: KeyList,
+    first_new: usize,
+    reset: bool,
+}
+
+impl ReaderCounters {
+    /// Starts loading where `hash`'s key is looked for (hashes come from the shared hasher).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.index.prefetch(hash);
+    }
+
+    /// Adds `amount` to the counter `key` (whose hash is `hash`).
+    #[inline]
+    pub fn add(&mut self, hash: u64, key: &str, amount: f64) {
+        let id = self.index.id_or_insert(hash, key) as usize;
+        if id >= self.values.len() {
+            self.values.resize(id + 1, 0.0);
+            self.touched.resize(id / 64 + 1, 0);
+        }
+        self.values[id] += amount;
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        if self.touched[word] & bit == 0 {
+            self.touched[word] |= bit;
+            self.touched_count += 1;
+        }
+    }
+
+    /// The interval so far, leaving zeroed values; with `reset` (or when the keys held are
+    /// mostly idle) every key is forgotten too.
+    pub fn take(&mut self, reset: bool) -> CounterDelta {
+        let reset = reset || self.index.len() > 2 * self.touched_count + CHURN_SLACK;
+        let first_new = self.handed_over;
+        let keys = self.index.keys().clone();
+        if reset {
+            self.index = KeyIndex::default();
+        }
+        let values = std::mem::replace(&mut self.values, vec![0.0; self.index.len()]);
+        let touched = std::mem::replace(&mut self.touched, vec![0; self.index.len().div_ceil(64)]);
+        self.touched_count = 0;
+        self.handed_over = self.index.len();
+        CounterDelta { values, touched, keys, first_new, reset }
+    }
+
+    /// This interval's value for `key`, if it arrived.
+    #[cfg(test)]
+    pub fn get(&self, key: &str) -> Option<f64> {
+        let id = self.index.id(key)? as usize;
+        is_set(&self.touched, id).then(|| self.values[id])
+    }
+
+    /// This interval's keys and values, sorted by key.
+    #[cfg(test)]
+    pub fn interval_values(&self) -> Vec<(CompactString, f64)> {
+        let mut all: Vec<_> =
+            set_bits(&self.touched).map(|id| (self.index.keys()[id].clone(), self.values[id])).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+/// The flusher's map from one reader's counter ids to its own.
+#[derive(Debug, Default)]
+pub struct ReaderMap {
+    ids: Vec<u32>,
+}
+
+/// The flusher's counters: every key seen (until deleted and renumbered), this interval's
+/// count of each, and which are live (reported at the flush).
+#[derive(Debug, Default)]
+pub(crate) struct CounterStore {
+    index: KeyIndex,
+    values: Vec<f64>,
+    live: Vec<bool>,
+    live_count: usize,
+    /// Ids sorted by key; ids from `order.len()` on are not placed yet.
+    order: Vec<u32>,
+}
+
+impl CounterStore {
+    /// The id of `key`, numbered next (not live) when new.
+    pub(crate) fn id(&mut self, key: &str) -> u32 {
+        let id = self.index.id_or_insert(self.index.hash(key), key);
+        if id as usize == self.values.len() {
+            self.values.push(0.0);
+            self.live.push(false);
+        }
+        id
+    }
+
+    /// Adds to counter `id`, making it live.
+    pub(crate) fn add(&mut self, id: u32, amount: f64) {
+        let id = id as usize;
+        self.values[id] += amount;
+        if !self.live[id] {
+            self.live[id] = true;
+            self.live_count += 1;
+        }
+    }
+
+    /// Adds to the counter `key`, making it live.
+    pub(crate) fn add_key(&mut self, key: &str, amount: f64) {
+        let id = self.id(key);
+        self.add(id, amount);
+    }
+
+    /// Moves a reader's interval in.
+    pub(crate) fn absorb(&mut self, map: &mut ReaderMap, delta: CounterDelta) {
+        let CounterDelta { values, touched, keys, first_new, reset } = delta;
+        debug_assert_eq!(map.ids.len(), first_new, "a reader's ids are mapped in order");
+        map.ids.truncate(first_new);
+        for reader_id in first_new..keys.len() {
+            let id = self.id(&keys[reader_id]);
+            map.ids.push(id);
+        }
+        for reader_id in set_bits(&touched) {
+            self.add(map.ids[reader_id], values[reader_id]);
+        }
+        if reset {
+            map.ids.clear();
+        }
+    }
+
+    /// Zeroes every count; with `delete`, counters for which `keep` is false stop being live.
+    pub(crate) fn reset_after_flush(&mut self, delete: bool, keep: impl Fn(&str) -> bool) {
+        if delete {
+            for id in 0..self.values.len() {
+                if self.live[id] && !keep(self.index.key(id as u32)) {
+                    self.live[id] = false;
+                    self.live_count -= 1;
+                }
+            }
+        }
+        self.values.fill(0.0);
+    }
+
+    /// True when deleted counters outnumber live ones (and [`CHURN_SLACK`]): time to renumber.
+    pub(crate) fn wants_renumbering(&self) -> bool {
+        let dead = self.values.len() - self.live_count;
+        dead > CHURN_SLACK && dead > self.live_count
+    }
+
+    /// Keeps only live counters, numbered again in key order. Every reader map must be empty.
+    pub(crate) fn renumber(&mut self) {
+        self.sort_new_ids();
+        let mut renumbered = CounterStore::default();
+        for &id in &self.order {
+            if self.live[id as usize] {
+                renumbered.add_key(self.index.key(id), self.values[id as usize]);
+            }
+        }
+        renumbered.order = (0..renumbered.values.len() as u32).collect();
+        *self = renumbered;
+    }
+
+    /// The live counters, sorted by key, sharing the key list.
+    pub(crate) fn flush_points(&mut self, interval_seconds: f64) -> Counters {
+        self.sort_new_ids();
+        let ids: Vec<u32> = self.live_ids().collect();
+        let counts = ids.iter().map(|&id| self.values[id as usize]).collect();
+        Counters { keys: self.index.keys().clone(), ids, counts, interval_seconds }
+    }
+
+    /// Live keys and counts, sorted by key.
+    pub(crate) fn live_values(&mut self) -> Vec<(CompactString, f64)> {
+        self.sort_new_ids();
+        self.live_ids().map(|id| (self.index.keys()[id as usize].clone(), self.values[id as usize])).collect()
+    }
+
+    /// Stops reporting `key`; true when it was live.
+    pub(crate) fn remove(&mut self, key: &str) -> bool {
+        match self.index.id(key).map(|id| id as usize) {
+            Some(id) if self.live[id] => {
+                self.live[id] = false;
+                self.live_count -= 1;
+                self.values[id] = 0.0;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn live_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.order.iter().copied().filter(|&id| self.live[id as usize])
+    }
+
+    /// Places ids numbered since the last sort into `order` (sorted new ids, then one merge).
+    fn sort_new_ids(&mut self) {
+        let placed = self.order.len();
+        if placed == self.values.len() {
+            return;
+        }
+        let keys = self.index.keys();
+        let mut new: Vec<u32> = (placed as u32..self.values.len() as u32).collect();
+        new.sort_unstable_by(|&a, &b| keys[a as usize].cmp(&keys[b as usize]));
+        let old = std::mem::take(&mut self.order);
+        self.order.reserve(old.len() + new.len());
+        let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
+        while let (Some(&x), Some(&y)) = (a.peek(), b.peek()) {
+            if keys[x as usize] <= keys[y as usize] {
+                self.order.push(x);
+                a.next();
+            } else {
+                self.order.push(y);
+                b.next();
+            }
+        }
+        self.order.extend(a.chain(b));
+    }
+}
+
+/// A flush's counters: each live counter's count this interval, sorted by key.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    keys: KeyList,
+    ids: Vec<u32>,
+    counts: Vec<f64>,
+    interval_seconds: f64,
+}
+
+/// One counter of a flush.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CounterPoint<'a> {
+    /// The series key (tags included, `;k=v`).
+    pub key: &'a str,
+    /// The sum of `value / rate` this interval.
+    pub count: f64,
+    /// `count` per second of the flush interval.
+    pub rate: f64,
+}
+
+impl Counters {
+    /// The counters, sorted by key.
+    pub fn iter(&self) -> CounterIter<'_> {
+        CounterIter { counters: self, next: 0 }
+    }
+
+    /// The number of counters.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True when there is no counter.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a Counters {
+    type Item = CounterPoint<'a>;
+    type IntoIter = CounterIter<'a>;
+
+    fn into_iter(self) -> CounterIter<'a> {
+        self.iter()
+    }
+}
+
+/// The iterator of [`Counters::iter`].
+#[derive(Debug, Clone)]
+pub struct CounterIter<'a> {
+    counters: &'a Counters,
+    next: usize,
+}
+
+impl<'a> Iterator for CounterIter<'a> {
+    type Item = CounterPoint<'a>;
+
+    fn next(&mut self) -> Option<CounterPoint<'a>> {
+        let Counters { keys, ids, counts, interval_seconds } = self.counters;
+        let (id, count) = (*ids.get(self.next)?, counts[self.next]);
+        self.next += 1;
+        Some(CounterPoint { key: &keys[id as usize], count, rate: count / interval_seconds })
+    }
+}
+
+#[cfg(test)]
+fn is_set(bits: &[u64], id: usize) -> bool {
+    bits.get(id / 64).is_some_and(|word| word & (1 << (id % 64)) != 0)
+}
+
+/// The positions of the set bits, in ascending order.
+fn set_bits(bits: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    bits.iter().enumerate().flat_map(|(index, &word)| {
+        let mut rest = word;
+        std::iter::from_fn(move || {
+            (rest != 0).then(|| {
+                let bit = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                index * 64 + bit
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(reader: &mut ReaderCounters, key: &str, amount: f64) {
+        use std::hash::BuildHasher;
+        reader.add(crate::series::shared_hasher().hash_one(key), key, amount);
+    }
+
+    fn cycle(reader: &mut ReaderCounters, store: &mut CounterStore, map: &mut ReaderMap, reset: bool) {
+        store.absorb(map, reader.take(reset));
+    }
+
+    fn flushed(store: &mut CounterStore) -> Vec<(String, f64)> {
+        store.flush_points(1.0).iter().map(|p| (p.key.to_string(), p.count)).collect()
+    }
+
+    #[test]
+    fn intervals_move_to_the_flusher_by_id_and_keys_stay() {
+        let (mut reader, mut store, mut map) =
+            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        add(&mut reader, "b", 1.0);
+        add(&mut reader, "a", 2.0);
+        add(&mut reader, "b", 3.0);
+        let delta = reader.take(false);
+        assert_eq!((delta.first_new, delta.keys.len()), (0, 2));
+        store.absorb(&mut map, delta);
+        assert_eq!(flushed(&mut store), [("a".into(), 2.0), ("b".into(), 4.0)]);
+        store.reset_after_flush(false, |_| true);
+
+        add(&mut reader, "c", 0.0);
+        add(&mut reader, "b", 5.0);
+        let delta = reader.take(false);
+        assert_eq!((delta.first_new, delta.keys.len()), (2, 3), "only keys numbered since the last take are new");
+        store.absorb(&mut map, delta);
+        assert_eq!(flushed(&mut store), [("a".into(), 0.0), ("b".into(), 5.0), ("c".into(), 0.0)]);
+        assert_eq!(reader.get("b"), None, "a taken interval starts from nothing");
+    }
+
+    #[test]
+    fn a_reset_reader_is_mapped_again_from_its_new_keys() {
+        let (mut reader, mut store, mut map) =
+            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        add(&mut reader, "x", 1.0);
+        add(&mut reader, "y", 1.0);
+        cycle(&mut reader, &mut store, &mut map, true);
+        assert!(map.ids.is_empty());
+        add(&mut reader, "y", 2.0);
+        cycle(&mut reader, &mut store, &mut map, false);
+        assert_eq!(flushed(&mut store), [("x".into(), 1.0), ("y".into(), 3.0)]);
+    }
+
+    #[test]
+    fn deleted_counters_are_renumbered_away() {
+        let (mut reader, mut store, mut map) =
+            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        for i in 0..(CHURN_SLACK + 10) {
+            add(&mut reader, &format!("gone.{i}"), 1.0);
+        }
+        add(&mut reader, "kept", 7.0);
+        cycle(&mut reader, &mut store, &mut map, false);
+        store.reset_after_flush(true, |key| key == "kept");
+        assert!(store.wants_renumbering());
+        cycle(&mut reader, &mut store, &mut map, true);
+        store.renumber();
+        assert_eq!((store.values.len(), flushed(&mut store)), (1, vec![("kept".into(), 0.0)]));
+        add(&mut reader, "kept", 1.0);
+        add(&mut reader, "new", 1.0);
+        cycle(&mut reader, &mut store, &mut map, false);
+        assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 1.0)]);
+    }
+
+    #[test]
+    fn a_reader_holding_mostly_idle_keys_starts_over() {
+        let mut reader = ReaderCounters::default();
+        for i in 0..(CHURN_SLACK + 10) {
+            add(&mut reader, &format!("k{i}"), 1.0);
+        }
+        assert!(!reader.take(false).reset, "every key was used this interval");
+        add(&mut reader, "k1", 1.0);
+        assert!(reader.take(false).reset, "one key of 65k used");
+        assert_eq!(reader.index.len(), 0);
+    }
+
+    #[test]
+    fn set_bits_are_listed_in_order() {
+        let bits = [0b1010_0001u64, 0, 1 << 63];
+        assert_eq!(set_bits(&bits).collect::<Vec<_>>(), [0, 5, 7, 191]);
+        assert!(is_set(&bits, 191) && !is_set(&bits, 1) && !is_set(&bits, 500));
+    }
+}

@@ -1,0 +1,194 @@
+//! Series keys numbered densely from 0 in order of first sight: the ids that let a reader hand
+//! over an interval of counter values as one array, and the flusher find its own entry for each
+//! with an array lookup instead of a hash lookup.
+//!
+//! Open addressing over `u32` slots (0 empty, else id + 1), at most half full. Keys live in a
+//! [`KeyList`] of fixed-size chunks that never change once full, so a reader can hand its new
+//! keys to the flusher, and the flusher its keys to a snapshot, by sharing chunks, not copying.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use compact_str::CompactString;
+use hashbrown::DefaultHashBuilder;
+
+use crate::series::{prefetch_read, same_key, shared_hasher};
+
+/// Keys per chunk of a [`KeyList`].
+const CHUNK: usize = 4096;
+
+/// Keys by id, in chunks of [`CHUNK`]: full chunks are shared and never change; the last,
+/// partial one is copied when the list is cloned.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyList {
+    full: Vec<Arc<[CompactString]>>,
+    tail: Vec<CompactString>,
+}
+
+impl KeyList {
+    /// The number of keys.
+    pub(crate) fn len(&self) -> usize {
+        self.full.len() * CHUNK + self.tail.len()
+    }
+
+    fn push(&mut self, key: CompactString) {
+        self.tail.push(key);
+        if self.tail.len() == CHUNK {
+            self.full.push(std::mem::take(&mut self.tail).into());
+        }
+    }
+}
+
+impl std::ops::Index<usize> for KeyList {
+    type Output = CompactString;
+
+    /// The key numbered `id`.
+    #[inline]
+    fn index(&self, id: usize) -> &CompactString {
+        match self.full.get(id / CHUNK) {
+            Some(chunk) => &chunk[id % CHUNK],
+            None => &self.tail[id - self.full.len() * CHUNK],
+        }
+    }
+}
+
+/// Keys and their ids.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyIndex {
+    slots: Box<[u32]>,
+    keys: KeyList,
+    hasher: DefaultHashBuilder,
+}
+
+impl Default for KeyIndex {
+    fn default() -> Self {
+        KeyIndex { slots: Box::new([]), keys: KeyList::default(), hasher: shared_hasher() }
+    }
+}
+
+impl KeyIndex {
+    /// The number of keys (the next id).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The hash [`KeyIndex::prefetch`] and [`KeyIndex::id_or_insert`] take.
+    #[inline]
+    pub fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Starts loading the slot where the key with `hash` is looked for first.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        if let Some(slot) = self.slots.get(self.home(hash)) {
+            prefetch_read(slot);
+        }
+    }
+
+    /// The id of `key` (whose hash is `hash`), numbering it next if it is new.
+    #[inline]
+    pub fn id_or_insert(&mut self, hash: u64, key: &str) -> u32 {
+        if (self.keys.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        match self.find(hash, key) {
+            Ok(id) => id,
+            Err(empty) => {
+                let id = self.keys.len() as u32;
+                self.keys.push(CompactString::from(key));
+                self.slots[empty] = id + 1;
+                id
+            }
+        }
+    }
+
+    /// The id of `key`, if it has one.
+    pub fn id(&self, key: &str) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        self.find(self.hash(key), key).ok()
+    }
+
+    /// The key numbered `id`.
+    pub fn key(&self, id: u32) -> &str {
+        &self.keys[id as usize]
+    }
+
+    /// Every key, by id (a clone shares every full chunk).
+    pub(crate) fn keys(&self) -> &KeyList {
+        &self.keys
+    }
+
+    /// `Ok(id)` of `key`, or `Err(slot)` of the empty slot where it goes.
+    #[inline]
+    fn find(&self, hash: u64, key: &str) -> Result<u32, usize> {
+        let mask = self.slots.len() - 1;
+        let mut index = self.home(hash);
+        loop {
+            match self.slots[index] {
+                0 => return Err(index),
+                stored if same_key(&self.keys[stored as usize - 1], key) => return Ok(stored - 1),
+                _ => index = (index + 1) & mask,
+            }
+        }
+    }
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        hash as usize & self.slots.len().wrapping_sub(1)
+    }
+
+    /// Doubles the slots (16 at first) and places every id again.
+    #[cold]
+    fn grow(&mut self) {
+        let capacity = (self.slots.len() * 2).max(16);
+        self.slots = vec![0; capacity].into_boxed_slice();
+        for id in 0..self.keys.len() {
+            let key = &self.keys[id];
+            let Err(empty) = self.find(self.hash(key), key) else { unreachable!("keys are unique") };
+            self.slots[empty] = id as u32 + 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keys_in_order_of_first_sight() {
+        let mut index = KeyIndex::default();
+        let keys: Vec<String> = (0..3000).map(|i| format!("series.number.{i}")).collect();
+        for round in 0..2 {
+            for (i, key) in keys.iter().enumerate() {
+                let hash = index.hash(key);
+                index.prefetch(hash);
+                assert_eq!(index.id_or_insert(hash, key), i as u32, "{key} in round {round}");
+            }
+        }
+        assert_eq!(index.len(), keys.len());
+        assert_eq!((index.id("series.number.17"), index.id("nope")), (Some(17), None));
+        assert_eq!(index.key(2999), "series.number.2999");
+    }
+
+    #[test]
+    fn a_cloned_key_list_shares_full_chunks_and_stays_as_it_was() {
+        let mut index = KeyIndex::default();
+        let keys: Vec<String> = (0..CHUNK + 10).map(|i| format!("k{i}")).collect();
+        for key in &keys[..CHUNK + 5] {
+            index.id_or_insert(index.hash(key), key);
+        }
+        let held = index.keys().clone();
+        for key in &keys[CHUNK + 5..] {
+            index.id_or_insert(index.hash(key), key);
+        }
+        assert_eq!((held.len(), index.keys().len()), (CHUNK + 5, CHUNK + 10));
+        assert!(Arc::ptr_eq(&held.full[0], &index.keys().full[0]));
+        assert_eq!(
+            (&held[CHUNK + 4], &index.keys()[CHUNK + 9]),
+            (&keys[CHUNK + 4].as_str().into(), &keys[CHUNK + 9].as_str().into())
+        );
+    }
+}
