@@ -150,18 +150,6 @@ impl Aggregator {
         }
     }
 
-    /// True when the readers must forget their counter keys at the next take (the aggregator
-    /// holds more deleted counters than live ones and will renumber them).
-    pub fn wants_reader_reset(&self) -> bool {
-        self.counters.wants_renumbering()
-    }
-
-    /// Renumbers the counters, dropping deleted ones; call after every reader's table was taken
-    /// with `reset_counters` and absorbed (every [`ReaderMap`] is empty then).
-    pub fn renumber_counters(&mut self) {
-        self.counters.renumber();
-    }
-
     fn count_ingest(&mut self, ingest: &IngestCounts) {
         self.interval.add(ingest);
         self.totals.add(ingest);

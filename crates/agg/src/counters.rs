@@ -10,10 +10,13 @@
 //! interval cost no memory in it. The flusher's [`CounterStore`] numbers keys the
 //! same way; a flush's [`Counters`] shares its key list and holds ids and counts.
 //!
-//! Keys are forgotten by starting over: a reader whose keys outnumber twice what it saw in the
-//! interval plus [`CHURN_SLACK`] starts again from no key when it is taken (its keys come back
-//! as new ones as they arrive), and when the flusher holds more deleted counters than live ones
-//! (and at least [`CHURN_SLACK`]) every reader starts over and the flusher renumbers its keys.
+//! Keys are forgotten by starting over, so names that churn cannot grow memory without bound: a
+//! reader whose keys outnumber twice what it saw in the interval plus [`CHURN_SLACK`] starts
+//! again from no key when it is taken (its keys come back as new ones as they arrive); and when
+//! more than half of the flusher's counters have been deleted for two flushes or more (and over
+//! [`CHURN_SLACK`] of them), it renumbers the rest and every reader's map is rebuilt from the
+//! reader's keys at its next take. Without `deleteCounters` counters are never deleted (Etsy
+//! keeps reporting them as 0), so only readers start over.
 
 use compact_str::CompactString;
 
@@ -103,6 +106,8 @@ impl ReaderCounters {
 #[derive(Debug, Default)]
 pub struct ReaderMap {
     ids: Vec<u32>,
+    /// The flusher's numbering these ids belong to.
+    generation: u64,
 }
 
 /// The flusher's counters: every key seen (until deleted and renumbered), this interval's
@@ -112,9 +117,12 @@ pub(crate) struct CounterStore {
     index: KeyIndex,
     values: Vec<f64>,
     live: Vec<bool>,
-    live_count: usize,
+    /// Flushes since each counter was last live (0: live at the last flush).
+    idle_flushes: Vec<u8>,
     /// Ids sorted by key; ids from `order.len()` on are not placed yet.
     order: Vec<u32>,
+    /// Bumped by every renumbering: maps of an older one are rebuilt.
+    generation: u64,
 }
 
 impl CounterStore {
@@ -124,6 +132,7 @@ impl CounterStore {
         if id as usize == self.values.len() {
             self.values.push(0.0);
             self.live.push(false);
+            self.idle_flushes.push(0);
         }
         id
     }
@@ -132,10 +141,7 @@ impl CounterStore {
     pub(crate) fn add(&mut self, id: u32, amount: f64) {
         let id = id as usize;
         self.values[id] += amount;
-        if !self.live[id] {
-            self.live[id] = true;
-            self.live_count += 1;
-        }
+        self.live[id] = true;
     }
 
     /// Adds to the counter `key`, making it live.
@@ -144,12 +150,16 @@ impl CounterStore {
         self.add(id, amount);
     }
 
-    /// Moves a reader's interval in.
+    /// Moves a reader's interval in. The map is extended with the reader's new keys, or built
+    /// again from all of them after a renumbering.
     pub(crate) fn absorb(&mut self, map: &mut ReaderMap, delta: CounterDelta) {
         let CounterDelta { values, touched, keys, first_new, reset } = delta;
-        debug_assert_eq!(map.ids.len(), first_new, "a reader's ids are mapped in order");
+        if map.generation != self.generation {
+            *map = ReaderMap { ids: Vec::new(), generation: self.generation };
+        }
+        debug_assert!(map.ids.is_empty() || map.ids.len() == first_new, "a reader's ids are mapped in order");
         map.ids.truncate(first_new);
-        for reader_id in first_new..keys.len() {
+        for reader_id in map.ids.len()..keys.len() {
             let id = self.id(&keys[reader_id]);
             map.ids.push(id);
         }
@@ -161,32 +171,34 @@ impl CounterStore {
         }
     }
 
-    /// Zeroes every count; with `delete`, counters for which `keep` is false stop being live.
+    /// After a flush: zeroes every count; with `delete`, counters for which `keep` is false
+    /// stop being live; renumbers when stale counters dominate.
     pub(crate) fn reset_after_flush(&mut self, delete: bool, keep: impl Fn(&str) -> bool) {
-        if delete {
-            for id in 0..self.values.len() {
-                if self.live[id] && !keep(self.index.key(id as u32)) {
-                    self.live[id] = false;
-                    self.live_count -= 1;
-                }
+        let mut stale = 0;
+        for id in 0..self.values.len() {
+            let idle = &mut self.idle_flushes[id];
+            *idle = if self.live[id] { 0 } else { idle.saturating_add(1) };
+            stale += usize::from(*idle >= 2);
+            if delete && self.live[id] && !keep(self.index.key(id as u32)) {
+                self.live[id] = false;
             }
         }
         self.values.fill(0.0);
+        if stale > CHURN_SLACK && stale * 2 > self.values.len() {
+            self.renumber();
+        }
     }
 
-    /// True when deleted counters outnumber live ones (and [`CHURN_SLACK`]): time to renumber.
-    pub(crate) fn wants_renumbering(&self) -> bool {
-        let dead = self.values.len() - self.live_count;
-        dead > CHURN_SLACK && dead > self.live_count
-    }
-
-    /// Keeps only live counters, numbered again in key order. Every reader map must be empty.
-    pub(crate) fn renumber(&mut self) {
+    /// Keeps the counters that are not stale, numbered again in key order, in a new generation.
+    fn renumber(&mut self) {
         self.sort_new_ids();
-        let mut renumbered = CounterStore::default();
+        let mut renumbered = CounterStore { generation: self.generation + 1, ..CounterStore::default() };
         for &id in &self.order {
-            if self.live[id as usize] {
-                renumbered.add_key(self.index.key(id), self.values[id as usize]);
+            let id = id as usize;
+            if self.idle_flushes[id] < 2 {
+                let new = renumbered.id(&self.index.keys()[id]) as usize;
+                renumbered.live[new] = self.live[id];
+                renumbered.idle_flushes[new] = self.idle_flushes[id];
             }
         }
         renumbered.order = (0..renumbered.values.len() as u32).collect();
@@ -212,7 +224,6 @@ impl CounterStore {
         match self.index.id(key).map(|id| id as usize) {
             Some(id) if self.live[id] => {
                 self.live[id] = false;
-                self.live_count -= 1;
                 self.values[id] = 0.0;
                 true
             }
@@ -385,23 +396,42 @@ mod tests {
     }
 
     #[test]
-    fn deleted_counters_are_renumbered_away() {
+    fn counters_deleted_for_two_flushes_are_renumbered_away() {
         let (mut reader, mut store, mut map) =
             (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
         for i in 0..(CHURN_SLACK + 10) {
             add(&mut reader, &format!("gone.{i}"), 1.0);
         }
         add(&mut reader, "kept", 7.0);
+        let keep_none = |_: &str| false;
+        for flush in 0..3 {
+            cycle(&mut reader, &mut store, &mut map, false);
+            assert_eq!(store.generation, 0, "flush {flush}: deleted once, idle once: not stale yet");
+            store.reset_after_flush(true, keep_none);
+            add(&mut reader, "kept", 1.0);
+        }
+        assert_eq!((store.generation, store.values.len()), (1, 1), "only the counter in use is left");
+        add(&mut reader, "new", 2.0);
         cycle(&mut reader, &mut store, &mut map, false);
-        store.reset_after_flush(true, |key| key == "kept");
-        assert!(store.wants_renumbering());
-        cycle(&mut reader, &mut store, &mut map, true);
-        store.renumber();
-        assert_eq!((store.values.len(), flushed(&mut store)), (1, vec![("kept".into(), 0.0)]));
-        add(&mut reader, "kept", 1.0);
-        add(&mut reader, "new", 1.0);
+        assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 2.0)], "the map was rebuilt");
+        store.reset_after_flush(false, keep_none);
         cycle(&mut reader, &mut store, &mut map, false);
-        assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 1.0)]);
+        assert_eq!(flushed(&mut store), [("kept".into(), 0.0), ("new".into(), 0.0)]);
+    }
+
+    #[test]
+    fn counters_deleted_every_flush_but_in_use_stay_numbered() {
+        let (mut reader, mut store, mut map) =
+            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        for flush in 0..4 {
+            for i in 0..(CHURN_SLACK + 10) {
+                add(&mut reader, &format!("busy.{i}"), 1.0);
+            }
+            cycle(&mut reader, &mut store, &mut map, false);
+            assert_eq!(store.flush_points(1.0).len(), CHURN_SLACK + 10, "flush {flush}");
+            store.reset_after_flush(true, |_| false);
+        }
+        assert_eq!(store.generation, 0);
     }
 
     #[test]

@@ -60,21 +60,16 @@ impl Shards {
     }
 
     /// Moves every shard's interval into `aggregator` (the lock on each table is held only to
-    /// swap it out), and forgets closed shards. When the aggregator is about to renumber its
-    /// counters, every reader forgets its counter keys in the same pass.
+    /// swap it out), and forgets closed shards.
     pub fn drain_into(&self, aggregator: &mut Aggregator) {
-        let renumber = aggregator.wants_reader_reset();
         let mut list = lock(&self.list);
         list.retain(|shard| {
             // Read `closed` first: a reader closes after its last insert.
             let closed = shard.closed.load(Ordering::Acquire);
-            let taken = lock(&shard.table).take(renumber || closed);
+            let taken = lock(&shard.table).take(closed);
             aggregator.absorb_taken(&mut lock(&shard.counter_map), taken);
             !closed
         });
-        if renumber {
-            aggregator.renumber_counters();
-        }
     }
 }
 
