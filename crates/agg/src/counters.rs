@@ -53,6 +53,18 @@ impl ReaderCounters {
         self.index.prefetch(hash);
     }
 
+    /// Second stage, after [`ReaderCounters::prefetch`]: starts loading the key and value the
+    /// first probed slot points at.
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64) {
+        if let Some(id) = self.index.likely_id(hash) {
+            self.index.prefetch_key(id);
+            if let Some(value) = self.values.get(id as usize) {
+                crate::series::prefetch_read(value);
+            }
+        }
+    }
+
     /// Adds `amount` to the counter `key` (whose hash is `hash`).
     #[inline]
     pub fn add(&mut self, hash: u64, key: &str, amount: f64) {

@@ -86,6 +86,20 @@ impl KeyIndex {
         }
     }
 
+    /// The id found in the first slot probed for `hash`, if any: the likely id of its key (read
+    /// after [`KeyIndex::prefetch`], to prefetch what the id points at).
+    #[inline]
+    pub fn likely_id(&self, hash: u64) -> Option<u32> {
+        let slot = *self.slots.get(self.home(hash))?;
+        slot.checked_sub(1)
+    }
+
+    /// Starts loading the key numbered `id`.
+    #[inline]
+    pub fn prefetch_key(&self, id: u32) {
+        prefetch_read(&self.keys[id as usize]);
+    }
+
     /// The id of `key` (whose hash is `hash`), numbering it next if it is new.
     #[inline]
     pub fn id_or_insert(&mut self, hash: u64, key: &str) -> u32 {

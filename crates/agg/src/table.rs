@@ -294,6 +294,11 @@ impl Table {
     #[inline]
     fn apply(&mut self, run: &mut Run<'_>) {
         for &(metric, hash) in run.lines() {
+            if metric.kind == Kind::Counter {
+                self.counters.prefetch_entry(hash);
+            }
+        }
+        for &(metric, hash) in run.lines() {
             let number = match metric.value {
                 Value::Number(number) | Value::GaugeDelta(number) => number,
                 Value::Member(_) => unreachable!("the scanner reads no set lines"),
