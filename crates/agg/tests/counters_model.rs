@@ -39,7 +39,7 @@ fn run(delete_counters: bool) {
             *interval.entry(name).or_default() += amount;
             if line % 20 == 19 {
                 // Mostly one reader per flush, so the others go idle and start over.
-                let reader = &mut readers[(flush as usize + usize::from(random.next() % 4 == 0)) % 3].0;
+                let reader = &mut readers[(flush as usize + usize::from(random.next() & 3 == 0)) % 3].0;
                 reader.insert_packet(1, packet.as_bytes());
                 packet.clear();
             }
