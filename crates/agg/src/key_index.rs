@@ -6,13 +6,11 @@
 //! [`KeyList`] of fixed-size chunks that never change once full, so a reader can hand its new
 //! keys to the flusher, and the flusher its keys to a snapshot, by sharing chunks, not copying.
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use compact_str::CompactString;
-use hashbrown::DefaultHashBuilder;
 
-use crate::series::{prefetch_read, same_key, shared_hasher};
+use crate::series::{prefetch_read, same_key, Slots};
 
 /// Keys per chunk of a [`KeyList`].
 const CHUNK: usize = 4096;
@@ -55,14 +53,13 @@ impl std::ops::Index<usize> for KeyList {
 /// Keys and their ids.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyIndex {
-    slots: Box<[u32]>,
+    slots: Slots<u32>,
     keys: KeyList,
-    hasher: DefaultHashBuilder,
 }
 
 impl Default for KeyIndex {
     fn default() -> Self {
-        KeyIndex { slots: Box::new([]), keys: KeyList::default(), hasher: shared_hasher() }
+        KeyIndex { slots: Slots::empty(), keys: KeyList::default() }
     }
 }
 
@@ -75,22 +72,20 @@ impl KeyIndex {
     /// The hash [`KeyIndex::prefetch`] and [`KeyIndex::id_or_insert`] take.
     #[inline]
     pub fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
+        self.slots.hash(key)
     }
 
     /// Starts loading the slot where the key with `hash` is looked for first.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        if let Some(slot) = self.slots.get(self.home(hash)) {
-            prefetch_read(slot);
-        }
+        self.slots.prefetch(hash);
     }
 
     /// The id found in the first slot probed for `hash`, if any: the likely id of its key (read
     /// after [`KeyIndex::prefetch`], to prefetch what the id points at).
     #[inline]
     pub fn likely_id(&self, hash: u64) -> Option<u32> {
-        let slot = *self.slots.get(self.home(hash))?;
+        let slot = *self.slots.get(self.slots.home(hash))?;
         slot.checked_sub(1)
     }
 
@@ -139,7 +134,7 @@ impl KeyIndex {
     #[inline]
     fn find(&self, hash: u64, key: &str) -> Result<u32, usize> {
         let mask = self.slots.len() - 1;
-        let mut index = self.home(hash);
+        let mut index = self.slots.home(hash);
         loop {
             match self.slots[index] {
                 0 => return Err(index),
@@ -149,16 +144,11 @@ impl KeyIndex {
         }
     }
 
-    #[inline]
-    fn home(&self, hash: u64) -> usize {
-        hash as usize & self.slots.len().wrapping_sub(1)
-    }
-
     /// Doubles the slots (16 at first) and places every id again.
     #[cold]
     fn grow(&mut self) {
         let capacity = (self.slots.len() * 2).max(16);
-        self.slots = vec![0; capacity].into_boxed_slice();
+        self.slots.replace(vec![0; capacity].into_boxed_slice());
         for id in 0..self.keys.len() {
             let key = &self.keys[id];
             let Err(empty) = self.find(self.hash(key), key) else { unreachable!("keys are unique") };

@@ -19,30 +19,83 @@ pub(crate) fn shared_hasher() -> DefaultHashBuilder {
     *SHARED.get_or_init(DefaultHashBuilder::default)
 }
 
+/// The slots of an open-addressing table (none, or a power of two of them) with the hash that
+/// places keys in them: what [`SeriesMap`] and the key index share.
+#[derive(Debug, Clone)]
+pub(crate) struct Slots<S> {
+    cells: Box<[S]>,
+    hasher: DefaultHashBuilder,
+}
+
+impl<S> Slots<S> {
+    /// No slots, hashing with the [`shared_hasher`].
+    pub(crate) fn empty() -> Self {
+        Slots { cells: Box::new([]), hasher: shared_hasher() }
+    }
+
+    /// The hash of `key`.
+    #[inline]
+    pub(crate) fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The first slot probed for `hash` (any index when there are no slots).
+    #[inline]
+    pub(crate) fn home(&self, hash: u64) -> usize {
+        hash as usize & self.cells.len().wrapping_sub(1)
+    }
+
+    /// Asks the CPU to start loading the first slot probed for `hash`.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        if let Some(slot) = self.cells.get(self.home(hash)) {
+            prefetch_read(slot);
+        }
+    }
+
+    /// Puts `cells` in place of the slots, returning the old ones.
+    pub(crate) fn replace(&mut self, cells: Box<[S]>) -> Box<[S]> {
+        std::mem::replace(&mut self.cells, cells)
+    }
+
+    /// The slots themselves.
+    pub(crate) fn into_cells(self) -> Box<[S]> {
+        self.cells
+    }
+}
+
+impl<S> std::ops::Deref for Slots<S> {
+    type Target = [S];
+
+    fn deref(&self) -> &[S] {
+        &self.cells
+    }
+}
+
+impl<S> std::ops::DerefMut for Slots<S> {
+    fn deref_mut(&mut self) -> &mut [S] {
+        &mut self.cells
+    }
+}
+
 /// A slot: empty, or a key and its state.
 type Slot<V> = Option<(CompactString, V)>;
 
 /// A map from series key to `V`, with lookups split into hash, prefetch and update.
 #[derive(Debug, Clone)]
 pub struct SeriesMap<V> {
-    slots: Box<[Slot<V>]>,
+    slots: Slots<Slot<V>>,
     len: usize,
-    hasher: DefaultHashBuilder,
 }
 
 impl<V> Default for SeriesMap<V> {
-    /// An empty map with the process's [`shared_hasher`].
+    /// An empty map (allocates nothing) with the process's [`shared_hasher`].
     fn default() -> Self {
-        SeriesMap::with_hasher(shared_hasher())
+        SeriesMap { slots: Slots::empty(), len: 0 }
     }
 }
 
 impl<V> SeriesMap<V> {
-    /// An empty map (allocates nothing) hashing with `hasher`.
-    pub fn with_hasher(hasher: DefaultHashBuilder) -> Self {
-        SeriesMap { slots: Box::new([]), len: 0, hasher }
-    }
-
     /// The number of keys.
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -52,15 +105,13 @@ impl<V> SeriesMap<V> {
     /// The hash of `key` that [`SeriesMap::prefetch`] and [`SeriesMap::get_or_insert_with`] take.
     #[inline]
     pub fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
+        self.slots.hash(key)
     }
 
     /// Asks the CPU to start loading the slot where the key with `hash` would be found.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        if let Some(slot) = self.slots.get(self.home(hash)) {
-            prefetch_read(slot);
-        }
+        self.slots.prefetch(hash);
     }
 
     /// The state of `key` (whose hash is `hash`), inserted by `make` if absent; the key is
@@ -98,7 +149,7 @@ impl<V> SeriesMap<V> {
     #[inline]
     fn find(&self, hash: u64, key: &str) -> Result<usize, usize> {
         let mask = self.slots.len() - 1;
-        let mut index = self.home(hash);
+        let mut index = self.slots.home(hash);
         loop {
             match &self.slots[index] {
                 None => return Err(index),
@@ -108,17 +159,11 @@ impl<V> SeriesMap<V> {
         }
     }
 
-    /// The first slot probed for `hash` (any index when there are no slots).
-    #[inline]
-    fn home(&self, hash: u64) -> usize {
-        hash as usize & self.slots.len().wrapping_sub(1)
-    }
-
     /// Doubles the slots (16 at first) and puts every key back.
     #[cold]
     fn grow(&mut self) {
         let capacity = (self.slots.len() * 2).max(16);
-        let old = std::mem::replace(&mut self.slots, (0..capacity).map(|_| None).collect());
+        let old = self.slots.replace((0..capacity).map(|_| None).collect());
         for (key, value) in old.into_vec().into_iter().flatten() {
             let Err(empty) = self.find(self.hash(&key), &key) else { unreachable!("keys are unique") };
             self.slots[empty] = Some((key, value));
@@ -132,7 +177,7 @@ impl<V> IntoIterator for SeriesMap<V> {
 
     /// Every key and its state, in no particular order.
     fn into_iter(self) -> Self::IntoIter {
-        self.slots.into_vec().into_iter().flatten()
+        self.slots.into_cells().into_vec().into_iter().flatten()
     }
 }
 

@@ -221,9 +221,9 @@ impl Table {
         let hasher = crate::series::shared_hasher();
         Table {
             counters: ReaderCounters::default(),
-            timers: SeriesMap::with_hasher(hasher),
-            gauges: SeriesMap::with_hasher(hasher),
-            sets: SeriesMap::with_hasher(hasher),
+            timers: SeriesMap::default(),
+            gauges: SeriesMap::default(),
+            sets: SeriesMap::default(),
             ingest: IngestCounts::default(),
             hasher,
             sanitize,
@@ -237,9 +237,9 @@ impl Table {
     pub fn take(&mut self, reset_counters: bool) -> TakenInterval {
         TakenInterval {
             counters: self.counters.take(reset_counters),
-            timers: std::mem::replace(&mut self.timers, SeriesMap::with_hasher(self.hasher)),
-            gauges: std::mem::replace(&mut self.gauges, SeriesMap::with_hasher(self.hasher)),
-            sets: std::mem::replace(&mut self.sets, SeriesMap::with_hasher(self.hasher)),
+            timers: std::mem::take(&mut self.timers),
+            gauges: std::mem::take(&mut self.gauges),
+            sets: std::mem::take(&mut self.sets),
             ingest: std::mem::take(&mut self.ingest),
         }
     }
