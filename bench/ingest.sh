@@ -47,7 +47,7 @@ workload "25 lines/datagram, 1k names" "" --lines 25 --names 1000 --rate 4M,6M,7
 workload "25 lines/datagram, 100k names" "" --lines 25 --names 100000 --rate 2M,3M,4M,5M,0
 workload "100 lines/datagram, 1k names (saturated)" "" --lines 100 --names 1000 --rate 0
 workload "25 lines/datagram, 1k timer names" "" --lines 25 --names 1000 --mix timers --rate 2M,3M,4M,0
-workload "25 lines/datagram, 1M names" "" --lines 25 --names 1000000 --rate 1M
+workload "25 lines/datagram, 1M names" "" --lines 25 --names 1000000 --rate 1M,2M,4M
 
 [[ -z $only ]] || exit 0
 echo; echo "## baseline: bare recvmmsg receiver on CPU 0, generator on CPU 1"
