@@ -1,12 +1,14 @@
-//! The reader's map from series key to state: open addressing over one flat array of slots,
-//! built so the hot path can ask for a key's slot to be fetched into cache well before it is
-//! needed ([`SeriesMap::prefetch`]).
+//! The reader's map from series key to state for timers, gauges and sets (counters go by id:
+//! `crate::counters`): open addressing over one flat array of slots, built so the hot path can
+//! ask for a key's slot to be fetched into cache well before it is needed
+//! ([`SeriesMap::prefetch`]). [`Slots`], the slot array with its hash, is shared with the
+//! counters' key index.
 //!
 //! At high cardinality the cost of a line is the cache miss on its series' state, not the
 //! parsing. A reader parses a run of lines, prefetching each line's slot, then updates them
 //! all: the misses overlap instead of following one another. Each slot holds the key inline
 //! when it is at most 24 bytes (`CompactString`) next to the value, so one fetched cache line
-//! usually answers the lookup. Linear probing, at most 70% full.
+//! usually answers the lookup. Linear probing, at most 7/8 full.
 
 use compact_str::CompactString;
 use hashbrown::DefaultHashBuilder;

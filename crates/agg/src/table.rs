@@ -249,11 +249,6 @@ impl Table {
         &self.ingest
     }
 
-    /// True when nothing at all was received or lost.
-    pub fn is_empty(&self) -> bool {
-        self.ingest.packets == 0 && self.ingest.kernel_drops == 0
-    }
-
     /// Parses one packet (one datagram, or the complete lines of a stream read) received at
     /// `now_unix_s` and aggregates every good value; bad values are counted by reason.
     pub fn insert_packet(&mut self, now_unix_s: u64, packet: &[u8]) {
