@@ -1,6 +1,10 @@
 //! Delivery to carbon: one persistent TCP connection, reconnect on failure, and a bounded
-//! buffer of undelivered flushes retried every second. Graphite points are idempotent (same
-//! name and time overwrite), so a flush resent after a partial write does no harm.
+//! buffer of undelivered payload chunks retried every second. Graphite points are idempotent
+//! (same name and time overwrite), so a chunk resent after a partial write does no harm.
+//!
+//! A flush is encoded on a blocking thread into ~1 MiB chunks, each sent as soon as it is
+//! ready: while carbon keeps up, only a few chunks of even a million-series flush are in memory
+//! at once; when it does not, chunks wait in the retry buffer (`retryBufferBytes`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,6 +22,8 @@ use crate::sinks::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Encoded chunks waiting to be sent while the encoder goes on.
+const CHUNKS_IN_FLIGHT: usize = 2;
 /// At shutdown, how long undelivered flushes are retried.
 const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -65,10 +71,12 @@ impl GraphiteSink {
         loop {
             tokio::select! {
                 snapshot = snapshots.recv() => match snapshot {
-                    Some(snapshot) => self.flush(&snapshot).await,
+                    Some(snapshot) => self.flush(snapshot).await,
                     None => break,
                 },
-                _ = tokio::time::sleep(RETRY_EVERY), if !self.buffer.is_empty() => self.deliver().await,
+                _ = tokio::time::sleep(RETRY_EVERY), if !self.buffer.is_empty() => {
+                    self.deliver().await;
+                }
             }
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
@@ -81,31 +89,53 @@ impl GraphiteSink {
         }
     }
 
-    async fn flush(&mut self, snapshot: &Snapshot) {
-        let started = Instant::now();
-        // Etsy: without graphiteHost the backend computes but sends nothing, so chunks are
-        // dropped as they fill.
-        let keep = self.config.host.is_some();
-        let (mut chunks, mut length) = (Vec::new(), 0usize);
-        let mut out = Chunked::new(|chunk: String| {
-            length += chunk.len();
-            if keep {
-                chunks.push(chunk);
-            }
-        });
+    async fn flush(&mut self, snapshot: Arc<Snapshot>) {
         let ts = snapshot.timestamp;
-        self.names.encode(snapshot, &mut out);
-        let calculation_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let (chunks, mut ready) = mpsc::channel::<String>(CHUNKS_IN_FLIGHT);
+        let names = self.names.clone();
+        let encoder = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let mut out = Chunked::new(|chunk: String| {
+                // The receiver lives until every chunk is read.
+                let _ = chunks.blocking_send(chunk);
+            });
+            names.encode(&snapshot, &mut out);
+            out.finish();
+            (started.elapsed().as_secs_f64() * 1000.0, snapshot.processing_time_ms)
+        });
+        let mut length = 0usize;
+        let mut reachable = true;
+        while let Some(chunk) = ready.recv().await {
+            length += chunk.len();
+            // Etsy: without graphiteHost the backend computes but sends nothing.
+            if self.config.host.is_some() {
+                self.buffer_chunk(chunk);
+                if reachable {
+                    reachable = self.deliver().await;
+                }
+            }
+        }
+        let (calculation_ms, processing_ms) = encoder.await.unwrap_or((0.0, 0.0));
+        let mut tail = String::new();
+        let mut out = Chunked::new(|chunk: String| tail.push_str(&chunk));
         self.names.internal_line(out.line(), "graphiteStats.calculationtime", calculation_ms, ts);
-        self.names.internal_line(out.line(), "processing_time", snapshot.processing_time_ms, ts);
+        self.names.internal_line(out.line(), "processing_time", processing_ms, ts);
         self.append_own_stats(&mut out, ts);
         out.finish();
+        length += tail.len();
         self.status.set("flush_length", length as f64);
-        for chunk in chunks {
-            self.buffered_bytes += chunk.len() as u64;
-            self.buffer.push_back(chunk);
+        if self.config.host.is_some() {
+            self.buffer_chunk(tail);
+            if reachable {
+                self.deliver().await;
+            }
         }
-        self.deliver().await;
+    }
+
+    /// Queues a chunk for delivery, within `retryBufferBytes`.
+    fn buffer_chunk(&mut self, chunk: String) {
+        self.buffered_bytes += chunk.len() as u64;
+        self.buffer.push_back(chunk);
         self.enforce_buffer_limit();
     }
 
@@ -134,8 +164,8 @@ impl GraphiteSink {
         }
     }
 
-    /// Sends buffered payloads in order until one fails.
-    async fn deliver(&mut self) {
+    /// Sends buffered payloads in order until one fails; false when one failed.
+    async fn deliver(&mut self) -> bool {
         while let Some(payload) = self.buffer.pop_front() {
             let started = Instant::now();
             let length = payload.len();
@@ -147,13 +177,14 @@ impl GraphiteSink {
                 self.buffer.push_front(payload);
                 self.connection = None;
                 self.record_error(&error);
-                return;
+                return false;
             }
             self.buffered_bytes -= length as u64;
             self.status.set("flush_time", started.elapsed().as_secs_f64() * 1000.0);
             self.status.set("last_flush", crate::ingest::unix_now_s() as f64);
             self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
         }
+        true
     }
 
     /// The open connection, or a new one when there is none or carbon closed it.

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""A carbon stand-in for benchmarks: accepts plaintext connections on 127.0.0.1:PORT, reads
+and discards everything, and prints the bytes received when SECONDS have passed.
+Usage: bench/carbon_sink.py PORT SECONDS"""
+import socket
+import sys
+import threading
+import time
+
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", port))
+server.listen(8)
+server.settimeout(0.5)
+received = [0]
+
+
+def drain(connection):
+    while True:
+        data = connection.recv(1 << 20)
+        if not data:
+            return
+        received[0] += len(data)
+
+
+deadline = time.time() + seconds
+while time.time() < deadline:
+    try:
+        connection, _ = server.accept()
+    except socket.timeout:
+        continue
+    threading.Thread(target=drain, args=(connection,), daemon=True).start()
+print(f"carbon stand-in received {received[0]} bytes")
