@@ -81,3 +81,35 @@ fn kernel_drops_match_the_kernels_own_count() {
     let received = daemon.stat("messages.packets_received") as u64;
     assert_eq!(received + reported, 20_001, "every datagram is either received or counted as dropped");
 }
+
+/// Counter keys stay with their readers between takes, and closed TCP connections hand their
+/// last interval over: totals are exact across connections that come and go, UDP readers that
+/// keep their keys, a deleted counter that comes back, and the final flush.
+#[test]
+fn counters_add_up_across_readers_that_come_and_go() {
+    let carbon = Carbon::start();
+    let extra = "udpReaders: 2, servers: [{ server: './servers/udp', address: '127.0.0.1', port: 0 }, \
+                 { server: './servers/tcp', address: '127.0.0.1', port: 0 }],";
+    let daemon = Daemon::start("counters-come-and-go", &config(&carbon, 60_000, extra));
+    let counters = |wanted: &str| {
+        let reply = daemon.admin("counters");
+        assert!(reply.contains(wanted), "{wanted} in {reply}");
+    };
+    daemon.send_tcp("persist.a:1|c\npersist.a:2|c\n");
+    daemon.send_udp("persist.b:2|c\n");
+    daemon.wait_received(3);
+    counters("'persist.a': 3,\n  'persist.b': 2,");
+    daemon.send_tcp("persist.a:5|c\n");
+    daemon.send_udp("persist.a:1|c\npersist.c:7|c\n");
+    daemon.wait_received(6);
+    counters("'persist.a': 9,\n  'persist.b': 2,\n  'persist.c': 7,");
+    assert_eq!(daemon.admin("delcounters persist.b"), "deleted: persist.b\nEND\n\n");
+    counters("'persist.a': 9,\n  'persist.c': 7,");
+    daemon.send_udp("persist.b:1|c\n");
+    daemon.wait_received(7);
+    counters("'persist.a': 9,\n  'persist.b': 1,\n  'persist.c': 7,");
+    assert!(daemon.terminate().success());
+    let flush = carbon.wait_flush(|f| f.get("stats_counts.persist.a").is_some());
+    let got = ["a", "b", "c"].map(|k| flush.get(&format!("stats_counts.persist.{k}")).map(str::to_string));
+    assert_eq!(got, [Some("9".into()), Some("1".into()), Some("7".into())]);
+}
