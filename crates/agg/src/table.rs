@@ -4,8 +4,9 @@
 //! [`crate::Aggregator`]. Keys already seen are found by borrowed `&str`, so a line for a known
 //! series allocates nothing.
 //!
-//! A packet is read in runs of up to [`RUN`] lines: each `name:value|type` line of a run is
-//! scanned and hashed and its series' slot prefetched; then the run is applied in order. The
+//! A packet is read in runs of up to [`RUN`] lines: each `name:value|type[|@rate][|#tags]` line
+//! of a run is scanned, its key built when it has tags, hashed, and its series' slot
+//! prefetched; then the run is applied in order. The
 //! cache misses of a run overlap, which is what high-cardinality traffic costs.
 
 use std::hash::BuildHasher;
@@ -212,6 +213,8 @@ pub struct Table {
     sanitize: bool,
     timer_sample_limit: usize,
     key_scratch: String,
+    /// The keys of a run's tagged lines (kept for its capacity).
+    run_keys: String,
 }
 
 impl Table {
@@ -229,6 +232,7 @@ impl Table {
             sanitize,
             timer_sample_limit,
             key_scratch: String::new(),
+            run_keys: String::new(),
         }
     }
 
@@ -254,14 +258,15 @@ impl Table {
     pub fn insert_packet(&mut self, now_unix_s: u64, packet: &[u8]) {
         self.ingest.packets += 1;
         self.ingest.last_packet_unix_s = now_unix_s;
-        let mut run = Run::default();
+        let mut run = Run::new(std::mem::take(&mut self.run_keys));
         for line in proto::scan_lines(packet) {
             self.ingest.lines += 1;
             match line {
                 Scanned::Simple(metric) => {
-                    let hash = self.hasher.hash_one(metric.key);
+                    let built = (!metric.tags.is_empty()).then(|| run.build_key(&metric));
+                    let hash = self.hasher.hash_one(run.key_of(metric.key, built));
                     self.prefetch(metric.kind, hash);
-                    if run.push(metric, hash) {
+                    if run.push(Pending { metric, hash, built }) {
                         self.apply(&mut run);
                     }
                 }
@@ -272,6 +277,7 @@ impl Table {
             }
         }
         self.apply(&mut run);
+        self.run_keys = run.keys;
     }
 
     /// Starts loading the slot of the series `hash` names in the map of `kind`.
@@ -288,20 +294,21 @@ impl Table {
     /// Aggregates the lines of `run`, in order, and empties it.
     #[inline]
     fn apply(&mut self, run: &mut Run<'_>) {
-        for &(metric, hash) in run.lines() {
-            if metric.kind == Kind::Counter {
-                self.counters.prefetch_entry(hash);
+        for pending in run.lines() {
+            if pending.metric.kind == Kind::Counter {
+                self.counters.prefetch_entry(pending.hash);
             }
         }
-        for &(metric, hash) in run.lines() {
+        for &Pending { metric, hash, built } in run.lines() {
+            let key = run.key_of(metric.key, built);
             let number = match metric.value {
                 Value::Number(number) | Value::GaugeDelta(number) => number,
                 Value::Member(_) => unreachable!("the scanner reads no set lines"),
             };
             match metric.kind {
-                Kind::Counter => self.counters.add(hash, metric.key, number / metric.sample_rate),
+                Kind::Counter => self.counters.add(hash, key, number / metric.sample_rate),
                 Kind::Gauge => {
-                    let gauge = self.gauges.get_or_insert_with(hash, metric.key, GaugeUpdate::default);
+                    let gauge = self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default);
                     match metric.value {
                         Value::GaugeDelta(delta) => gauge.add_delta(delta),
                         _ => *gauge = GaugeUpdate::Set(number),
@@ -309,7 +316,7 @@ impl Table {
                 }
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
                     let limit = self.timer_sample_limit;
-                    let timer = self.timers.get_or_insert_with(hash, metric.key, TimerSamples::default);
+                    let timer = self.timers.get_or_insert_with(hash, key, TimerSamples::default);
                     timer.add(number, metric.sample_rate, limit)
                 }
                 Kind::Set => unreachable!("the scanner reads no set lines"),
@@ -385,31 +392,57 @@ pub struct TakenInterval {
     pub(crate) ingest: IngestCounts,
 }
 
+/// A scanned line waiting in a [`Run`]: the metric, its key's hash, and where its key was
+/// built in the run's `keys` when it has tags.
+#[derive(Debug, Clone, Copy)]
+struct Pending<'a> {
+    metric: SimpleMetric<'a>,
+    hash: u64,
+    built: Option<(u32, u32)>,
+}
+
 /// Up to [`RUN`] scanned lines with their key hashes, waiting to be applied. Left
 /// uninitialised until written: a single-line datagram should not pay for 32 blank entries.
 struct Run<'a> {
-    lines: [MaybeUninit<(SimpleMetric<'a>, u64)>; RUN],
+    lines: [MaybeUninit<Pending<'a>>; RUN],
     len: usize,
-}
-
-impl Default for Run<'_> {
-    fn default() -> Self {
-        Run { lines: [const { MaybeUninit::uninit() }; RUN], len: 0 }
-    }
+    /// Keys of this run's tagged lines, one after another (the table's buffer, reused).
+    keys: String,
 }
 
 impl<'a> Run<'a> {
+    fn new(keys: String) -> Self {
+        Run { lines: [const { MaybeUninit::uninit() }; RUN], len: 0, keys }
+    }
+
+    /// Builds the series key of a tagged line in `keys`; where it is.
+    #[inline]
+    fn build_key(&mut self, metric: &SimpleMetric<'_>) -> (u32, u32) {
+        let start = self.keys.len();
+        metric.push_key(&mut self.keys);
+        (start as u32, self.keys.len() as u32)
+    }
+
+    /// A line's series key: its name, or the key built for it.
+    #[inline]
+    fn key_of<'k>(&'k self, name: &'k str, built: Option<(u32, u32)>) -> &'k str {
+        match built {
+            Some((start, end)) => &self.keys[start as usize..end as usize],
+            None => name,
+        }
+    }
+
     /// Adds a line; true when the run is now full.
     #[inline]
-    fn push(&mut self, metric: SimpleMetric<'a>, hash: u64) -> bool {
-        self.lines[self.len].write((metric, hash));
+    fn push(&mut self, pending: Pending<'a>) -> bool {
+        self.lines[self.len].write(pending);
         self.len += 1;
         self.len == RUN
     }
 
     /// The lines pushed since the last clear, in order.
     #[inline]
-    fn lines(&self) -> &[(SimpleMetric<'a>, u64)] {
+    fn lines(&self) -> &[Pending<'a>] {
         // SAFETY: the first `len` entries were written by `push` (`len` never exceeds RUN: a
         // full run is applied and cleared before the next push), and the type is `Copy`.
         unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
@@ -417,6 +450,7 @@ impl<'a> Run<'a> {
 
     fn clear(&mut self) {
         self.len = 0;
+        self.keys.clear();
     }
 }
 
@@ -514,6 +548,8 @@ mod tests {
             "t:10|ms\nt:20|ms|@0.25\nh:1.5|h\nd:7|d|@0.5\nt:5|ms|@1",
             "g:5|g\ng:-2|g\ng:+1|g\ng:7|g|@0.5\nn:-3|g\nn:-4|g",
             "mixed:1|c\nmixed:2|ms\nmixed:3|g\nmixed:4|h\nx y:1|c\nz:1|c|#t:v\nu:1|s",
+            "tg:1|c|#env:prod,host:h1\ntg:2|c|@0.5|#env:prod,host:h1\ntg:1|c|#host:h1,env:prod\ntg:4|ms|#a\ntg:3|g|#b:c",
+            "tg:1|c|#role;x\ntg:1|c|#a:b:c\ntg:5|c|#a:b\ntg:1|c|#a b,c\ntg:2|h|#k:v|@0.5",
         ];
         for packet in packets {
             let mut fast = Table::new(true, 4);

@@ -1,7 +1,7 @@
 //! The reader's fast path: a packet read line by line in one pass over its bytes.
 //!
-//! Nearly every line statsd clients send is `name:value|type` or `name:value|type|@rate` with a
-//! plain name and plain decimal numbers. [`scan_lines`] reads such a line in a single pass (the name is checked for
+//! Nearly every line statsd clients send is `name:value|type[|@rate][|#tags]` with a plain name,
+//! plain tags and plain decimal numbers. [`scan_lines`] reads such a line in a single pass (the name is checked for
 //! characters that need sanitising as it is searched for `:`, the number is read as the scan
 //! reaches it, and the line's end is where the type ends), and hands every other line to the
 //! caller unparsed, for [`crate::parse_line`]. Where it reads a line itself it gives exactly
@@ -13,7 +13,7 @@ use crate::{Kind, Value};
 /// One non-empty line of a packet.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scanned<'a> {
-    /// A `name:value|type[|@rate]` line whose name is already its series key.
+    /// A `name:value|type[|@rate][|#tags]` line whose series key needs no sanitising.
     Simple(SimpleMetric<'a>),
     /// Any other line (no `\n`, no trailing `\r`), for [`crate::parse_line`].
     Other(&'a [u8]),
@@ -22,14 +22,37 @@ pub enum Scanned<'a> {
 /// A line read by the fast path: one value of a counter, timer, gauge or histogram.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimpleMetric<'a> {
-    /// The series key: the name, which needs no sanitising and has no tags.
+    /// The name, which needs no sanitising; the whole series key when there are no tags.
     pub key: &'a str,
+    /// DogStatsD tags as received after `#` (`env:prod,host:a`), empty when none: each non-empty,
+    /// with at most one `:` and only characters keys keep (no `;`). See
+    /// [`SimpleMetric::push_key`].
+    pub tags: &'a str,
     /// The type (never [`Kind::Set`]).
     pub kind: Kind,
     /// [`Value::Number`], or [`Value::GaugeDelta`] for a gauge written with a `-`.
     pub value: Value<'a>,
     /// The sample rate, greater than 0 (1 when not given).
     pub sample_rate: f64,
+}
+
+impl SimpleMetric<'_> {
+    /// Appends the series key: the name, then `;tag` for each tag with its `:` turned into `=`
+    /// (what [`crate::key::push_series_key`] gives for these tags, sanitised or not).
+    pub fn push_key(&self, out: &mut String) {
+        out.push_str(self.key);
+        for tag in self.tags.split(',').filter(|_| !self.tags.is_empty()) {
+            out.push(';');
+            match tag.split_once(':') {
+                Some((name, value)) => {
+                    out.push_str(name);
+                    out.push('=');
+                    out.push_str(value);
+                }
+                None => out.push_str(tag),
+            }
+        }
+    }
 }
 
 /// The lines of `packet` in order: split on `\n`, one `\r` before it dropped, empty lines
@@ -67,8 +90,8 @@ impl<'a> Iterator for ScanLines<'a> {
     }
 }
 
-/// Reads `name:value|type[|@rate]` at the start of `bytes`, up to and including the line's
-/// `\n`; `None` when the line is anything else.
+/// Reads `name:value|type[|@rate][|#tags]` at the start of `bytes`, up to and including the
+/// line's `\n`; `None` when the line is anything else.
 #[inline]
 fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
     let colon = name_end(bytes)?;
@@ -81,7 +104,11 @@ fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
         Some(b"|@") => plain_number(bytes, after_kind + 2).filter(|&(rate, _)| rate > 0.0)?,
         _ => (1.0, after_kind),
     };
-    let end = line_end(bytes, after_rate)?;
+    let (tags, after_tags) = match bytes.get(after_rate..after_rate + 2) {
+        Some(b"|#") => plain_tags(bytes, after_rate + 2)?,
+        _ => ("", after_rate),
+    };
+    let end = line_end(bytes, after_tags)?;
     let negative = bytes[colon + 1] == b'-';
     let value = match kind {
         Kind::Timer if negative => return None,
@@ -90,7 +117,29 @@ fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
     };
     // SAFETY: `name_end` accepted only ASCII bytes before the colon.
     let key = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
-    Some((SimpleMetric { key, kind, value, sample_rate }, end))
+    Some((SimpleMetric { key, tags, kind, value, sample_rate }, end))
+}
+
+/// Tags from `start` that need no change but `:` to `=`: non-empty, comma-separated, each with
+/// at most one `:` and otherwise only characters keys keep, but `;`. The tags and the position
+/// after them.
+#[inline]
+fn plain_tags(bytes: &[u8], start: usize) -> Option<(&str, usize)> {
+    let (mut position, mut tag_length, mut colons) = (start, 0usize, 0usize);
+    loop {
+        match bytes.get(position).copied() {
+            Some(b',') if tag_length > 0 => (tag_length, colons) = (0, 0),
+            Some(b':') if colons == 0 => (tag_length, colons) = (tag_length + 1, 1),
+            Some(byte) if byte != b';' && is_kept_byte(byte) => tag_length += 1,
+            _ => break,
+        }
+        position += 1;
+    }
+    if tag_length == 0 {
+        return None;
+    }
+    // SAFETY: every byte accepted above is ASCII.
+    Some((unsafe { std::str::from_utf8_unchecked(&bytes[start..position]) }, position))
 }
 
 /// The position of the `:` ending a non-empty name made only of characters kept as they are.
@@ -169,7 +218,11 @@ mod tests {
     }
 
     fn sampled(key: &'static str, kind: Kind, value: Value<'static>, sample_rate: f64) -> Scanned<'static> {
-        Scanned::Simple(SimpleMetric { key, kind, value, sample_rate })
+        Scanned::Simple(SimpleMetric { key, tags: "", kind, value, sample_rate })
+    }
+
+    fn tagged(key: &'static str, tags: &'static str, value: f64, sample_rate: f64) -> Scanned<'static> {
+        Scanned::Simple(SimpleMetric { key, tags, kind: Kind::Counter, value: Value::Number(value), sample_rate })
     }
 
     #[test]
@@ -199,8 +252,18 @@ mod tests {
             ("a:1|c|@0", vec![Scanned::Other(b"a:1|c|@0")]),
             ("a:1|c|@-1", vec![Scanned::Other(b"a:1|c|@-1")]),
             ("a:1|c|@", vec![Scanned::Other(b"a:1|c|@")]),
-            ("a:1|c|@0.5|#t", vec![Scanned::Other(b"a:1|c|@0.5|#t")]),
-            ("a:1|c|#t", vec![Scanned::Other(b"a:1|c|#t")]),
+            ("a:1|c|@0.5|#t", vec![tagged("a", "t", 1.0, 0.5)]),
+            ("a:1|c|#env:prod,host:h1\n", vec![tagged("a", "env:prod,host:h1", 1.0, 1.0)]),
+            ("a:2|c|#a:,:b,x=y\r\n", vec![tagged("a", "a:,:b,x=y", 2.0, 1.0)]),
+            ("a:1|c|#", vec![Scanned::Other(b"a:1|c|#")]),
+            ("a:1|c|#t,", vec![Scanned::Other(b"a:1|c|#t,")]),
+            ("a:1|c|#,t", vec![Scanned::Other(b"a:1|c|#,t")]),
+            ("a:1|c|#a,,b", vec![Scanned::Other(b"a:1|c|#a,,b")]),
+            ("a:1|c|#a:b:c", vec![Scanned::Other(b"a:1|c|#a:b:c")]),
+            ("a:1|c|#role;x", vec![Scanned::Other(b"a:1|c|#role;x")]),
+            ("a:1|c|#a b", vec![Scanned::Other(b"a:1|c|#a b")]),
+            ("a:1|c|#t|@0.5", vec![Scanned::Other(b"a:1|c|#t|@0.5")]),
+            ("a:1|c|#t|c:abc", vec![Scanned::Other(b"a:1|c|#t|c:abc")]),
             ("a:1", vec![Scanned::Other(b"a:1")]),
             ("a:1|cx\r\n", vec![Scanned::Other(b"a:1|cx")]),
             ("s:1|s", vec![Scanned::Other(b"s:1|s")]),

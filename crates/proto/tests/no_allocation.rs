@@ -52,7 +52,7 @@ fn parsing_a_packet_allocates_nothing() {
 
 #[test]
 fn scanning_a_packet_allocates_nothing() {
-    let packet: &[u8] = b"a:1|c\nb:2.5|ms|@0.1\ng:-3|g\nu:bob|s\nh:7|h\r\nd:1.25|d|@0.5\nbad\n\n";
+    let packet: &[u8] = b"a:1|c\nb:2.5|ms|@0.1\ng:-3|g\nu:bob|s\nh:7|h\r\nd:1.25|d|@0.5|#env:prod\nbad\n\n";
     let before = allocations();
     let (mut simple, mut other) = (0usize, 0usize);
     for line in proto::scan_lines(packet) {
