@@ -12,6 +12,7 @@ pub mod config;
 mod counters;
 pub mod jsfmt;
 mod key_index;
+mod run;
 mod series;
 mod snapshot;
 mod table;

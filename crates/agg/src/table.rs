@@ -4,22 +4,19 @@
 //! [`crate::Aggregator`]. Keys already seen are found by borrowed `&str`, so a line for a known
 //! series allocates nothing.
 //!
-//! A packet is read in runs of up to [`RUN`] lines: each `name:value|type[|@rate][|#tags]` line
+//! A packet is read in runs of up to 32 lines ([`crate::run`]): each `name:value|type[|@rate][|#tags]` line
 //! of a run is scanned, its key built when it has tags, hashed, and its series' slot
 //! prefetched; then the run is applied in order. The
 //! cache misses of a run overlap, which is what high-cardinality traffic costs.
 
 use std::hash::BuildHasher;
-use std::mem::MaybeUninit;
 
 use hashbrown::{DefaultHashBuilder, HashSet};
-use proto::{Kind, Line, Metric, ParseError, Scanned, SimpleMetric, Value};
+use proto::{Kind, Line, Metric, ParseError, Scanned, Value};
 
 use crate::counters::{CounterDelta, ReaderCounters};
+use crate::run::{Pending, Run};
 use crate::series::SeriesMap;
-
-/// Lines scanned and prefetched before they are applied.
-const RUN: usize = 32;
 
 /// Counts about the input itself, for the internal metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -277,7 +274,7 @@ impl Table {
             }
         }
         self.apply(&mut run);
-        self.run_keys = run.keys;
+        self.run_keys = run.into_keys();
     }
 
     /// Starts loading the slot of the series `hash` names in the map of `kind`.
@@ -390,68 +387,6 @@ pub struct TakenInterval {
     pub(crate) gauges: SeriesMap<GaugeUpdate>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
-}
-
-/// A scanned line waiting in a [`Run`]: the metric, its key's hash, and where its key was
-/// built in the run's `keys` when it has tags.
-#[derive(Debug, Clone, Copy)]
-struct Pending<'a> {
-    metric: SimpleMetric<'a>,
-    hash: u64,
-    built: Option<(u32, u32)>,
-}
-
-/// Up to [`RUN`] scanned lines with their key hashes, waiting to be applied. Left
-/// uninitialised until written: a single-line datagram should not pay for 32 blank entries.
-struct Run<'a> {
-    lines: [MaybeUninit<Pending<'a>>; RUN],
-    len: usize,
-    /// Keys of this run's tagged lines, one after another (the table's buffer, reused).
-    keys: String,
-}
-
-impl<'a> Run<'a> {
-    fn new(keys: String) -> Self {
-        Run { lines: [const { MaybeUninit::uninit() }; RUN], len: 0, keys }
-    }
-
-    /// Builds the series key of a tagged line in `keys`; where it is.
-    #[inline]
-    fn build_key(&mut self, metric: &SimpleMetric<'_>) -> (u32, u32) {
-        let start = self.keys.len();
-        metric.push_key(&mut self.keys);
-        (start as u32, self.keys.len() as u32)
-    }
-
-    /// A line's series key: its name, or the key built for it.
-    #[inline]
-    fn key_of<'k>(&'k self, name: &'k str, built: Option<(u32, u32)>) -> &'k str {
-        match built {
-            Some((start, end)) => &self.keys[start as usize..end as usize],
-            None => name,
-        }
-    }
-
-    /// Adds a line; true when the run is now full.
-    #[inline]
-    fn push(&mut self, pending: Pending<'a>) -> bool {
-        self.lines[self.len].write(pending);
-        self.len += 1;
-        self.len == RUN
-    }
-
-    /// The lines pushed since the last clear, in order.
-    #[inline]
-    fn lines(&self) -> &[Pending<'a>] {
-        // SAFETY: the first `len` entries were written by `push` (`len` never exceeds RUN: a
-        // full run is applied and cleared before the next push), and the type is `Copy`.
-        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
-    }
-
-    fn clear(&mut self) {
-        self.len = 0;
-        self.keys.clear();
-    }
 }
 
 /// The metric's series key, borrowed from the line when it needs no change.
