@@ -1,13 +1,19 @@
 //! One flush interval's worth of traffic into a fresh table, timed per line: a quick check of
 //! the reader's steady state including the interval's first inserts.
-//! Run: `cargo run --release -p agg --example interval -- NAMES PASSES`
+//! Run: `cargo run --release -p agg --example interval -- NAMES PASSES [LINES_PER_DATAGRAM]`
 use std::time::Instant;
 
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().expect("a number"));
     let (names, passes) = (args.next().unwrap_or(100_000), args.next().unwrap_or(40));
-    let packets: Vec<Vec<u8>> = (0..names.div_ceil(25))
-        .map(|d| (0..25).map(|l| format!("bench.{}:1|c\n", (d * 25 + l) % names)).collect::<String>().into_bytes())
+    let per_datagram = args.next().unwrap_or(25);
+    let packets: Vec<Vec<u8>> = (0..names.div_ceil(per_datagram))
+        .map(|d| {
+            (0..per_datagram)
+                .map(|l| format!("bench.{}:1|c\n", (d * per_datagram + l) % names))
+                .collect::<String>()
+                .into_bytes()
+        })
         .collect();
     for round in 0..3 {
         let mut table = agg::Table::new(true, 8192);
@@ -15,7 +21,7 @@ fn main() {
         for _ in 0..passes {
             packets.iter().for_each(|p| table.insert_packet(1, p));
         }
-        let lines = (packets.len() * 25 * passes) as f64;
+        let lines = (packets.len() * per_datagram * passes) as f64;
         println!("round {round}: {:.1} ns/line", started.elapsed().as_nanos() as f64 / lines);
     }
 }

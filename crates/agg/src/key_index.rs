@@ -41,7 +41,7 @@ impl std::ops::Index<usize> for KeyList {
     type Output = CompactString;
 
     /// The key numbered `id`.
-    #[inline]
+    #[inline(always)]
     fn index(&self, id: usize) -> &CompactString {
         match self.full.get(id / CHUNK) {
             Some(chunk) => &chunk[id % CHUNK],
@@ -85,8 +85,10 @@ impl KeyIndex {
     /// after [`KeyIndex::prefetch`], to prefetch what the id points at).
     #[inline]
     pub fn likely_id(&self, hash: u64) -> Option<u32> {
-        let slot = *self.slots.get(self.slots.home(hash))?;
-        slot.checked_sub(1)
+        match self.slots.get(self.slots.home(hash)) {
+            Some(slot) if self.slots.is_large() => slot.checked_sub(1),
+            _ => None,
+        }
     }
 
     /// Starts loading the key numbered `id`.
@@ -96,20 +98,26 @@ impl KeyIndex {
     }
 
     /// The id of `key` (whose hash is `hash`), numbering it next if it is new.
-    #[inline]
+    #[inline(always)]
     pub fn id_or_insert(&mut self, hash: u64, key: &str) -> u32 {
+        match self.slots.is_empty() {
+            false => self.find(hash, key).unwrap_or_else(|_| self.insert(hash, key)),
+            true => self.insert(hash, key),
+        }
+    }
+
+    /// Numbers a key not seen yet (growing the slots first when half full).
+    #[cold]
+    #[inline(never)]
+    fn insert(&mut self, hash: u64, key: &str) -> u32 {
         if (self.keys.len() + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        match self.find(hash, key) {
-            Ok(id) => id,
-            Err(empty) => {
-                let id = self.keys.len() as u32;
-                self.keys.push(CompactString::from(key));
-                self.slots[empty] = id + 1;
-                id
-            }
-        }
+        let Err(empty) = self.find(hash, key) else { unreachable!("the key was not found") };
+        let id = self.keys.len() as u32;
+        self.keys.push(CompactString::from(key));
+        self.slots[empty] = id + 1;
+        id
     }
 
     /// The id of `key`, if it has one.
@@ -131,7 +139,7 @@ impl KeyIndex {
     }
 
     /// `Ok(id)` of `key`, or `Err(slot)` of the empty slot where it goes.
-    #[inline]
+    #[inline(always)]
     fn find(&self, hash: u64, key: &str) -> Result<u32, usize> {
         let mask = self.slots.len() - 1;
         let mut index = self.slots.home(hash);

@@ -50,9 +50,17 @@ impl<S> Slots<S> {
     /// Asks the CPU to start loading the first slot probed for `hash`.
     #[inline]
     pub(crate) fn prefetch(&self, hash: u64) {
-        if let Some(slot) = self.cells.get(self.home(hash)) {
-            prefetch_read(slot);
+        match self.cells.get(self.home(hash)) {
+            Some(slot) if self.is_large() => prefetch_read(slot),
+            _ => {}
         }
+    }
+
+    /// True when the slots are too many to stay in the nearest caches ([`PREFETCH_FROM_SLOTS`]):
+    /// below that, prefetching is work for nothing.
+    #[inline]
+    pub(crate) fn is_large(&self) -> bool {
+        self.cells.len() >= PREFETCH_FROM_SLOTS
     }
 
     /// Puts `cells` in place of the slots, returning the old ones.
@@ -79,6 +87,9 @@ impl<S> std::ops::DerefMut for Slots<S> {
         &mut self.cells
     }
 }
+
+/// Tables with fewer slots than this are not prefetched (they stay in cache anyway).
+pub(crate) const PREFETCH_FROM_SLOTS: usize = 1 << 13;
 
 /// A slot: empty, or a key and its state.
 type Slot<V> = Option<(CompactString, V)>;
