@@ -47,7 +47,7 @@ pub struct CounterDelta {
 }
 
 impl ReaderCounters {
-    /// Starts loading where `hash`'s key is looked for (hashes come from the shared hasher).
+    /// Starts loading where `hash`'s key is looked for (hashes from `series::hash_key`).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         self.index.prefetch(hash);
@@ -140,7 +140,7 @@ pub(crate) struct CounterStore {
 impl CounterStore {
     /// The id of `key`, numbered next (not live) when new.
     pub(crate) fn id(&mut self, key: &str) -> u32 {
-        let id = self.index.id_or_insert(self.index.hash(key), key);
+        let id = self.index.id_or_insert(crate::series::hash_key(key), key);
         if id as usize == self.values.len() {
             self.values.push(0.0);
             self.live.push(false);
@@ -360,8 +360,7 @@ mod tests {
     use super::*;
 
     fn add(reader: &mut ReaderCounters, key: &str, amount: f64) {
-        use std::hash::BuildHasher;
-        reader.add(crate::series::shared_hasher().hash_one(key), key, amount);
+        reader.add(crate::series::hash_key(key), key, amount);
     }
 
     fn cycle(reader: &mut ReaderCounters, store: &mut CounterStore, map: &mut ReaderMap, reset: bool) {

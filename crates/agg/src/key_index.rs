@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use compact_str::CompactString;
 
-use crate::series::{prefetch_read, same_key, Slots};
+use crate::series::{hash_key, prefetch_read, same_key, Slots};
 
 /// Keys per chunk of a [`KeyList`].
 const CHUNK: usize = 4096;
@@ -69,12 +69,6 @@ impl KeyIndex {
         self.keys.len()
     }
 
-    /// The hash [`KeyIndex::prefetch`] and [`KeyIndex::id_or_insert`] take.
-    #[inline]
-    pub fn hash(&self, key: &str) -> u64 {
-        self.slots.hash(key)
-    }
-
     /// Starts loading the slot where the key with `hash` is looked for first.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
@@ -125,7 +119,7 @@ impl KeyIndex {
         if self.slots.is_empty() {
             return None;
         }
-        self.find(self.hash(key), key).ok()
+        self.find(hash_key(key), key).ok()
     }
 
     /// The key numbered `id`.
@@ -159,7 +153,7 @@ impl KeyIndex {
         self.slots.replace(vec![0; capacity].into_boxed_slice());
         for id in 0..self.keys.len() {
             let key = &self.keys[id];
-            let Err(empty) = self.find(self.hash(key), key) else { unreachable!("keys are unique") };
+            let Err(empty) = self.find(hash_key(key), key) else { unreachable!("keys are unique") };
             self.slots[empty] = id as u32 + 1;
         }
     }
@@ -175,7 +169,7 @@ mod tests {
         let keys: Vec<String> = (0..3000).map(|i| format!("series.number.{i}")).collect();
         for round in 0..2 {
             for (i, key) in keys.iter().enumerate() {
-                let hash = index.hash(key);
+                let hash = hash_key(key);
                 index.prefetch(hash);
                 assert_eq!(index.id_or_insert(hash, key), i as u32, "{key} in round {round}");
             }
@@ -190,11 +184,11 @@ mod tests {
         let mut index = KeyIndex::default();
         let keys: Vec<String> = (0..CHUNK + 10).map(|i| format!("k{i}")).collect();
         for key in &keys[..CHUNK + 5] {
-            index.id_or_insert(index.hash(key), key);
+            index.id_or_insert(hash_key(key), key);
         }
         let held = index.keys().clone();
         for key in &keys[CHUNK + 5..] {
-            index.id_or_insert(index.hash(key), key);
+            index.id_or_insert(hash_key(key), key);
         }
         assert_eq!((held.len(), index.keys().len()), (CHUNK + 5, CHUNK + 10));
         assert!(Arc::ptr_eq(&held.full[0], &index.keys().full[0]));

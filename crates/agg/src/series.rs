@@ -21,24 +21,23 @@ pub(crate) fn shared_hasher() -> DefaultHashBuilder {
     *SHARED.get_or_init(DefaultHashBuilder::default)
 }
 
-/// The slots of an open-addressing table (none, or a power of two of them) with the hash that
-/// places keys in them: what [`SeriesMap`] and the key index share.
+/// The hash of a series key, the one every map of the process places keys by.
+#[inline]
+pub(crate) fn hash_key(key: &str) -> u64 {
+    shared_hasher().hash_one(key)
+}
+
+/// The slots of an open-addressing table (none, or a power of two of them), placed by
+/// [`hash_key`]: what [`SeriesMap`] and the key index share.
 #[derive(Debug, Clone)]
 pub(crate) struct Slots<S> {
     cells: Box<[S]>,
-    hasher: DefaultHashBuilder,
 }
 
 impl<S> Slots<S> {
-    /// No slots, hashing with the [`shared_hasher`].
+    /// No slots.
     pub(crate) fn empty() -> Self {
-        Slots { cells: Box::new([]), hasher: shared_hasher() }
-    }
-
-    /// The hash of `key`.
-    #[inline]
-    pub(crate) fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
+        Slots { cells: Box::new([]) }
     }
 
     /// The first slot probed for `hash` (any index when there are no slots).
@@ -102,7 +101,7 @@ pub struct SeriesMap<V> {
 }
 
 impl<V> Default for SeriesMap<V> {
-    /// An empty map (allocates nothing) with the process's [`shared_hasher`].
+    /// An empty map (allocates nothing).
     fn default() -> Self {
         SeriesMap { slots: Slots::empty(), len: 0 }
     }
@@ -113,12 +112,6 @@ impl<V> SeriesMap<V> {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// The hash of `key` that [`SeriesMap::prefetch`] and [`SeriesMap::get_or_insert_with`] take.
-    #[inline]
-    pub fn hash(&self, key: &str) -> u64 {
-        self.slots.hash(key)
     }
 
     /// Asks the CPU to start loading the slot where the key with `hash` would be found.
@@ -153,12 +146,12 @@ impl<V> SeriesMap<V> {
         if self.slots.is_empty() {
             return None;
         }
-        let index = self.find(self.hash(key), key).ok()?;
+        let index = self.find(hash_key(key), key).ok()?;
         self.slots[index].as_ref().map(|(_, value)| value)
     }
 
     /// `Ok(index)` of the slot holding `key`, or `Err(index)` of the empty slot where it goes.
-    /// There is always an empty slot: the map is never more than 70% full.
+    /// There is always an empty slot: the map is never more than 7/8 full.
     #[inline]
     fn find(&self, hash: u64, key: &str) -> Result<usize, usize> {
         let mask = self.slots.len() - 1;
@@ -178,7 +171,7 @@ impl<V> SeriesMap<V> {
         let capacity = (self.slots.len() * 2).max(16);
         let old = self.slots.replace((0..capacity).map(|_| None).collect());
         for (key, value) in old.into_vec().into_iter().flatten() {
-            let Err(empty) = self.find(self.hash(&key), &key) else { unreachable!("keys are unique") };
+            let Err(empty) = self.find(hash_key(&key), &key) else { unreachable!("keys are unique") };
             self.slots[empty] = Some((key, value));
         }
     }
@@ -241,7 +234,7 @@ mod tests {
             .collect();
         for (round, _) in (0..2).enumerate() {
             for (i, key) in keys.iter().enumerate() {
-                let hash = map.hash(key);
+                let hash = hash_key(key);
                 map.prefetch(hash);
                 *map.get_or_insert_with(hash, key, || 0) += i as u64 + round as u64;
             }

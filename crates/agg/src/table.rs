@@ -1,22 +1,20 @@
 //! A reader's table: what one reader received during the current interval.
 //!
-//! Owned by one thread; the flusher takes it whole ([`Table::take`]) and hands it to the
-//! [`crate::Aggregator`]. Keys already seen are found by borrowed `&str`, so a line for a known
-//! series allocates nothing.
+//! Owned by one thread; the flusher takes each interval ([`Table::take`]: a swap that leaves
+//! the counter keys with the reader) and hands it to the [`crate::Aggregator`]. Keys already
+//! seen are found by borrowed `&str`, so a line for a known series allocates nothing.
 //!
-//! A packet is read in runs of up to 32 lines ([`crate::run`]): each `name:value|type[|@rate][|#tags]` line
-//! of a run is scanned, its key built when it has tags, hashed, and its series' slot
-//! prefetched; then the run is applied in order. The
-//! cache misses of a run overlap, which is what high-cardinality traffic costs.
+//! A packet is read in runs of up to 32 lines ([`crate::run`]): each line the one-pass scanner
+//! reads is hashed (its key built first when it has tags) and its series' slot prefetched;
+//! then the run is applied in order. The cache misses of a run overlap, which is what
+//! high-cardinality traffic costs.
 
-use std::hash::BuildHasher;
-
-use hashbrown::{DefaultHashBuilder, HashSet};
+use hashbrown::HashSet;
 use proto::{Kind, Line, Metric, ParseError, Scanned, Value};
 
 use crate::counters::{CounterDelta, ReaderCounters};
 use crate::run::{Pending, Run};
-use crate::series::SeriesMap;
+use crate::series::{hash_key, SeriesMap};
 
 /// Counts about the input itself, for the internal metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -199,14 +197,13 @@ fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64)
 }
 
 /// One reader's interval of metrics.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Table {
     pub(crate) counters: ReaderCounters,
     pub(crate) timers: SeriesMap<TimerSamples>,
     pub(crate) gauges: SeriesMap<GaugeUpdate>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
-    hasher: DefaultHashBuilder,
     sanitize: bool,
     timer_sample_limit: usize,
     key_scratch: String,
@@ -218,14 +215,12 @@ impl Table {
     /// An empty table: `sanitize` applies Etsy's `keyNameSanitize` to keys; each timer keeps
     /// at most `timer_sample_limit` raw values.
     pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
-        let hasher = crate::series::shared_hasher();
         Table {
             counters: ReaderCounters::default(),
             timers: SeriesMap::default(),
             gauges: SeriesMap::default(),
             sets: SeriesMap::default(),
             ingest: IngestCounts::default(),
-            hasher,
             sanitize,
             timer_sample_limit,
             key_scratch: String::new(),
@@ -261,7 +256,7 @@ impl Table {
             match line {
                 Scanned::Simple(metric) => {
                     let built = (!metric.tags.is_empty()).then(|| run.build_key(&metric));
-                    let hash = self.hasher.hash_one(run.key_of(metric.key, built));
+                    let hash = hash_key(run.key_of(metric.key, built));
                     self.prefetch(metric.kind, hash);
                     if run.push(Pending { metric, hash, built }) {
                         self.apply(&mut run);
@@ -349,7 +344,7 @@ impl Table {
         if key.is_empty() {
             return Err(ParseError::EmptyName);
         }
-        let hash = self.hasher.hash_one(key);
+        let hash = hash_key(key);
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
                 self.counters.add(hash, key, number / metric.sample_rate);
