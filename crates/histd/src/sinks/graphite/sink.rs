@@ -90,18 +90,22 @@ impl GraphiteSink {
     }
 
     async fn flush(&mut self, snapshot: Arc<Snapshot>) {
-        let ts = snapshot.timestamp;
+        let (ts, processing_ms) = (snapshot.timestamp, snapshot.processing_time_ms);
         let (chunks, mut ready) = mpsc::channel::<String>(CHUNKS_IN_FLIGHT);
         let names = self.names.clone();
+        // Etsy's calculationtime is the encoding alone: time spent waiting for delivery to take
+        // a chunk is left out.
         let encoder = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
+            let (started, mut waited) = (Instant::now(), Duration::ZERO);
             let mut out = Chunked::new(|chunk: String| {
+                let waiting = Instant::now();
                 // The receiver lives until every chunk is read.
                 let _ = chunks.blocking_send(chunk);
+                waited += waiting.elapsed();
             });
             names.encode(&snapshot, &mut out);
             out.finish();
-            (started.elapsed().as_secs_f64() * 1000.0, snapshot.processing_time_ms)
+            started.elapsed().saturating_sub(waited).as_secs_f64() * 1000.0
         });
         let mut length = 0usize;
         let mut reachable = true;
@@ -115,7 +119,10 @@ impl GraphiteSink {
                 }
             }
         }
-        let (calculation_ms, processing_ms) = encoder.await.unwrap_or((0.0, 0.0));
+        let calculation_ms = encoder.await.unwrap_or_else(|error| {
+            tracing::error!(%error, "graphite encoding failed: this flush is incomplete");
+            0.0
+        });
         let mut tail = String::new();
         let mut out = Chunked::new(|chunk: String| tail.push_str(&chunk));
         self.names.internal_line(out.line(), "graphiteStats.calculationtime", calculation_ms, ts);
