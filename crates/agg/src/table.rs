@@ -256,7 +256,7 @@ impl Table {
             match line {
                 Scanned::Simple(metric) => {
                     let built = (!metric.tags.is_empty()).then(|| run.build_key(&metric));
-                    let hash = hash_key(run.key_of(metric.key, built));
+                    let hash = hash_key(run.key_of(metric.name, built));
                     self.prefetch(metric.kind, hash);
                     if run.push(Pending { metric, hash, built }) {
                         self.apply(&mut run);
@@ -292,7 +292,7 @@ impl Table {
             }
         }
         for &Pending { metric, hash, built } in run.lines() {
-            let key = run.key_of(metric.key, built);
+            let key = run.key_of(metric.name, built);
             let number = match metric.value {
                 Value::Number(number) | Value::GaugeDelta(number) => number,
                 Value::Member(_) => unreachable!("the scanner reads no set lines"),

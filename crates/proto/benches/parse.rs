@@ -25,7 +25,7 @@ fn scan_all(packet: &[u8]) -> usize {
     let mut parsed = 0;
     for line in scan_lines(packet) {
         match line {
-            Scanned::Simple(metric) => parsed += usize::from(!metric.key.is_empty()),
+            Scanned::Simple(metric) => parsed += usize::from(!metric.name.is_empty()),
             Scanned::Other(line) => {
                 if let Line::Metrics(values) = parse_line(line) {
                     parsed += values.filter(Result::is_ok).count();

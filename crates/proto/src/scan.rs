@@ -23,7 +23,7 @@ pub enum Scanned<'a> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SimpleMetric<'a> {
     /// The name, which needs no sanitising; the whole series key when there are no tags.
-    pub key: &'a str,
+    pub name: &'a str,
     /// DogStatsD tags as received after `#` (`env:prod,host:a`), empty when none: each non-empty,
     /// with at most one `:` and only characters keys keep (no `;`). See
     /// [`SimpleMetric::push_key`].
@@ -40,7 +40,7 @@ impl SimpleMetric<'_> {
     /// Appends the series key: the name, then `;tag` for each tag with its `:` turned into `=`
     /// (what [`crate::key::push_series_key`] gives for these tags, sanitised or not).
     pub fn push_key(&self, out: &mut String) {
-        out.push_str(self.key);
+        out.push_str(self.name);
         for tag in self.tags.split(',').filter(|_| !self.tags.is_empty()) {
             out.push(';');
             match tag.split_once(':') {
@@ -116,8 +116,8 @@ fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
         _ => Value::Number(number),
     };
     // SAFETY: `name_end` accepted only ASCII bytes before the colon.
-    let key = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
-    Some((SimpleMetric { key, tags, kind, value, sample_rate }, end))
+    let name = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
+    Some((SimpleMetric { name, tags, kind, value, sample_rate }, end))
 }
 
 /// Tags from `start` that need no change but `:` to `=`: non-empty, comma-separated, each with
@@ -213,16 +213,16 @@ fn line_end(bytes: &[u8], at: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn simple(key: &'static str, kind: Kind, value: Value<'static>) -> Scanned<'static> {
-        sampled(key, kind, value, 1.0)
+    fn simple(name: &'static str, kind: Kind, value: Value<'static>) -> Scanned<'static> {
+        sampled(name, kind, value, 1.0)
     }
 
-    fn sampled(key: &'static str, kind: Kind, value: Value<'static>, sample_rate: f64) -> Scanned<'static> {
-        Scanned::Simple(SimpleMetric { key, tags: "", kind, value, sample_rate })
+    fn sampled(name: &'static str, kind: Kind, value: Value<'static>, sample_rate: f64) -> Scanned<'static> {
+        Scanned::Simple(SimpleMetric { name, tags: "", kind, value, sample_rate })
     }
 
-    fn tagged(key: &'static str, tags: &'static str, value: f64, sample_rate: f64) -> Scanned<'static> {
-        Scanned::Simple(SimpleMetric { key, tags, kind: Kind::Counter, value: Value::Number(value), sample_rate })
+    fn tagged(name: &'static str, tags: &'static str, value: f64, sample_rate: f64) -> Scanned<'static> {
+        Scanned::Simple(SimpleMetric { name, tags, kind: Kind::Counter, value: Value::Number(value), sample_rate })
     }
 
     #[test]
