@@ -1,5 +1,6 @@
-//! The flusher's absorb of a reader's table holding every series once, into an aggregator that
-//! already knows them all (the steady state), timed per series.
+//! The flusher's side of a flush for one reader sending every series once per interval: absorb
+//! (round 0: a million keys new to the flusher; later rounds: the steady state, values by id)
+//! and flush, timed per series.
 //! Run: `cargo run --release -p agg --example absorb -- NAMES`
 use std::time::Instant;
 
@@ -9,11 +10,12 @@ fn main() {
         .map(|d| (0..25).map(|l| format!("bench.{}:1|c\n", (d * 25 + l) % names)).collect::<String>().into_bytes())
         .collect();
     let mut aggregator = agg::Aggregator::new(agg::AggConfig::default());
+    let mut table = agg::Table::new(true, 8192);
+    let mut map = agg::ReaderMap::default();
     for round in 0..4 {
-        let mut table = agg::Table::new(true, 8192);
         packets.iter().for_each(|p| table.insert_packet(1, p));
         let started = Instant::now();
-        aggregator.absorb(table);
+        aggregator.absorb_taken(&mut map, table.take(false));
         let absorbed = started.elapsed();
         let started = Instant::now();
         let snapshot = aggregator.flush(10_000 * (round + 1));
