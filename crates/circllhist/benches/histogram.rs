@@ -1,4 +1,4 @@
-//! The operations the C reference was measured on (shared/docs/circllhist.md §5), on data
+//! The operations the C reference was measured on (docs/circllhist.md §5), on data
 //! shaped like the paper's: f64 and integer inserts, 2-way and 1000-way merges, 8 quantiles on
 //! a ~380-bin histogram, serialisation both ways. Run: `cargo bench -p circllhist`.
 

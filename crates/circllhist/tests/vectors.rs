@@ -1,11 +1,12 @@
-//! Conformance with the C reference: every case of `shared/testdata/circllhist/vectors.json`.
+//! Conformance with the C reference: every case of `tests/data/vectors.json` (the output of
+//! libcircllhist recorded by the reference generator; provenance in `tests/data/README.md`).
 //! Bins, counts, bytes and floats must all match exactly (floats to the bit).
 
 use circllhist::{Bucket, Histogram, QuantileType};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/circllhist/vectors.json");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/vectors.json");
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("the reference vectors at {path}: {e}"));
     serde_json::from_str(&text).unwrap()
 }

@@ -52,7 +52,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let admin_state = Arc::new(AdminState {
         aggregator: aggregator.clone(),
         shards: shards.clone(),
-        healthy: AtomicBool::new(true),
+        healthy: AtomicBool::new(config.healthy_at_start),
         started_unix_s: startup_s,
         statuses: sinks.iter().map(|sink| sink.status.clone()).collect(),
         raw_config: config.raw.clone(),

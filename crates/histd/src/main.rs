@@ -50,6 +50,8 @@ enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Print every config key histd knows, with its default and meaning (a markdown table).
+    ConfigKeys,
     /// Evaluate an expression over the store, from a running histd or a data directory.
     Query(query_cli::QueryArgs),
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
@@ -60,6 +62,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
+        Command::ConfigKeys => {
+            print!("{}", config::keys::markdown_table());
+            ExitCode::SUCCESS
+        }
         Command::Run { config, log_level, data_dir } => run(config, log_level, data_dir),
         Command::Query(args) => match query_cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -108,7 +114,7 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir
     let level = log_level.unwrap_or(if config.debug { tracing::Level::DEBUG } else { tracing::Level::INFO });
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
     for key in &config.ignored_keys {
-        tracing::warn!(key, "config key not used by histd; ignored");
+        tracing::warn!(key, "config key ignored: {}", config::keys::why_unused(key));
     }
     return_large_blocks_to_the_system();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,7 +1,7 @@
 //! Lines: `<name>:<value>|<type>[|@<rate>][:<value>|<type>...][|#<tags>][|c:..][|e:..][|card:..][|T<ts>]`
 //!
 //! The grammar accepts what Etsy statsd 0.10 accepts, plus DogStatsD (see
-//! `shared/docs/dogstatsd.md`), with these rules:
+//! `docs/dogstatsd.md`), with these rules:
 //!
 //! * The name is everything before the first `:`.
 //! * The metadata tail starts at the first `|` that begins a DogStatsD line field: `#tags`,

@@ -191,7 +191,7 @@ pub fn repeater(top: &Reader<'_>) -> Result<RepeaterConfig, ConfigError> {
         let Value::Object(object) = target else {
             return Err(ConfigError { key, message: format!("expected {{host, port}}, got {target}") });
         };
-        let target = Reader::new(object, key);
+        let target = top.element(object, key);
         let host = target.string("host")?.ok_or_else(|| target.error("host", "is missing"))?;
         targets.push((host, target.port("port", super::listen::DEFAULT_PORT)?));
     }

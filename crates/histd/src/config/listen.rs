@@ -46,7 +46,7 @@ pub fn listeners(top: &Reader<'_>) -> Result<Vec<Listener>, ConfigError> {
         .iter()
         .enumerate()
         .map(|(index, server)| match server {
-            Value::Object(object) => listener(&Reader::new(object, format!("servers[{index}]"))),
+            Value::Object(object) => listener(&top.element(object, format!("servers[{index}]"))),
             other => Err(ConfigError {
                 key: format!("servers[{index}]"),
                 message: format!("expected an object, got {other}"),

@@ -4,6 +4,7 @@
 
 mod backends;
 mod ingest;
+pub mod keys;
 mod listen;
 mod reader;
 mod store;
@@ -20,54 +21,11 @@ pub use backends::{Backend, ConsoleConfig, GraphiteConfig, RepeaterConfig, Repea
 pub use ingest::IngestConfig;
 pub use listen::{Listener, UnixPath};
 pub use reader::ConfigError;
-use reader::Reader;
+use reader::{KeysRead, Reader};
 pub use store::{parse_duration, StoreConfig};
 
 /// The management port when none is given.
 pub const DEFAULT_MGMT_PORT: u16 = 8126;
-
-/// Top-level keys histd reads; any other key is reported as ignored.
-const KNOWN_KEYS: &[&str] = &[
-    "store",
-    "http_address",
-    "http_port",
-    "port",
-    "address",
-    "address_ipv6",
-    "server",
-    "servers",
-    "mgmt_port",
-    "mgmt_address",
-    "backends",
-    "flushInterval",
-    "percentThreshold",
-    "calculatedTimerMetrics",
-    "histogram",
-    "deleteIdleStats",
-    "deleteCounters",
-    "deleteTimers",
-    "deleteSets",
-    "deleteGauges",
-    "gaugesMaxTTL",
-    "prefixStats",
-    "keyNameSanitize",
-    "flush_counts",
-    "debug",
-    "graphiteHost",
-    "graphitePort",
-    "graphiteProtocol",
-    "graphite",
-    "console",
-    "repeater",
-    "repeaterProtocol",
-    "dumpMessages",
-    "title",
-    "log",
-    "automaticConfigReload",
-    "healthStatus",
-    "keyFlush",
-    "graphitePicklePort",
-];
 
 /// A validated configuration.
 #[derive(Debug, Clone)]
@@ -92,7 +50,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// `debug`: log at debug level.
     pub debug: bool,
-    /// Top-level keys present but not used by histd.
+    /// `healthStatus`: whether the management `health` state starts `up` (the default).
+    pub healthy_at_start: bool,
+    /// Keys present in the file that histd did not read (paths such as `graphite.globalPrefx`).
     pub ignored_keys: Vec<String>,
     /// The config object as read, for the management `config` command.
     pub raw: Map<String, Value>,
@@ -133,7 +93,12 @@ impl Config {
 
     /// Validates a config object.
     pub fn from_object(raw: Map<String, Value>) -> Result<Config, ConfigError> {
-        let top = Reader::new(&raw, "");
+        Config::read_object(raw, &KeysRead::default())
+    }
+
+    /// Validates a config object, recording in `read` every key looked at.
+    fn read_object(raw: Map<String, Value>, read: &KeysRead) -> Result<Config, ConfigError> {
+        let top = Reader::root(&raw, read);
         let mgmt_ip = match top.string("mgmt_address")? {
             None => Ipv4Addr::LOCALHOST.into(),
             Some(text) => listen::parse_ip(&text)
@@ -150,10 +115,12 @@ impl Config {
             repeater: backends::repeater(&top)?,
             store: store::store(&top)?,
             debug: top.bool("debug", false)?,
-            ignored_keys: raw.keys().filter(|k| !KNOWN_KEYS.contains(&k.as_str())).cloned().collect(),
-            raw,
+            healthy_at_start: health_status(&top)?,
+            ignored_keys: Vec::new(),
+            raw: Map::new(),
         };
-        Ok(config)
+        let ignored_keys = keys::unread_keys(&raw, read);
+        Ok(Config { ignored_keys, raw, ..config })
     }
 
     /// The effective settings, for `histd check-config`.
@@ -181,6 +148,7 @@ impl Config {
             "repeater": self.repeater.effective(),
             "store": self.store.effective(),
             "debug": self.debug,
+            "healthStatus": if self.healthy_at_start { "up" } else { "down" },
             "ignoredKeys": self.ignored_keys,
         })
     }
@@ -203,6 +171,15 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         key_name_sanitize: top.bool("keyNameSanitize", true)?,
         timer_sample_limit: timer_sample_limit(top)?,
     })
+}
+
+/// `healthStatus` (Etsy): `up` or `down`.
+fn health_status(top: &Reader<'_>) -> Result<bool, ConfigError> {
+    match top.string("healthStatus")?.as_deref() {
+        None | Some("up") => Ok(true),
+        Some("down") => Ok(false),
+        Some(other) => Err(top.error("healthStatus", format!("'{other}' is neither up nor down"))),
+    }
 }
 
 /// `timerSampleLimit` (histd): raw values kept per timer and interval.

@@ -1,4 +1,10 @@
-//! Typed reads of one object of the raw config, with errors that name the key.
+//! Typed reads of one object of the raw config, with errors that name the key. Every key a
+//! reader looks at is recorded in the [`KeysRead`] its root was given, so the keys nobody read
+//! (typos, other daemons' keys) are derived from the reads themselves.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
@@ -19,18 +25,53 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// The full paths (`graphite.globalPrefix`, `servers[1].port`) of every key read from one
+/// config, present or not.
+#[derive(Debug, Clone, Default)]
+pub struct KeysRead(Rc<RefCell<BTreeSet<String>>>);
+
+impl KeysRead {
+    fn record(&self, path: String) {
+        self.0.borrow_mut().insert(path);
+    }
+
+    /// Whether `path` was read.
+    pub fn contains(&self, path: &str) -> bool {
+        self.0.borrow().contains(path)
+    }
+
+    /// Whether some key below `path` (an object or an array element) was read.
+    pub fn any_below(&self, path: &str) -> bool {
+        let prefix = format!("{path}.");
+        self.0.borrow().range(prefix.clone()..).next().is_some_and(|key| key.starts_with(&prefix))
+    }
+
+    /// Every path read, in order.
+    #[cfg(test)]
+    pub fn paths(&self) -> Vec<String> {
+        self.0.borrow().iter().cloned().collect()
+    }
+}
+
 /// Reads keys of one JSON object; `path` prefixes the keys named in errors.
 pub struct Reader<'a> {
     object: &'a Map<String, Value>,
     path: String,
+    read: KeysRead,
 }
 
 static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
 impl<'a> Reader<'a> {
-    /// Reads `object`, whose keys are named `path.key` in errors (`path` may be empty).
-    pub fn new(object: &'a Map<String, Value>, path: impl Into<String>) -> Self {
-        Reader { object, path: path.into() }
+    /// Reads the config's top object, recording every key it (or a reader made from it) reads.
+    pub fn root(object: &'a Map<String, Value>, read: &KeysRead) -> Self {
+        Reader { object, path: String::new(), read: read.clone() }
+    }
+
+    /// Reads `object`, an element of one of this reader's arrays, whose keys are named
+    /// `path.key` (`servers[1].port`).
+    pub fn element(&self, object: &'a Map<String, Value>, path: impl Into<String>) -> Reader<'a> {
+        Reader { object, path: path.into(), read: self.read.clone() }
     }
 
     /// The full name of `key`, for errors.
@@ -49,14 +90,15 @@ impl<'a> Reader<'a> {
 
     /// The raw value of `key`; `null` counts as absent.
     pub fn raw(&self, key: &str) -> Option<&'a Value> {
+        self.read.record(self.key_path(key));
         self.object.get(key).filter(|value| !value.is_null())
     }
 
     /// A nested object (absent = empty).
     pub fn object(&self, key: &str) -> Result<Reader<'a>, ConfigError> {
         match self.raw(key) {
-            None => Ok(Reader::new(&EMPTY, self.key_path(key))),
-            Some(Value::Object(object)) => Ok(Reader::new(object, self.key_path(key))),
+            None => Ok(self.element(&EMPTY, self.key_path(key))),
+            Some(Value::Object(object)) => Ok(self.element(object, self.key_path(key))),
             Some(other) => Err(self.error(key, format!("expected an object, got {other}"))),
         }
     }

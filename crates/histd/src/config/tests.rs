@@ -102,9 +102,98 @@ fn errors_name_the_key() {
 }
 
 #[test]
-fn unknown_keys_are_reported_not_fatal() {
-    let config = parse("{ influxdb: { host: 'x' }, port: 8125 }");
-    assert_eq!(config.ignored_keys, ["influxdb"]);
+fn unread_keys_are_reported_not_fatal() {
+    let cases: &[(&str, &[&str])] = &[
+        ("{ influxdb: { host: 'x' }, port: 8125 }", &["influxdb"]),
+        ("{ graphite: { globalPrefx: 'x', globalPrefix: 'y' } }", &["graphite.globalPrefx"]),
+        (
+            "{ servers: [ { port: 1, prot: 2 }, { server: 'tcp', sockt: 'x' } ] }",
+            &["servers[0].prot", "servers[1].sockt"],
+        ),
+        ("{ servers: [ { port: 1 } ], port: 2 }", &["port"]),
+        ("{ store: { retention: { raw: '1h', rwa: '2h' } } }", &["store.retention.rwa"]),
+        ("{ histogram: [ { metric: '', bins: [1], bin: [] } ] }", &["histogram[0].bin"]),
+        ("{ title: 'statsd', keyFlush: { interval: 1 } }", &["title", "keyFlush"]),
+        (
+            "{ udpReaders: 1, udpReaderMode: 'shared', udpReceiveBufferBytes: 1024, udpBatchDatagrams: 8, \
+              maxDatagramBytes: 1024, timerSampleLimit: 10 }",
+            &[],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse(text).ignored_keys, *want, "{text}");
+    }
+}
+
+/// Configs that set every documented key between them (`servers` and the top-level listener
+/// keys are each read only when the other form is absent, an address only without a socket).
+const EVERY_KEY: [&str; 3] = [
+    "{ servers: [ { server: './servers/udp', address: '127.0.0.1', port: 0, recvBufferSize: 4096 }, \
+                  { server: 'tcp', address_ipv6: true }, { server: 'udp', socket: '/tmp/s', socket_mod: '0660' } ], \
+       mgmt_address: '127.0.0.1', mgmt_port: 0, backends: ['graphite', 'console', 'repeater', 'store'], \
+       flushInterval: 1000, percentThreshold: [90, 99], calculatedTimerMetrics: ['count'], \
+       histogram: [ { metric: 'a', bins: [1, 'inf'] } ], deleteIdleStats: true, deleteCounters: true, \
+       deleteTimers: true, deleteSets: true, deleteGauges: true, gaugesMaxTTL: 2, prefixStats: 'statsd', \
+       keyNameSanitize: true, flush_counts: true, debug: false, healthStatus: 'up', graphiteHost: 'localhost', \
+       graphitePort: 2003, graphiteProtocol: 'text', \
+       graphite: { legacyNamespace: false, globalPrefix: 'stats', prefixCounter: 'c', prefixTimer: 't', \
+                   prefixGauge: 'g', prefixSet: 's', globalSuffix: 'x', retryBufferBytes: 1024 }, \
+       console: { prettyprint: true }, repeater: [ { host: '127.0.0.1', port: 9 } ], repeaterProtocol: 'tcp', \
+       store: { dataDir: '/tmp/d', retention: { raw: '1h', minute: '1d', hour: '7d' } }, \
+       http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
+       udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, \
+       title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
+       keyFlush: { interval: 1000 }, graphitePicklePort: 2004 }",
+    "{ server: 'udp', address: '127.0.0.1', port: 0, address_ipv6: false, recvBufferSize: 4096 }",
+    "{ server: 'tcp', socket: '/tmp/s', socket_mod: 438 }",
+];
+
+#[test]
+fn every_documented_key_is_read_and_every_read_key_documented() {
+    use std::collections::BTreeSet;
+    let mut read_patterns = BTreeSet::new();
+    for text in EVERY_KEY {
+        let Value::Object(raw) = json5::from_str(text).unwrap() else { panic!("an object") };
+        let read = KeysRead::default();
+        let config = Config::read_object(raw, &read).unwrap_or_else(|e| panic!("{text}: {e}"));
+        for ignored in &config.ignored_keys {
+            let doc = keys::doc_of(ignored).unwrap_or_else(|| panic!("{ignored} is read by no one"));
+            assert_eq!(doc.origin, keys::Origin::EtsyUnused, "{ignored} is documented as used but was not read");
+        }
+        read_patterns.extend(read.paths().iter().map(|path| keys::without_indices(path)));
+    }
+    let section =
+        |pattern: &str| keys::KEYS.iter().flat_map(|doc| doc.keys).any(|k| k.starts_with(&format!("{pattern}.")));
+    for pattern in &read_patterns {
+        assert!(
+            keys::doc_of(pattern).is_some() || section(pattern),
+            "`{pattern}` is read but not documented in config/keys.rs"
+        );
+    }
+    for doc in keys::KEYS.iter().filter(|doc| doc.origin != keys::Origin::EtsyUnused) {
+        for key in doc.keys {
+            assert!(read_patterns.contains(*key), "`{key}` is documented but never read");
+        }
+    }
+}
+
+#[test]
+fn readmes_key_table_is_the_documented_one() {
+    const START: &str = "<!-- config keys: generated from crates/histd/src/config/keys.rs -->\n";
+    const END: &str = "<!-- end of config keys -->";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let start = readme.find(START).expect("README has the config key table's start marker") + START.len();
+    let end = readme[start..].find(END).expect("README has the table's end marker") + start;
+    let want = keys::markdown_table();
+    if readme[start..end] != want && std::env::var_os("HISTD_BLESS").is_some() {
+        std::fs::write(path, format!("{}{want}{}", &readme[..start], &readme[end..])).unwrap();
+        return;
+    }
+    assert!(
+        readme[start..end] == want,
+        "README's config key table differs from config/keys.rs (rerun with HISTD_BLESS=1 to rewrite it):\n{want}"
+    );
 }
 
 #[test]

@@ -32,7 +32,7 @@ pub fn histograms(top: &Reader<'_>) -> Result<Vec<HistogramRule>, ConfigError> {
             let Value::Object(object) = rule else {
                 return Err(ConfigError { key, message: format!("expected {{metric, bins}}, got {rule}") });
             };
-            let rule = Reader::new(object, key);
+            let rule = top.element(object, key);
             let metric = rule.string("metric")?.ok_or_else(|| rule.error("metric", "is missing"))?;
             let bins = rule.array("bins")?.iter().map(|bin| bin_limit(&rule, bin)).collect::<Result<Vec<_>, _>>()?;
             check_ascending(&rule, &bins)?;

@@ -1,0 +1,189 @@
+//! Every config key histd knows, with its default and meaning, in one table: README's
+//! configuration table is this table (a test renders it and compares), and the keys a config
+//! has but histd did not read are derived from what the readers recorded ([`unread_keys`]).
+
+use serde_json::{Map, Value};
+
+use super::reader::KeysRead;
+
+/// Who defined a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Etsy statsd's key, with Etsy's meaning and default.
+    Etsy,
+    /// histd's own.
+    Histd,
+    /// Etsy's key that histd accepts and does not use (the meaning says why).
+    EtsyUnused,
+}
+
+/// One documented key.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDoc {
+    /// Its spellings: the path as read (`graphite.globalPrefix`; `[]` stands for any array
+    /// index, `servers[].port`), first the one README shows first.
+    pub keys: &'static [&'static str],
+    /// The default, as a user would write it.
+    pub default: &'static str,
+    /// What it does.
+    pub meaning: &'static str,
+    /// Whose key it is.
+    pub origin: Origin,
+}
+
+const fn etsy(keys: &'static [&'static str], default: &'static str, meaning: &'static str) -> KeyDoc {
+    KeyDoc { keys, default, meaning, origin: Origin::Etsy }
+}
+
+const fn histd(keys: &'static [&'static str], default: &'static str, meaning: &'static str) -> KeyDoc {
+    KeyDoc { keys, default, meaning, origin: Origin::Histd }
+}
+
+const fn unused(keys: &'static [&'static str], why: &'static str) -> KeyDoc {
+    KeyDoc { keys, default: "", meaning: why, origin: Origin::EtsyUnused }
+}
+
+/// Every key, in README's order.
+pub const KEYS: &[KeyDoc] = &[
+    etsy(&["servers"], "one UDP server", "listeners: `[{server, address, port, ...}]`; when absent the top-level `server`, `address`, `port`, `address_ipv6`, `socket`, `socket_mod` and `recvBufferSize` describe the one listener"),
+    etsy(&["servers[].server", "server"], "`./servers/udp`", "`./servers/udp` or `./servers/tcp` (also `udp`, `tcp`)"),
+    etsy(&["servers[].address", "address"], "0.0.0.0 (`::` with `address_ipv6`)", "the address to listen on"),
+    etsy(&["servers[].port", "port"], "8125", "the port to listen on (0: any free port)"),
+    etsy(&["servers[].address_ipv6", "address_ipv6"], "false", "listen on IPv6 when no address is given"),
+    etsy(&["servers[].socket", "socket"], "none", "a Unix socket path instead of an address: `udp` makes it a datagram socket, `tcp` a stream socket"),
+    etsy(&["servers[].socket_mod", "socket_mod"], "none", "the socket file's mode (a number, or an octal string like `'0660'`)"),
+    etsy(&["servers[].recvBufferSize", "recvBufferSize"], "`udpReceiveBufferBytes`", "SO_RCVBUF asked for this UDP listener (Node's name)"),
+    etsy(&["mgmt_address"], "127.0.0.1", "the management interface's address"),
+    etsy(&["mgmt_port"], "8126", "the management interface's port"),
+    etsy(&["backends"], "`[\"graphite\"]`", "where flushes go: `graphite`, `console`, `repeater`, `store` (also spelled `./backends/graphite`); `histd run` with no config uses `store`"),
+    etsy(&["flushInterval"], "10000", "milliseconds between flushes, on a fixed grid from start"),
+    etsy(&["percentThreshold"], "90", "timer percentiles to compute (a number or a list; negative: the lowest)"),
+    etsy(&["calculatedTimerMetrics"], "all", "which timer statistics to send (`count`, `mean`, `upper_90`, ...)"),
+    etsy(&["histogram"], "none", "`[{metric, bins}]`: Etsy's per-timer bin counts (`bins`: ascending limits, `'inf'` last)"),
+    etsy(&["histogram[].metric"], "", "the timer names a rule applies to (a substring; `''` for all)"),
+    etsy(&["histogram[].bins"], "", "the rule's bin limits"),
+    etsy(&["deleteIdleStats"], "false", "the default of the four `delete*` keys"),
+    etsy(&["deleteCounters"], "`deleteIdleStats`", "forget counters that received nothing in an interval (else send 0)"),
+    etsy(&["deleteTimers"], "`deleteIdleStats`", "forget idle timers"),
+    etsy(&["deleteSets"], "`deleteIdleStats`", "forget idle sets"),
+    etsy(&["deleteGauges"], "`deleteIdleStats`", "forget idle gauges (see `gaugesMaxTTL`)"),
+    etsy(&["gaugesMaxTTL"], "1", "with `deleteGauges`: intervals a gauge stays after its last update"),
+    etsy(&["prefixStats"], "`statsd`", "the prefix of histd's own metrics"),
+    etsy(&["keyNameSanitize"], "true", "Etsy's key sanitising (spaces to `_`, `/` to `-`, other characters dropped)"),
+    etsy(&["flush_counts"], "true", "also send each counter's raw count"),
+    etsy(&["debug"], "false", "log at debug level"),
+    etsy(&["healthStatus"], "`up`", "the management `health` state at start: `up` or `down`"),
+    etsy(&["graphiteHost"], "unset", "carbon's host; unset: compute flushes, send nothing (Etsy's behaviour)"),
+    etsy(&["graphitePort"], "2003", "carbon's plaintext port"),
+    etsy(&["graphiteProtocol"], "`text`", "`text` (the only protocol histd speaks)"),
+    etsy(&["graphite.legacyNamespace"], "true", "Etsy's legacy names (`stats.<counter>`, `stats_counts.<counter>`)"),
+    etsy(&["graphite.globalPrefix"], "`stats`", "the prefix of every name"),
+    etsy(&["graphite.prefixCounter"], "`counters`", "counters' prefix (new namespace)"),
+    etsy(&["graphite.prefixTimer"], "`timers`", "timers' prefix"),
+    etsy(&["graphite.prefixGauge"], "`gauges`", "gauges' prefix"),
+    etsy(&["graphite.prefixSet"], "`sets`", "sets' prefix"),
+    etsy(&["graphite.globalSuffix"], "none", "a suffix after every name (new namespace)"),
+    etsy(&["console.prettyprint"], "false", "the console backend: an aligned table instead of one line per value"),
+    etsy(&["repeater"], "none", "`[{host, port}]`: where the repeater backend sends every packet"),
+    etsy(&["repeater[].host"], "", "a repeater target's host"),
+    etsy(&["repeater[].port"], "8125", "a repeater target's port"),
+    etsy(&["repeaterProtocol"], "`udp4`", "`udp4`, `udp6` or `tcp`"),
+    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "flushes kept while carbon is unreachable; the oldest are dropped past it, counted in `graphite.dropped_lines`"),
+    histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
+    histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
+    histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
+    histd(&["http_port"], "8127", "the HTTP API's port"),
+    histd(&["udpReaders"], "the cores histd may run on", "reader threads per UDP listener"),
+    histd(&["udpReaderMode"], "`reuseport`", "`reuseport`: a socket per reader (the kernel spreads senders over them); `shared`: one socket all readers read (for many cores fed by few clients). Measured in BENCHMARKS.md"),
+    histd(&["udpReceiveBufferBytes"], "16777216 (16 MiB)", "SO_RCVBUF asked for each UDP socket. As root histd may pass `net.core.rmem_max`; otherwise, when the kernel grants less, histd logs the size granted and the sysctl that raises it"),
+    histd(&["udpBatchDatagrams"], "32", "datagrams read per `recvmmsg`"),
+    histd(&["maxDatagramBytes"], "65536", "longer datagrams are cut and counted in `truncated_datagrams`"),
+    histd(&["timerSampleLimit"], "8192", "raw values kept per timer and interval (64 KiB); past it the percentile statistics come from the timer's histogram, and `<prefixStats>.timers_over_sample_limit` counts the timers this happened to"),
+    unused(&["title"], "the process title: histd's is `histd`"),
+    unused(&["log"], "histd logs to standard error; `--log-level` or `debug` set the level"),
+    unused(&["dumpMessages"], "histd never logs per packet; the console or repeater backend shows traffic"),
+    unused(&["automaticConfigReload"], "config reload is not implemented: restart histd to apply a new config"),
+    unused(&["keyFlush"], "Etsy's periodic log of the busiest keys is not implemented"),
+    unused(&["graphitePicklePort"], "the pickle protocol is not implemented (`graphiteProtocol` must be `text`)"),
+];
+
+/// The documentation of the key at `path` as read (`servers[2].port` finds `servers[].port`).
+pub fn doc_of(path: &str) -> Option<&'static KeyDoc> {
+    let pattern = without_indices(path);
+    KEYS.iter().find(|doc| doc.keys.contains(&pattern.as_str()))
+}
+
+/// `servers[2].port` → `servers[].port`.
+pub fn without_indices(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                out.push('[');
+            }
+            ']' => {
+                in_index = false;
+                out.push(']');
+            }
+            _ if in_index => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The paths of the keys in `raw` that no reader read, in the config's order: the whole key
+/// where nothing below it was read, else the unread keys inside it (`graphite.globalPrefx`).
+pub fn unread_keys(raw: &Map<String, Value>, read: &KeysRead) -> Vec<String> {
+    let mut unread = Vec::new();
+    collect_unread(raw, "", read, &mut unread);
+    unread
+}
+
+fn collect_unread(object: &Map<String, Value>, path: &str, read: &KeysRead, unread: &mut Vec<String>) {
+    for (key, value) in object {
+        let full = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        if !read.contains(&full) {
+            unread.push(full);
+            continue;
+        }
+        match value {
+            Value::Object(inner) if read.any_below(&full) => collect_unread(inner, &full, read, unread),
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    let element = format!("{full}[{index}]");
+                    if let (Value::Object(inner), true) = (item, read.any_below(&element)) {
+                        collect_unread(inner, &element, read, unread);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Why `path`, present in the config, is not used: said once per key at start.
+pub fn why_unused(path: &str) -> String {
+    match doc_of(path) {
+        Some(doc) if doc.origin == Origin::EtsyUnused => format!("Etsy's key, not used by histd: {}", doc.meaning),
+        Some(_) => "not used where it stands (another key takes precedence)".to_string(),
+        None => "not a key histd or Etsy statsd knows: ignored (a typo, or another backend's settings)".to_string(),
+    }
+}
+
+/// README's configuration table, rendered from [`KEYS`].
+pub fn markdown_table() -> String {
+    let mut table = String::from("| key | default | meaning |\n|---|---|---|\n");
+    for doc in KEYS {
+        let keys = doc.keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        let meaning = match doc.origin {
+            Origin::Etsy => doc.meaning.to_string(),
+            Origin::Histd => format!("(histd) {}", doc.meaning),
+            Origin::EtsyUnused => format!("accepted, no effect: {}", doc.meaning),
+        };
+        table.push_str(&format!("| {keys} | {} | {meaning} |\n", doc.default));
+    }
+    table
+}
