@@ -20,10 +20,11 @@ use crate::flush::{unix_now_ms, Flusher};
 use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
-    Shards, Tap, UdpSettings,
+    Shards, StreamContext, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
 use crate::sinks::{console, graphite, repeater, store, SinkHandle};
+use crate::telemetry::EdgeCounters;
 
 /// How long sinks get to deliver the final flush.
 const SINK_GRACE: Duration = Duration::from_secs(10);
@@ -44,7 +45,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let (sinks, tap) = start_sinks(&config, startup_s)?;
     let (stop_sender, stop) = watch::channel(false);
     let stop_flag = Arc::new(AtomicBool::new(false));
-    let edges = start_listeners(&config, &shards, tap, &stop, &stop_flag).await?;
+    let counters = Arc::new(EdgeCounters::default());
+    let stream_context = StreamContext { shards: shards.clone(), tap: tap.clone(), edges: counters.clone() };
+    let edges = start_listeners(&config, &shards, tap, stream_context, &stop, &stop_flag).await?;
     let admin_listener = TcpListener::bind(config.mgmt)
         .await
         .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
@@ -56,6 +59,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         started_unix_s: startup_s,
         statuses: sinks.iter().map(|sink| sink.status.clone()).collect(),
         raw_config: config.raw.clone(),
+        edges: counters,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let http_listener = TcpListener::bind(config.store.http)
@@ -116,6 +120,7 @@ async fn start_listeners(
     config: &Config,
     shards: &Arc<Shards>,
     tap: Option<Tap>,
+    streams: StreamContext,
     stop: &watch::Receiver<bool>,
     stop_flag: &Arc<AtomicBool>,
 ) -> anyhow::Result<Edges> {
@@ -161,14 +166,14 @@ async fn start_listeners(
             Listener::Tcp(address) => {
                 let socket = TcpListener::bind(address).await.with_context(context)?;
                 tracing::info!(proto = %"tcp", addr = %socket.local_addr()?, "listening");
-                edges.stream_tasks.spawn(serve_streams(socket, shards.clone(), tap.clone(), stop.clone()));
+                edges.stream_tasks.spawn(serve_streams(socket, streams.clone(), stop.clone()));
             }
             Listener::UnixStream(unix) => {
                 let socket = UnixListener::bind(prepare_socket_file(unix)?).with_context(context)?;
                 set_socket_mode(unix)?;
                 edges.socket_files.push(unix.path.clone());
                 tracing::info!(proto = %"unix", addr = %unix.path.display(), "listening");
-                edges.stream_tasks.spawn(serve_streams(socket, shards.clone(), tap.clone(), stop.clone()));
+                edges.stream_tasks.spawn(serve_streams(socket, streams.clone(), stop.clone()));
             }
         }
     }

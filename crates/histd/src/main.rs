@@ -6,12 +6,14 @@
 mod admin;
 mod bench;
 mod config;
+mod cross_protocol;
 mod daemon;
 mod flush;
 mod http;
 mod ingest;
 mod query_cli;
 mod sinks;
+mod telemetry;
 mod timefmt;
 
 use std::path::PathBuf;

@@ -102,9 +102,14 @@ pub struct ParseError {
     pub at: usize,
 }
 
+/// How deeply expressions may nest (`cumulative(cumulative(...))`): parsing, evaluating and
+/// dropping an expression recurse once per level, so a bound keeps any input from exhausting a
+/// thread's stack.
+pub const MAX_DEPTH: usize = 16;
+
 /// Parses an expression.
 pub fn parse(text: &str) -> Result<Expr, ParseError> {
-    let mut parser = Parser { text, at: 0 };
+    let mut parser = Parser { text, at: 0, depth: 0 };
     let expr = parser.expr()?;
     parser.skip_space();
     if parser.at < text.len() {
@@ -115,7 +120,7 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
 
 /// Parses a selector alone (`api.latency{route=/login}`), as the HTTP API's `name` parameter.
 pub fn parse_selector(text: &str) -> Result<Selector, ParseError> {
-    let mut parser = Parser { text, at: 0 };
+    let mut parser = Parser { text, at: 0, depth: 0 };
     let selector = parser.selector()?;
     parser.skip_space();
     if parser.at < text.len() {
@@ -126,7 +131,10 @@ pub fn parse_selector(text: &str) -> Result<Selector, ParseError> {
 
 struct Parser<'a> {
     text: &'a str,
+    /// Byte offset of the next character.
     at: usize,
+    /// Expressions open around the one being read.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -135,8 +143,8 @@ impl Parser<'_> {
     }
 
     fn skip_space(&mut self) {
-        while self.rest().starts_with(char::is_whitespace) {
-            self.at += 1;
+        while let Some(space) = self.rest().chars().next().filter(|c| c.is_whitespace()) {
+            self.at += space.len_utf8();
         }
     }
 
@@ -171,9 +179,7 @@ impl Parser<'_> {
         let name = self.word(&['(']).to_string();
         self.eat('(')?;
         if name == "cumulative" {
-            let inner = self.expr()?;
-            self.eat(')')?;
-            return Ok(Expr::Cumulative(Box::new(inner)));
+            return self.nested().map(|inner| Expr::Cumulative(Box::new(inner)));
         }
         let function =
             Function::parse(&name).ok_or(ParseError { message: format!("unknown function '{name}'"), at: name_at })?;
@@ -186,6 +192,18 @@ impl Parser<'_> {
         };
         self.eat(')')?;
         Ok(Expr::Call(function, selector, number))
+    }
+
+    /// The expression inside a function that takes one, and its closing parenthesis.
+    fn nested(&mut self) -> Result<Expr, ParseError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error(&format!("expressions nest at most {MAX_DEPTH} levels deep")));
+        }
+        self.depth += 1;
+        let inner = self.expr()?;
+        self.depth -= 1;
+        self.eat(')')?;
+        Ok(inner)
     }
 
     fn selector(&mut self) -> Result<Selector, ParseError> {
@@ -414,6 +432,28 @@ mod tests {
     }
 
     #[test]
+    fn nesting_is_bounded() {
+        let nested = |depth: usize| format!("{}count(x){}", "cumulative(".repeat(depth), ")".repeat(depth));
+        assert!(parse(&nested(MAX_DEPTH)).is_ok());
+        let error = parse(&nested(MAX_DEPTH + 1)).unwrap_err();
+        assert!(error.to_string().contains("nest at most 16 levels"), "{error}");
+        // The probe's request: 5,455 levels, which overflowed a worker's stack before.
+        let error = parse(&nested(5455)).unwrap_err();
+        assert!(error.to_string().contains("nest at most"), "{error}");
+        let unclosed = "cumulative(".repeat(100_000);
+        assert!(parse(&unclosed).is_err());
+    }
+
+    #[test]
+    fn any_unicode_space_separates() {
+        // U+00A0 is two bytes: skipping it as one used to slice inside a character (a panic).
+        let want = format!("{:?}", parse("rate(x)").unwrap());
+        for text in ["\u{a0}rate(x)", "rate(\u{a0}x\u{2003})\u{3000}", "\u{a0}\u{a0}rate( x )"] {
+            assert_eq!(format!("{:?}", parse(text).unwrap()), want, "{text:?}");
+        }
+    }
+
+    #[test]
     fn says_what_is_wrong() {
         let cases = [
             ("p99(x)", "unknown function 'p99'"),
@@ -422,6 +462,9 @@ mod tests {
             ("rate()", "expected a metric name"),
             ("rate(x) junk", "unexpected text"),
             ("rate(x{a=b)", "expected ',' or '}'"),
+            ("quantile(\u{a0}x\u{2003})", "expected ','"),
+            ("rate(x\u{a0}\u{a0}", "expected ')'"),
+            ("\u{a0}", "expected '('"),
         ];
         for (text, want) in cases {
             let error = parse(text).unwrap_err();

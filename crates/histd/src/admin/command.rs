@@ -107,6 +107,9 @@ fn stats(state: &AdminState) -> String {
     let _ = writeln!(out, "messages.metrics_received: {}", totals.lines);
     let _ = writeln!(out, "messages.kernel_drops: {}", totals.kernel_drops);
     let _ = writeln!(out, "messages.truncated_datagrams: {}", totals.truncated_datagrams);
+    for (name, count) in state.edges.entries() {
+        let _ = writeln!(out, "messages.{name}: {count}");
+    }
     for status in &state.statuses {
         for (name, value) in status.entries() {
             let shown = if name.starts_with("last_") { now as f64 - value } else { value };

@@ -4,6 +4,10 @@
 //! reply byte-identical to Etsy's. Commands: `help`, `health [up|down]`, `stats`, `counters`,
 //! `timers`, `gauges`, `sets`, `delcounters|deltimers|delgauges|delsets <key|prefix.*>...`,
 //! `config`, `quit`; anything else is `ERROR`.
+//!
+//! A connection whose line is an HTTP request line or header is closed at once, with nothing
+//! in it run, and counted in `refused_http_connections`: browsers let any web page send HTTP to
+//! any port, and the body of such a request would otherwise run as commands.
 
 mod command;
 mod inspect;
@@ -20,6 +24,7 @@ pub use command::{execute, Command};
 
 use crate::ingest::Shards;
 use crate::sinks::SinkStatus;
+use crate::telemetry::EdgeCounters;
 
 /// The longest command line read; longer input is cut into several lines.
 const MAX_LINE: usize = 64 * 1024;
@@ -39,6 +44,8 @@ pub struct AdminState {
     pub statuses: Vec<SinkStatus>,
     /// The config as read, for `config`.
     pub raw_config: serde_json::Map<String, serde_json::Value>,
+    /// What the edges refused or could not keep.
+    pub edges: Arc<EdgeCounters>,
 }
 
 /// Serves management connections until shutdown.
@@ -63,6 +70,10 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
         match (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
+        }
+        if crate::cross_protocol::looks_like_http(&line) {
+            state.edges.refused_http_connections.add(1);
+            return;
         }
         let text = String::from_utf8_lossy(&line);
         let command = Command::parse(&text);

@@ -17,6 +17,13 @@ impl std::fmt::Display for BadParameter {
     }
 }
 
+/// The latest time a parameter may name (unix seconds, the year 5138): every sum and
+/// difference of times and steps then fits an `i64`.
+pub const LATEST: i64 = 100_000_000_000;
+
+/// The widest step (10 years).
+pub const WIDEST_STEP: i64 = 10 * 366 * 86_400;
+
 /// A time: `now`, `-1h` or `now-1h` (before now), or unix seconds. `now` is the end of the
 /// current second: flush times are rounded to the nearest second (as Etsy does), so the newest
 /// row may carry the next second, and a range ending `now` must include it.
@@ -27,18 +34,18 @@ pub fn time(name: &'static str, text: Option<&str>, default: &str, now: i64) -> 
         return Ok(now + 1);
     }
     if let Some(ago) = text.strip_prefix("now-").or_else(|| text.strip_prefix('-')) {
-        return parse_duration(ago).map(|seconds| now - seconds).ok_or_else(bad);
+        return parse_duration(ago).filter(|&s| s <= LATEST).map(|seconds| (now - seconds).max(0)).ok_or_else(bad);
     }
-    text.parse::<f64>().ok().filter(|t| t.is_finite() && *t >= 0.0).map(|t| t as i64).ok_or_else(bad)
+    text.parse::<f64>().ok().filter(|t| (0.0..=LATEST as f64).contains(t)).map(|t| t as i64).ok_or_else(bad)
 }
 
 /// A step: a duration, or (when absent) one that gives about 240 steps over the range, rounded
 /// to a familiar width.
 pub fn step(text: Option<&str>, from: i64, to: i64) -> Result<i64, BadParameter> {
     match text {
-        Some(text) => parse_duration(text).ok_or_else(|| BadParameter {
+        Some(text) => parse_duration(text).filter(|&s| s <= WIDEST_STEP).ok_or_else(|| BadParameter {
             name: "step",
-            message: format!("'{text}' is not a duration like 10s, 1m, 1h"),
+            message: format!("'{text}' is not a duration like 10s, 1m, 1h of at most 10 years"),
         }),
         None => {
             let wanted = ((to - from) / 240).max(1);
@@ -81,5 +88,12 @@ mod tests {
         assert!(step(Some("fast"), 0, 10).is_err());
         assert!(range(10, 5, 1).is_err());
         assert!(range(0, 86_400 * 7, 10).is_err());
+        // Far ends are refused, not wrapped into nonsense (or a debug-build overflow panic).
+        for text in ["1e300", "-9999999999999999999s", "now-106751991167300d", "100000000001"] {
+            assert!(time("from", Some(text), "now", now).is_err(), "{text}");
+        }
+        assert_eq!(time("from", Some("-100000d"), "now", now), Ok(0));
+        assert!(step(Some("106751991167300d"), 0, 10).is_err());
+        assert!(step(Some("3660d"), 0, 10).is_ok());
     }
 }

@@ -15,7 +15,7 @@ mod udp;
 pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource};
 pub use shards::lock as shards_lock;
 pub use shards::{Shard, Shards};
-pub use stream::serve_streams;
+pub use stream::{serve_streams, StreamContext};
 pub use tap::Tap;
 pub use udp::{open_udp, report_receive_buffer, ReaderMode, UdpSettings};
 

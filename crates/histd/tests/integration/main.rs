@@ -6,6 +6,7 @@ mod concurrency;
 mod config_files;
 mod graphite_output;
 mod harness;
+mod hostile_input;
 mod lifecycle;
 mod listeners;
 mod store_api;

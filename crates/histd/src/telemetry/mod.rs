@@ -1,0 +1,61 @@
+//! The daemon's self-telemetry that no reader table carries: typed counters, each counted
+//! where it happens (an atomic add, never a log line per event) and published the same way
+//! to the management `stats` reply and `/health`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A count that only goes up.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `amount`.
+    pub fn add(&self, amount: u64) {
+        self.0.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down (a queue's depth, bytes held).
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// Sets it.
+    pub fn set(&self, value: u64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What the edges of the daemon refused or could not keep, outside any reader's table.
+#[derive(Debug, Default)]
+pub struct EdgeCounters {
+    /// Connections to the management port or a statsd stream listener closed unread because
+    /// their first line was an HTTP request or header (a web page's cross-protocol request).
+    pub refused_http_connections: Counter,
+    /// Stream lines longer than the framing bound, cut into pieces (each piece is parsed as a
+    /// line of its own).
+    pub stream_lines_split: Counter,
+    /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
+    pub shutdown_unread_datagrams: Counter,
+}
+
+impl EdgeCounters {
+    /// Every counter by its `stats` name.
+    pub fn entries(&self) -> [(&'static str, u64); 3] {
+        [
+            ("refused_http_connections", self.refused_http_connections.get()),
+            ("stream_lines_split", self.stream_lines_split.get()),
+            ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
+        ]
+    }
+}

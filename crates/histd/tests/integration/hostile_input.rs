@@ -1,0 +1,83 @@
+//! Input from an attacker (the second probe, C1–C3): it must neither kill the daemon nor run
+//! anything. Each test is named after what broke.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use crate::harness::{temp_dir, Daemon, WAIT};
+
+fn daemon(name: &str) -> Daemon {
+    let data = temp_dir(&format!("{name}-data"));
+    let config = format!(
+        "{{ servers: [ {{ server: 'udp', address: '127.0.0.1', port: 0 }}, {{ server: 'tcp', address: '127.0.0.1', port: 0 }} ], \
+           mgmt_port: 0, http_port: 0, flushInterval: 60000, backends: ['store'], store: {{ dataDir: '{}' }} }}",
+        data.display()
+    );
+    Daemon::start(name, &config)
+}
+
+/// Writes `request` to `address` and reads until the peer closes: what came back.
+fn exchange(address: &str, request: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.write_all(request).unwrap();
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    reply
+}
+
+#[test]
+fn c1_a_deeply_nested_query_is_refused_and_the_daemon_lives() {
+    let daemon = daemon("c1-nesting");
+    let expr = format!("{}count(x){}", "cumulative(".repeat(5455), ")".repeat(5455));
+    let (status, body) = daemon.http_get(&format!("/api/v1/query?expr={expr}"));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("nest at most 16 levels"), "{body}");
+    let unclosed = "cumulative(".repeat(5455);
+    assert_eq!(daemon.http_get(&format!("/api/v1/query?expr={unclosed}")).0, 400);
+    assert_eq!(daemon.http_get("/health").0, 200, "the daemon survived");
+}
+
+#[test]
+fn c2_a_query_starting_with_a_no_break_space_gets_an_answer() {
+    let daemon = daemon("c2-nbsp");
+    for (expr, want) in [("%C2%A0count(x)", 200), ("%C2%A0", 400), ("count(%E2%80%83x%C2%A0)%E3%80%80", 200)] {
+        let (status, body) = daemon.http_get(&format!("/api/v1/query?expr={expr}"));
+        assert_eq!(status, want, "{expr}: {body}");
+        assert!(serde_json::from_str::<serde_json::Value>(&body).is_ok(), "{expr}: a JSON answer, got {body:?}");
+    }
+    for (name, value) in [("from", "1e300"), ("to", "now-106751991167300d"), ("step", "106751991167300d")] {
+        let (status, body) = daemon.http_get(&format!("/api/v1/query?expr=count(x)&{name}={value}"));
+        assert_eq!(status, 400, "{name}={value}: {body}");
+        assert!(body.contains(&format!("parameter `{name}`")), "{body}");
+    }
+}
+
+#[test]
+fn c3_the_management_port_runs_nothing_from_an_http_request() {
+    let daemon = daemon("c3-mgmt");
+    let mgmt = daemon.address("mgmt");
+    // What fetch('http://127.0.0.1:8126/', {method: 'POST', mode: 'no-cors', body}) sends.
+    let body = "health down\ndelcounters *\n";
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain;charset=UTF-8\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    assert_eq!(exchange(&mgmt, request.as_bytes()), b"", "closed with no reply");
+    assert_eq!(exchange(&mgmt, b"Host: x\r\nhealth down\n"), b"", "a header line alone is refused too");
+    assert_eq!(daemon.admin_until("health\n", |r| r.ends_with('\n')), "health: up\n");
+    assert_eq!(daemon.stat("messages.refused_http_connections"), 2.0);
+}
+
+#[test]
+fn c3_a_statsd_stream_counts_nothing_from_an_http_request() {
+    let daemon = daemon("c3-tcp");
+    let request = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\nevil:1|c\n";
+    assert_eq!(exchange(&daemon.address("tcp"), request.as_bytes()), b"");
+    daemon.send_tcp("good:1|c\n");
+    daemon.wait_received(1);
+    assert_eq!(daemon.stat("messages.refused_http_connections"), 1.0);
+    assert_eq!(daemon.stat("messages.bad_lines_seen"), 0.0, "headers are not counted as bad lines either");
+    let counters = daemon.admin("counters");
+    assert!(counters.contains("good: 1") && !counters.contains("evil"), "{counters}");
+}
