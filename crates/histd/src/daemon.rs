@@ -57,7 +57,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         shards: shards.clone(),
         healthy: AtomicBool::new(config.healthy_at_start),
         started_unix_s: startup_s,
-        statuses: sinks.iter().map(|sink| sink.status.clone()).collect(),
+        sinks: sinks.iter().map(|sink| sink.telemetry.clone()).collect(),
         raw_config: config.raw.clone(),
         edges: counters,
     });
@@ -75,7 +75,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let flusher = Flusher {
         aggregator,
         shards,
-        sinks: sinks.iter().filter_map(|s| Some((s.status.sink(), s.snapshots.clone()?))).collect(),
+        sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),
     };
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
     tokio::select! {
@@ -106,7 +106,7 @@ fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandl
             }
             Backend::Console => sinks.push(console::spawn(config.console.clone(), startup_s)),
             Backend::Repeater => {
-                let (sink, packets) = repeater::spawn(config.repeater.clone());
+                let (sink, packets) = repeater::spawn(config.repeater.clone(), startup_s);
                 sinks.push(sink);
                 tap = Some(packets);
             }

@@ -110,10 +110,11 @@ fn stats(state: &AdminState) -> String {
     for (name, count) in state.edges.entries() {
         let _ = writeln!(out, "messages.{name}: {count}");
     }
-    for status in &state.statuses {
-        for (name, value) in status.entries() {
+    for sink in &state.sinks {
+        for (name, value) in sink.entries(now) {
+            // Etsy shows a backend's `last_*` values as seconds since.
             let shown = if name.starts_with("last_") { now as f64 - value } else { value };
-            let _ = writeln!(out, "{}.{name}: {}", status.sink(), js_number(shown));
+            let _ = writeln!(out, "{}.{name}: {}", sink.sink, js_number(shown));
         }
     }
     out.push_str("END\n\n");

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 pub use command::{execute, Command};
 
 use crate::ingest::Shards;
-use crate::sinks::SinkStatus;
+use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
 
 /// The longest command line read; longer input is cut into several lines.
@@ -40,8 +40,8 @@ pub struct AdminState {
     pub healthy: AtomicBool,
     /// Unix seconds at start.
     pub started_unix_s: u64,
-    /// Each backend's status, for `stats`.
-    pub statuses: Vec<SinkStatus>,
+    /// Each backend's telemetry, for `stats`.
+    pub sinks: Vec<Arc<SinkTelemetry>>,
     /// The config as read, for `config`.
     pub raw_config: serde_json::Map<String, serde_json::Value>,
     /// What the edges refused or could not keep.

@@ -88,7 +88,7 @@ pub const KEYS: &[KeyDoc] = &[
     etsy(&["repeater[].host"], "", "a repeater target's host"),
     etsy(&["repeater[].port"], "8125", "a repeater target's port"),
     etsy(&["repeaterProtocol"], "`udp4`", "`udp4`, `udp6` or `tcp`"),
-    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "flushes kept while carbon is unreachable; the oldest are dropped past it, counted in `graphite.dropped_lines`"),
+    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "flushes kept while carbon is unreachable; the oldest are dropped past it, counted in `graphite.dropped_points.buffer_full`"),
     histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
     histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
     histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),

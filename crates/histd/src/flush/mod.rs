@@ -9,6 +9,7 @@ use agg::{Aggregator, Snapshot};
 use tokio::sync::mpsc;
 
 use crate::ingest::{shards_lock as lock, Shards};
+use crate::sinks::SinkTelemetry;
 
 /// Takes tables, flushes, fans out.
 #[derive(Debug)]
@@ -17,8 +18,9 @@ pub struct Flusher {
     pub aggregator: Arc<Mutex<Aggregator>>,
     /// The readers' tables.
     pub shards: Arc<Shards>,
-    /// One queue per sink that reads snapshots.
-    pub sinks: Vec<(&'static str, mpsc::Sender<Arc<Snapshot>>)>,
+    /// One queue per sink that reads snapshots, with the sink's telemetry (the flusher counts
+    /// what it could not queue).
+    pub sinks: Vec<(Arc<SinkTelemetry>, mpsc::Sender<Arc<Snapshot>>)>,
 }
 
 impl Flusher {
@@ -32,10 +34,17 @@ impl Flusher {
         };
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
         let snapshot = Arc::new(snapshot);
-        for (name, queue) in &self.sinks {
+        for (telemetry, queue) in &self.sinks {
             if queue.try_send(snapshot.clone()).is_err() {
-                tracing::warn!(sink = name, timestamp = snapshot.timestamp, "sink is behind: flush dropped for it");
+                telemetry.queue_full_drops.add(1);
+                let sink = telemetry.sink;
+                tracing::warn!(
+                    sink,
+                    timestamp = snapshot.timestamp,
+                    "sink is behind: flush dropped for it (queue_full_drops)"
+                );
             }
+            telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
         }
     }
 
@@ -65,7 +74,29 @@ pub fn unix_now_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::next_grid_point;
+    use std::sync::{Arc, Mutex};
+
+    use agg::{AggConfig, Aggregator};
+    use tokio::sync::mpsc;
+
+    use super::{next_grid_point, Flusher};
+    use crate::ingest::Shards;
+    use crate::sinks::{EtsyStatus, SinkTelemetry};
+
+    #[test]
+    fn counts_the_flushes_a_full_queue_refused() {
+        let telemetry = Arc::new(SinkTelemetry::new("slow", EtsyStatus::None, 0));
+        let (sender, _receiver) = mpsc::channel(2);
+        let flusher = Flusher {
+            aggregator: Arc::new(Mutex::new(Aggregator::new(AggConfig::default()))),
+            shards: Arc::new(Shards::new(true, 10)),
+            sinks: vec![(telemetry.clone(), sender)],
+        };
+        for second in 1..=5 {
+            flusher.flush(second * 1000);
+        }
+        assert_eq!((telemetry.queued.get(), telemetry.queue_full_drops.get()), (2, 3));
+    }
 
     #[test]
     fn stays_on_the_grid() {

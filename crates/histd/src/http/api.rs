@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::params::{self, BadParameter};
 use super::HttpState;
 use crate::ingest::{shards_lock as lock, unix_now_s};
+use crate::sinks::SinkTelemetry;
 
 type Params = Query<HashMap<String, String>>;
 
@@ -49,9 +50,25 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "bad_lines": totals.bad_lines(),
         "kernel_drops": totals.kernel_drops,
         "truncated_datagrams": totals.truncated_datagrams,
+        "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
+        "sinks": sinks_json(&state.admin.sinks),
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
+}
+
+/// Each sink's telemetry under its name, as the `stats` reply has it (histd's names only:
+/// Etsy's spellings of the same values are for `stats`).
+fn sinks_json(sinks: &[Arc<SinkTelemetry>]) -> Value {
+    let now = unix_now_s();
+    let object = sinks
+        .iter()
+        .map(|sink| {
+            let values = sink.histd_entries(now).into_iter().map(|(name, value)| (name, json!(value)));
+            (sink.sink.to_string(), Value::Object(values.collect()))
+        })
+        .collect();
+    Value::Object(object)
 }
 
 pub async fn openapi() -> Response {

@@ -34,5 +34,5 @@ fn repeater_forwards_raw_packets_bad_lines_included() {
     let mut buffer = [0u8; 1024];
     let length = downstream.recv(&mut buffer).unwrap();
     assert_eq!(&buffer[..length], b"a:1|c\nnot a metric");
-    wait_until(|| daemon.stat("repeater.sent_packets") == 1.0, "the repeater to count");
+    wait_until(|| daemon.stat("repeater.points_out") == 1.0, "the repeater to count");
 }

@@ -94,7 +94,7 @@ fn a_carbon_outage_loses_nothing() {
         let name = format!("stats_counts.outage.{batch}");
         carbon.wait_flush(|f| f.get(&name) == Some("1"));
     }
-    assert_eq!(daemon.stat("graphite.dropped_lines"), 0.0);
+    assert_eq!(daemon.stat("graphite.dropped_points.buffer_full"), 0.0);
 }
 
 #[test]
@@ -103,8 +103,8 @@ fn the_retry_buffer_limit_is_enforced_and_counted() {
     let daemon = Daemon::start("buffer-limit", &config(&carbon, 100, "graphite: { retryBufferBytes: 2000 },"));
     carbon.wait_flush(|_| true);
     carbon.stop();
-    wait_until(|| daemon.stat("graphite.dropped_lines") > 0.0, "the buffer to overflow");
-    assert!(daemon.stat("graphite.retry_buffer_bytes") <= 2000.0);
+    wait_until(|| daemon.stat("graphite.dropped_points.buffer_full") > 0.0, "the buffer to overflow");
+    assert!(daemon.stat("graphite.buffered_bytes") <= 2000.0);
     carbon.restart();
     let flush = carbon.wait_flush(|f| f.get("stats.statsd.graphiteStats.dropped_lines").is_some_and(|v| v != "0"));
     assert!(flush.get("stats.statsd.graphiteStats.errors").is_some_and(|v| v != "0"));

@@ -8,28 +8,29 @@ use agg::jsfmt::js_number;
 use agg::Snapshot;
 use tokio::sync::mpsc;
 
-use super::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
+use super::{EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::config::ConsoleConfig;
 
 /// Starts the console sink.
 pub fn spawn(config: ConsoleConfig, startup_unix_s: u64) -> SinkHandle {
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let status = SinkStatus::new("console");
-    status.set("lastFlush", startup_unix_s as f64);
-    status.set("lastException", startup_unix_s as f64);
-    let reporter = status.clone();
+    let telemetry = Arc::new(SinkTelemetry::new("console", EtsyStatus::Console, startup_unix_s));
+    let counts = telemetry.clone();
     let task = tokio::spawn(async move {
         while let Some(snapshot) = receiver.recv().await {
+            counts.queued.set(receiver.len() as u64);
             let text = render(&snapshot, config.prettyprint);
             let mut stdout = std::io::stdout().lock();
             if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
-                reporter.set("lastException", snapshot.timestamp as f64);
+                counts.failed(snapshot.timestamp);
             } else {
-                reporter.set("lastFlush", snapshot.timestamp as f64);
+                counts.points_out.add(text.lines().count() as u64);
+                counts.bytes_out.add(text.len() as u64);
+                counts.succeeded(snapshot.timestamp);
             }
         }
     });
-    SinkHandle { snapshots: Some(sender), status, task }
+    SinkHandle { snapshots: Some(sender), telemetry, task }
 }
 
 /// One flush as text: a header, then a line per series (`type key value...`). With

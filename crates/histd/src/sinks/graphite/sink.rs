@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 
 use super::{Chunked, GraphiteNames};
 use crate::config::GraphiteConfig;
-use crate::sinks::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
+use crate::ingest::unix_now_s;
+use crate::sinks::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -30,40 +31,30 @@ const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 /// Starts the graphite sink.
 pub fn spawn(config: GraphiteConfig, names: GraphiteNames, startup_unix_s: u64) -> SinkHandle {
     let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
-    let status = SinkStatus::new("graphite");
-    let initial = [
-        ("last_flush", startup_unix_s as f64),
-        ("last_exception", 0.0),
-        ("flush_time", 0.0),
-        ("flush_length", 0.0),
-        ("retry_buffer_bytes", 0.0),
-        ("dropped_lines", 0.0),
-        ("dropped_flushes", 0.0),
-        ("errors", 0.0),
-    ];
-    for (name, value) in initial {
-        status.set(name, value);
-    }
+    let telemetry = Arc::new(SinkTelemetry::new("graphite", EtsyStatus::Graphite, startup_unix_s));
     let sink = GraphiteSink {
         config,
         names,
-        status: status.clone(),
+        telemetry: telemetry.clone(),
         buffer: VecDeque::new(),
         buffered_bytes: 0,
         connection: None,
+        dropping: false,
     };
     let task = tokio::spawn(sink.run(receiver));
-    SinkHandle { snapshots: Some(sender), status, task }
+    SinkHandle { snapshots: Some(sender), telemetry, task }
 }
 
 struct GraphiteSink {
     config: GraphiteConfig,
     names: GraphiteNames,
-    status: SinkStatus,
+    telemetry: Arc<SinkTelemetry>,
     /// Payloads not yet delivered, oldest first.
     buffer: VecDeque<String>,
     buffered_bytes: u64,
     connection: Option<TcpStream>,
+    /// The buffer has been dropping since the last delivery (logged once per such run).
+    dropping: bool,
 }
 
 impl GraphiteSink {
@@ -71,26 +62,31 @@ impl GraphiteSink {
         loop {
             tokio::select! {
                 snapshot = snapshots.recv() => match snapshot {
-                    Some(snapshot) => self.flush(snapshot).await,
+                    Some(snapshot) => {
+                        self.telemetry.queued.set(snapshots.len() as u64);
+                        self.flush(snapshot).await;
+                    }
                     None => break,
                 },
                 _ = tokio::time::sleep(RETRY_EVERY), if !self.buffer.is_empty() => {
-                    self.deliver().await;
+                    self.telemetry.retries.add(1);
+                    if self.deliver().await {
+                        self.telemetry.succeeded(unix_now_s());
+                    }
                 }
             }
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
         if !self.buffer.is_empty() {
-            tracing::error!(
-                flushes = self.buffer.len(),
-                bytes = self.buffered_bytes,
-                "graphite unreachable at exit: undelivered flushes lost"
-            );
+            let lines: usize = self.buffer.iter().map(|chunk| line_count(chunk)).sum();
+            self.telemetry.drop_points(DropReason::Shutdown, lines as u64);
+            tracing::error!(lines, bytes = self.buffered_bytes, "graphite unreachable at exit: undelivered lines lost");
         }
     }
 
     async fn flush(&mut self, snapshot: Arc<Snapshot>) {
         let (ts, processing_ms) = (snapshot.timestamp, snapshot.processing_time_ms);
+        let started = Instant::now();
         let (chunks, mut ready) = mpsc::channel::<String>(CHUNKS_IN_FLIGHT);
         let names = self.names.clone();
         // Etsy's calculationtime is the encoding alone: time spent waiting for delivery to take
@@ -130,11 +126,12 @@ impl GraphiteSink {
         self.append_own_stats(&mut out, ts);
         out.finish();
         length += tail.len();
-        self.status.set("flush_length", length as f64);
+        self.telemetry.last_flush_bytes.set(length as u64);
         if self.config.host.is_some() {
             self.buffer_chunk(tail);
-            if reachable {
-                self.deliver().await;
+            if reachable && self.deliver().await {
+                self.telemetry.last_flush_us.set(started.elapsed().as_micros() as u64);
+                self.telemetry.succeeded(unix_now_s());
             }
         }
     }
@@ -146,18 +143,22 @@ impl GraphiteSink {
         self.enforce_buffer_limit();
     }
 
-    /// Etsy's `graphiteStats.*` lines about the previous delivery, and histd's buffer state.
+    /// Etsy's `graphiteStats.*` lines about the previous delivery (in Etsy's order), and
+    /// histd's buffer state.
     fn append_own_stats(&self, out: &mut Chunked<impl FnMut(String)>, ts: u64) {
-        for name in [
-            "last_exception",
-            "last_flush",
-            "flush_time",
-            "flush_length",
-            "retry_buffer_bytes",
-            "dropped_lines",
-            "errors",
-        ] {
-            let value = self.status.get(name).unwrap_or(0.0);
+        let etsy = self.telemetry.etsy_entries();
+        let value = |name: &str| etsy.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, v)| *v);
+        let dropped: u64 = DropReason::ALL.iter().map(|reason| self.telemetry.dropped(*reason)).sum();
+        let lines = [
+            ("last_exception", value("last_exception")),
+            ("last_flush", value("last_flush")),
+            ("flush_time", value("flush_time")),
+            ("flush_length", value("flush_length")),
+            ("retry_buffer_bytes", self.buffered_bytes as f64),
+            ("dropped_lines", dropped as f64),
+            ("errors", self.telemetry.errors.get() as f64),
+        ];
+        for (name, value) in lines {
             self.names.internal_line(out.line(), &format!("graphiteStats.{name}"), value, ts);
         }
     }
@@ -174,7 +175,6 @@ impl GraphiteSink {
     /// Sends buffered payloads in order until one fails; false when one failed.
     async fn deliver(&mut self) -> bool {
         while let Some(payload) = self.buffer.pop_front() {
-            let started = Instant::now();
             let length = payload.len();
             let result = match self.connected().await {
                 Ok(connection) => write_all(connection, payload.as_bytes()).await,
@@ -187,9 +187,10 @@ impl GraphiteSink {
                 return false;
             }
             self.buffered_bytes -= length as u64;
-            self.status.set("flush_time", started.elapsed().as_secs_f64() * 1000.0);
-            self.status.set("last_flush", crate::ingest::unix_now_s() as f64);
-            self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
+            self.telemetry.buffered_bytes.set(self.buffered_bytes);
+            self.telemetry.points_out.add(line_count(&payload) as u64);
+            self.telemetry.bytes_out.add(length as u64);
+            self.dropping = false;
         }
         true
     }
@@ -212,10 +213,8 @@ impl GraphiteSink {
     }
 
     fn record_error(&self, error: &std::io::Error) {
-        let first = self.status.get("errors").unwrap_or(0.0) == 0.0;
-        self.status.add("errors", 1.0);
-        self.status.set("last_exception", crate::ingest::unix_now_s() as f64);
-        self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
+        let first = self.telemetry.errors.get() == 0;
+        self.telemetry.failed(unix_now_s());
         if first {
             tracing::warn!(%error, host = ?self.config.host, port = self.config.port, "graphite delivery failed; buffering");
         } else {
@@ -223,22 +222,29 @@ impl GraphiteSink {
         }
     }
 
-    /// Drops the oldest undelivered flushes beyond `retryBufferBytes`, counting their lines.
+    /// Drops the oldest undelivered chunks beyond `retryBufferBytes`, counting their lines
+    /// (logged once per run of drops between deliveries).
     fn enforce_buffer_limit(&mut self) {
         while self.buffered_bytes > self.config.retry_buffer_bytes {
             let Some(oldest) = self.buffer.pop_front() else { break };
             self.buffered_bytes -= oldest.len() as u64;
-            let lines = oldest.bytes().filter(|&b| b == b'\n').count();
-            self.status.add("dropped_lines", lines as f64);
-            self.status.add("dropped_flushes", 1.0);
-            tracing::warn!(
-                lines,
-                limit = self.config.retry_buffer_bytes,
-                "graphite retry buffer full: oldest flush dropped"
-            );
+            self.telemetry.drop_points(DropReason::BufferFull, line_count(&oldest) as u64);
+            if !self.dropping {
+                self.dropping = true;
+                let limit = self.config.retry_buffer_bytes;
+                tracing::warn!(
+                    limit,
+                    "graphite retry buffer full: dropping the oldest lines (counted in dropped_points.buffer_full)"
+                );
+            }
         }
-        self.status.set("retry_buffer_bytes", self.buffered_bytes as f64);
+        self.telemetry.buffered_bytes.set(self.buffered_bytes);
     }
+}
+
+/// The Graphite lines in an encoded chunk.
+fn line_count(chunk: &str) -> usize {
+    chunk.bytes().filter(|&b| b == b'\n').count()
 }
 
 async fn write_all(connection: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {

@@ -3,7 +3,6 @@
 //! packet and a newline on a connection kept open per target).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{lookup_host, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 
-use super::{SinkHandle, SinkStatus};
+use super::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry};
 use crate::config::{RepeaterConfig, RepeaterProtocol};
 use crate::ingest::Tap;
 
@@ -19,27 +18,18 @@ use crate::ingest::Tap;
 const PACKET_QUEUE: usize = 16_384;
 
 /// Starts the repeater; readers offer it packets through the returned [`Tap`].
-pub fn spawn(config: RepeaterConfig) -> (SinkHandle, Tap) {
+pub fn spawn(config: RepeaterConfig, startup_unix_s: u64) -> (SinkHandle, Tap) {
     let (sender, receiver) = mpsc::channel(PACKET_QUEUE);
-    let dropped = Arc::new(AtomicU64::new(0));
-    let status = SinkStatus::new("repeater");
-    for name in ["sent_packets", "dropped_packets", "errors"] {
-        status.set(name, 0.0);
-    }
-    let task = tokio::spawn(run(config, receiver, status.clone(), dropped.clone()));
-    (SinkHandle { snapshots: None, status, task }, Tap::new(sender, dropped))
+    let telemetry = Arc::new(SinkTelemetry::new("repeater", EtsyStatus::None, startup_unix_s));
+    let task = tokio::spawn(run(config, receiver, telemetry.clone()));
+    (SinkHandle { snapshots: None, telemetry: telemetry.clone(), task }, Tap::new(sender, telemetry))
 }
 
-async fn run(
-    config: RepeaterConfig,
-    mut packets: mpsc::Receiver<Vec<u8>>,
-    status: SinkStatus,
-    dropped: Arc<AtomicU64>,
-) {
+async fn run(config: RepeaterConfig, mut packets: mpsc::Receiver<Vec<u8>>, telemetry: Arc<SinkTelemetry>) {
     let mut targets = Targets::resolve(&config).await;
     while let Some(packet) = packets.recv().await {
-        targets.send(&packet, &status).await;
-        status.set("dropped_packets", dropped.load(Ordering::Relaxed) as f64);
+        telemetry.queued.set(packets.len() as u64);
+        targets.send(&packet, &telemetry).await;
     }
 }
 
@@ -75,16 +65,23 @@ impl Targets {
         Targets { protocol: config.protocol, addresses, udp, tcp }
     }
 
-    async fn send(&mut self, packet: &[u8], status: &SinkStatus) {
+    /// Sends `packet` to every target; a packet a target did not take is counted as
+    /// rejected (the repeater keeps no retry buffer, as Etsy's).
+    async fn send(&mut self, packet: &[u8], telemetry: &SinkTelemetry) {
         for index in 0..self.addresses.len() {
             let result = match self.protocol {
                 RepeaterProtocol::Tcp => self.send_tcp(index, packet).await,
                 _ => self.send_udp(index, packet).await,
             };
             match result {
-                Ok(()) => status.add("sent_packets", 1.0),
+                Ok(()) => {
+                    telemetry.points_out.add(1);
+                    telemetry.bytes_out.add(packet.len() as u64);
+                    telemetry.succeeded(crate::ingest::unix_now_s());
+                }
                 Err(error) => {
-                    status.add("errors", 1.0);
+                    telemetry.failed(crate::ingest::unix_now_s());
+                    telemetry.drop_points(DropReason::Rejected, 1);
                     tracing::debug!(%error, target = %self.addresses[index], "repeater send failed");
                 }
             }

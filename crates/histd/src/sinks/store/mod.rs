@@ -8,7 +8,7 @@ use agg::Snapshot;
 use anyhow::Context;
 use tokio::sync::mpsc;
 
-use super::{SinkHandle, SinkStatus, SNAPSHOT_QUEUE};
+use super::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::config::StoreConfig;
 
 /// The database file inside the data directory.
@@ -23,35 +23,32 @@ pub fn spawn(config: &StoreConfig, startup_unix_s: u64) -> anyhow::Result<SinkHa
     let mut store = store::Store::open(&path, config.retention)
         .with_context(|| format!("cannot open the store {}", path.display()))?;
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let status = SinkStatus::new("store");
-    for (name, value) in [
-        ("last_flush", startup_unix_s as f64),
-        ("last_exception", 0.0),
-        ("flush_time", 0.0),
-        ("rows", 0.0),
-        ("errors", 0.0),
-    ] {
-        status.set(name, value);
-    }
-    let reporter = status.clone();
+    let telemetry = Arc::new(SinkTelemetry::new("store", EtsyStatus::None, startup_unix_s));
+    let counts = telemetry.clone();
     let task = tokio::task::spawn_blocking(move || {
         while let Some(snapshot) = receiver.blocking_recv() {
-            let started = Instant::now();
-            let rows = store::rows_of(&snapshot);
-            let count = rows.len();
-            match store.write(snapshot.timestamp as i64, rows) {
-                Ok(()) => {
-                    reporter.set("last_flush", snapshot.timestamp as f64);
-                    reporter.set("flush_time", started.elapsed().as_secs_f64() * 1000.0);
-                    reporter.set("rows", count as f64);
-                }
-                Err(error) => {
-                    reporter.add("errors", 1.0);
-                    reporter.set("last_exception", snapshot.timestamp as f64);
-                    tracing::error!(%error, rows = count, "store write failed; this flush is not stored");
-                }
-            }
+            counts.queued.set(receiver.len() as u64);
+            write_flush(&mut store, &snapshot, &counts);
         }
     });
-    Ok(SinkHandle { snapshots: Some(sender), status, task })
+    Ok(SinkHandle { snapshots: Some(sender), telemetry, task })
+}
+
+/// Writes one flush in one transaction, counting rows written or the failure.
+fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTelemetry) {
+    let started = Instant::now();
+    let rows = store::rows_of(snapshot);
+    let count = rows.len() as u64;
+    match store.write(snapshot.timestamp as i64, rows) {
+        Ok(()) => {
+            telemetry.points_out.add(count);
+            telemetry.last_flush_us.set(started.elapsed().as_micros() as u64);
+            telemetry.succeeded(crate::ingest::unix_now_s());
+        }
+        Err(error) => {
+            telemetry.failed(crate::ingest::unix_now_s());
+            telemetry.drop_points(DropReason::Rejected, count);
+            tracing::error!(%error, rows = count, "store write failed; this flush is not stored");
+        }
+    }
 }

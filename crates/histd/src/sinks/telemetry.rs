@@ -1,0 +1,231 @@
+//! What every sink counts, as typed counters and gauges: one struct per sink, written by the
+//! sink (and by the flusher for its queue), read by the management `stats` reply and
+//! `/health` through [`SinkTelemetry::entries`], so each name is spelled once.
+
+use crate::telemetry::{Counter, Gauge};
+
+/// Why a sink dropped points it had taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Its retry buffer was full (the oldest points went).
+    BufferFull,
+    /// It could not deliver them before the shutdown deadline.
+    Shutdown,
+    /// The destination refused them for good (a write that failed, a rejected request).
+    Rejected,
+}
+
+impl DropReason {
+    /// Every reason, in the order [`SinkTelemetry::entries`] lists them.
+    pub const ALL: [DropReason; 3] = [DropReason::BufferFull, DropReason::Shutdown, DropReason::Rejected];
+
+    /// The name in `dropped_points.<reason>`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::BufferFull => "buffer_full",
+            DropReason::Shutdown => "shutdown",
+            DropReason::Rejected => "rejected",
+        }
+    }
+}
+
+/// The Etsy spellings a sink's status has in Etsy's `stats` reply, for the sinks that have
+/// Etsy counterparts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EtsyStatus {
+    /// No Etsy counterpart.
+    None,
+    /// Etsy's graphite backend: `last_flush`, `last_exception`, `flush_time`, `flush_length`.
+    Graphite,
+    /// Etsy's console backend: `lastFlush`, `lastException`.
+    Console,
+}
+
+/// One sink's counters and gauges.
+#[derive(Debug)]
+pub struct SinkTelemetry {
+    /// The sink's name, the prefix of its `stats` lines.
+    pub sink: &'static str,
+    /// Which Etsy names it also reports under.
+    pub etsy: EtsyStatus,
+    /// Snapshots (or, for the repeater, packets) waiting in its queue.
+    pub queued: Gauge,
+    /// Snapshots (packets) the flusher (readers) could not queue because the queue was full.
+    pub queue_full_drops: Counter,
+    /// Flushes (packets) delivered whole.
+    pub delivered: Counter,
+    /// Points delivered: Graphite lines, store rows, repeated packets.
+    pub points_out: Counter,
+    /// Bytes delivered.
+    pub bytes_out: Counter,
+    /// Deliveries tried again after a failure.
+    pub retries: Counter,
+    /// Failed delivery attempts.
+    pub errors: Counter,
+    /// Points dropped after they were taken on, by reason (indexed as [`DropReason::ALL`]).
+    pub dropped_points: [Counter; 3],
+    /// Bytes held for a later retry.
+    pub buffered_bytes: Gauge,
+    /// Unix seconds at start.
+    pub started_unix_s: u64,
+    /// Unix seconds of the last complete delivery (0: none yet).
+    pub last_success_unix_s: Gauge,
+    /// Unix seconds of the last failure (0: none).
+    pub last_error_unix_s: Gauge,
+    /// How long the last flush took to deliver, in microseconds.
+    pub last_flush_us: Gauge,
+    /// The size of the last flush, in bytes.
+    pub last_flush_bytes: Gauge,
+}
+
+impl SinkTelemetry {
+    /// Zeroed telemetry for `sink`, started at `startup_unix_s`.
+    pub fn new(sink: &'static str, etsy: EtsyStatus, startup_unix_s: u64) -> Self {
+        SinkTelemetry {
+            sink,
+            etsy,
+            started_unix_s: startup_unix_s,
+            queued: Gauge::default(),
+            queue_full_drops: Counter::default(),
+            delivered: Counter::default(),
+            points_out: Counter::default(),
+            bytes_out: Counter::default(),
+            retries: Counter::default(),
+            errors: Counter::default(),
+            dropped_points: Default::default(),
+            buffered_bytes: Gauge::default(),
+            last_success_unix_s: Gauge::default(),
+            last_error_unix_s: Gauge::default(),
+            last_flush_us: Gauge::default(),
+            last_flush_bytes: Gauge::default(),
+        }
+    }
+
+    /// Counts points dropped for `reason`.
+    pub fn drop_points(&self, reason: DropReason, points: u64) {
+        let index = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or_default();
+        self.dropped_points[index].add(points);
+    }
+
+    /// Points dropped for `reason` so far.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        let index = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or_default();
+        self.dropped_points[index].get()
+    }
+
+    /// Records a complete delivery at `now_unix_s`.
+    pub fn succeeded(&self, now_unix_s: u64) {
+        self.delivered.add(1);
+        self.last_success_unix_s.set(now_unix_s);
+    }
+
+    /// Records a failed attempt at `now_unix_s`.
+    pub fn failed(&self, now_unix_s: u64) {
+        self.errors.add(1);
+        self.last_error_unix_s.set(now_unix_s);
+    }
+
+    /// Every value by its `stats` name, at `now_unix_s`: first the Etsy backend's own names
+    /// with Etsy's values (unix seconds; the `stats` reply shows names starting `last_` as
+    /// seconds since, as Etsy does), then histd's (`seconds_since_success` and
+    /// `seconds_since_error`, -1 for never).
+    pub fn entries(&self, now_unix_s: u64) -> Vec<(String, f64)> {
+        let mut entries: Vec<(String, f64)> =
+            self.etsy_entries().into_iter().map(|(n, v)| (n.to_string(), v)).collect();
+        entries.extend(self.histd_entries(now_unix_s));
+        entries
+    }
+
+    /// histd's values alone, by name (what `/health` shows).
+    pub fn histd_entries(&self, now_unix_s: u64) -> Vec<(String, f64)> {
+        let mut entries = Vec::new();
+        let since = |unix_s: u64| if unix_s == 0 { -1.0 } else { now_unix_s.saturating_sub(unix_s) as f64 };
+        let counts = [
+            ("queued", self.queued.get()),
+            ("queue_full_drops", self.queue_full_drops.get()),
+            ("delivered", self.delivered.get()),
+            ("points_out", self.points_out.get()),
+            ("bytes_out", self.bytes_out.get()),
+            ("retries", self.retries.get()),
+            ("errors", self.errors.get()),
+            ("buffered_bytes", self.buffered_bytes.get()),
+        ];
+        entries.extend(counts.into_iter().map(|(name, value)| (name.to_string(), value as f64)));
+        for reason in DropReason::ALL {
+            entries.push((format!("dropped_points.{}", reason.as_str()), self.dropped(reason) as f64));
+        }
+        entries.push(("seconds_since_success".to_string(), since(self.last_success_unix_s.get())));
+        entries.push(("seconds_since_error".to_string(), since(self.last_error_unix_s.get())));
+        entries
+    }
+
+    /// The values under Etsy's names, as Etsy sets them: `last_flush` starts at the start
+    /// time, `last_exception` at 0 (graphite) or the start time (console, which never updates
+    /// it in Etsy; histd does on a failed write).
+    pub fn etsy_entries(&self) -> Vec<(&'static str, f64)> {
+        let or_start = |unix_s: u64| if unix_s == 0 { self.started_unix_s } else { unix_s } as f64;
+        let (success, error) = (or_start(self.last_success_unix_s.get()), self.last_error_unix_s.get());
+        match self.etsy {
+            EtsyStatus::None => Vec::new(),
+            EtsyStatus::Graphite => vec![
+                ("last_flush", success),
+                ("last_exception", error as f64),
+                ("flush_time", self.last_flush_us.get() as f64 / 1000.0),
+                ("flush_length", self.last_flush_bytes.get() as f64),
+            ],
+            EtsyStatus::Console => vec![("lastFlush", success), ("lastException", or_start(error))],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publishes_every_value_under_one_name() {
+        let telemetry = SinkTelemetry::new("graphite", EtsyStatus::Graphite, 100);
+        telemetry.points_out.add(5);
+        telemetry.drop_points(DropReason::BufferFull, 3);
+        telemetry.failed(130);
+        telemetry.succeeded(140);
+        telemetry.last_flush_us.set(2500);
+        let entries = telemetry.entries(150);
+        let value = |name: &str| entries.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        let cases = [
+            ("last_flush", Some(140.0)),
+            ("last_exception", Some(130.0)),
+            ("flush_time", Some(2.5)),
+            ("points_out", Some(5.0)),
+            ("delivered", Some(1.0)),
+            ("errors", Some(1.0)),
+            ("dropped_points.buffer_full", Some(3.0)),
+            ("dropped_points.shutdown", Some(0.0)),
+            ("seconds_since_success", Some(10.0)),
+            ("seconds_since_error", Some(20.0)),
+            ("lastFlush", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(value(name), want, "{name}");
+        }
+        let names: Vec<&String> = entries.iter().map(|(n, _)| n).collect();
+        let unique: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "each name once: {names:?}");
+    }
+
+    #[test]
+    fn never_is_minus_one_and_etsy_starts_at_startup() {
+        let telemetry = SinkTelemetry::new("console", EtsyStatus::Console, 40);
+        let entries = telemetry.entries(50);
+        for (name, want) in [
+            ("seconds_since_error", -1.0),
+            ("seconds_since_success", -1.0),
+            ("lastFlush", 40.0),
+            ("lastException", 40.0),
+        ] {
+            assert!(entries.contains(&(name.to_string(), want)), "{name}: {entries:?}");
+        }
+        let graphite = SinkTelemetry::new("graphite", EtsyStatus::Graphite, 40);
+        assert_eq!(graphite.etsy_entries()[..2], [("last_flush", 40.0), ("last_exception", 0.0)]);
+    }
+}
