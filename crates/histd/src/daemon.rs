@@ -20,7 +20,7 @@ use crate::flush::{unix_now_ms, Flusher};
 use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
-    Shards, StreamContext, Tap, UdpSettings,
+    Shards, Stopping, StreamContext, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
 use crate::sinks::{console, graphite, repeater, store, SinkHandle};
@@ -47,7 +47,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let stop_flag = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(EdgeCounters::default());
     let stream_context = StreamContext { shards: shards.clone(), tap: tap.clone(), edges: counters.clone() };
-    let edges = start_listeners(&config, &shards, tap, stream_context, &stop, &stop_flag).await?;
+    let stopping =
+        Stopping { flag: stop_flag.clone(), drain_limit: config.ingest.shutdown_drain, edges: counters.clone() };
+    let edges = start_listeners(&config, &shards, tap, stream_context, &stop, &stopping).await?;
     let admin_listener = TcpListener::bind(config.mgmt)
         .await
         .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
@@ -122,7 +124,7 @@ async fn start_listeners(
     tap: Option<Tap>,
     streams: StreamContext,
     stop: &watch::Receiver<bool>,
-    stop_flag: &Arc<AtomicBool>,
+    stopping: &Stopping,
 ) -> anyhow::Result<Edges> {
     let mut edges = Edges { reader_threads: Vec::new(), stream_tasks: JoinSet::new(), socket_files: Vec::new() };
     let shape =
@@ -148,7 +150,7 @@ async fn start_listeners(
                     let source = sources[reader % sources.len()].clone();
                     let name = format!("udp-{index}-{reader}");
                     let thread =
-                        spawn_datagram_reader(name, source, shards.register(), stop_flag.clone(), tap.clone(), shape);
+                        spawn_datagram_reader(name, source, shards.register(), stopping.clone(), tap.clone(), shape);
                     edges.reader_threads.push(thread.with_context(context)?);
                 }
             }
@@ -160,7 +162,7 @@ async fn start_listeners(
                 let source = DatagramSource::new(DatagramSocket::Unix(socket))?;
                 let name = format!("unixgram-{index}");
                 let thread =
-                    spawn_datagram_reader(name, source, shards.register(), stop_flag.clone(), tap.clone(), shape);
+                    spawn_datagram_reader(name, source, shards.register(), stopping.clone(), tap.clone(), shape);
                 edges.reader_threads.push(thread.with_context(context)?);
             }
             Listener::Tcp(address) => {

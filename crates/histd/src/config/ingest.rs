@@ -12,6 +12,8 @@ pub const DEFAULT_RECEIVE_BUFFER: usize = 16 * 1024 * 1024;
 pub const DEFAULT_BATCH_DATAGRAMS: usize = 32;
 /// The default `maxDatagramBytes`: any UDP payload fits.
 pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
+/// How long datagram readers keep reading at shutdown, by default.
+pub const DEFAULT_SHUTDOWN_DRAIN_MS: usize = 2_000;
 
 /// Reading settings for datagram listeners.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,9 @@ pub struct IngestConfig {
     pub batch_datagrams: usize,
     /// `maxDatagramBytes`: longer datagrams are cut and counted (65536).
     pub max_datagram_bytes: usize,
+    /// `shutdownDrainMs`: how long, at shutdown, datagram readers keep reading what their
+    /// sockets hold (what is left then is counted in `shutdown_unread_datagrams`).
+    pub shutdown_drain: std::time::Duration,
 }
 
 impl IngestConfig {
@@ -37,6 +42,7 @@ impl IngestConfig {
             "udpReceiveBufferBytes": self.receive_buffer,
             "udpBatchDatagrams": self.batch_datagrams,
             "maxDatagramBytes": self.max_datagram_bytes,
+            "shutdownDrainMs": self.shutdown_drain.as_millis() as u64,
         })
     }
 }
@@ -55,6 +61,13 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
         receive_buffer: count(top, "udpReceiveBufferBytes", DEFAULT_RECEIVE_BUFFER, 1, i32::MAX as usize)?,
         batch_datagrams: count(top, "udpBatchDatagrams", DEFAULT_BATCH_DATAGRAMS, 1, 1024)?,
         max_datagram_bytes: count(top, "maxDatagramBytes", DEFAULT_MAX_DATAGRAM, 512, 1 << 20)?,
+        shutdown_drain: std::time::Duration::from_millis(count(
+            top,
+            "shutdownDrainMs",
+            DEFAULT_SHUTDOWN_DRAIN_MS,
+            0,
+            600_000,
+        )? as u64),
     })
 }
 

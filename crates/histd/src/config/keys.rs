@@ -98,6 +98,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["udpReceiveBufferBytes"], "16777216 (16 MiB)", "SO_RCVBUF asked for each UDP socket. As root histd may pass `net.core.rmem_max`; otherwise, when the kernel grants less, histd logs the size granted and the sysctl that raises it"),
     histd(&["udpBatchDatagrams"], "32", "datagrams read per `recvmmsg`"),
     histd(&["maxDatagramBytes"], "65536", "longer datagrams are cut and counted in `truncated_datagrams`"),
+    histd(&["shutdownDrainMs"], "2000", "at shutdown, how long UDP and Unix datagram readers keep reading what their sockets hold before the final flush; datagrams still queued then are dropped and counted in `messages.shutdown_unread_datagrams`"),
     histd(&["timerSampleLimit"], "8192", "raw values kept per timer and interval (64 KiB); past it the percentile statistics come from the timer's histogram, and `<prefixStats>.timers_over_sample_limit` counts the timers this happened to"),
     unused(&["title"], "the process title: histd's is `histd`"),
     unused(&["log"], "histd logs to standard error; `--log-level` or `debug` set the level"),

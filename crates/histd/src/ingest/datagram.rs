@@ -8,10 +8,11 @@ use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::recv::{Batch, Received};
 use super::{unix_now_s, Shard, Tap};
+use crate::telemetry::EdgeCounters;
 
 /// How often a blocked reader looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(100);
@@ -22,9 +23,9 @@ const STOP_POLL: Duration = Duration::from_millis(100);
 const COALESCE: Duration = Duration::from_micros(50);
 /// See [`COALESCE`].
 const NEARLY_EMPTY: usize = 2;
-/// At shutdown, how long a reader keeps reading what is queued (bounded: senders that never
-/// pause would otherwise keep it going).
-const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+/// After the drain's time ran out, how long a reader reads (without parsing) only to count
+/// what the socket still held.
+const COUNT_LEFTOVERS_FOR: Duration = Duration::from_millis(50);
 
 /// A bound datagram socket, shared by the readers that receive from it.
 #[derive(Debug)]
@@ -82,27 +83,39 @@ pub struct BatchShape {
     pub datagram_bytes: usize,
 }
 
-/// Starts a reader thread: it aggregates every datagram into `shard` until `stop` is set, then
-/// reads what is left in the socket buffer and ends.
+/// How a reader stops.
+#[derive(Debug, Clone)]
+pub struct Stopping {
+    /// Set at shutdown.
+    pub flag: Arc<AtomicBool>,
+    /// How long a reader keeps reading what its socket holds after the flag is set
+    /// (`shutdownDrainMs`): senders that never pause would otherwise keep it going.
+    pub drain_limit: Duration,
+    /// Where what was left unread is counted.
+    pub edges: Arc<EdgeCounters>,
+}
+
+/// Starts a reader thread: it aggregates every datagram into `shard` until the stop flag is
+/// set, then reads what is left in the socket buffer (for up to the drain limit; what is
+/// still there then is counted and logged) and ends.
 pub fn spawn_datagram_reader(
     name: String,
     source: Arc<DatagramSource>,
     shard: Arc<Shard>,
-    stop: Arc<AtomicBool>,
+    stopping: Stopping,
     tap: Option<Tap>,
     shape: BatchShape,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name).spawn(move || {
         let mut batch = Batch::new(shape.datagrams, shape.datagram_bytes);
         let reader = Reader { source: &source, shard: &shard, tap: tap.as_ref() };
-        while !stop.load(Ordering::Relaxed) {
+        while !stopping.flag.load(Ordering::Relaxed) {
             let received = reader.receive(&mut batch, false);
             if received > 0 && received <= NEARLY_EMPTY {
                 std::thread::sleep(COALESCE);
             }
         }
-        let draining = std::time::Instant::now();
-        while draining.elapsed() < DRAIN_LIMIT && reader.receive(&mut batch, true) > 0 {}
+        reader.drain(&mut batch, &stopping);
         shard.close();
     })
 }
@@ -114,6 +127,35 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Reads until the socket is empty or `stopping.drain_limit` passes; then counts (and
+    /// discards) what the socket still holds.
+    fn drain(&self, batch: &mut Batch, stopping: &Stopping) {
+        let started = Instant::now();
+        loop {
+            if self.receive(batch, true) == 0 {
+                return;
+            }
+            if started.elapsed() >= stopping.drain_limit {
+                break;
+            }
+        }
+        let counting = Instant::now();
+        let mut left = 0u64;
+        while counting.elapsed() < COUNT_LEFTOVERS_FOR {
+            match batch.receive(self.source.socket.fd(), true) {
+                Ok(received) if received.datagrams > 0 => left += received.datagrams as u64,
+                _ => break,
+            }
+        }
+        stopping.edges.shutdown_unread_datagrams.add(left);
+        let limit_ms = stopping.drain_limit.as_millis() as u64;
+        tracing::warn!(
+            left,
+            limit_ms,
+            "shutdown drain time ran out: datagrams still queued were dropped (shutdownDrainMs)"
+        );
+    }
+
     /// One batch; how many datagrams it brought (0 when nothing was there).
     fn receive(&self, batch: &mut Batch, dont_wait: bool) -> usize {
         match batch.receive(self.source.socket.fd(), dont_wait) {
@@ -146,5 +188,46 @@ impl Reader<'_> {
             }
             table.count_socket_losses(received.truncated as u64, kernel_drops);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use agg::{AggConfig, Aggregator};
+
+    use super::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
+    use crate::ingest::Shards;
+    use crate::telemetry::EdgeCounters;
+
+    /// A reader stopped with `datagrams` queued and `drain_limit` to read them: what it
+    /// aggregated, and what it counted as left.
+    fn stop_with_queued(datagrams: u64, drain_limit: Duration) -> (u64, u64) {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for n in 0..datagrams {
+            sender.send_to(format!("c:{n}|c").as_bytes(), socket.local_addr().unwrap()).unwrap();
+        }
+        let source = DatagramSource::new(DatagramSocket::Udp(socket)).unwrap();
+        let edges = Arc::new(EdgeCounters::default());
+        let stopping = Stopping { flag: Arc::new(AtomicBool::new(true)), drain_limit, edges: edges.clone() };
+        let shards = Shards::new(true, 10);
+        let shape = BatchShape { datagrams: 4, datagram_bytes: 512 };
+        let reader = spawn_datagram_reader("test".into(), source, shards.register(), stopping, None, shape).unwrap();
+        reader.join().unwrap();
+        let aggregator = Mutex::new(Aggregator::new(AggConfig::default()));
+        shards.drain_into(&mut aggregator.lock().unwrap());
+        let read = aggregator.lock().unwrap().totals().packets;
+        (read, edges.shutdown_unread_datagrams.get())
+    }
+
+    #[test]
+    fn shutdown_reads_what_is_queued_and_counts_what_it_could_not() {
+        assert_eq!(stop_with_queued(100, Duration::from_secs(5)), (100, 0));
+        assert_eq!(stop_with_queued(100, Duration::ZERO), (4, 96));
     }
 }

@@ -12,7 +12,7 @@ mod stream;
 mod tap;
 mod udp;
 
-pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource};
+pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
 pub use shards::lock as shards_lock;
 pub use shards::{Shard, Shards};
 pub use stream::{serve_streams, StreamContext};
