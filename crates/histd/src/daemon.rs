@@ -8,7 +8,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agg::Aggregator;
 use anyhow::Context;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -16,7 +15,7 @@ use tokio::task::JoinSet;
 
 use crate::admin::{self, AdminState};
 use crate::config::{Backend, Config, Listener, UnixPath};
-use crate::flush::{unix_now_ms, Flusher};
+use crate::flush::{unix_now_ms, Aggregation, Flusher};
 use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
@@ -40,8 +39,8 @@ struct Edges {
 pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
     let start_ms = unix_now_ms();
     let startup_s = (start_ms + 500) / 1000;
-    let shards = Arc::new(Shards::new(config.agg.key_name_sanitize, config.agg.timer_sample_limit));
-    let aggregator = Arc::new(Mutex::new(Aggregator::new(config.agg.clone())));
+    let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
+    let shards = aggregation.shards.clone();
     let (sinks, tap) = start_sinks(&config, startup_s)?;
     let (stop_sender, stop) = watch::channel(false);
     let stop_flag = Arc::new(AtomicBool::new(false));
@@ -55,8 +54,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
     tracing::info!(proto = %"mgmt", addr = %admin_listener.local_addr()?, "listening");
     let admin_state = Arc::new(AdminState {
-        aggregator: aggregator.clone(),
-        shards: shards.clone(),
+        aggregation: aggregation.clone(),
         healthy: AtomicBool::new(config.healthy_at_start),
         started_unix_s: startup_s,
         sinks: sinks.iter().map(|sink| sink.telemetry.clone()).collect(),
@@ -75,8 +73,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     });
     let http_task = tokio::spawn(http::serve(http_listener, http_state, stop.clone()));
     let flusher = Flusher {
-        aggregator,
-        shards,
+        aggregation,
         sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),
     };
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");

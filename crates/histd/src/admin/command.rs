@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::inspect::{self, Node};
 use super::AdminState;
-use crate::ingest::{shards_lock as lock, unix_now_s};
+use crate::flush::Gathered;
+use crate::ingest::unix_now_s;
 
 /// Etsy's help text, unchanged (`sets` and `delsets` also work).
 const HELP: &str =
@@ -86,10 +87,8 @@ pub fn execute(command: &Command, state: &AdminState) -> String {
 }
 
 /// The aggregator with every reader's interval so far absorbed.
-fn current(state: &AdminState) -> std::sync::MutexGuard<'_, Aggregator> {
-    let mut aggregator = lock(&state.aggregator);
-    state.shards.drain_into(&mut aggregator);
-    aggregator
+fn current(state: &AdminState) -> std::sync::MutexGuard<'_, Gathered> {
+    state.aggregation.current()
 }
 
 fn stats(state: &AdminState) -> String {

@@ -13,16 +13,15 @@ mod command;
 mod inspect;
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use agg::Aggregator;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub use command::{execute, Command};
 
-use crate::ingest::Shards;
+use crate::flush::Aggregation;
 use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
 
@@ -32,10 +31,8 @@ const MAX_LINE: usize = 64 * 1024;
 /// What the commands read and change.
 #[derive(Debug)]
 pub struct AdminState {
-    /// The flusher's state.
-    pub aggregator: Arc<Mutex<Aggregator>>,
-    /// The readers' tables, absorbed before a dump so it shows the interval so far.
-    pub shards: Arc<Shards>,
+    /// The aggregator (dumps read it with the readers' interval so far absorbed).
+    pub aggregation: Arc<Aggregation>,
     /// `health up|down`.
     pub healthy: AtomicBool,
     /// Unix seconds at start.

@@ -2,22 +2,23 @@
 //! flushes never drift), take every reader's table, derive the snapshot, and hand it to each
 //! sink without waiting for any of them.
 
-use std::sync::{Arc, Mutex};
+mod aggregation;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agg::{Aggregator, Snapshot};
+use agg::Snapshot;
 use tokio::sync::mpsc;
 
-use crate::ingest::{shards_lock as lock, Shards};
+pub use aggregation::{Aggregation, Gathered};
+
 use crate::sinks::SinkTelemetry;
 
 /// Takes tables, flushes, fans out.
 #[derive(Debug)]
 pub struct Flusher {
-    /// The state flushes derive from.
-    pub aggregator: Arc<Mutex<Aggregator>>,
-    /// The readers' tables.
-    pub shards: Arc<Shards>,
+    /// The readers' tables and the state flushes derive from.
+    pub aggregation: Arc<Aggregation>,
     /// One queue per sink that reads snapshots, with the sink's telemetry (the flusher counts
     /// what it could not queue).
     pub sinks: Vec<(Arc<SinkTelemetry>, mpsc::Sender<Arc<Snapshot>>)>,
@@ -27,11 +28,7 @@ impl Flusher {
     /// Flushes now (`now_ms`: unix milliseconds).
     pub fn flush(&self, now_ms: u64) {
         let started = Instant::now();
-        let mut snapshot = {
-            let mut aggregator = lock(&self.aggregator);
-            self.shards.drain_into(&mut aggregator);
-            aggregator.flush(now_ms)
-        };
+        let mut snapshot = self.aggregation.current().flush(now_ms);
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
         let snapshot = Arc::new(snapshot);
         for (telemetry, queue) in &self.sinks {
@@ -74,13 +71,12 @@ pub fn unix_now_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
-    use agg::{AggConfig, Aggregator};
+    use agg::AggConfig;
     use tokio::sync::mpsc;
 
-    use super::{next_grid_point, Flusher};
-    use crate::ingest::Shards;
+    use super::{next_grid_point, Aggregation, Flusher};
     use crate::sinks::{EtsyStatus, SinkTelemetry};
 
     #[test]
@@ -88,8 +84,7 @@ mod tests {
         let telemetry = Arc::new(SinkTelemetry::new("slow", EtsyStatus::None, 0));
         let (sender, _receiver) = mpsc::channel(2);
         let flusher = Flusher {
-            aggregator: Arc::new(Mutex::new(Aggregator::new(AggConfig::default()))),
-            shards: Arc::new(Shards::new(true, 10)),
+            aggregation: Arc::new(Aggregation::new(AggConfig::default())),
             sinks: vec![(telemetry.clone(), sender)],
         };
         for second in 1..=5 {

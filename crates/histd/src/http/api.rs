@@ -37,11 +37,7 @@ impl From<BadParameter> for Failure {
 
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let up = state.admin.healthy.load(Ordering::Relaxed);
-    let totals = {
-        let mut aggregator = lock(&state.admin.aggregator);
-        state.admin.shards.drain_into(&mut aggregator);
-        aggregator.totals().clone()
-    };
+    let totals = state.admin.aggregation.current().totals().clone();
     let body = json!({
         "status": if up { "up" } else { "down" },
         "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),

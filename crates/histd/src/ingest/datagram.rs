@@ -195,13 +195,13 @@ impl Reader<'_> {
 mod tests {
     use std::net::UdpSocket;
     use std::sync::atomic::AtomicBool;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
     use std::time::Duration;
 
-    use agg::{AggConfig, Aggregator};
+    use agg::AggConfig;
 
     use super::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
-    use crate::ingest::Shards;
+    use crate::flush::Aggregation;
     use crate::telemetry::EdgeCounters;
 
     /// A reader stopped with `datagrams` queued and `drain_limit` to read them: what it
@@ -215,13 +215,12 @@ mod tests {
         let source = DatagramSource::new(DatagramSocket::Udp(socket)).unwrap();
         let edges = Arc::new(EdgeCounters::default());
         let stopping = Stopping { flag: Arc::new(AtomicBool::new(true)), drain_limit, edges: edges.clone() };
-        let shards = Shards::new(true, 10);
+        let aggregation = Aggregation::new(AggConfig::default());
         let shape = BatchShape { datagrams: 4, datagram_bytes: 512 };
-        let reader = spawn_datagram_reader("test".into(), source, shards.register(), stopping, None, shape).unwrap();
+        let shard = aggregation.shards.register();
+        let reader = spawn_datagram_reader("test".into(), source, shard, stopping, None, shape).unwrap();
         reader.join().unwrap();
-        let aggregator = Mutex::new(Aggregator::new(AggConfig::default()));
-        shards.drain_into(&mut aggregator.lock().unwrap());
-        let read = aggregator.lock().unwrap().totals().packets;
+        let read = aggregation.current().totals().packets;
         (read, edges.shutdown_unread_datagrams.get())
     }
 

@@ -1,18 +1,17 @@
 //! Shards: one table per reader, registered so the flusher can take them all.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agg::{Aggregator, ReaderMap, Table};
+use agg::{Table, TakenInterval};
 
 /// A reader's table. Only its reader inserts; the flusher takes it once per flush, so the lock
 /// is uncontended but for that moment.
 #[derive(Debug)]
 pub struct Shard {
+    /// Unique among the shards of one [`Shards`], never reused.
+    id: u64,
     table: Mutex<Table>,
-    /// The flusher's map from this reader's counter ids to the aggregator's; only the flusher
-    /// touches it (under the aggregator's lock).
-    counter_map: Mutex<ReaderMap>,
     closed: AtomicBool,
 }
 
@@ -37,37 +36,48 @@ impl Shard {
 #[derive(Debug)]
 pub struct Shards {
     list: Mutex<Vec<Arc<Shard>>>,
+    next_id: AtomicU64,
     sanitize: bool,
     timer_sample_limit: usize,
+}
+
+/// One reader's interval as the flusher takes it.
+pub struct Taken {
+    /// The reader's shard id.
+    pub shard: u64,
+    /// Its interval.
+    pub interval: TakenInterval,
+    /// The reader is gone: this was its last interval.
+    pub closed: bool,
 }
 
 impl Shards {
     /// No shards yet; tables apply `keyNameSanitize` when `sanitize` and keep at most
     /// `timer_sample_limit` raw values per timer.
     pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
-        Shards { list: Mutex::new(Vec::new()), sanitize, timer_sample_limit }
+        Shards { list: Mutex::new(Vec::new()), next_id: AtomicU64::new(0), sanitize, timer_sample_limit }
     }
 
     /// A new shard for a new reader.
     pub fn register(&self) -> Arc<Shard> {
         let shard = Arc::new(Shard {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
             table: Mutex::new(Table::new(self.sanitize, self.timer_sample_limit)),
-            counter_map: Mutex::new(ReaderMap::default()),
             closed: AtomicBool::new(false),
         });
         lock(&self.list).push(shard.clone());
         shard
     }
 
-    /// Moves every shard's interval into `aggregator` (the lock on each table is held only to
-    /// swap it out), and forgets closed shards.
-    pub fn drain_into(&self, aggregator: &mut Aggregator) {
+    /// Takes every shard's interval (the lock on each table is held only to swap it out) and
+    /// hands it to `absorb`; forgets closed shards.
+    pub fn take_all(&self, mut absorb: impl FnMut(Taken)) {
         let mut list = lock(&self.list);
         list.retain(|shard| {
             // Read `closed` first: a reader closes after its last insert.
             let closed = shard.closed.load(Ordering::Acquire);
-            let taken = lock(&shard.table).take(closed);
-            aggregator.absorb_taken(&mut lock(&shard.counter_map), taken);
+            let interval = lock(&shard.table).take(closed);
+            absorb(Taken { shard: shard.id, interval, closed });
             !closed
         });
     }

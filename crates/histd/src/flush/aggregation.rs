@@ -1,0 +1,63 @@
+//! The state every flush, management dump and health check reads: the aggregator and the
+//! flusher's per-reader maps behind one lock, brought up to date by taking every reader's
+//! table first. [`Aggregation::current`] is the one way in.
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agg::{AggConfig, Aggregator, ReaderMap};
+
+use crate::ingest::{shards_lock as lock, Shards};
+
+/// The readers' shards and what their intervals are gathered into.
+#[derive(Debug)]
+pub struct Aggregation {
+    /// The readers' tables.
+    pub shards: Arc<Shards>,
+    gathered: Mutex<Gathered>,
+}
+
+/// The aggregator, and for each live reader the map from its counter ids to the
+/// aggregator's (kept between takes, forgotten with the reader).
+#[derive(Debug)]
+pub struct Gathered {
+    aggregator: Aggregator,
+    reader_maps: HashMap<u64, ReaderMap>,
+}
+
+impl Aggregation {
+    /// No readers and an empty aggregator configured by `config`.
+    pub fn new(config: AggConfig) -> Self {
+        let shards = Arc::new(Shards::new(config.key_name_sanitize, config.timer_sample_limit));
+        let gathered = Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new() };
+        Aggregation { shards, gathered: Mutex::new(gathered) }
+    }
+
+    /// The aggregator with every reader's interval so far absorbed, locked.
+    pub fn current(&self) -> MutexGuard<'_, Gathered> {
+        let mut gathered = lock(&self.gathered);
+        let Gathered { aggregator, reader_maps } = &mut *gathered;
+        self.shards.take_all(|taken| {
+            let mut map = reader_maps.remove(&taken.shard).unwrap_or_default();
+            aggregator.absorb_taken(&mut map, taken.interval);
+            if !taken.closed {
+                reader_maps.insert(taken.shard, map);
+            }
+        });
+        gathered
+    }
+}
+
+impl Deref for Gathered {
+    type Target = Aggregator;
+    fn deref(&self) -> &Aggregator {
+        &self.aggregator
+    }
+}
+
+impl DerefMut for Gathered {
+    fn deref_mut(&mut self) -> &mut Aggregator {
+        &mut self.aggregator
+    }
+}
