@@ -2,6 +2,7 @@
 //! and the flusher; on shutdown stop the edges, drain what was received, flush one last time
 //! to every sink, and wait for them to deliver.
 
+use std::net::SocketAddr;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -19,7 +20,7 @@ use crate::flush::{unix_now_ms, Aggregation, Flusher};
 use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
-    Shards, Stopping, StreamContext, Tap, UdpSettings,
+    Stopping, StreamContext, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
 use crate::sinks::{console, graphite, repeater, store, SinkHandle};
@@ -29,43 +30,97 @@ use crate::telemetry::EdgeCounters;
 const SINK_GRACE: Duration = Duration::from_secs(10);
 
 /// What the listeners started.
+#[derive(Default)]
 struct Edges {
     reader_threads: Vec<std::thread::JoinHandle<()>>,
     stream_tasks: JoinSet<()>,
     socket_files: Vec<PathBuf>,
+    listening: Listening,
 }
 
-/// Runs until `shutdown` completes, then drains and flushes once more.
-pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
-    let start_ms = unix_now_ms();
-    let startup_s = (start_ms + 500) / 1000;
-    let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
-    let shards = aggregation.shards.clone();
-    let (sinks, tap) = start_sinks(&config, startup_s)?;
-    let (stop_sender, stop) = watch::channel(false);
-    let stop_flag = Arc::new(AtomicBool::new(false));
-    let counters = Arc::new(EdgeCounters::default());
-    let stream_context = StreamContext { shards: shards.clone(), tap: tap.clone(), edges: counters.clone() };
-    let stopping =
-        Stopping { flag: stop_flag.clone(), drain_limit: config.ingest.shutdown_drain, edges: counters.clone() };
-    let edges = start_listeners(&config, &shards, tap, stream_context, &stop, &stopping).await?;
+/// The addresses the metric listeners are bound to (port 0 in the config becomes the port the
+/// kernel chose), in config order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listening {
+    /// UDP listeners.
+    pub udp: Vec<SocketAddr>,
+    /// TCP listeners.
+    pub tcp: Vec<SocketAddr>,
+    /// Unix datagram sockets.
+    pub unix_datagram: Vec<PathBuf>,
+    /// Unix stream sockets.
+    pub unix_stream: Vec<PathBuf>,
+}
+
+/// Every address a running daemon is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The metric listeners.
+    pub listening: Listening,
+    /// The management interface.
+    pub mgmt: SocketAddr,
+    /// The HTTP API.
+    pub http: SocketAddr,
+}
+
+/// A daemon running on the current tokio runtime: its addresses, and the way to stop it.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub bound: Bound,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops it as SIGTERM does (stop listening, drain, one final flush to every sink, wait for
+    /// the sinks within their grace) and waits until it has.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        if let Err(error) = self.task.await {
+            tracing::error!(%error, "the daemon's task failed");
+        }
+    }
+}
+
+/// Binds every listener, starts sinks, readers, the management interface, the HTTP API and
+/// the flusher, and returns once histd is ready: every address is bound and accepting.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let startup_s = (unix_now_ms() + 500) / 1000;
     let admin_listener = TcpListener::bind(config.mgmt)
         .await
         .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
-    tracing::info!(proto = %"mgmt", addr = %admin_listener.local_addr()?, "listening");
+    let http_listener = TcpListener::bind(config.store.http)
+        .await
+        .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http))?;
+    let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
+    let (sinks, tap) = start_sinks(&config, startup_s)?;
+    let (stop_sender, stop) = watch::channel(false);
+    let edge_counters = Arc::new(EdgeCounters::default());
+    let stopping =
+        Stopping { flag: Arc::default(), drain_limit: config.ingest.shutdown_drain, edges: edge_counters.clone() };
+    let streams = StreamContext { shards: aggregation.shards.clone(), tap: tap.clone(), edges: edge_counters.clone() };
+    let mut edges = Edges::default();
+    if let Err(error) = start_listeners(&config, &mut edges, tap, streams, &stop, &stopping).await {
+        stop_edges(edges, &stop_sender, &stopping).await;
+        return Err(error);
+    }
+    let bound = Bound {
+        listening: edges.listening.clone(),
+        mgmt: admin_listener.local_addr()?,
+        http: http_listener.local_addr()?,
+    };
+    tracing::info!(proto = %"mgmt", addr = %bound.mgmt, "listening");
+    tracing::info!(proto = %"http", addr = %bound.http, "listening");
     let admin_state = Arc::new(AdminState {
         aggregation: aggregation.clone(),
         healthy: AtomicBool::new(config.healthy_at_start),
         started_unix_s: startup_s,
         sinks: sinks.iter().map(|sink| sink.telemetry.clone()).collect(),
         raw_config: config.raw.clone(),
-        edges: counters,
+        edges: edge_counters,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
-    let http_listener = TcpListener::bind(config.store.http)
-        .await
-        .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http))?;
-    tracing::info!(proto = %"http", addr = %http_listener.local_addr()?, "listening");
     let http_state = Arc::new(HttpState {
         database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
         reader: Mutex::new(None),
@@ -76,21 +131,48 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         aggregation,
         sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),
     };
+    let serving = Serving { flusher, sinks, edges, stopping, stop: stop_sender.clone(), admin_task, http_task };
+    let task = tokio::spawn(serving.run(startup_s * 1000, config.agg.flush_interval, stop));
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
-    tokio::select! {
-        () = flusher.run_on_grid(startup_s * 1000, config.agg.flush_interval) => {}
-        () = shutdown => tracing::info!("shutting down: draining"),
-    }
-    let _ = stop_sender.send(true);
-    stop_flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    stop_edges(edges).await;
-    flusher.flush(unix_now_ms());
-    drop(flusher);
-    finish_sinks(sinks).await;
-    admin_task.abort();
-    http_task.abort();
+    Ok(Running { bound, stop: stop_sender, task })
+}
+
+/// Runs until `shutdown` completes, then drains and flushes once more.
+pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let running = start(config).await?;
+    shutdown.await;
+    tracing::info!("shutting down: draining");
+    running.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What runs after start, and what stopping ends.
+struct Serving {
+    flusher: Flusher,
+    sinks: Vec<SinkHandle>,
+    edges: Edges,
+    stopping: Stopping,
+    stop: watch::Sender<bool>,
+    admin_task: tokio::task::JoinHandle<()>,
+    http_task: tokio::task::JoinHandle<()>,
+}
+
+impl Serving {
+    /// Flushes on the grid until told to stop; then stops the edges, flushes once more and
+    /// lets the sinks deliver.
+    async fn run(self, start_ms: u64, interval: Duration, mut stop: watch::Receiver<bool>) {
+        tokio::select! {
+            () = self.flusher.run_on_grid(start_ms, interval) => {}
+            _ = stop.wait_for(|stopped| *stopped) => {}
+        }
+        stop_edges(self.edges, &self.stop, &self.stopping).await;
+        self.flusher.flush(unix_now_ms());
+        drop(self.flusher);
+        finish_sinks(self.sinks).await;
+        self.admin_task.abort();
+        self.http_task.abort();
+    }
 }
 
 fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandle>, Option<Tap>)> {
@@ -117,13 +199,13 @@ fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandl
 
 async fn start_listeners(
     config: &Config,
-    shards: &Arc<Shards>,
+    edges: &mut Edges,
     tap: Option<Tap>,
     streams: StreamContext,
     stop: &watch::Receiver<bool>,
     stopping: &Stopping,
-) -> anyhow::Result<Edges> {
-    let mut edges = Edges { reader_threads: Vec::new(), stream_tasks: JoinSet::new(), socket_files: Vec::new() };
+) -> anyhow::Result<()> {
+    let shards = &streams.shards;
     let shape =
         BatchShape { datagrams: config.ingest.batch_datagrams, datagram_bytes: config.ingest.max_datagram_bytes };
     for (index, listener) in config.listeners.iter().enumerate() {
@@ -137,6 +219,7 @@ async fn start_listeners(
                 };
                 let (sockets, granted) = open_udp(*address, settings).with_context(context)?;
                 let bound = sockets[0].local_addr()?;
+                edges.listening.udp.push(bound);
                 report_receive_buffer(bound, settings.receive_buffer, granted);
                 tracing::info!(proto = %"udp", addr = %bound, readers = settings.readers, mode = ?settings.mode, "listening");
                 let sources = sockets
@@ -155,6 +238,7 @@ async fn start_listeners(
                 let socket = UnixDatagram::bind(prepare_socket_file(unix)?).with_context(context)?;
                 set_socket_mode(unix)?;
                 edges.socket_files.push(unix.path.clone());
+                edges.listening.unix_datagram.push(unix.path.clone());
                 tracing::info!(proto = %"unixgram", addr = %unix.path.display(), "listening");
                 let source = DatagramSource::new(DatagramSocket::Unix(socket))?;
                 let name = format!("unixgram-{index}");
@@ -164,6 +248,7 @@ async fn start_listeners(
             }
             Listener::Tcp(address) => {
                 let socket = TcpListener::bind(address).await.with_context(context)?;
+                edges.listening.tcp.push(socket.local_addr()?);
                 tracing::info!(proto = %"tcp", addr = %socket.local_addr()?, "listening");
                 edges.stream_tasks.spawn(serve_streams(socket, streams.clone(), stop.clone()));
             }
@@ -171,12 +256,13 @@ async fn start_listeners(
                 let socket = UnixListener::bind(prepare_socket_file(unix)?).with_context(context)?;
                 set_socket_mode(unix)?;
                 edges.socket_files.push(unix.path.clone());
+                edges.listening.unix_stream.push(unix.path.clone());
                 tracing::info!(proto = %"unix", addr = %unix.path.display(), "listening");
                 edges.stream_tasks.spawn(serve_streams(socket, streams.clone(), stop.clone()));
             }
         }
     }
-    Ok(edges)
+    Ok(())
 }
 
 /// Removes a stale socket file (never any other kind of file) so the path can be bound.
@@ -203,8 +289,10 @@ fn set_socket_mode(unix: &UnixPath) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits for every reader to drain its socket and end.
-async fn stop_edges(edges: Edges) {
+/// Tells every listener to stop and waits for each reader to drain its socket and end.
+async fn stop_edges(edges: Edges, stop: &watch::Sender<bool>, stopping: &Stopping) {
+    let _ = stop.send(true);
+    stopping.flag.store(true, std::sync::atomic::Ordering::Relaxed);
     let threads = edges.reader_threads;
     let _ = tokio::task::spawn_blocking(move || threads.into_iter().for_each(|t| drop(t.join()))).await;
     edges.stream_tasks.join_all().await;

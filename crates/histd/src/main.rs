@@ -3,25 +3,11 @@
 //! Exit codes: 0 on a clean stop, 1 when the daemon fails at run time (a port in use), 2 for
 //! a bad command line or config.
 
-mod admin;
-mod bench;
-mod config;
-mod cross_protocol;
-mod daemon;
-mod flush;
-mod http;
-mod ingest;
-mod query_cli;
-mod sinks;
-mod telemetry;
-mod timefmt;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-use config::Config;
+use histd::{bench, config, query_cli, Config};
 
 /// A statsd-compatible metrics daemon that keeps whole histograms.
 #[derive(Debug, Parser)]
@@ -133,7 +119,7 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir
     };
     let running = runtime.block_on(async {
         let shutdown = shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
-        daemon::run(config, shutdown).await
+        histd::run(config, shutdown).await
     });
     match running {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,6 @@
 //! The management interface: each command's exact bytes (etsy-statsd.md §6).
 
-use crate::harness::{config, Carbon, Daemon};
+use crate::harness::{assert_text_eq, config, Carbon, Daemon};
 
 fn daemon(name: &str) -> (Carbon, Daemon) {
     let carbon = Carbon::start();
@@ -33,16 +33,16 @@ fn dumps_and_deletes() {
     let (_carbon, daemon) = daemon("admin-dumps");
     daemon.send_udp("c.x:1|c\nc.y:2|c\nother:3|c\ng.a:3|g\nt:1|ms\nt:2|ms\nu:a|s\n");
     daemon.wait_received(7);
-    assert_eq!(
-        daemon.admin("counters"),
-        "{\n  'c.x': 1,\n  'c.y': 2,\n  other: 3,\n  'statsd.bad_lines_seen': 0,\n  'statsd.metrics_received': 7,\n  'statsd.packets_received': 1\n}\nEND\n\n"
+    assert_text_eq(
+        &daemon.admin("counters"),
+        "{\n  'c.x': 1,\n  'c.y': 2,\n  other: 3,\n  'statsd.bad_lines_seen': 0,\n  'statsd.metrics_received': 7,\n  'statsd.packets_received': 1\n}\nEND\n\n",
     );
     assert_eq!(daemon.admin("gauges"), "{ 'g.a': 3 }\nEND\n\n");
     assert_eq!(daemon.admin("timers"), "{ t: [ 1, 2 ] }\nEND\n\n");
     assert_eq!(daemon.admin("sets"), "{ u: [ 'a' ] }\nEND\n\n");
-    assert_eq!(
-        daemon.admin("delcounters c.x c.* nothing"),
-        "deleted: c.x\ndeleted: c.y\nmetric nothing not found\nEND\n\n"
+    assert_text_eq(
+        &daemon.admin("delcounters c.x c.* nothing"),
+        "deleted: c.x\ndeleted: c.y\nmetric nothing not found\nEND\n\n",
     );
     assert_eq!(daemon.admin("delgauges g.a"), "deleted: g.a\nEND\n\n");
     assert_eq!(daemon.admin("deltimers t"), "deleted: t\nEND\n\n");

@@ -7,7 +7,7 @@ use crate::harness::{wait_until, Daemon};
 
 #[test]
 fn console_prints_each_flush() {
-    let daemon = Daemon::start(
+    let daemon = Daemon::start_process(
         "console",
         "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['./backends/console'], console: { prettyprint: true } }",
     );

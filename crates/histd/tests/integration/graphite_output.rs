@@ -9,7 +9,7 @@ fn final_flush(name: &str, extra: &str, packet: &str) -> Flush {
     let daemon = Daemon::start(name, &config(&carbon, 60_000, extra));
     daemon.send_udp(packet);
     daemon.wait_received(packet.lines().filter(|l| !l.is_empty()).count() as u64);
-    assert!(daemon.terminate().success());
+    assert!(daemon.terminate());
     carbon.wait_flush(|_| true);
     let flushes = carbon.flushes();
     assert_eq!(flushes.len(), 1, "one flush, at shutdown: {flushes:#?}");

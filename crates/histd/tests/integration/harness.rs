@@ -1,12 +1,14 @@
-//! Starts the real `histd` binary on 127.0.0.1 ephemeral ports, and a test carbon.
+//! Starts daemons (in this process through `histd::start`, or as the real binary where a
+//! test needs signals, standard output or its own process) on 127.0.0.1 ephemeral ports, and
+//! a test carbon.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long any wait in a test may take before it fails.
@@ -14,12 +16,19 @@ pub const WAIT: Duration = Duration::from_secs(15);
 
 /// A running daemon.
 pub struct Daemon {
-    child: Child,
-    /// Bound addresses by protocol (`udp`, `tcp`, `mgmt`, `unix`, `unixgram`), in log order.
+    mode: Mode,
+    /// Bound addresses by protocol (`udp`, `tcp`, `mgmt`, `http`, `unix`, `unixgram`), in
+    /// config order.
     pub addresses: BTreeMap<String, Vec<String>>,
     /// Its temporary directory (config file, sockets).
     pub dir: PathBuf,
-    stdout: Arc<Mutex<String>>,
+}
+
+enum Mode {
+    /// `histd::start` on a runtime of its own; `None` once stopped.
+    InProcess { runtime: Box<tokio::runtime::Runtime>, running: Option<histd::Running> },
+    /// The real binary.
+    Process { child: Child, stdout: Arc<Mutex<String>> },
 }
 
 /// A fresh temporary directory for one test.
@@ -33,9 +42,20 @@ pub fn temp_dir(name: &str) -> PathBuf {
 }
 
 impl Daemon {
-    /// Starts `histd run` with `config` (a JS object literal; `$DIR` stands for the test's
-    /// directory) and waits until it is ready.
+    /// Starts a daemon in this process with `config` (a JS object literal; `$DIR` stands for
+    /// the test's directory); returns once it is ready.
     pub fn start(name: &str, config: &str) -> Daemon {
+        let dir = temp_dir(name);
+        let config = histd::Config::from_text(&config.replace("$DIR", dir.to_str().unwrap()))
+            .unwrap_or_else(|error| panic!("{name}: {error:#}"));
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let running = runtime.block_on(histd::start(config)).unwrap_or_else(|error| panic!("{name}: {error:#}"));
+        let addresses = addresses_of(&running.bound);
+        Daemon { mode: Mode::InProcess { runtime: Box::new(runtime), running: Some(running) }, addresses, dir }
+    }
+
+    /// Starts `histd run` (the real binary) with `config`, and waits until it is ready.
+    pub fn start_process(name: &str, config: &str) -> Daemon {
         let dir = temp_dir(name);
         let path = dir.join("config.js");
         std::fs::write(&path, config.replace("$DIR", dir.to_str().unwrap())).unwrap();
@@ -58,12 +78,15 @@ impl Daemon {
             }
         });
         let addresses = read_until_ready(&mut child);
-        Daemon { child, addresses, dir, stdout }
+        Daemon { mode: Mode::Process { child, stdout }, addresses, dir }
     }
 
-    /// The daemon's process id.
+    /// The process id of a daemon started with [`Daemon::start_process`].
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.mode {
+            Mode::Process { child, .. } => child.id(),
+            Mode::InProcess { .. } => panic!("an in-process daemon has no process of its own"),
+        }
     }
 
     /// The first address bound for `proto`.
@@ -119,9 +142,12 @@ impl Daemon {
         wait_until(|| self.stat("messages.metrics_received") as u64 >= lines, "lines to arrive");
     }
 
-    /// What the daemon printed on standard output so far.
+    /// What a daemon started with [`Daemon::start_process`] printed on standard output so far.
     pub fn stdout(&self) -> String {
-        self.stdout.lock().unwrap().clone()
+        match &self.mode {
+            Mode::Process { stdout, .. } => stdout.lock().unwrap().clone(),
+            Mode::InProcess { .. } => panic!("an in-process daemon shares the test's standard output"),
+        }
     }
 
     /// `GET path` on the HTTP API: status and body.
@@ -142,45 +168,90 @@ impl Daemon {
         serde_json::from_str(&body).unwrap()
     }
 
-    /// Sends SIGKILL and waits for the exit: no shutdown, no final flush.
+    /// Sends SIGKILL to a daemon started with [`Daemon::start_process`] and waits for the
+    /// exit: no shutdown, no final flush.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let Mode::Process { child, .. } = &mut self.mode else { panic!("only a process can be killed") };
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
-    /// Sends SIGTERM and waits for the exit.
-    pub fn terminate(mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                if !status.success() {
-                    eprintln!("histd exited with {status} after SIGTERM; stderr after ready is discarded");
-                }
-                return status;
+    /// Stops the daemon as SIGTERM does (a process gets SIGTERM) and waits for it; true when
+    /// it stopped cleanly (a process: exit status 0).
+    pub fn terminate(mut self) -> bool {
+        match &mut self.mode {
+            Mode::InProcess { runtime, running } => {
+                let running = running.take().expect("running");
+                runtime.block_on(async { tokio::time::timeout(WAIT, running.stop()).await }).is_ok()
             }
-            assert!(started.elapsed() < WAIT, "histd did not stop after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
+            Mode::Process { child, .. } => terminate_process(child),
         }
+    }
+}
+
+fn terminate_process(child: &mut Child) -> bool {
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            if !status.success() {
+                eprintln!("histd exited with {status} after SIGTERM; stderr after ready is discarded");
+            }
+            return status.success();
+        }
+        assert!(started.elapsed() < WAIT, "histd did not stop after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match &mut self.mode {
+            Mode::InProcess { runtime, running } => {
+                if let Some(running) = running.take() {
+                    let _ = runtime.block_on(async { tokio::time::timeout(WAIT, running.stop()).await });
+                }
+            }
+            Mode::Process { child, .. } => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
+fn addresses_of(bound: &histd::Bound) -> BTreeMap<String, Vec<String>> {
+    let listening = &bound.listening;
+    let text = |paths: &[PathBuf]| paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+    let mut addresses = BTreeMap::new();
+    addresses.insert("udp".to_string(), listening.udp.iter().map(ToString::to_string).collect());
+    addresses.insert("tcp".to_string(), listening.tcp.iter().map(ToString::to_string).collect());
+    addresses.insert("unixgram".to_string(), text(&listening.unix_datagram));
+    addresses.insert("unix".to_string(), text(&listening.unix_stream));
+    addresses.insert("mgmt".to_string(), vec![bound.mgmt.to_string()]);
+    addresses.insert("http".to_string(), vec![bound.http.to_string()]);
+    addresses.retain(|_, list: &mut Vec<String>| !list.is_empty());
+    addresses
+}
+
+/// Reads the process's log until it says `ready` (or [`WAIT`] passes): the addresses of its
+/// `listening` lines.
 fn read_until_ready(child: &mut Child) -> BTreeMap<String, Vec<String>> {
     let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
+    let (lines_sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if lines_sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut addresses: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut log = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
+    let deadline = Instant::now() + WAIT;
+    while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
         log.push_str(&line);
         log.push('\n');
         if line.contains(" listening ") {
@@ -188,11 +259,11 @@ fn read_until_ready(child: &mut Child) -> BTreeMap<String, Vec<String>> {
             addresses.entry(field("proto=")).or_default().push(field("addr="));
         }
         if line.contains(" ready ") {
-            std::thread::spawn(move || lines.for_each(drop));
+            std::thread::spawn(move || lines.iter().for_each(drop));
             return addresses;
         }
     }
-    panic!("histd exited before it was ready:\n{log}");
+    panic!("histd was not ready within {WAIT:?}:\n{log}");
 }
 
 /// Polls `condition` until it holds or [`WAIT`] passes.
@@ -225,7 +296,7 @@ impl Flush {
 pub struct Carbon {
     /// Its port.
     pub port: u16,
-    lines: Arc<Mutex<Vec<String>>>,
+    lines: Arc<Mutex<Vec<(String, Instant)>>>,
     running: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -236,7 +307,7 @@ impl Carbon {
         Carbon::start_on(0, Arc::default())
     }
 
-    fn start_on(port: u16, lines: Arc<Mutex<Vec<String>>>) -> Carbon {
+    fn start_on(port: u16, lines: Arc<Mutex<Vec<(String, Instant)>>>) -> Carbon {
         let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -264,7 +335,13 @@ impl Carbon {
 
     /// Every line received so far.
     pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap().clone()
+        self.lines.lock().unwrap().iter().map(|(line, _)| line.clone()).collect()
+    }
+
+    /// When each complete flush arrived (its last line).
+    pub fn flush_arrivals(&self) -> Vec<Instant> {
+        let lines = self.lines.lock().unwrap();
+        lines.iter().filter(|(line, _)| line.contains("graphiteStats.errors")).map(|(_, at)| *at).collect()
     }
 
     /// The complete flushes received so far.
@@ -303,7 +380,7 @@ impl Drop for Carbon {
     }
 }
 
-fn accept_loop(listener: TcpListener, lines: Arc<Mutex<Vec<String>>>, running: Arc<AtomicBool>) {
+fn accept_loop(listener: TcpListener, lines: Arc<Mutex<Vec<(String, Instant)>>>, running: Arc<AtomicBool>) {
     let mut connections: Vec<(TcpStream, Vec<u8>)> = Vec::new();
     while running.load(Ordering::Relaxed) {
         if let Ok((stream, _)) = listener.accept() {
@@ -318,7 +395,8 @@ fn accept_loop(listener: TcpListener, lines: Arc<Mutex<Vec<String>>>, running: A
                     pending.extend_from_slice(&buffer[..n]);
                     while let Some(end) = pending.iter().position(|&b| b == b'\n') {
                         let line: Vec<u8> = pending.drain(..=end).collect();
-                        lines.lock().unwrap().push(String::from_utf8_lossy(&line[..end]).into_owned());
+                        let text = String::from_utf8_lossy(&line[..end]).into_owned();
+                        lines.lock().unwrap().push((text, Instant::now()));
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
@@ -337,4 +415,34 @@ pub fn config(carbon: &Carbon, flush_ms: u64, extra: &str) -> String {
          flushInterval: {flush_ms}, {extra} }}",
         carbon.port
     )
+}
+
+/// Asserts two multi-line texts are equal; on a difference, fails with the lines that differ
+/// (`-` wanted, `+` got, with their line numbers) instead of two escaped strings.
+pub fn assert_text_eq(got: &str, want: &str) {
+    if got == want {
+        return;
+    }
+    let (got_lines, want_lines): (Vec<&str>, Vec<&str>) = (got.split('\n').collect(), want.split('\n').collect());
+    let mut diff = String::new();
+    for line in 0..got_lines.len().max(want_lines.len()) {
+        let (g, w) = (got_lines.get(line), want_lines.get(line));
+        if g != w {
+            if let Some(w) = w {
+                diff.push_str(&format!("{:>4} - {w:?}\n", line + 1));
+            }
+            if let Some(g) = g {
+                diff.push_str(&format!("{:>4} + {g:?}\n", line + 1));
+            }
+        }
+    }
+    panic!("texts differ (- wanted, + got):\n{diff}");
+}
+
+#[test]
+fn assert_text_eq_shows_the_lines_that_differ() {
+    assert_text_eq("a\nb\n", "a\nb\n");
+    let failure = std::panic::catch_unwind(|| assert_text_eq("a\nB\nc", "a\nb")).unwrap_err();
+    let message = failure.downcast_ref::<String>().unwrap();
+    assert!(message.ends_with("   2 - \"b\"\n   2 + \"B\"\n   3 + \"c\"\n"), "{message}");
 }

@@ -1,16 +1,14 @@
 //! Flush timing, idle and delete rules over several flushes, carbon outages, shutdown.
 
-use std::time::Duration;
-
 use crate::harness::{config, wait_until, Carbon, Daemon};
 
 #[test]
 fn sigterm_flushes_the_last_interval_and_exits_zero() {
     let carbon = Carbon::start();
-    let daemon = Daemon::start("sigterm", &config(&carbon, 60_000, "server: './servers/tcp',"));
+    let daemon = Daemon::start_process("sigterm", &config(&carbon, 60_000, "server: './servers/tcp',"));
     daemon.send_tcp("last:40|c\nlast:2|c"); // the last line has no newline
     daemon.wait_received(2);
-    assert!(daemon.terminate().success());
+    assert!(daemon.terminate());
     carbon.wait_flush(|_| true);
     assert_eq!(
         carbon.flushes().last().and_then(|f| f.get("stats_counts.last").map(str::to_string)).as_deref(),
@@ -62,19 +60,19 @@ fn delete_idle_stats_removes_idle_metrics_and_expires_gauges() {
 fn flushes_keep_to_the_grid() {
     let carbon = Carbon::start();
     let daemon = Daemon::start("grid", &config(&carbon, 250, ""));
-    wait_until(|| carbon.flushes().len() >= 2, "the first flushes");
-    let (before, started) = (carbon.flushes().len(), std::time::Instant::now());
-    std::thread::sleep(Duration::from_secs(3));
-    let flushed = carbon.flushes().len() - before;
-    let expected = (started.elapsed().as_secs_f64() / 0.25).round() as usize;
-    assert!(
-        flushed.abs_diff(expected) <= 2,
-        "{flushed} flushes in {:?}, {expected} on a 250 ms grid",
-        started.elapsed()
-    );
+    wait_until(|| carbon.flush_arrivals().len() >= 12, "twelve flushes");
+    let arrivals = carbon.flush_arrivals();
+    // Measured from the second flush (the first may come early in its interval): flush k is
+    // never early, and lateness does not add up (a late flush does not move the next).
+    let drifts: Vec<f64> = arrivals[1..12]
+        .iter()
+        .enumerate()
+        .map(|(k, at)| at.duration_since(arrivals[1]).as_secs_f64() - k as f64 * 0.25)
+        .collect();
+    assert!(drifts.iter().all(|d| *d > -0.1) && drifts[10] < 0.2, "seconds off a 250 ms grid: {drifts:?}");
     let lags: Vec<f64> =
         carbon.flushes()[1..].iter().filter_map(|f| f.get("stats.gauges.statsd.timestamp_lag")?.parse().ok()).collect();
-    assert!(lags.len() >= expected - 2 && lags.iter().all(|lag| lag.abs() <= 1.0), "lags within a second: {lags:?}");
+    assert!(lags.len() >= 10 && lags.iter().all(|lag| lag.abs() <= 1.0), "lags within a second: {lags:?}");
     drop(daemon);
 }
 
@@ -86,9 +84,10 @@ fn a_carbon_outage_loses_nothing() {
     carbon.stop();
     for batch in 1..=5 {
         daemon.send_udp(&format!("outage.{batch}:1|c"));
-        std::thread::sleep(Duration::from_millis(250));
+        daemon.wait_received(batch);
+        let errors = daemon.stat("graphite.errors");
+        wait_until(|| daemon.stat("graphite.errors") > errors, "a flush that could not be delivered");
     }
-    wait_until(|| daemon.stat("graphite.errors") >= 2.0, "delivery errors to be counted");
     carbon.restart();
     for batch in 1..=5 {
         let name = format!("stats_counts.outage.{batch}");

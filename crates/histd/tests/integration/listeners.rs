@@ -34,7 +34,7 @@ fn udp_tcp_and_unix_sockets_feed_one_table() {
     assert_eq!(mode.unwrap(), 0o660);
     daemon.wait_received(6);
     let dir = daemon.dir.clone();
-    assert!(daemon.terminate().success());
+    assert!(daemon.terminate());
     let flush = carbon.wait_flush(|f| f.get("stats_counts.hits").is_some());
     assert_eq!(flush.get("stats_counts.hits"), Some("111111"));
     assert!(!dir.join("stream.sock").exists(), "socket files are removed at exit");

@@ -1,4 +1,5 @@
-//! The integration tests: the real `histd` binary, real sockets on 127.0.0.1, a test carbon.
+//! The integration tests: daemons started in this process (`histd::start`) or as the real
+//! binary (signals, standard output, process memory), real sockets on 127.0.0.1, a test carbon.
 
 mod admin;
 mod backends;

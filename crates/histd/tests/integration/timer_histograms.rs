@@ -29,7 +29,7 @@ fn rss_kib(daemon: &Daemon) -> u64 {
 fn timers_past_the_sample_limit() {
     let carbon = Carbon::start();
     let extra = "server: './servers/tcp', timerSampleLimit: 100, percentThreshold: [90],";
-    let daemon = Daemon::start("timer-limit", &config(&carbon, 60_000, extra));
+    let daemon = Daemon::start_process("timer-limit", &config(&carbon, 60_000, extra));
     send_tcp_lines(&daemon, "t", 1..=5000);
     daemon.wait_received(5000);
     assert_eq!(daemon.admin("timers"), "{ t: [] }\nEND\n\n", "no raw values are kept past the limit");
@@ -42,7 +42,7 @@ fn timers_past_the_sample_limit() {
     let growth = rss_kib(&daemon).saturating_sub(before);
     assert!(growth < 4 * 1024, "a million more samples grew memory by {growth} KiB (raw values would take 7.8 MiB)");
 
-    assert!(daemon.terminate().success());
+    assert!(daemon.terminate());
     let flush = carbon.wait_flush(|f| f.get("stats.timers.t.count").is_some());
     let value = |name: &str| -> f64 { flush.get(name).unwrap_or_else(|| panic!("{name}")).parse().unwrap() };
     assert_eq!(value("stats.timers.t.count"), 5000.0);

@@ -1,0 +1,31 @@
+//! histd as a library: [`start`] runs a whole daemon (listeners, readers, flusher, sinks,
+//! management interface, HTTP API) on the current tokio runtime and returns its bound
+//! addresses and a stop handle; [`run`] runs one until a shutdown future completes, as
+//! `histd run` does. The integration tests start daemons in-process this way.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! let config = histd::Config::from_text("{ port: 0, mgmt_port: 0, http_port: 0, backends: ['console'] }")?;
+//! let running = histd::start(config).await?;
+//! println!("statsd on {:?}", running.bound.listening.udp);
+//! running.stop().await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod bench;
+pub mod config;
+pub mod query_cli;
+
+mod admin;
+mod cross_protocol;
+mod daemon;
+mod flush;
+mod http;
+mod ingest;
+mod sinks;
+mod telemetry;
+mod timefmt;
+
+pub use config::Config;
+pub use daemon::{run, start, Bound, Listening, Running};
