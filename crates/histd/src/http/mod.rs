@@ -40,15 +40,20 @@ pub struct HttpState {
     pub admin: Arc<AdminState>,
 }
 
+/// The API's routes (each is in `openapi.json`; a test checks both ways).
+const API_ROUTES: [&str; 6] =
+    ["/health", "/api/v1/series", "/api/v1/query", "/api/v1/histogram", "/api/v1/heatmap", "/api/v1/openapi.json"];
+
 /// Serves until shutdown.
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>) {
+    let [health, series, query, histogram, heatmap, openapi] = API_ROUTES;
     let router = Router::new()
-        .route("/health", get(api::health))
-        .route("/api/v1/series", get(api::series))
-        .route("/api/v1/query", get(api::query))
-        .route("/api/v1/histogram", get(api::histogram))
-        .route("/api/v1/heatmap", get(api::heatmap))
-        .route("/api/v1/openapi.json", get(api::openapi))
+        .route(health, get(api::health))
+        .route(series, get(api::series))
+        .route(query, get(api::query))
+        .route(histogram, get(api::histogram))
+        .route(heatmap, get(api::heatmap))
+        .route(openapi, get(api::openapi))
         .route("/", get(ui::index))
         .route("/ui/{*file}", get(ui::file))
         .with_state(state);
@@ -57,5 +62,22 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: w
     };
     if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
         tracing::error!(%error, "http server failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_route_is_in_openapi_and_every_path_is_routed() {
+        let spec: serde_json::Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let mut documented: Vec<&str> = spec["paths"].as_object().unwrap().keys().map(String::as_str).collect();
+        let mut routed = super::API_ROUTES.to_vec();
+        documented.sort_unstable();
+        routed.sort_unstable();
+        assert_eq!(routed, documented);
+        let table = include_str!("mod.rs");
+        for route in super::API_ROUTES {
+            assert!(table.contains(&format!("| `GET {route}` |")), "{route} is missing from the route table");
+        }
     }
 }

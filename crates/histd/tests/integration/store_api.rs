@@ -167,6 +167,15 @@ fn the_api_answers_from_the_store() {
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
     let csv = String::from_utf8(cli.stdout).unwrap();
     assert!(csv.starts_with("time,value\n") && csv.trim_end().ends_with(",2000"), "{csv}");
+    for path in [
+        "/health",
+        "/api/v1/series",
+        "/api/v1/query?expr=count(api.latency)",
+        "/api/v1/histogram?name=api.latency",
+        "/api/v1/heatmap?name=api.latency",
+    ] {
+        assert_matches_its_schema(path, &daemon.http_json(path));
+    }
     assert!(daemon.terminate());
     let offline = Command::new(env!("CARGO_BIN_EXE_histd"))
         .args([
@@ -227,4 +236,30 @@ fn a_killed_daemon_restarts_with_a_consistent_store() {
     );
     drop(daemon);
     let _ = std::fs::remove_dir_all(&data);
+}
+
+/// The keys of a 200 answer from `path` are those of its schema in `openapi.json`, and the
+/// keys each item of its arrays of objects has are those of the item schema.
+fn assert_matches_its_schema(path: &str, answer: &serde_json::Value) {
+    let spec: serde_json::Value = serde_json::from_str(include_str!("../../src/http/openapi.json")).unwrap();
+    let route = path.split('?').next().unwrap();
+    let reference = spec["paths"][route]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{route} has no 200 schema"));
+    let schema = &spec["components"]["schemas"][reference.rsplit('/').next().unwrap()];
+    assert_same_keys(path, answer, schema);
+}
+
+fn assert_same_keys(path: &str, value: &serde_json::Value, schema: &serde_json::Value) {
+    let Some(properties) = schema["properties"].as_object() else { return };
+    let mut want: Vec<&String> = properties.keys().collect();
+    let mut got: Vec<&String> = value.as_object().unwrap_or_else(|| panic!("{path}: not an object")).keys().collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{path}: the answer's keys against its schema's");
+    for (key, property) in properties {
+        if let (Some(items), Some(schema)) = (value[key].as_array(), property.get("items")) {
+            items.iter().filter(|item| item.is_object()).for_each(|item| assert_same_keys(path, item, schema));
+        }
+    }
 }
