@@ -105,10 +105,18 @@ async function main() {
     await page.waitForSelector('button.series[data-series="api.latency"]');
     const listed = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
     check("the browser lists every type of series", ["api.latency", "api.requests", "api.inflight", "api.users"].every((s) => listed.includes(s)), listed.join(" "));
-    await page.fill("#search", "infl");
+    let queries = 0;
+    page.on("request", (request) => { if (request.url().includes("/api/v1/query")) queries += 1; });
+    await page.waitForLoadState("networkidle");
+    const queriesBefore = queries;
+    await page.type("#search", "infl", { delay: 40 }); // four keystrokes, faster than the debounce
+    await page.waitForFunction(() => document.querySelectorAll("button.series").length === 1);
+    await page.waitForLoadState("networkidle");
     const filtered = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
     check("the filter narrows the list", filtered.length === 1 && filtered[0] === "api.inflight", filtered.join(" "));
+    check("typing renders the list once, not per keystroke", queries - queriesBefore <= 2, `${queries - queriesBefore} sparkline queries`);
     await page.fill("#search", "");
+    await page.waitForFunction(() => document.querySelectorAll("button.series").length >= 4);
 
     // The timer view: the heatmap is drawn from the API's bins.
     await page.click('button.series[data-series="api.latency"]');
@@ -150,6 +158,16 @@ async function main() {
       await page.waitForSelector("#content .uplot");
       check(`${series} is drawn as a line chart`, (await page.$$("#content .uplot")).length === 1);
     }
+    // A render still loading when another series is picked is abandoned: the page ends on
+    // the last one picked, with nothing of the first.
+    await page.evaluate(() => {
+      document.querySelector('button.series[data-series="api.latency"]').click();
+      document.querySelector('button.series[data-series="api.users"]').click();
+    });
+    await page.waitForFunction(() => document.querySelector("#content h3")?.textContent.startsWith("api.users:"));
+    await page.waitForLoadState("networkidle");
+    const titles = await page.$$eval("#content h3", (nodes) => nodes.map((n) => n.textContent));
+    check("a superseded render leaves nothing behind", titles.length === 1 && titles[0].startsWith("api.users:"), titles.join(" | "));
 
     // A shared link restores the view; a narrow window has no horizontal scroll.
     const narrow = await browser.newPage({ viewport: { width: 420, height: 800 } });

@@ -64,12 +64,35 @@ function timeWindow(points) {
 
 // ---------- API ----------
 
-async function api(path, params) {
-  const response = await fetch(`/api/v1/${path}?` + new URLSearchParams(params));
+/** GET an API path; with `signal`, a call whose render was superseded throws an AbortError. */
+async function api(path, params, signal) {
+  const response = await fetch(`/api/v1/${path}?` + new URLSearchParams(params), { signal });
   const body = await response.json().catch(() => ({}));
+  signal?.throwIfAborted();
   if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
   return body;
 }
+
+/**
+ * One render's requests: starting a new one aborts the one before (its pending requests
+ * fail with an AbortError, and `live()` turns false before it touches the page again).
+ */
+function renderRun(previous) {
+  previous?.abort();
+  const controller = new AbortController();
+  return {
+    abort: () => controller.abort(),
+    live: () => !controller.signal.aborted,
+    get: (path, params) => api(path, params, controller.signal),
+  };
+}
+
+const superseded = (error) => error.name === "AbortError";
+let viewRun = null;
+let sparkRun = null;
+let filterTimer = null;
+/** Keystrokes in the filter box re-render the list once typing pauses this long. */
+const FILTER_DEBOUNCE_MS = 250;
 
 const sum = (points) => points.reduce((total, p) => total + p[1], 0);
 
@@ -169,15 +192,16 @@ function seriesButton(series) {
 }
 
 async function drawSparklines(list) {
+  const run = sparkRun = renderRun(sparkRun);
   const { from, to } = timeWindow(30);
   const step = Math.max(10, Math.ceil((to - from) / 30));
   const canvases = [...list.querySelectorAll("canvas[data-selector]")].slice(0, 60);
   await Promise.all(canvases.map(async (canvas) => {
     const expr = `${SPARK_EXPR[canvas.dataset.type]}(${canvas.dataset.selector})`;
     try {
-      const { points } = await api("query", { expr, from, to, step });
+      const { points } = await run.get("query", { expr, from, to, step });
       drawSparkline(canvas, points, from, to);
-    } catch (_) { /* a sparkline is decoration; the view shows errors */ }
+    } catch (_) { /* a sparkline is decoration (or superseded); the view shows errors */ }
   }));
 }
 
@@ -206,28 +230,29 @@ async function renderView() {
     setStatus("Pick a metric on the left.");
     return;
   }
+  const run = viewRun = renderRun(viewRun);
   setStatus(`Loading ${state.series}…`);
   try {
-    const type = state.type || (await guessType(state.series));
-    if (type === "timer") await renderTimer(content, state.series);
-    else await renderLines(content, state.series, type);
+    const type = state.type || (await guessType(state.series, run));
+    if (type === "timer") await renderTimer(content, state.series, run);
+    else await renderLines(content, state.series, type, run);
   } catch (error) {
-    setStatus(`Error: ${error.message}`, "error");
+    if (!superseded(error)) setStatus(`Error: ${error.message}`, "error");
   }
 }
 
-async function guessType(selector) {
+async function guessType(selector, run) {
   const name = selector.split("{")[0];
-  const found = (await api("series", { match: name })).series;
+  const found = (await run.get("series", { match: name })).series;
   return found.length ? found[0].type : "timer";
 }
 
 const LINE_EXPR = { counter: ["rate", "per second"], gauge: ["value", "value"], set: ["cardinality", "distinct members"] };
 
-async function renderLines(content, selector, type) {
+async function renderLines(content, selector, type, run) {
   const [fn, unit] = LINE_EXPR[type] || LINE_EXPR.counter;
   const { from, to, step } = timeWindow(240);
-  const { points } = await api("query", { expr: `${fn}(${selector})`, from, to, step });
+  const { points } = await run.get("query", { expr: `${fn}(${selector})`, from, to, step });
   const panel = element("div", { class: "panel" }, [element("h3", { text: `${selector}: ${unit}` })]);
   content.replaceChildren(panel);
   if (!points.length) {
@@ -258,9 +283,9 @@ function lineChart(container, lines, step, height = 220) {
 
 // ---------- timers: heatmap, quantiles, histogram, SLO ----------
 
-async function renderTimer(content, selector) {
+async function renderTimer(content, selector, run) {
   const { from, to, step } = timeWindow(120);
-  const heat = await api("heatmap", { name: selector, from, to, step });
+  const heat = await run.get("heatmap", { name: selector, from, to, step });
   content.replaceChildren();
   if (!heat.steps.length) {
     setStatus(`No data for ${selector} in this range.`);
@@ -268,13 +293,16 @@ async function renderTimer(content, selector) {
   }
   const quantilePanel = element("div", { class: "panel" });
   content.append(quantilePanel, element("div", { class: "panel", id: "slo-panel" }), element("div", { class: "panel", id: "histogram-panel" }));
-  await renderHeatmapPanel(quantilePanel, selector, heat, { from, to, step });
-  await renderSlo($("slo-panel"), selector, { from, to, step });
-  await renderHistogram($("histogram-panel"), selector, { from, to });
+  const sloPanel = $("slo-panel"), histogramPanel = $("histogram-panel");
+  await renderHeatmapPanel(quantilePanel, selector, heat, { from, to, step }, run);
+  if (!run.live()) return;
+  await renderSlo(sloPanel, selector, { from, to, step }, run);
+  if (!run.live()) return;
+  await renderHistogram(histogramPanel, selector, { from, to }, run);
   setStatus(`${selector}: ${heat.steps.length} steps of ${step} s, ${formatTime(from, true)} to ${formatTime(to, true)}.`);
 }
 
-async function renderHeatmapPanel(panel, selector, heat, window) {
+async function renderHeatmapPanel(panel, selector, heat, window, run) {
   const toolbar = element("div", { class: "toolbar" });
   for (const q of DEFAULT_QUANTILES) {
     const box = element("input", { type: "checkbox", "data-q": q });
@@ -292,7 +320,7 @@ async function renderHeatmapPanel(panel, selector, heat, window) {
   const readout = element("div", { class: "readout", id: "heatmap-readout", text: "Hover the heatmap for a bin's count." });
   const legend = element("div", { class: "legend" });
   panel.replaceChildren(element("h3", { text: `${selector}: distribution over time` }), toolbar, element("div", { class: "heatmap-wrap" }, canvas), legend, readout);
-  const lines = await Promise.all(state.quantiles.map(async (q) => ({ q, points: (await api("query", { expr: `quantile(${selector}, ${q})`, ...window })).points })));
+  const lines = await Promise.all(state.quantiles.map(async (q) => ({ q, points: (await run.get("query", { expr: `quantile(${selector}, ${q})`, ...window })).points })));
   lines.forEach((line, i) => legend.append(element("span", {}, [element("i", { style: `background:${LINE_COLORS[i % LINE_COLORS.length]}` }), `p${+(line.q * 100).toPrecision(4)}`])));
   const drawn = drawHeatmap(canvas, heat, lines, window);
   canvas.addEventListener("mousemove", (event) => describeBin(event, canvas, drawn, readout));
@@ -393,8 +421,8 @@ function describeBin(event, canvas, drawn, readout) {
     : "Hover the heatmap for a bin's count.";
 }
 
-async function renderHistogram(panel, selector, { from, to }) {
-  const histogram = await api("histogram", { name: selector, from, to });
+async function renderHistogram(panel, selector, { from, to }, run) {
+  const histogram = await run.get("histogram", { name: selector, from, to });
   const canvas = element("canvas", { class: "bars", id: "histogram", height: 200 });
   const mean = histogram.count ? histogram.sum / histogram.count : null;
   const summary = element("div", { class: "summary" }, [
@@ -433,12 +461,14 @@ function drawBars(canvas, bins) {
   context.fillText(formatNumber(maxCount), plot.x0 - 6, plot.y0 + 10);
 }
 
-async function renderSlo(panel, selector, window) {
+async function renderSlo(panel, selector, window, run) {
   const input = element("input", { type: "text", id: "slo-input", placeholder: "e.g. 1500", "aria-label": "SLO threshold", value: state.slo || "" });
   const apply = () => {
     state.slo = input.value.trim() || null;
     writeState();
-    renderSlo(panel, selector, window).catch((error) => panel.append(element("p", { class: "error", text: `Error: ${error.message}` })));
+    renderSlo(panel, selector, window, run).catch((error) => {
+      if (!superseded(error)) panel.append(element("p", { class: "error", text: `Error: ${error.message}` }));
+    });
   };
   input.addEventListener("keydown", (event) => event.key === "Enter" && apply());
   const total = element("div", { class: "summary", id: "slo-total" });
@@ -454,7 +484,7 @@ async function renderSlo(panel, selector, window) {
     total.append(element("span", { class: "muted", text: "Type a threshold (same unit as the metric) to count the samples above it." }));
     return;
   }
-  const query = (expr) => api("query", { expr, ...window }).then((r) => r.points);
+  const query = (expr) => run.get("query", { expr, ...window }).then((r) => r.points);
   const [above, share, cumulative, p99, all] = await Promise.all([
     query(`count_above(${selector}, ${threshold})`),
     query(`inverse_quantile(${selector}, ${threshold})`),
@@ -514,9 +544,12 @@ function setUpControls() {
     scheduleRefresh();
   });
   $("search").addEventListener("input", () => {
-    state.filter = $("search").value;
-    writeState();
-    renderBrowser();
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => {
+      state.filter = $("search").value;
+      writeState();
+      renderBrowser();
+    }, FILTER_DEBOUNCE_MS);
   });
 }
 
