@@ -1,7 +1,8 @@
 //! `histd`: a statsd-compatible metrics daemon that keeps whole histograms.
 //!
-//! Exit codes: 0 on a clean stop, 1 when the daemon fails at run time (a port in use), 2 for
-//! a bad command line or config.
+//! Exit codes, for every subcommand: 0 on success (a clean stop), 1 for a failure at run time
+//! (a port in use, a daemon `histd query` cannot reach), 2 for a bad command line, config or
+//! expression.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +21,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the daemon (with no --config: UDP and TCP on 127.0.0.1:8125, management on
-    /// 127.0.0.1:8126, the console backend).
+    /// 127.0.0.1:8126, the embedded store in ./histd-data with its HTTP API and web page on
+    /// 127.0.0.1:8127).
     Run {
         /// An Etsy statsd config file (a JavaScript object literal, JSON5 or JSON).
         #[arg(long, short)]
@@ -57,9 +59,9 @@ fn main() -> ExitCode {
         Command::Run { config, log_level, data_dir } => run(config, log_level, data_dir),
         Command::Query(args) => match query_cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("histd query: {error:#}");
-                ExitCode::from(2)
+            Err(failure) => {
+                eprintln!("histd query: {failure}");
+                ExitCode::from(failure.exit_code())
             }
         },
         Command::Bench(args) => match bench::run(&args) {

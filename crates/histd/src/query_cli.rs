@@ -48,12 +48,42 @@ pub enum Format {
     Json,
 }
 
+/// Why a query failed, which decides the exit code (histd's rule: 1 for a failure at run
+/// time, 2 for bad input).
+#[derive(Debug)]
+pub enum QueryFailure {
+    /// The expression or a parameter is wrong (exit 2).
+    BadInput(anyhow::Error),
+    /// The daemon or the data directory could not answer (exit 1).
+    Unavailable(anyhow::Error),
+}
+
+impl QueryFailure {
+    /// The process exit code for it.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            QueryFailure::BadInput(_) => 2,
+            QueryFailure::Unavailable(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for QueryFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueryFailure::BadInput(error) | QueryFailure::Unavailable(error) => write!(f, "{error:#}"),
+        }
+    }
+}
+
 /// Runs the query and prints it.
-pub fn run(args: &QueryArgs) -> anyhow::Result<()> {
+pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
     let now = unix_now_s() as i64;
-    let from = time("from", Some(&args.from), "-1h", now).map_err(anyhow::Error::msg)?;
-    let to = time("to", Some(&args.to), "now", now).map_err(anyhow::Error::msg)?;
-    let step = step(args.step.as_deref(), from, to).map_err(anyhow::Error::msg)?;
+    let bad = |error: crate::http::BadParameter| QueryFailure::BadInput(anyhow::Error::msg(error.to_string()));
+    let from = time("from", Some(&args.from), "-1h", now).map_err(bad)?;
+    let to = time("to", Some(&args.to), "now", now).map_err(bad)?;
+    let step = step(args.step.as_deref(), from, to).map_err(bad)?;
+    store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let answer = match &args.data_dir {
         Some(dir) => from_data_dir(dir, &args.expr, from, to, step)?,
         None => from_http(&args.url, &args.expr, from, to, step)?,
@@ -62,27 +92,39 @@ pub fn run(args: &QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, step: i64) -> anyhow::Result<Value> {
+fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, step: i64) -> Result<Value, QueryFailure> {
+    let expr = store::parse(expr_text).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let path = dir.join(crate::sinks::store::DATABASE);
-    anyhow::ensure!(path.exists(), "no store at {} (--data-dir)", path.display());
-    let store = store::Store::open(&path, store::Retention::default())?;
-    let expr = store::parse(expr_text).map_err(|e| anyhow::anyhow!("expression: {e}"))?;
-    let points = store.query(&expr, from, to, step)?;
+    if !path.exists() {
+        return Err(QueryFailure::BadInput(anyhow::anyhow!("no store at {} (--data-dir)", path.display())));
+    }
+    let unavailable = |error: store::StoreError| QueryFailure::Unavailable(error.into());
+    let store = store::Store::open(&path, store::Retention::default()).map_err(unavailable)?;
+    let points = store.query(&expr, from, to, step).map_err(unavailable)?;
     Ok(
         json!({ "expr": expr_text, "step": step, "from": from, "to": to, "points": points.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>() }),
     )
 }
 
-fn from_http(url: &str, expr: &str, from: i64, to: i64, step: i64) -> anyhow::Result<Value> {
-    let host = url.strip_prefix("http://").context("--url: only http:// URLs are supported")?.trim_end_matches('/');
+fn from_http(url: &str, expr: &str, from: i64, to: i64, step: i64) -> Result<Value, QueryFailure> {
+    let host = url
+        .strip_prefix("http://")
+        .context("--url: only http:// URLs are supported")
+        .map_err(QueryFailure::BadInput)?
+        .trim_end_matches('/');
     let path = format!("/api/v1/query?expr={}&from={from}&to={to}&step={step}", percent_encode(expr));
     let (status, body) = http_get(host, &path)
-        .with_context(|| format!("cannot reach histd at {url} (is it running? --url, or --data-dir to read files)"))?;
-    let answer: Value = serde_json::from_str(&body).with_context(|| format!("not JSON from {url}: {body}"))?;
-    if status != 200 {
-        anyhow::bail!("{}", answer["error"].as_str().unwrap_or(&body));
+        .with_context(|| format!("cannot reach histd at {url} (is it running? --url, or --data-dir to read files)"))
+        .map_err(QueryFailure::Unavailable)?;
+    let answer: Value = serde_json::from_str(&body)
+        .with_context(|| format!("not JSON from {url}: {body}"))
+        .map_err(QueryFailure::Unavailable)?;
+    let message = || anyhow::anyhow!("{}", answer["error"].as_str().unwrap_or(&body));
+    match status {
+        200 => Ok(answer),
+        400..=499 => Err(QueryFailure::BadInput(message())),
+        _ => Err(QueryFailure::Unavailable(message())),
     }
-    Ok(answer)
 }
 
 /// A plain HTTP/1.1 GET: status and body.

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::admin::AdminState;
 
-pub use params::{step, time};
+pub use params::{step, time, BadParameter};
 
 /// What the handlers read.
 pub struct HttpState {

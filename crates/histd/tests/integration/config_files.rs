@@ -75,3 +75,22 @@ fn run_without_a_config_prints_help() {
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains("--config"));
 }
+
+#[test]
+fn histd_query_exits_one_when_it_cannot_ask_and_two_for_bad_input() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", unused.local_addr().unwrap());
+    drop(unused); // nothing listens there now
+    let cases = [
+        (vec!["count(x)", "--url", url.as_str()], 1, "cannot reach histd"),
+        (vec!["p99(x)", "--url", url.as_str()], 2, "unknown function"),
+        (vec!["count(x)", "--from", "yesterday", "--url", url.as_str()], 2, "parameter `from`"),
+        (vec!["count(x)", "--data-dir", "/nonexistent/histd"], 2, "no store at"),
+    ];
+    for (args, code, message) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_histd")).arg("query").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
