@@ -28,4 +28,10 @@ mod telemetry;
 mod timefmt;
 
 pub use config::Config;
+
+/// The HTTP API's answers without the server (what every handler runs), for tests and fuzzing.
+pub mod api {
+    pub use crate::http::params;
+    pub use crate::http::{answer, Failure, Route};
+}
 pub use daemon::{run, start, Bound, Listening, Running};

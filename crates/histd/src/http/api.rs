@@ -21,7 +21,20 @@ type Params = Query<HashMap<String, String>>;
 type Answer = Result<Json<Value>, Failure>;
 
 /// An error with its HTTP status.
+#[derive(Debug)]
 pub struct Failure(StatusCode, String);
+
+impl Failure {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.0.as_u16()
+    }
+
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        &self.1
+    }
+}
 
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
@@ -72,70 +85,102 @@ pub async fn openapi() -> Response {
 }
 
 pub async fn series(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let pattern = query.get("match").cloned().unwrap_or_else(|| "*".to_string());
-    with_store(state, move |store| {
-        let found = store.series(Some(&pattern)).map_err(internal)?;
-        let list: Vec<Value> = found
-            .iter()
-            .map(|s| json!({ "name": s.key.name, "tags": s.key.tag_list().collect::<Vec<_>>(), "type": s.key.kind.as_str() }))
-            .collect();
-        Ok(json!({ "series": list }))
-    })
-    .await
+    with_store(state, move |store| answer(Route::Series, &query, store, unix_now_s() as i64)).await
 }
 
 pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let text = required(&query, "expr")?;
-    let expr = store::parse(&text).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
-    let (from, to, step) = window(&query)?;
-    with_store(state, move |store| {
-        let points = store.query(&expr, from, to, step).map_err(internal)?;
-        let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();
-        Ok(json!({ "expr": text, "step": step, "from": from, "to": to, "points": points }))
-    })
-    .await
+    with_store(state, move |store| answer(Route::Query, &query, store, unix_now_s() as i64)).await
 }
 
 pub async fn histogram(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let name = required(&query, "name")?;
-    let selector =
-        store::parse_selector(&name).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `name`: {e}")))?;
-    let now = unix_now_s() as i64;
-    let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
-    let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
-    params::range(from, to, (to - from).max(1))?;
-    with_store(state, move |store| {
-        let row = store.merged(&selector, from, to).map_err(internal)?;
-        let empty = circllhist::Histogram::new();
-        let hist = row.as_ref().and_then(|r| r.hist.as_ref()).unwrap_or(&empty);
-        let number = |value: Option<f64>| value.filter(|v| v.is_finite()).map_or(Value::Null, |v| json!(v));
-        Ok(json!({
-            "name": name, "from": from, "to": to,
-            "count": row.as_ref().map_or(0.0, |r| if r.count.is_nan() { 0.0 } else { r.count }),
-            "sum": number(row.as_ref().map(|r| r.sum)),
-            "min": number(row.as_ref().map(|r| r.min)),
-            "max": number(row.as_ref().map(|r| r.max)),
-            "bins": bins_json(hist),
-            "circllhist": hist.to_base64(),
-        }))
-    })
-    .await
+    with_store(state, move |store| answer(Route::Histogram, &query, store, unix_now_s() as i64)).await
 }
 
 pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let name = required(&query, "name")?;
+    with_store(state, move |store| answer(Route::Heatmap, &query, store, unix_now_s() as i64)).await
+}
+
+/// The API routes that read the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `/api/v1/series`.
+    Series,
+    /// `/api/v1/query`.
+    Query,
+    /// `/api/v1/histogram`.
+    Histogram,
+    /// `/api/v1/heatmap`.
+    Heatmap,
+}
+
+/// The answer to one store request: its parameters read and checked (errors name the
+/// parameter, status 400), then the store read. `now` is unix seconds. Every handler runs
+/// this; so does the fuzz target for the HTTP parameters.
+pub fn answer(route: Route, query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+    match route {
+        Route::Series => series_answer(query, store),
+        Route::Query => query_answer(query, store, now),
+        Route::Histogram => histogram_answer(query, store, now),
+        Route::Heatmap => heatmap_answer(query, store, now),
+    }
+}
+
+fn series_answer(query: &HashMap<String, String>, store: &store::Store) -> Result<Value, Failure> {
+    let pattern = query.get("match").map_or("*", String::as_str);
+    let found = store.series(Some(pattern)).map_err(internal)?;
+    let list: Vec<Value> = found
+        .iter()
+        .map(|s| json!({ "name": s.key.name, "tags": s.key.tag_list().collect::<Vec<_>>(), "type": s.key.kind.as_str() }))
+        .collect();
+    Ok(json!({ "series": list }))
+}
+
+fn query_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+    let text = required(query, "expr")?;
+    let expr = store::parse(&text).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
+    let (from, to, step) = window(query, now)?;
+    let points = store.query(&expr, from, to, step).map_err(internal)?;
+    let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();
+    Ok(json!({ "expr": text, "step": step, "from": from, "to": to, "points": points }))
+}
+
+fn histogram_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+    let (name, selector) = selector(query)?;
+    let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
+    let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
+    params::range(from, to, (to - from).max(1))?;
+    let row = store.merged(&selector, from, to).map_err(internal)?;
+    let empty = circllhist::Histogram::new();
+    let hist = row.as_ref().and_then(|r| r.hist.as_ref()).unwrap_or(&empty);
+    let number = |value: Option<f64>| value.filter(|v| v.is_finite()).map_or(Value::Null, |v| json!(v));
+    Ok(json!({
+        "name": name, "from": from, "to": to,
+        "count": row.as_ref().map_or(0.0, |r| if r.count.is_nan() { 0.0 } else { r.count }),
+        "sum": number(row.as_ref().map(|r| r.sum)),
+        "min": number(row.as_ref().map(|r| r.min)),
+        "max": number(row.as_ref().map(|r| r.max)),
+        "bins": bins_json(hist),
+        "circllhist": hist.to_base64(),
+    }))
+}
+
+fn heatmap_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+    let (name, selector) = selector(query)?;
+    let (from, to, step) = window(query, now)?;
+    let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
+    let steps: Vec<Value> = steps
+        .into_iter()
+        .filter_map(|(t, row)| Some(json!({ "t": t, "bins": bins_json(row?.hist.as_ref()?) })))
+        .collect();
+    Ok(json!({ "name": name, "from": from, "to": to, "step": step, "steps": steps }))
+}
+
+/// The `name` parameter and the selector it spells.
+fn selector(query: &HashMap<String, String>) -> Result<(String, store::Selector), Failure> {
+    let name = required(query, "name")?;
     let selector =
         store::parse_selector(&name).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `name`: {e}")))?;
-    let (from, to, step) = window(&query)?;
-    with_store(state, move |store| {
-        let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
-        let steps: Vec<Value> = steps
-            .into_iter()
-            .filter_map(|(t, row)| Some(json!({ "t": t, "bins": bins_json(row?.hist.as_ref()?) })))
-            .collect();
-        Ok(json!({ "name": name, "from": from, "to": to, "step": step, "steps": steps }))
-    })
-    .await
+    Ok((name, selector))
 }
 
 fn bins_json(histogram: &circllhist::Histogram) -> Vec<Value> {
@@ -151,8 +196,7 @@ fn required(query: &HashMap<String, String>, name: &'static str) -> Result<Strin
 }
 
 /// `from`, `to` and `step`, checked.
-fn window(query: &HashMap<String, String>) -> Result<(i64, i64, i64), Failure> {
-    let now = unix_now_s() as i64;
+fn window(query: &HashMap<String, String>, now: i64) -> Result<(i64, i64, i64), Failure> {
     let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
     let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
     let step = params::step(query.get("step").map(String::as_str), from, to)?;

@@ -15,7 +15,7 @@
 //! steps durations (`10s`, `1m`, `1h`, `1d`).
 
 mod api;
-mod params;
+pub mod params;
 mod ui;
 
 use std::path::PathBuf;
@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::admin::AdminState;
 
+pub use api::{answer, Failure, Route};
 pub use params::{step, time, BadParameter};
 
 /// What the handlers read.

@@ -45,13 +45,18 @@ impl Daemon {
     /// Starts a daemon in this process with `config` (a JS object literal; `$DIR` stands for
     /// the test's directory); returns once it is ready.
     pub fn start(name: &str, config: &str) -> Daemon {
+        Daemon::try_start(name, config).unwrap_or_else(|error| panic!("{name}: {error}"))
+    }
+
+    /// As [`Daemon::start`], or the error `histd::start` gave.
+    pub fn try_start(name: &str, config: &str) -> Result<Daemon, String> {
         let dir = temp_dir(name);
         let config = histd::Config::from_text(&config.replace("$DIR", dir.to_str().unwrap()))
             .unwrap_or_else(|error| panic!("{name}: {error:#}"));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let running = runtime.block_on(histd::start(config)).unwrap_or_else(|error| panic!("{name}: {error:#}"));
+        let running = runtime.block_on(histd::start(config)).map_err(|error| format!("{error:#}"))?;
         let addresses = addresses_of(&running.bound);
-        Daemon { mode: Mode::InProcess { runtime: Box::new(runtime), running: Some(running) }, addresses, dir }
+        Ok(Daemon { mode: Mode::InProcess { runtime: Box::new(runtime), running: Some(running) }, addresses, dir })
     }
 
     /// Starts `histd run` (the real binary) with `config`, and waits until it is ready.

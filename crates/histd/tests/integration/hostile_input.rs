@@ -6,14 +6,16 @@ use std::net::TcpStream;
 
 use crate::harness::{temp_dir, Daemon, WAIT};
 
-fn daemon(name: &str) -> Daemon {
-    let data = temp_dir(&format!("{name}-data"));
-    let config = format!(
+fn config(data: &std::path::Path) -> String {
+    format!(
         "{{ servers: [ {{ server: 'udp', address: '127.0.0.1', port: 0 }}, {{ server: 'tcp', address: '127.0.0.1', port: 0 }} ], \
            mgmt_port: 0, http_port: 0, flushInterval: 60000, backends: ['store'], store: {{ dataDir: '{}' }} }}",
         data.display()
-    );
-    Daemon::start(name, &config)
+    )
+}
+
+fn daemon(name: &str) -> Daemon {
+    Daemon::start(name, &config(&temp_dir(&format!("{name}-data"))))
 }
 
 /// Writes `request` to `address` and reads until the peer closes: what came back.
@@ -80,4 +82,17 @@ fn c3_a_statsd_stream_counts_nothing_from_an_http_request() {
     assert_eq!(daemon.stat("messages.bad_lines_seen"), 0.0, "headers are not counted as bad lines either");
     let counters = daemon.admin("counters");
     assert!(counters.contains("good: 1") && !counters.contains("evil"), "{counters}");
+}
+
+#[test]
+fn c6_a_second_daemon_on_the_same_data_directory_is_refused() {
+    let data = temp_dir("c6-data");
+    let first = Daemon::start("c6-first", &config(&data));
+    let error = Daemon::try_start("c6-second", &config(&data)).err().expect("the second daemon is refused");
+    let want = format!("{} is in use by histd pid {}", data.display(), std::process::id());
+    assert!(error.contains(&want), "{error}");
+    assert!(first.terminate());
+    let again = Daemon::start("c6-again", &config(&data));
+    drop(again);
+    let _ = std::fs::remove_dir_all(&data);
 }

@@ -1,6 +1,8 @@
 //! The store sink: every flush written to the embedded store by one writer thread, in one
 //! transaction each (rows, rollups, retention).
 
+use std::fs::File;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +21,7 @@ pub fn spawn(config: &StoreConfig, startup_unix_s: u64) -> anyhow::Result<SinkHa
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
     })?;
+    let lock = lock_data_dir(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
     let mut store = store::Store::open(&path, config.retention)
         .with_context(|| format!("cannot open the store {}", path.display()))?;
@@ -26,12 +29,48 @@ pub fn spawn(config: &StoreConfig, startup_unix_s: u64) -> anyhow::Result<SinkHa
     let telemetry = Arc::new(SinkTelemetry::new("store", EtsyStatus::None, startup_unix_s));
     let counts = telemetry.clone();
     let task = tokio::task::spawn_blocking(move || {
+        let _owner = lock; // held until the writer ends
         while let Some(snapshot) = receiver.blocking_recv() {
             counts.queued.set(receiver.len() as u64);
             write_flush(&mut store, &snapshot, &counts);
         }
     });
     Ok(SinkHandle { snapshots: Some(sender), telemetry, task })
+}
+
+/// The lock file inside the data directory: it holds the owner's pid.
+pub const LOCK_FILE: &str = "histd.lock";
+
+/// Makes this process the data directory's one writer: an exclusive `flock` on its lock file,
+/// held for as long as the returned file is open (the kernel releases it when the process ends,
+/// however it ends). A second daemon on the same directory gets an error naming the directory
+/// and the pid that holds it.
+fn lock_data_dir(dir: &Path) -> anyhow::Result<File> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let path = dir.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+    // SAFETY: flock on an open descriptor this function owns; no memory is touched.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = holder.trim();
+        let holder = if holder.is_empty() { "another process".to_string() } else { format!("histd pid {holder}") };
+        anyhow::bail!(
+            "the data directory {} is in use by {holder} (store.dataDir / --data-dir: one histd per directory)",
+            dir.display()
+        );
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 /// Writes one flush in one transaction, counting rows written or the failure.
@@ -50,5 +89,21 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
             telemetry.drop_points(DropReason::Rejected, count);
             tracing::error!(%error, rows = count, "store write failed; this flush is not stored");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_owner_per_data_directory() {
+        let dir = std::env::temp_dir().join(format!("histd-lock-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = super::lock_data_dir(&dir).unwrap();
+        let error = super::lock_data_dir(&dir).unwrap_err().to_string();
+        let want = format!("{} is in use by histd pid {}", dir.display(), std::process::id());
+        assert!(error.contains(&want), "{error}");
+        drop(first);
+        assert!(super::lock_data_dir(&dir).is_ok(), "free again once the owner is gone");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
