@@ -16,17 +16,21 @@ pub struct SeriesInfo {
 }
 
 impl Store {
-    /// Series whose name matches the glob `pattern` (`*`, `?`, `[...]`; all when `None`),
-    /// sorted by name, then tags.
-    pub fn series(&self, pattern: Option<&str>) -> Result<Vec<SeriesInfo>, StoreError> {
+    /// Series whose name matches the glob `pattern` (`*`, `?`, `[...]`; all when `None`), in
+    /// key order, at most `limit` of them (the first by key), and how many matched in all.
+    /// Only the series returned are copied.
+    pub fn series(&self, pattern: Option<&str>, limit: usize) -> Result<(Vec<SeriesInfo>, usize), StoreError> {
         let mut statement = self.connection.prepare("SELECT id FROM series WHERE ?1 IS NULL OR name GLOB ?1")?;
         let ids = statement.query_map([pattern], |row| row.get::<_, i64>(0))?.collect::<Result<Vec<i64>, _>>()?;
-        let mut found: Vec<SeriesInfo> = ids
-            .into_iter()
-            .filter_map(|id| self.kinds.get(&id).map(|key| SeriesInfo { key: key.clone(), id }))
-            .collect();
-        found.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(found)
+        let mut found: Vec<(&SeriesKey, i64)> =
+            ids.into_iter().filter_map(|id| self.kinds.get(&id).map(|key| (key, id))).collect();
+        let total = found.len();
+        if found.len() > limit {
+            found.select_nth_unstable_by(limit, |a, b| a.0.cmp(b.0));
+            found.truncate(limit);
+        }
+        found.sort_by(|a, b| a.0.cmp(b.0));
+        Ok((found.into_iter().map(|(key, id)| SeriesInfo { key: key.clone(), id }).collect(), total))
     }
 
     /// The series `selector` picks.

@@ -167,8 +167,12 @@ fn series_with_tags_stay_apart_and_merge_on_request() {
     let mut f = fixture("tags", Retention::default());
     f.flush(START + 10, "req:1|ms|#route:/login,env:prod\nreq:100|ms|#env:prod,route:/home\nreq:5|ms\n");
     f.flush(START + 20, "req:2|ms|#env:prod,route:/login\n");
-    let keys: Vec<String> = f.store.series(Some("req")).unwrap().iter().map(|s| s.key.to_string()).collect();
+    let keys: Vec<String> =
+        f.store.series(Some("req"), usize::MAX).unwrap().0.iter().map(|s| s.key.to_string()).collect();
     assert_eq!(keys, ["req", "req{env=prod,route=-home}", "req{env=prod,route=-login}"]);
+    let (first_two, total) = f.store.series(Some("req"), 2).unwrap();
+    let first_two: Vec<String> = first_two.iter().map(|s| s.key.to_string()).collect();
+    assert_eq!((first_two, total), (vec!["req".to_string(), "req{env=prod,route=-home}".to_string()], 3));
     let count = |expr: &str| f.query(expr, START, START + 100, 100)[0].1;
     assert_eq!(count("count(req{route=/login})"), 2.0, "tags sent in either order are one series");
     assert_eq!(count("count(req{env=prod})"), 3.0);

@@ -125,14 +125,20 @@ pub fn answer(route: Route, query: &HashMap<String, String>, store: &store::Stor
     }
 }
 
+/// Series listed when `limit` is not given.
+pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
+/// The most series one answer lists.
+pub const MAX_SERIES_LIMIT: usize = 100_000;
+
 fn series_answer(query: &HashMap<String, String>, store: &store::Store) -> Result<Value, Failure> {
     let pattern = query.get("match").map_or("*", String::as_str);
-    let found = store.series(Some(pattern)).map_err(internal)?;
+    let limit = params::count("limit", query.get("limit").map(String::as_str), DEFAULT_SERIES_LIMIT, MAX_SERIES_LIMIT)?;
+    let (found, total) = store.series(Some(pattern), limit).map_err(internal)?;
     let list: Vec<Value> = found
         .iter()
         .map(|s| json!({ "name": s.key.name, "tags": s.key.tag_list().collect::<Vec<_>>(), "type": s.key.kind.as_str() }))
         .collect();
-    Ok(json!({ "series": list }))
+    Ok(json!({ "series": list, "total": total, "truncated": total > found.len() }))
 }
 
 fn query_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {

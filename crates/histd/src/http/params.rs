@@ -54,6 +54,16 @@ pub fn step(text: Option<&str>, from: i64, to: i64) -> Result<i64, BadParameter>
     }
 }
 
+/// A whole number from 1 to `most` (`default` when absent).
+pub fn count(name: &'static str, text: Option<&str>, default: usize, most: usize) -> Result<usize, BadParameter> {
+    let Some(text) = text else { return Ok(default) };
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=most).contains(n))
+        .ok_or_else(|| BadParameter { name, message: format!("'{text}' is not a whole number from 1 to {most}") })
+}
+
 /// Checks a range: from before to, and not absurdly many steps.
 pub fn range(from: i64, to: i64, step: i64) -> Result<(), BadParameter> {
     if from >= to {
@@ -95,5 +105,15 @@ mod tests {
         assert_eq!(time("from", Some("-100000d"), "now", now), Ok(0));
         assert!(step(Some("106751991167300d"), 0, 10).is_err());
         assert!(step(Some("3660d"), 0, 10).is_ok());
+        for (text, want) in [
+            (None, Ok(50)),
+            (Some("7"), Ok(7)),
+            (Some("100"), Ok(100)),
+            (Some("0"), Err(())),
+            (Some("101"), Err(())),
+            (Some("x"), Err(())),
+        ] {
+            assert_eq!(count("limit", text, 50, 100).map_err(drop), want, "{text:?}");
+        }
     }
 }

@@ -167,6 +167,10 @@ fn the_api_answers_from_the_store() {
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
     let csv = String::from_utf8(cli.stdout).unwrap();
     assert!(csv.starts_with("time,value\n") && csv.trim_end().ends_with(",2000"), "{csv}");
+    let listed = daemon.http_json("/api/v1/series?match=*&limit=2");
+    assert_eq!(listed["series"].as_array().unwrap().len(), 2, "{listed}");
+    assert!(listed["truncated"] == true && listed["total"].as_u64().unwrap() > 2, "{listed}");
+    assert_eq!(daemon.http_get("/api/v1/series?limit=0").0, 400);
     for path in [
         "/health",
         "/api/v1/series",

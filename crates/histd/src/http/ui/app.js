@@ -138,9 +138,17 @@ function selectorOf(series) {
   return series.tags.length ? `${series.name}{${series.tags.join(",")}}` : series.name;
 }
 
+/** The server lists at most this many series; past it the filter searches on the server. */
+const SERIES_LIMIT = 5000;
+let seriesTruncated = null;
+
 async function loadSeries() {
   try {
-    allSeries = (await api("series", { match: "*" })).series;
+    // When the full list did not fit, the filter is a server-side glob on the name.
+    const match = seriesTruncated && state.filter ? `*${state.filter.replace(/[*?[\]]/g, "")}*` : "*";
+    const answer = await api("series", { match, limit: SERIES_LIMIT });
+    allSeries = answer.series;
+    if (match === "*") seriesTruncated = answer.truncated ? answer.total : null;
     renderBrowser();
   } catch (error) {
     $("series-list").replaceChildren(element("p", { class: "error", text: `Cannot list metrics: ${error.message}` }));
@@ -160,6 +168,9 @@ function renderBrowser() {
     return;
   }
   const groups = [];
+  if (seriesTruncated) {
+    groups.push(element("p", { class: "muted", text: `${seriesTruncated.toLocaleString("en-US")} series: the first ${SERIES_LIMIT.toLocaleString("en-US")} by name are listed; the filter searches them all.` }));
+  }
   for (const type of Object.keys(TYPE_TITLES)) {
     const members = visible.filter((s) => s.type === type);
     if (!members.length) continue;
@@ -548,7 +559,8 @@ function setUpControls() {
     filterTimer = setTimeout(() => {
       state.filter = $("search").value;
       writeState();
-      renderBrowser();
+      if (seriesTruncated) loadSeries();
+      else renderBrowser();
     }, FILTER_DEBOUNCE_MS);
   });
 }
