@@ -20,7 +20,7 @@ use crate::flush::{unix_now_ms, Aggregation, Flusher};
 use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
-    Stopping, StreamContext, Tap, UdpSettings,
+    PendingBudget, Stopping, StreamContext, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
 use crate::sinks::{console, graphite, repeater, store, SinkHandle};
@@ -99,7 +99,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let edge_counters = Arc::new(EdgeCounters::default());
     let stopping =
         Stopping { flag: Arc::default(), drain_limit: config.ingest.shutdown_drain, edges: edge_counters.clone() };
-    let streams = StreamContext { shards: aggregation.shards.clone(), tap: tap.clone(), edges: edge_counters.clone() };
+    let pending = PendingBudget { limit: config.ingest.stream_pending_bytes as u64, edges: edge_counters.clone() };
+    let streams =
+        StreamContext { shards: aggregation.shards.clone(), tap: tap.clone(), edges: edge_counters.clone(), pending };
     let mut edges = Edges::default();
     if let Err(error) = start_listeners(&config, &mut edges, tap, streams, &stop, &stopping).await {
         stop_edges(edges, &stop_sender, &stopping).await;

@@ -12,6 +12,8 @@ pub const DEFAULT_RECEIVE_BUFFER: usize = 16 * 1024 * 1024;
 pub const DEFAULT_BATCH_DATAGRAMS: usize = 32;
 /// The default `maxDatagramBytes`: any UDP payload fits.
 pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
+/// Partial stream lines held across all connections, by default.
+pub const DEFAULT_STREAM_PENDING_BYTES: usize = 64 * 1024 * 1024;
 /// How long datagram readers keep reading at shutdown, by default.
 pub const DEFAULT_SHUTDOWN_DRAIN_MS: usize = 2_000;
 
@@ -31,6 +33,9 @@ pub struct IngestConfig {
     /// `shutdownDrainMs`: how long, at shutdown, datagram readers keep reading what their
     /// sockets hold (what is left then is counted in `shutdown_unread_datagrams`).
     pub shutdown_drain: std::time::Duration,
+    /// `streamPendingBytes`: bytes of partial lines (no newline yet) held across every TCP and
+    /// Unix stream connection; past it a connection's partial line is cut.
+    pub stream_pending_bytes: usize,
 }
 
 impl IngestConfig {
@@ -43,6 +48,7 @@ impl IngestConfig {
             "udpBatchDatagrams": self.batch_datagrams,
             "maxDatagramBytes": self.max_datagram_bytes,
             "shutdownDrainMs": self.shutdown_drain.as_millis() as u64,
+            "streamPendingBytes": self.stream_pending_bytes,
         })
     }
 }
@@ -68,6 +74,7 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
             0,
             600_000,
         )? as u64),
+        stream_pending_bytes: count(top, "streamPendingBytes", DEFAULT_STREAM_PENDING_BYTES, 1 << 20, 1 << 40)?,
     })
 }
 

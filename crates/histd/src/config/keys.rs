@@ -99,6 +99,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["udpBatchDatagrams"], "32", "datagrams read per `recvmmsg`"),
     histd(&["maxDatagramBytes"], "65536", "longer datagrams are cut and counted in `truncated_datagrams`"),
     histd(&["shutdownDrainMs"], "2000", "at shutdown, how long UDP and Unix datagram readers keep reading what their sockets hold before the final flush; datagrams still queued then are dropped and counted in `messages.shutdown_unread_datagrams`"),
+    histd(&["streamPendingBytes"], "67108864 (64 MiB)", "bytes of partial lines (no newline yet) held across all TCP and Unix stream connections, at least 1 MiB; past it (or past 1 MiB on one connection) a partial line is cut and parsed as it is, counted in `messages.stream_lines_split`; the bytes held are `messages.stream_pending_bytes`"),
     histd(&["timerSampleLimit"], "8192", "raw values kept per timer and interval (64 KiB); past it the percentile statistics come from the timer's histogram, and `<prefixStats>.timers_over_sample_limit` counts the timers this happened to"),
     unused(&["title"], "the process title: histd's is `histd`"),
     unused(&["log"], "histd logs to standard error; `--log-level` or `debug` set the level"),

@@ -6,6 +6,7 @@
 //! [`Tap`] when that backend is on.
 
 mod datagram;
+mod framer;
 pub mod recv;
 mod shards;
 mod stream;
@@ -13,6 +14,7 @@ mod tap;
 mod udp;
 
 pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
+pub use framer::PendingBudget;
 pub use shards::lock as shards_lock;
 pub use shards::{Shard, Shards};
 pub use stream::{serve_streams, StreamContext};

@@ -9,12 +9,11 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::framer::{Framer, PendingBudget};
 use super::{unix_now_s, Shards, Tap};
 use crate::cross_protocol::{first_line, looks_like_http};
 use crate::telemetry::EdgeCounters;
 
-/// A line longer than this without a newline is taken as it is, to bound memory.
-const MAX_PENDING_BYTES: usize = 1024 * 1024;
 /// After shutdown, how long a connection may still deliver what it has sent.
 const DRAIN_WAIT: Duration = Duration::from_millis(100);
 
@@ -47,8 +46,10 @@ pub struct StreamContext {
     pub shards: Arc<Shards>,
     /// The repeater's tap, when that backend is on.
     pub tap: Option<Tap>,
-    /// Where refusals and split lines are counted.
+    /// Where refusals are counted.
     pub edges: Arc<EdgeCounters>,
+    /// The budget for partial lines across connections (split lines counted there too).
+    pub pending: PendingBudget,
 }
 
 /// Accepts connections until shutdown; returns when every connection has finished.
@@ -76,16 +77,16 @@ async fn serve_connection<S: AsyncRead + Unpin>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let shard = context.shards.register();
-    let mut framer = Framer::default();
+    let mut framer = Framer::new(context.pending.clone());
     let mut connection = Connection { shard: &shard, context: &context, first_line_checked: false, refused: false };
     loop {
         tokio::select! {
-            read = stream.read_buf(&mut framer.pending) => match read {
+            read = stream.read(framer.chunk()) => match read {
                 Ok(0) | Err(_) => break,
-                Ok(_) => framer.complete_lines(&context.edges, |packet| connection.deliver(packet)),
+                Ok(read) => framer.accept(read, |packet| connection.deliver(packet)),
             },
             _ = shutdown.changed() => {
-                drain_briefly(&mut stream, &mut framer.pending).await;
+                drain_briefly(&mut stream, &mut framer, &mut connection).await;
                 break;
             }
         }
@@ -93,8 +94,7 @@ async fn serve_connection<S: AsyncRead + Unpin>(
             break;
         }
     }
-    framer.complete_lines(&context.edges, |packet| connection.deliver(packet));
-    framer.rest(|packet| connection.deliver(packet));
+    framer.finish(|packet| connection.deliver(packet));
     shard.close();
 }
 
@@ -126,70 +126,12 @@ impl Connection<'_> {
     }
 }
 
-async fn drain_briefly<S: AsyncRead + Unpin>(stream: &mut S, pending: &mut Vec<u8>) {
-    while let Ok(Ok(read)) = tokio::time::timeout(DRAIN_WAIT, stream.read_buf(pending)).await {
-        if read == 0 {
+/// After shutdown, reads what the connection still delivers within [`DRAIN_WAIT`] of each read.
+async fn drain_briefly<S: AsyncRead + Unpin>(stream: &mut S, framer: &mut Framer, connection: &mut Connection<'_>) {
+    while let Ok(Ok(read)) = tokio::time::timeout(DRAIN_WAIT, stream.read(framer.chunk())).await {
+        if read == 0 || connection.refused {
             break;
         }
-    }
-}
-
-/// Newline framing over a byte stream.
-#[derive(Debug, Default)]
-struct Framer {
-    pending: Vec<u8>,
-}
-
-impl Framer {
-    /// Hands over everything up to the last newline as one packet (or everything, when the
-    /// pending bytes pass the size bound: that line is split, and counted).
-    fn complete_lines(&mut self, edges: &EdgeCounters, mut packet: impl FnMut(&[u8])) {
-        let end = match self.pending.iter().rposition(|&b| b == b'\n') {
-            Some(newline) => newline + 1,
-            None if self.pending.len() > MAX_PENDING_BYTES => {
-                edges.stream_lines_split.add(1);
-                self.pending.len()
-            }
-            None => return,
-        };
-        packet(&self.pending[..end]);
-        self.pending.drain(..end);
-    }
-
-    /// Hands over what is left (a last line without a newline).
-    fn rest(&mut self, mut packet: impl FnMut(&[u8])) {
-        if !self.pending.is_empty() {
-            packet(&self.pending);
-            self.pending.clear();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Framer, MAX_PENDING_BYTES};
-    use crate::telemetry::EdgeCounters;
-
-    #[test]
-    fn frames_on_the_last_newline() {
-        let edges = EdgeCounters::default();
-        let mut framer = Framer::default();
-        let mut packets: Vec<Vec<u8>> = Vec::new();
-        for chunk in [&b"a:1|c\nb:"[..], b"2|c\nc:3", b"|c"] {
-            framer.pending.extend_from_slice(chunk);
-            framer.complete_lines(&edges, |p| packets.push(p.to_vec()));
-        }
-        framer.rest(|p| packets.push(p.to_vec()));
-        assert_eq!(packets, [b"a:1|c\n".to_vec(), b"b:2|c\n".to_vec(), b"c:3|c".to_vec()]);
-        assert_eq!(edges.stream_lines_split.get(), 0);
-    }
-
-    #[test]
-    fn counts_the_lines_it_splits() {
-        let edges = EdgeCounters::default();
-        let mut framer = Framer { pending: vec![b'x'; MAX_PENDING_BYTES + 1] };
-        let mut sizes = Vec::new();
-        framer.complete_lines(&edges, |p| sizes.push(p.len()));
-        assert_eq!((sizes, edges.stream_lines_split.get()), (vec![MAX_PENDING_BYTES + 1], 1));
+        framer.accept(read, |packet| connection.deliver(packet));
     }
 }

@@ -34,6 +34,25 @@ impl Gauge {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Adds `amount` unless that would take it past `limit`; whether it did.
+    pub fn try_add(&self, amount: u64, limit: u64) -> bool {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_add(amount).filter(|total| *total <= limit)
+            })
+            .is_ok()
+    }
+
+    /// Adds `amount` (past any limit: for what is held already).
+    pub fn add(&self, amount: u64) {
+        self.0.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    /// Takes `amount` off (never below zero).
+    pub fn sub(&self, amount: u64) {
+        let _ = self.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| Some(held.saturating_sub(amount)));
+    }
 }
 
 /// What the edges of the daemon refused or could not keep, outside any reader's table.
@@ -47,15 +66,33 @@ pub struct EdgeCounters {
     pub stream_lines_split: Counter,
     /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
     pub shutdown_unread_datagrams: Counter,
+    /// Bytes of partial lines (no newline yet) held across every stream connection.
+    pub stream_pending_bytes: Gauge,
 }
 
 impl EdgeCounters {
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 3] {
+    pub fn entries(&self) -> [(&'static str, u64); 4] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("stream_lines_split", self.stream_lines_split.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
+            ("stream_pending_bytes", self.stream_pending_bytes.get()),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gauge;
+
+    #[test]
+    fn a_gauge_keeps_to_its_limit() {
+        let gauge = Gauge::default();
+        assert!(gauge.try_add(60, 100));
+        assert!(!gauge.try_add(41, 100));
+        assert!(gauge.try_add(40, 100));
+        gauge.sub(150);
+        assert_eq!(gauge.get(), 0);
     }
 }

@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use crate::harness::{temp_dir, Daemon, WAIT};
+use crate::harness::{temp_dir, wait_until, Daemon, WAIT};
 
 fn config(data: &std::path::Path) -> String {
     format!(
@@ -94,5 +94,25 @@ fn c6_a_second_daemon_on_the_same_data_directory_is_refused() {
     assert!(first.terminate());
     let again = Daemon::start("c6-again", &config(&data));
     drop(again);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn c5_partial_lines_share_one_byte_budget() {
+    let data = temp_dir("c5-data");
+    let daemon =
+        Daemon::start("c5-budget", &config(&data).replace("backends:", "streamPendingBytes: 2097152, backends:"));
+    let partial = vec![b'b'; 1_000_000];
+    let connections: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(daemon.address("tcp")).unwrap();
+            stream.write_all(&partial).unwrap();
+            stream
+        })
+        .collect();
+    wait_until(|| daemon.stat("messages.stream_lines_split") >= 1.0, "a partial line cut at the budget");
+    assert!(daemon.stat("messages.stream_pending_bytes") <= 2_097_152.0);
+    drop(connections);
+    wait_until(|| daemon.stat("messages.stream_pending_bytes") == 0.0, "closed connections to give their bytes back");
     let _ = std::fs::remove_dir_all(&data);
 }
