@@ -133,9 +133,12 @@ mod tests {
         packets
     }
 
+    /// Reads, and the packets framed from them.
+    type Case<'a> = (&'a [&'a [u8]], &'a [&'a [u8]]);
+
     #[test]
     fn frames_on_the_last_newline() {
-        let cases: &[(&[&[u8]], &[&[u8]])] = &[
+        let cases: &[Case] = &[
             (&[b"a:1|c\nb:", b"2|c\nc:3", b"|c"], &[b"a:1|c\n", b"b:2|c\n", b"c:3|c"]),
             (&[b"a:1|c\nb:2|c\n"], &[b"a:1|c\nb:2|c\n"]),
             (&[b"a", b":", b"1", b"|c\n"], &[b"a:1|c\n"]),
