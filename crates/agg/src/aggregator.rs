@@ -48,6 +48,8 @@ pub struct Aggregator {
     internal: InternalNames,
     interval: IngestCounts,
     totals: IngestCounts,
+    /// Timer intervals whose percentiles were estimated from the histogram, since start.
+    timers_over_sample_limit: u64,
     previous_flush_s: Option<u64>,
 }
 
@@ -112,6 +114,7 @@ impl Aggregator {
             interval: IngestCounts::default(),
             totals: IngestCounts::default(),
             previous_flush_s: None,
+            timers_over_sample_limit: 0,
         }
     }
 
@@ -123,6 +126,12 @@ impl Aggregator {
     /// Input counts since start (the management `stats` command).
     pub fn totals(&self) -> &IngestCounts {
         &self.totals
+    }
+
+    /// Timers whose interval passed `timerSampleLimit` (percentiles estimated from the
+    /// histogram), counted once per flush each, since start.
+    pub fn timers_over_sample_limit(&self) -> u64 {
+        self.timers_over_sample_limit
     }
 
     /// Moves a whole table (one never taken before) into the current interval.
@@ -158,6 +167,9 @@ impl Aggregator {
         add(&names.packets_received, ingest.packets);
         add(&names.metrics_received, ingest.lines);
         add(&names.bad_lines_seen, ingest.bad_lines());
+        if !self.config.self_metrics {
+            return;
+        }
         let lazily_created = names.bad_lines_by_reason.iter().zip(ingest.bad_by_reason).chain([
             (&names.kernel_drops, ingest.kernel_drops),
             (&names.truncated_datagrams, ingest.truncated_datagrams),
@@ -202,7 +214,8 @@ impl Aggregator {
     /// `<prefixStats>.timers_over_sample_limit` (created when first needed).
     fn count_timers_over_limit(&mut self) {
         let over = self.timers.values().filter(|samples| !samples.is_complete()).count();
-        if over > 0 {
+        self.timers_over_sample_limit += over as u64;
+        if over > 0 && self.config.self_metrics {
             self.counters.add_key(&self.internal.timers_over_sample_limit, over as f64);
         }
     }
@@ -365,17 +378,22 @@ mod tests {
 
     #[test]
     fn internal_counters_count_packets_lines_and_bad_lines() {
-        let mut aggregator = Aggregator::new(AggConfig::default());
-        let snapshot = aggregator.flush(10_000);
-        assert_eq!(snapshot.num_stats(), 3);
-        absorb(&mut aggregator, "a:1|c\nfoo\nb:x|c");
-        let snapshot = aggregator.flush(20_000);
-        assert_eq!(counter(&snapshot, "statsd.packets_received"), Some((1.0, 0.1)));
-        assert_eq!(counter(&snapshot, "statsd.metrics_received"), Some((3.0, 0.3)));
-        assert_eq!(counter(&snapshot, "statsd.bad_lines_seen"), Some((2.0, 0.2)));
-        assert_eq!(counter(&snapshot, "statsd.bad_lines.no_value"), Some((1.0, 0.1)));
-        assert_eq!(gauge(&snapshot, "statsd.timestamp_lag"), Some(0.0));
-        assert_eq!(aggregator.totals().bad_lines(), 2);
+        for self_metrics in [false, true] {
+            let mut aggregator = Aggregator::new(AggConfig { self_metrics, ..AggConfig::default() });
+            let snapshot = aggregator.flush(10_000);
+            assert_eq!(snapshot.num_stats(), 3);
+            absorb(&mut aggregator, "a:1|c\nfoo\nb:x|c");
+            let snapshot = aggregator.flush(20_000);
+            assert_eq!(counter(&snapshot, "statsd.packets_received"), Some((1.0, 0.1)));
+            assert_eq!(counter(&snapshot, "statsd.metrics_received"), Some((3.0, 0.3)));
+            assert_eq!(counter(&snapshot, "statsd.bad_lines_seen"), Some((2.0, 0.2)));
+            let by_reason = self_metrics.then_some((1.0, 0.1));
+            assert_eq!(counter(&snapshot, "statsd.bad_lines.no_value"), by_reason, "only with histdSelfMetrics");
+            assert_eq!(gauge(&snapshot, "statsd.timestamp_lag"), Some(0.0));
+            assert_eq!(aggregator.totals().bad_lines(), 2);
+            // Etsy's numStats: a, b's bad value dropped, three internal counters, the lag gauge.
+            assert_eq!(snapshot.num_stats(), if self_metrics { 7 } else { 5 });
+        }
     }
 
     #[test]
@@ -432,12 +450,13 @@ mod tests {
 
     #[test]
     fn timers_past_the_limit_are_counted_and_keep_their_histogram() {
-        let config = AggConfig { timer_sample_limit: 3, ..AggConfig::default() };
+        let config = AggConfig { timer_sample_limit: 3, self_metrics: true, ..AggConfig::default() };
         let mut aggregator = Aggregator::new(config);
         absorb(&mut aggregator, "small:1|ms\nsmall:2|ms\nbig:1|ms\nbig:2|ms");
         absorb(&mut aggregator, "big:3|ms\nbig:4|ms");
         let snapshot = aggregator.flush(10_000);
         assert_eq!(counter(&snapshot, "statsd.timers_over_sample_limit"), Some((1.0, 0.1)));
+        assert_eq!(aggregator.timers_over_sample_limit(), 1);
         let big = snapshot.timers.iter().find(|t| &*t.key == "big").unwrap();
         assert!(!big.exact_percentiles);
         assert_eq!(big.distribution.count(), 4);

@@ -33,6 +33,10 @@ pub struct AggConfig {
     /// Raw values kept per timer and interval (`timerSampleLimit`); past it, percentiles come
     /// from the timer's histogram.
     pub timer_sample_limit: usize,
+    /// histd's own counters beyond Etsy's three (`bad_lines.<reason>`, `kernel_drops`,
+    /// `truncated_datagrams`, `timers_over_sample_limit`) are aggregated and flushed like any
+    /// counter (`histdSelfMetrics`); off, the flushed names and `numStats` are Etsy's.
+    pub self_metrics: bool,
 }
 
 /// The default `timerSampleLimit`: 8192 values (64 KiB) per timer and interval.
@@ -53,6 +57,7 @@ impl Default for AggConfig {
             prefix_stats: "statsd".to_string(),
             key_name_sanitize: true,
             timer_sample_limit: DEFAULT_TIMER_SAMPLE_LIMIT,
+            self_metrics: false,
         }
     }
 }

@@ -93,7 +93,10 @@ fn current(state: &AdminState) -> std::sync::MutexGuard<'_, Gathered> {
 
 fn stats(state: &AdminState) -> String {
     let now = unix_now_s();
-    let totals = current(state).totals().clone();
+    let (totals, timers_over_sample_limit) = {
+        let aggregator = current(state);
+        (aggregator.totals().clone(), aggregator.timers_over_sample_limit())
+    };
     let last_seen = if totals.last_packet_unix_s == 0 { state.started_unix_s } else { totals.last_packet_unix_s };
     let mut out = String::new();
     let _ = writeln!(out, "uptime: {}", now.saturating_sub(state.started_unix_s));
@@ -106,6 +109,7 @@ fn stats(state: &AdminState) -> String {
     let _ = writeln!(out, "messages.metrics_received: {}", totals.lines);
     let _ = writeln!(out, "messages.kernel_drops: {}", totals.kernel_drops);
     let _ = writeln!(out, "messages.truncated_datagrams: {}", totals.truncated_datagrams);
+    let _ = writeln!(out, "messages.timers_over_sample_limit: {timers_over_sample_limit}");
     for (name, count) in state.edges.entries() {
         let _ = writeln!(out, "messages.{name}: {count}");
     }

@@ -85,6 +85,9 @@ pub struct GraphiteConfig {
     pub flush_counts: bool,
     /// `graphite.retryBufferBytes` (histd; 16 MiB): lines kept while carbon is unreachable.
     pub retry_buffer_bytes: u64,
+    /// `histdSelfMetrics` (histd; false): also send `graphiteStats.retry_buffer_bytes`,
+    /// `dropped_lines` and `errors`.
+    pub self_metrics: bool,
 }
 
 impl GraphiteConfig {
@@ -131,6 +134,7 @@ pub fn graphite(top: &Reader<'_>) -> Result<GraphiteConfig, ConfigError> {
         global_suffix: section.string("globalSuffix")?.filter(|suffix| !suffix.is_empty()),
         flush_counts: top.bool("flush_counts", true)?,
         retry_buffer_bytes,
+        self_metrics: top.bool("histdSelfMetrics", false)?,
     })
 }
 

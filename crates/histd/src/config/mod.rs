@@ -143,6 +143,7 @@ impl Config {
             "prefixStats": agg.prefix_stats,
             "keyNameSanitize": agg.key_name_sanitize,
             "timerSampleLimit": agg.timer_sample_limit,
+            "histdSelfMetrics": agg.self_metrics,
             "graphite": self.graphite.effective(),
             "console": { "prettyprint": self.console.prettyprint },
             "repeater": self.repeater.effective(),
@@ -170,6 +171,7 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         prefix_stats,
         key_name_sanitize: top.bool("keyNameSanitize", true)?,
         timer_sample_limit: timer_sample_limit(top)?,
+        self_metrics: top.bool("histdSelfMetrics", false)?,
     })
 }
 

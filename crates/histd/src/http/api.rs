@@ -50,7 +50,10 @@ impl From<BadParameter> for Failure {
 
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let up = state.admin.healthy.load(Ordering::Relaxed);
-    let totals = state.admin.aggregation.current().totals().clone();
+    let (totals, timers_over_sample_limit) = {
+        let aggregator = state.admin.aggregation.current();
+        (aggregator.totals().clone(), aggregator.timers_over_sample_limit())
+    };
     let body = json!({
         "status": if up { "up" } else { "down" },
         "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),
@@ -59,6 +62,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "bad_lines": totals.bad_lines(),
         "kernel_drops": totals.kernel_drops,
         "truncated_datagrams": totals.truncated_datagrams,
+        "timers_over_sample_limit": timers_over_sample_limit,
         "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
         "sinks": sinks_json(&state.admin.sinks),
     });

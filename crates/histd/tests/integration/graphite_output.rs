@@ -222,7 +222,7 @@ fn calculated_timer_metrics_filter_keeps_fractional_thresholds() {
 #[test]
 fn bad_lines_are_counted_by_reason_and_never_crash() {
     let packet = "k:1|c|@+0.5\nfoo\nfoo:abc|c\nfoo:-5|ms\nfoo:1|zz\nok:1|c\n\u{0}\u{1}\u{ff}:1|c\n:1|c\n";
-    let flush = final_flush("bad", "", packet);
+    let flush = final_flush("bad", "histdSelfMetrics: true,", packet);
     assert_lines(
         &flush,
         &[
@@ -237,4 +237,23 @@ fn bad_lines_are_counted_by_reason_and_never_crash() {
             ("stats_counts.statsd.metrics_received", "8"),
         ],
     );
+}
+
+/// Issue 22 C10 (a): Etsy's numStats after one malformed line is 4 (three `statsd.*` counters
+/// and the lag gauge), and no name Etsy would not send appears.
+#[test]
+fn c10_one_bad_line_leaves_etsys_names_and_num_stats() {
+    let carbon = Carbon::start();
+    let daemon = Daemon::start("c10-numstats", &config(&carbon, 200, "graphite: { legacyNamespace: false },"));
+    carbon.wait_flush(|_| true); // the lag gauge exists from the second flush on, in Etsy too
+    daemon.send_udp("a_bad_test_value|z");
+    let flush = carbon.wait_flush(|f| f.get("stats.counters.statsd.bad_lines_seen.count") == Some("1"));
+    assert_eq!(flush.get("stats.statsd.numStats"), Some("4"));
+    let extra: Vec<&String> = flush
+        .values
+        .keys()
+        .filter(|name| name.contains("bad_lines.") || name.contains("graphiteStats.errors"))
+        .collect();
+    assert!(extra.is_empty(), "histd's own names without histdSelfMetrics: {extra:?}");
+    drop(daemon);
 }

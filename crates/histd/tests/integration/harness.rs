@@ -297,7 +297,7 @@ impl Flush {
 }
 
 /// A test carbon: a plaintext listener collecting lines, split into flushes on the last line
-/// histd writes per flush (`graphiteStats.errors`).
+/// histd writes per flush (`graphiteStats.flush_length`).
 pub struct Carbon {
     /// Its port.
     pub port: u16,
@@ -346,7 +346,7 @@ impl Carbon {
     /// When each complete flush arrived (its last line).
     pub fn flush_arrivals(&self) -> Vec<Instant> {
         let lines = self.lines.lock().unwrap();
-        lines.iter().filter(|(line, _)| line.contains("graphiteStats.errors")).map(|(_, at)| *at).collect()
+        lines.iter().filter(|(line, _)| line.contains("graphiteStats.flush_length")).map(|(_, at)| *at).collect()
     }
 
     /// The complete flushes received so far.
@@ -358,7 +358,7 @@ impl Carbon {
             let (name, value) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
             current.values.insert(name.to_string(), value.to_string());
             current.lines.push(line.clone());
-            if name.contains("graphiteStats.errors") {
+            if name.contains("graphiteStats.flush_length") {
                 flushes.push(std::mem::take(&mut current));
             }
         }

@@ -99,7 +99,10 @@ fn a_carbon_outage_loses_nothing() {
 #[test]
 fn the_retry_buffer_limit_is_enforced_and_counted() {
     let mut carbon = Carbon::start();
-    let daemon = Daemon::start("buffer-limit", &config(&carbon, 100, "graphite: { retryBufferBytes: 2000 },"));
+    let daemon = Daemon::start(
+        "buffer-limit",
+        &config(&carbon, 100, "graphite: { retryBufferBytes: 2000 }, histdSelfMetrics: true,"),
+    );
     carbon.wait_flush(|_| true);
     carbon.stop();
     wait_until(|| daemon.stat("graphite.dropped_points.buffer_full") > 0.0, "the buffer to overflow");

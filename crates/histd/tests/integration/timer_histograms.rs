@@ -28,7 +28,7 @@ fn rss_kib(daemon: &Daemon) -> u64 {
 #[test]
 fn timers_past_the_sample_limit() {
     let carbon = Carbon::start();
-    let extra = "server: './servers/tcp', timerSampleLimit: 100, percentThreshold: [90],";
+    let extra = "server: './servers/tcp', timerSampleLimit: 100, percentThreshold: [90], histdSelfMetrics: true,";
     let daemon = Daemon::start_process("timer-limit", &config(&carbon, 60_000, extra));
     send_tcp_lines(&daemon, "t", 1..=5000);
     daemon.wait_received(5000);

@@ -143,23 +143,24 @@ impl GraphiteSink {
         self.enforce_buffer_limit();
     }
 
-    /// Etsy's `graphiteStats.*` lines about the previous delivery (in Etsy's order), and
-    /// histd's buffer state.
+    /// With `histdSelfMetrics`, histd's buffer state; then Etsy's `graphiteStats.*` lines
+    /// about the previous delivery, in Etsy's order (`flush_length` is a flush's last line).
     fn append_own_stats(&self, out: &mut Chunked<impl FnMut(String)>, ts: u64) {
+        if self.config.self_metrics {
+            let dropped: u64 = DropReason::ALL.iter().map(|reason| self.telemetry.dropped(*reason)).sum();
+            let histd = [
+                ("retry_buffer_bytes", self.buffered_bytes as f64),
+                ("dropped_lines", dropped as f64),
+                ("errors", self.telemetry.errors.get() as f64),
+            ];
+            for (name, value) in histd {
+                self.names.internal_line(out.line(), &format!("graphiteStats.{name}"), value, ts);
+            }
+        }
         let etsy = self.telemetry.etsy_entries();
         let value = |name: &str| etsy.iter().find(|(n, _)| *n == name).map_or(0.0, |(_, v)| *v);
-        let dropped: u64 = DropReason::ALL.iter().map(|reason| self.telemetry.dropped(*reason)).sum();
-        let lines = [
-            ("last_exception", value("last_exception")),
-            ("last_flush", value("last_flush")),
-            ("flush_time", value("flush_time")),
-            ("flush_length", value("flush_length")),
-            ("retry_buffer_bytes", self.buffered_bytes as f64),
-            ("dropped_lines", dropped as f64),
-            ("errors", self.telemetry.errors.get() as f64),
-        ];
-        for (name, value) in lines {
-            self.names.internal_line(out.line(), &format!("graphiteStats.{name}"), value, ts);
+        for name in ["last_exception", "last_flush", "flush_time", "flush_length"] {
+            self.names.internal_line(out.line(), &format!("graphiteStats.{name}"), value(name), ts);
         }
     }
 
