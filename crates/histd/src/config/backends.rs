@@ -60,12 +60,24 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
     Ok(backends)
 }
 
+/// How flushes are written to carbon (`graphiteProtocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphiteProtocol {
+    /// Plaintext lines, to `graphitePort`.
+    Text,
+    /// Length-prefixed pickles, to `graphitePicklePort`.
+    Pickle,
+}
+
 /// The graphite backend's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GraphiteConfig {
     /// `graphiteHost`: unset means compute but send nothing (Etsy's behaviour).
     pub host: Option<String>,
-    /// `graphitePort` (2003).
+    /// `graphiteProtocol` (`text`).
+    pub protocol: GraphiteProtocol,
+    /// The port for the protocol: `graphitePort` (2003) for text, `graphitePicklePort` (2004)
+    /// for pickle.
     pub port: u16,
     /// `graphite.legacyNamespace` (true).
     pub legacy_namespace: bool,
@@ -95,6 +107,7 @@ impl GraphiteConfig {
     pub fn effective(&self) -> Value {
         json!({
             "host": self.host, "port": self.port, "legacyNamespace": self.legacy_namespace,
+            "protocol": match self.protocol { GraphiteProtocol::Text => "text", GraphiteProtocol::Pickle => "pickle" },
             "globalPrefix": self.global_prefix, "prefixCounter": self.prefix_counter,
             "prefixTimer": self.prefix_timer, "prefixGauge": self.prefix_gauge, "prefixSet": self.prefix_set,
             "globalSuffix": self.global_suffix, "flush_counts": self.flush_counts,
@@ -105,14 +118,15 @@ impl GraphiteConfig {
 
 /// Reads `graphiteHost`, `graphitePort`, `graphiteProtocol`, `flush_counts` and `graphite.*`.
 pub fn graphite(top: &Reader<'_>) -> Result<GraphiteConfig, ConfigError> {
-    if let Some(protocol) = top.string("graphiteProtocol")? {
-        if protocol != "text" {
-            return Err(top.error(
-                "graphiteProtocol",
-                format!("'{protocol}' is not supported: histd speaks the 'text' protocol"),
-            ));
-        }
-    }
+    let protocol = match top.string("graphiteProtocol")?.as_deref() {
+        None | Some("text") => GraphiteProtocol::Text,
+        Some("pickle") => GraphiteProtocol::Pickle,
+        Some(other) => return Err(top.error("graphiteProtocol", format!("'{other}' is neither text nor pickle"))),
+    };
+    let port = match protocol {
+        GraphiteProtocol::Text => top.port("graphitePort", 2003)?,
+        GraphiteProtocol::Pickle => top.port("graphitePicklePort", 2004)?,
+    };
     let section = top.object("graphite")?;
     let text = |key: &str, default: &str| -> Result<String, ConfigError> {
         Ok(section.string(key)?.unwrap_or_else(|| default.to_string()))
@@ -124,7 +138,8 @@ pub fn graphite(top: &Reader<'_>) -> Result<GraphiteConfig, ConfigError> {
     };
     Ok(GraphiteConfig {
         host: top.string("graphiteHost")?.filter(|host| !host.is_empty()),
-        port: top.port("graphitePort", 2003)?,
+        protocol,
+        port,
         legacy_namespace: section.bool("legacyNamespace", true)?,
         global_prefix: text("globalPrefix", "stats")?,
         prefix_counter: text("prefixCounter", "counters")?,

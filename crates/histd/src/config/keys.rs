@@ -74,8 +74,9 @@ pub const KEYS: &[KeyDoc] = &[
     etsy(&["debug"], "false", "log at debug level"),
     etsy(&["healthStatus"], "`up`", "the management `health` state at start: `up` or `down`"),
     etsy(&["graphiteHost"], "unset", "carbon's host; unset: compute flushes, send nothing (Etsy's behaviour)"),
-    etsy(&["graphitePort"], "2003", "carbon's plaintext port"),
-    etsy(&["graphiteProtocol"], "`text`", "`text` (the only protocol histd speaks)"),
+    etsy(&["graphitePort"], "2003", "carbon's plaintext port (with `graphiteProtocol: text`)"),
+    etsy(&["graphiteProtocol"], "`text`", "`text` (plaintext lines) or `pickle` (Etsy's pickle messages: a 4-byte length and a list of `(path, (timestamp, \"value\"))`)"),
+    etsy(&["graphitePicklePort"], "2004", "carbon's pickle port (with `graphiteProtocol: pickle`)"),
     etsy(&["graphite.legacyNamespace"], "true", "Etsy's legacy names (`stats.<counter>`, `stats_counts.<counter>`)"),
     etsy(&["graphite.globalPrefix"], "`stats`", "the prefix of every name"),
     etsy(&["graphite.prefixCounter"], "`counters`", "counters' prefix (new namespace)"),
@@ -107,7 +108,6 @@ pub const KEYS: &[KeyDoc] = &[
     unused(&["dumpMessages"], "histd never logs per packet; the console or repeater backend shows traffic"),
     unused(&["automaticConfigReload"], "config reload is not implemented: restart histd to apply a new config"),
     unused(&["keyFlush"], "Etsy's periodic log of the busiest keys is not implemented"),
-    unused(&["graphitePicklePort"], "the pickle protocol is not implemented (`graphiteProtocol` must be `text`)"),
 ];
 
 /// The documentation of the key at `path` as read (`servers[2].port` finds `servers[].port`).

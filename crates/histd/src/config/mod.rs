@@ -17,7 +17,7 @@ use std::time::Duration;
 use agg::AggConfig;
 use serde_json::{json, Map, Value};
 
-pub use backends::{Backend, ConsoleConfig, GraphiteConfig, RepeaterConfig, RepeaterProtocol};
+pub use backends::{Backend, ConsoleConfig, GraphiteConfig, GraphiteProtocol, RepeaterConfig, RepeaterProtocol};
 pub use ingest::IngestConfig;
 pub use listen::{Listener, UnixPath};
 pub use reader::ConfigError;

@@ -79,7 +79,7 @@ fn errors_name_the_key() {
         ("{ percentThreshold: 0 }", "config key `percentThreshold`"),
         ("{ percentThreshold: [90, -101] }", "config key `percentThreshold`"),
         ("{ graphite: { legacyNamespace: 'no' } }", "config key `graphite.legacyNamespace`"),
-        ("{ graphiteProtocol: 'pickle' }", "config key `graphiteProtocol`"),
+        ("{ graphiteProtocol: 'udp' }", "config key `graphiteProtocol`"),
         ("{ servers: [] }", "config key `servers`"),
         ("{ servers: [ { port: 'x' } ] }", "config key `servers[0].port`"),
         ("{ address: 'nowhere' }", "config key `address`"),
@@ -143,9 +143,9 @@ const EVERY_KEY: [&str; 3] = [
        http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, histdSelfMetrics: true, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
-       keyFlush: { interval: 1000 }, graphitePicklePort: 2004 }",
+       keyFlush: { interval: 1000 } }",
     "{ server: 'udp', address: '127.0.0.1', port: 0, address_ipv6: false, recvBufferSize: 4096 }",
-    "{ server: 'tcp', socket: '/tmp/s', socket_mod: 438 }",
+    "{ server: 'tcp', socket: '/tmp/s', socket_mod: 438, graphiteProtocol: 'pickle', graphitePicklePort: 2004 }",
 ];
 
 #[test]

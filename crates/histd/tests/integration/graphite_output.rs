@@ -257,3 +257,58 @@ fn c10_one_bad_line_leaves_etsys_names_and_num_stats() {
     assert!(extra.is_empty(), "histd's own names without histdSelfMetrics: {extra:?}");
     drop(daemon);
 }
+
+/// Issue 22 C10 (b): `graphiteProtocol: "pickle"` sends what carbon's pickle receiver reads:
+/// decoded here by Python's own unpickler, as carbon decodes it.
+#[test]
+fn c10_pickle_messages_decode_with_pythons_unpickler() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let collector = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut stream, &mut bytes).unwrap();
+        bytes
+    });
+    let daemon = Daemon::start(
+        "pickle",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 60000, \
+               graphiteHost: '127.0.0.1', graphiteProtocol: 'pickle', graphitePicklePort: {port} }}"
+        ),
+    );
+    daemon.send_udp("c:3|c\nt:5|ms\nt:7|ms");
+    daemon.wait_received(3);
+    assert!(daemon.terminate());
+    let bytes = collector.join().unwrap();
+    let decoded = unpickle_with_python(&bytes);
+    let line = |name: &str| decoded.lines().find(|l| l.starts_with(&format!("{name} "))).map(str::to_string);
+    assert!(line("stats_counts.c").is_some_and(|l| l.starts_with("stats_counts.c '3' ")), "{decoded}");
+    assert!(line("stats.timers.t.upper").is_some_and(|l| l.starts_with("stats.timers.t.upper '7' ")), "{decoded}");
+    assert!(line("stats.statsd.graphiteStats.flush_length").is_some(), "{decoded}");
+}
+
+/// Every `(path, (timestamp, value))` of length-prefixed pickle messages, as `path 'value' ts`
+/// lines, by `pickle.loads`.
+fn unpickle_with_python(bytes: &[u8]) -> String {
+    let script = "import pickle, struct, sys\n\
+                  data = sys.stdin.buffer.read()\n\
+                  at = 0\n\
+                  while at < len(data):\n\
+                  \x20   (length,) = struct.unpack('>I', data[at:at + 4])\n\
+                  \x20   for path, (ts, value) in pickle.loads(data[at + 4:at + 4 + length]):\n\
+                  \x20       print(path, repr(value), ts)\n\
+                  \x20   at += 4 + length\n";
+    let mut python = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/test installs it)");
+    std::io::Write::write_all(python.stdin.as_mut().unwrap(), bytes).unwrap();
+    drop(python.stdin.take());
+    let output = python.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}

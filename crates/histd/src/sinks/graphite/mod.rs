@@ -1,7 +1,8 @@
-//! The graphite sink: Etsy's names and value formatting over carbon's plaintext protocol, one
-//! persistent connection, and a bounded retry buffer so that a carbon restart loses nothing.
+//! The graphite sink: Etsy's names and value formatting over carbon's plaintext or pickle
+//! protocol, one persistent connection, and a bounded retry buffer so that a carbon restart loses nothing.
 
 mod encode;
+mod pickle;
 mod sink;
 #[cfg(test)]
 mod tests;

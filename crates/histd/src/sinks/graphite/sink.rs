@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::{Chunked, GraphiteNames};
-use crate::config::GraphiteConfig;
+use crate::config::{GraphiteConfig, GraphiteProtocol};
 use crate::ingest::unix_now_s;
 use crate::sinks::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
@@ -50,7 +50,7 @@ struct GraphiteSink {
     names: GraphiteNames,
     telemetry: Arc<SinkTelemetry>,
     /// Payloads not yet delivered, oldest first.
-    buffer: VecDeque<String>,
+    buffer: VecDeque<Payload>,
     buffered_bytes: u64,
     connection: Option<TcpStream>,
     /// The buffer has been dropping since the last delivery (logged once per such run).
@@ -78,7 +78,7 @@ impl GraphiteSink {
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
         if !self.buffer.is_empty() {
-            let lines: usize = self.buffer.iter().map(|chunk| line_count(chunk)).sum();
+            let lines: usize = self.buffer.iter().map(|payload| payload.lines).sum();
             self.telemetry.drop_points(DropReason::Shutdown, lines as u64);
             tracing::error!(lines, bytes = self.buffered_bytes, "graphite unreachable at exit: undelivered lines lost");
         }
@@ -138,8 +138,9 @@ impl GraphiteSink {
 
     /// Queues a chunk for delivery, within `retryBufferBytes`.
     fn buffer_chunk(&mut self, chunk: String) {
-        self.buffered_bytes += chunk.len() as u64;
-        self.buffer.push_back(chunk);
+        let payload = Payload::new(chunk, self.config.protocol);
+        self.buffered_bytes += payload.bytes.len() as u64;
+        self.buffer.push_back(payload);
         self.enforce_buffer_limit();
     }
 
@@ -176,9 +177,9 @@ impl GraphiteSink {
     /// Sends buffered payloads in order until one fails; false when one failed.
     async fn deliver(&mut self) -> bool {
         while let Some(payload) = self.buffer.pop_front() {
-            let length = payload.len();
+            let length = payload.bytes.len();
             let result = match self.connected().await {
-                Ok(connection) => write_all(connection, payload.as_bytes()).await,
+                Ok(connection) => write_all(connection, &payload.bytes).await,
                 Err(error) => Err(error),
             };
             if let Err(error) = result {
@@ -189,7 +190,7 @@ impl GraphiteSink {
             }
             self.buffered_bytes -= length as u64;
             self.telemetry.buffered_bytes.set(self.buffered_bytes);
-            self.telemetry.points_out.add(line_count(&payload) as u64);
+            self.telemetry.points_out.add(payload.lines as u64);
             self.telemetry.bytes_out.add(length as u64);
             self.dropping = false;
         }
@@ -228,8 +229,8 @@ impl GraphiteSink {
     fn enforce_buffer_limit(&mut self) {
         while self.buffered_bytes > self.config.retry_buffer_bytes {
             let Some(oldest) = self.buffer.pop_front() else { break };
-            self.buffered_bytes -= oldest.len() as u64;
-            self.telemetry.drop_points(DropReason::BufferFull, line_count(&oldest) as u64);
+            self.buffered_bytes -= oldest.bytes.len() as u64;
+            self.telemetry.drop_points(DropReason::BufferFull, oldest.lines as u64);
             if !self.dropping {
                 self.dropping = true;
                 let limit = self.config.retry_buffer_bytes;
@@ -243,9 +244,23 @@ impl GraphiteSink {
     }
 }
 
-/// The Graphite lines in an encoded chunk.
-fn line_count(chunk: &str) -> usize {
-    chunk.bytes().filter(|&b| b == b'\n').count()
+/// One encoded chunk as it goes on the wire, and the Graphite points in it.
+#[derive(Debug)]
+struct Payload {
+    bytes: Vec<u8>,
+    lines: usize,
+}
+
+impl Payload {
+    /// `chunk` (plaintext lines) in `protocol`'s form.
+    fn new(chunk: String, protocol: GraphiteProtocol) -> Self {
+        let lines = chunk.bytes().filter(|&b| b == b'\n').count();
+        let bytes = match protocol {
+            GraphiteProtocol::Text => chunk.into_bytes(),
+            GraphiteProtocol::Pickle => super::pickle::from_lines(&chunk),
+        };
+        Payload { bytes, lines }
+    }
 }
 
 async fn write_all(connection: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
