@@ -466,6 +466,17 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_estimates_what_it_holds() {
+        let mut aggregator = Aggregator::new(AggConfig::default());
+        let empty = aggregator.flush(10_000).estimated_bytes();
+        let lines: String = (0..1000).map(|i| format!("t{i}:{i}|ms\nt{i}:{}|ms\n", i * 3)).collect();
+        absorb(&mut aggregator, &lines);
+        let full = aggregator.flush(20_000).estimated_bytes();
+        // 1000 timers, each a point of a few hundred bytes with its stats and two bins.
+        assert!(full > empty + 1000 * 200 && full < empty + 1000 * 2000, "{empty} -> {full}");
+    }
+
+    #[test]
     fn timestamps_round_and_lag_is_measured() {
         let mut aggregator = Aggregator::new(AggConfig::default());
         assert_eq!(aggregator.flush(10_499).timestamp, 10);

@@ -36,6 +36,26 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// About how many bytes of memory this snapshot holds of its own (counter keys are shared
+    /// with the aggregator and not counted): what a sink's queue is charged for it.
+    pub fn estimated_bytes(&self) -> usize {
+        let heap = |key: &CompactString| if key.is_heap_allocated() { key.len() } else { 0 };
+        let timers: usize = self
+            .timers
+            .iter()
+            .map(|timer| {
+                std::mem::size_of::<TimerPoint>()
+                    + heap(&timer.key)
+                    + timer.stats.len() * std::mem::size_of::<(TimerStat, f64)>()
+                    + timer.distribution.bin_count() * 10
+                    + timer.bins.as_ref().map_or(0, |bins| bins.counts.len() * 8)
+            })
+            .sum();
+        let gauges: usize = self.gauges.iter().map(|g| std::mem::size_of::<GaugePoint>() + heap(&g.key)).sum();
+        let sets: usize = self.sets.iter().map(|s| std::mem::size_of::<SetPoint>() + heap(&s.key)).sum();
+        std::mem::size_of::<Snapshot>() + self.counters.len() * 12 + timers + gauges + sets
+    }
+
     /// Etsy's `numStats`: the number of keys of every type in this flush.
     pub fn num_stats(&self) -> usize {
         self.counters.len() + self.timers.len() + self.gauges.len() + self.sets.len()

@@ -23,7 +23,7 @@ use crate::ingest::{
     PendingBudget, Stopping, StreamContext, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
-use crate::sinks::{console, graphite, repeater, store, SinkHandle};
+use crate::sinks::{console, graphite, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
 use crate::telemetry::EdgeCounters;
 
 /// How long sinks get to deliver the final flush.
@@ -180,20 +180,32 @@ impl Serving {
 fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandle>, Option<Tap>)> {
     let mut sinks = Vec::new();
     let mut tap = None;
-    for backend in &config.backends {
+    let telemetry = |backend: Backend, etsy, queue_limit| {
+        Arc::new(SinkTelemetry::new(backend.name(), etsy, startup_s).with_queue_limit(queue_limit))
+    };
+    let queue_limit = config.sink_queue_bytes;
+    for &backend in &config.backends {
         match backend {
             Backend::Graphite => {
                 let names =
                     GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
-                sinks.push(graphite::spawn(config.graphite.clone(), names, startup_s));
+                // retryBufferBytes bounds what graphite holds: flushes waiting and lines to resend.
+                let telemetry = telemetry(backend, EtsyStatus::Graphite, config.graphite.retry_buffer_bytes);
+                sinks.push(graphite::spawn(config.graphite.clone(), names, telemetry));
             }
-            Backend::Console => sinks.push(console::spawn(config.console.clone(), startup_s)),
+            Backend::Console => {
+                let telemetry = telemetry(backend, EtsyStatus::Console, queue_limit);
+                sinks.push(console::spawn(config.console.clone(), telemetry));
+            }
             Backend::Repeater => {
-                let (sink, packets) = repeater::spawn(config.repeater.clone(), startup_s);
+                let telemetry = telemetry(backend, EtsyStatus::None, queue_limit);
+                let (sink, packets) = repeater::spawn(config.repeater.clone(), telemetry);
                 sinks.push(sink);
                 tap = Some(packets);
             }
-            Backend::Store => sinks.push(store::spawn(&config.store, startup_s)?),
+            Backend::Store => {
+                sinks.push(store::spawn(&config.store, telemetry(backend, EtsyStatus::None, queue_limit))?)
+            }
         }
     }
     Ok((sinks, tap))

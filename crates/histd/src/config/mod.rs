@@ -50,6 +50,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// `debug`: log at debug level.
     pub debug: bool,
+    /// `sinkQueueBytes`: the bytes of flushes (the repeater: packets) each sink but graphite
+    /// may have waiting (graphite's bound is `graphite.retryBufferBytes`).
+    pub sink_queue_bytes: u64,
     /// `healthStatus`: whether the management `health` state starts `up` (the default).
     pub healthy_at_start: bool,
     /// Keys present in the file that histd did not read (paths such as `graphite.globalPrefx`).
@@ -116,6 +119,7 @@ impl Config {
             store: store::store(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
+            sink_queue_bytes: sink_queue_bytes(&top)?,
             ignored_keys: Vec::new(),
             raw: Map::new(),
         };
@@ -150,6 +154,7 @@ impl Config {
             "store": self.store.effective(),
             "debug": self.debug,
             "healthStatus": if self.healthy_at_start { "up" } else { "down" },
+            "sinkQueueBytes": self.sink_queue_bytes,
             "ignoredKeys": self.ignored_keys,
         })
     }
@@ -173,6 +178,20 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         timer_sample_limit: timer_sample_limit(top)?,
         self_metrics: top.bool("histdSelfMetrics", false)?,
     })
+}
+
+/// The default `sinkQueueBytes`: 64 MiB.
+pub const DEFAULT_SINK_QUEUE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `sinkQueueBytes` (histd): a byte count of at least 1 MiB.
+fn sink_queue_bytes(top: &Reader<'_>) -> Result<u64, ConfigError> {
+    match top.number("sinkQueueBytes")? {
+        None => Ok(DEFAULT_SINK_QUEUE_BYTES),
+        Some(bytes) if bytes >= 1_048_576.0 && bytes.is_finite() => Ok(bytes as u64),
+        Some(bytes) => {
+            Err(top.error("sinkQueueBytes", format!("expected a byte count of at least 1 MiB, got {bytes}")))
+        }
+    }
 }
 
 /// `healthStatus` (Etsy): `up` or `down`.

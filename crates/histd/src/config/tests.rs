@@ -141,7 +141,7 @@ const EVERY_KEY: [&str; 3] = [
        console: { prettyprint: true }, repeater: [ { host: '127.0.0.1', port: 9 } ], repeaterProtocol: 'tcp', \
        store: { dataDir: '/tmp/d', retention: { raw: '1h', minute: '1d', hour: '7d' } }, \
        http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
-       udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, histdSelfMetrics: true, \
+       udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
        keyFlush: { interval: 1000 } }",
     "{ server: 'udp', address: '127.0.0.1', port: 0, address_ipv6: false, recvBufferSize: 4096 }",

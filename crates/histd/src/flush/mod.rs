@@ -31,15 +31,14 @@ impl Flusher {
         let mut snapshot = self.aggregation.current().flush(now_ms);
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
         let snapshot = Arc::new(snapshot);
+        let bytes = snapshot.estimated_bytes() as u64;
         for (telemetry, queue) in &self.sinks {
-            if queue.try_send(snapshot.clone()).is_err() {
+            if telemetry.may_queue(bytes) && queue.try_send(snapshot.clone()).is_ok() {
+                telemetry.queued_bytes.add(bytes);
+            } else {
                 telemetry.queue_full_drops.add(1);
-                let sink = telemetry.sink;
-                tracing::warn!(
-                    sink,
-                    timestamp = snapshot.timestamp,
-                    "sink is behind: flush dropped for it (queue_full_drops)"
-                );
+                let (sink, timestamp) = (telemetry.sink, snapshot.timestamp);
+                tracing::warn!(sink, timestamp, bytes, "sink is behind: flush dropped for it (queue_full_drops)");
             }
             telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
         }

@@ -20,9 +20,13 @@ impl Tap {
         Tap { sender, telemetry }
     }
 
-    /// Offers a copy of `packet`, never waiting.
+    /// Offers a copy of `packet`, never waiting: dropped (and counted) when the repeater's
+    /// queue is full by count or by bytes.
     pub fn offer(&self, packet: &[u8]) {
-        if self.sender.try_send(packet.to_vec()).is_err() {
+        let bytes = packet.len() as u64;
+        if self.telemetry.may_queue(bytes) && self.sender.try_send(packet.to_vec()).is_ok() {
+            self.telemetry.queued_bytes.add(bytes);
+        } else {
             self.telemetry.queue_full_drops.add(1);
         }
     }

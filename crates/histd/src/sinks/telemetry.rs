@@ -52,6 +52,11 @@ pub struct SinkTelemetry {
     pub queued: Gauge,
     /// Snapshots (packets) the flusher (readers) could not queue because the queue was full.
     pub queue_full_drops: Counter,
+    /// The estimated bytes of what waits in its queue.
+    pub queued_bytes: Gauge,
+    /// The most bytes its queue and retry buffer hold together (a queue always takes one
+    /// snapshot when it is empty, whatever its size).
+    pub queue_limit_bytes: u64,
     /// Flushes (packets) delivered whole.
     pub delivered: Counter,
     /// Points delivered: Graphite lines, store rows, repeated packets.
@@ -87,6 +92,8 @@ impl SinkTelemetry {
             started_unix_s: startup_unix_s,
             queued: Gauge::default(),
             queue_full_drops: Counter::default(),
+            queued_bytes: Gauge::default(),
+            queue_limit_bytes: u64::MAX,
             delivered: Counter::default(),
             points_out: Counter::default(),
             bytes_out: Counter::default(),
@@ -99,6 +106,24 @@ impl SinkTelemetry {
             last_flush_us: Gauge::default(),
             last_flush_bytes: Gauge::default(),
         }
+    }
+
+    /// The same telemetry with a byte limit for the queue (and retry buffer).
+    pub fn with_queue_limit(self, bytes: u64) -> Self {
+        SinkTelemetry { queue_limit_bytes: bytes, ..self }
+    }
+
+    /// Whether one more item of `bytes` may be queued: always into an empty queue, else only
+    /// within the limit (with what the retry buffer holds).
+    pub fn may_queue(&self, bytes: u64) -> bool {
+        let held = self.queued_bytes.get();
+        held == 0 || held + self.buffered_bytes.get() + bytes <= self.queue_limit_bytes
+    }
+
+    /// Records that the sink took an item of `bytes` off its queue, leaving `left` items.
+    pub fn dequeued(&self, bytes: u64, left: usize) {
+        self.queued_bytes.sub(bytes);
+        self.queued.set(left as u64);
     }
 
     /// Counts points dropped for `reason`.
@@ -143,6 +168,7 @@ impl SinkTelemetry {
         let counts = [
             ("queued", self.queued.get()),
             ("queue_full_drops", self.queue_full_drops.get()),
+            ("queued_bytes", self.queued_bytes.get()),
             ("delivered", self.delivered.get()),
             ("points_out", self.points_out.get()),
             ("bytes_out", self.bytes_out.get()),
@@ -211,6 +237,18 @@ mod tests {
         let names: Vec<&String> = entries.iter().map(|(n, _)| n).collect();
         let unique: std::collections::BTreeSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "each name once: {names:?}");
+    }
+
+    #[test]
+    fn a_queue_keeps_to_its_byte_limit() {
+        let telemetry = SinkTelemetry::new("graphite", EtsyStatus::Graphite, 0).with_queue_limit(100);
+        assert!(telemetry.may_queue(500), "an empty queue takes one snapshot of any size");
+        telemetry.queued_bytes.add(500);
+        assert!(!telemetry.may_queue(1));
+        telemetry.dequeued(500, 0);
+        telemetry.queued_bytes.add(40);
+        telemetry.buffered_bytes.set(50);
+        assert!(telemetry.may_queue(10) && !telemetry.may_queue(11), "the retry buffer counts too");
     }
 
     #[test]

@@ -116,3 +116,31 @@ fn c5_partial_lines_share_one_byte_budget() {
     wait_until(|| daemon.stat("messages.stream_pending_bytes") == 0.0, "closed connections to give their bytes back");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+#[test]
+fn c7_a_carbon_that_never_reads_costs_at_most_the_retry_buffer() {
+    // The kernel completes connections up to the backlog; nothing ever reads them, so once the
+    // socket buffers are full every write blocks.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let daemon = Daemon::start(
+        "c7-silent-carbon",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 100, \
+               graphiteHost: '127.0.0.1', graphitePort: {port}, graphite: {{ retryBufferBytes: 2097152 }} }}"
+        ),
+    );
+    let batches: Vec<String> =
+        (0..5).map(|b| (0..200).map(|i| format!("t{b}.{i}:{i}|ms\n")).collect()).collect();
+    wait_until(
+        || {
+            batches.iter().for_each(|batch| daemon.send_udp(batch));
+            daemon.stat("graphite.queue_full_drops") >= 5.0
+        },
+        "flushes refused by graphite's full queue",
+    );
+    let (buffered, queued) = (daemon.stat("graphite.buffered_bytes"), daemon.stat("graphite.queued_bytes"));
+    assert!(buffered <= 2_097_152.0, "{buffered} bytes in the retry buffer");
+    assert!(buffered + queued < 4_194_304.0, "the limit and at most one flush past it: {buffered} + {queued}");
+    drop(silent);
+}

@@ -8,17 +8,16 @@ use agg::jsfmt::js_number;
 use agg::Snapshot;
 use tokio::sync::mpsc;
 
-use super::{EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use super::{SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::config::ConsoleConfig;
 
 /// Starts the console sink.
-pub fn spawn(config: ConsoleConfig, startup_unix_s: u64) -> SinkHandle {
+pub fn spawn(config: ConsoleConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let telemetry = Arc::new(SinkTelemetry::new("console", EtsyStatus::Console, startup_unix_s));
     let counts = telemetry.clone();
     let task = tokio::spawn(async move {
         while let Some(snapshot) = receiver.recv().await {
-            counts.queued.set(receiver.len() as u64);
+            counts.dequeued(snapshot.estimated_bytes() as u64, receiver.len());
             let text = render(&snapshot, config.prettyprint);
             let mut stdout = std::io::stdout().lock();
             if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use super::{Chunked, GraphiteNames};
 use crate::config::{GraphiteConfig, GraphiteProtocol};
 use crate::ingest::unix_now_s;
-use crate::sinks::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -29,9 +29,8 @@ const CHUNKS_IN_FLIGHT: usize = 2;
 const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Starts the graphite sink.
-pub fn spawn(config: GraphiteConfig, names: GraphiteNames, startup_unix_s: u64) -> SinkHandle {
+pub fn spawn(config: GraphiteConfig, names: GraphiteNames, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
     let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
-    let telemetry = Arc::new(SinkTelemetry::new("graphite", EtsyStatus::Graphite, startup_unix_s));
     let sink = GraphiteSink {
         config,
         names,
@@ -63,7 +62,7 @@ impl GraphiteSink {
             tokio::select! {
                 snapshot = snapshots.recv() => match snapshot {
                     Some(snapshot) => {
-                        self.telemetry.queued.set(snapshots.len() as u64);
+                        self.telemetry.dequeued(snapshot.estimated_bytes() as u64, snapshots.len());
                         self.flush(snapshot).await;
                     }
                     None => break,
@@ -227,7 +226,9 @@ impl GraphiteSink {
     /// Drops the oldest undelivered chunks beyond `retryBufferBytes`, counting their lines
     /// (logged once per run of drops between deliveries).
     fn enforce_buffer_limit(&mut self) {
-        while self.buffered_bytes > self.config.retry_buffer_bytes {
+        // The newest chunk always stays (it is next to be tried): a limit below one chunk
+        // (~1 MiB) must not drop every flush while carbon is fine.
+        while self.buffered_bytes > self.config.retry_buffer_bytes && self.buffer.len() > 1 {
             let Some(oldest) = self.buffer.pop_front() else { break };
             self.buffered_bytes -= oldest.bytes.len() as u64;
             self.telemetry.drop_points(DropReason::BufferFull, oldest.lines as u64);

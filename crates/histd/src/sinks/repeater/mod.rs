@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{lookup_host, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 
-use super::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry};
+use super::{DropReason, SinkHandle, SinkTelemetry};
 use crate::config::{RepeaterConfig, RepeaterProtocol};
 use crate::ingest::Tap;
 
@@ -18,9 +18,8 @@ use crate::ingest::Tap;
 const PACKET_QUEUE: usize = 16_384;
 
 /// Starts the repeater; readers offer it packets through the returned [`Tap`].
-pub fn spawn(config: RepeaterConfig, startup_unix_s: u64) -> (SinkHandle, Tap) {
+pub fn spawn(config: RepeaterConfig, telemetry: Arc<SinkTelemetry>) -> (SinkHandle, Tap) {
     let (sender, receiver) = mpsc::channel(PACKET_QUEUE);
-    let telemetry = Arc::new(SinkTelemetry::new("repeater", EtsyStatus::None, startup_unix_s));
     let task = tokio::spawn(run(config, receiver, telemetry.clone()));
     (SinkHandle { snapshots: None, telemetry: telemetry.clone(), task }, Tap::new(sender, telemetry))
 }
@@ -28,7 +27,7 @@ pub fn spawn(config: RepeaterConfig, startup_unix_s: u64) -> (SinkHandle, Tap) {
 async fn run(config: RepeaterConfig, mut packets: mpsc::Receiver<Vec<u8>>, telemetry: Arc<SinkTelemetry>) {
     let mut targets = Targets::resolve(&config).await;
     while let Some(packet) = packets.recv().await {
-        telemetry.queued.set(packets.len() as u64);
+        telemetry.dequeued(packet.len() as u64, packets.len());
         targets.send(&packet, &telemetry).await;
     }
 }

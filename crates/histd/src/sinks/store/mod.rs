@@ -10,14 +10,14 @@ use agg::Snapshot;
 use anyhow::Context;
 use tokio::sync::mpsc;
 
-use super::{DropReason, EtsyStatus, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use super::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::config::StoreConfig;
 
 /// The database file inside the data directory.
 pub const DATABASE: &str = "histd.db";
 
 /// Opens the store (creating the data directory) and starts its writer.
-pub fn spawn(config: &StoreConfig, startup_unix_s: u64) -> anyhow::Result<SinkHandle> {
+pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Result<SinkHandle> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
     })?;
@@ -26,12 +26,11 @@ pub fn spawn(config: &StoreConfig, startup_unix_s: u64) -> anyhow::Result<SinkHa
     let mut store = store::Store::open(&path, config.retention)
         .with_context(|| format!("cannot open the store {}", path.display()))?;
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let telemetry = Arc::new(SinkTelemetry::new("store", EtsyStatus::None, startup_unix_s));
     let counts = telemetry.clone();
     let task = tokio::task::spawn_blocking(move || {
         let _owner = lock; // held until the writer ends
         while let Some(snapshot) = receiver.blocking_recv() {
-            counts.queued.set(receiver.len() as u64);
+            counts.dequeued(snapshot.estimated_bytes() as u64, receiver.len());
             write_flush(&mut store, &snapshot, &counts);
         }
     });
