@@ -183,7 +183,7 @@ impl Aggregator {
 
     /// Derives the interval's snapshot at `now_ms` (unix milliseconds) and starts the next one.
     pub fn flush(&mut self, now_ms: u64) -> Snapshot {
-        let timestamp = (now_ms + 500) / 1000;
+        let timestamp = self.flush_timestamp(now_ms);
         if let Some(previous) = self.previous_flush_s {
             let lag = timestamp as f64 - previous as f64 - self.config.interval_seconds();
             self.gauges.insert(self.internal.timestamp_lag.clone(), GaugeState { value: lag, ttl: u32::MAX });
@@ -208,6 +208,18 @@ impl Aggregator {
         };
         self.reset_after_flush();
         snapshot
+    }
+
+    /// The flush time in unix seconds, rounded as Etsy rounds it; with a flush interval of a
+    /// second or more, never the previous flush's second (the final flush at shutdown can come
+    /// right after a periodic one): Graphite keeps one value per name and second, so a repeated
+    /// second would overwrite the previous flush's values.
+    fn flush_timestamp(&self, now_ms: u64) -> u64 {
+        let rounded = (now_ms + 500) / 1000;
+        match self.previous_flush_s {
+            Some(previous) if rounded <= previous && self.config.flush_interval.as_millis() >= 1000 => previous + 1,
+            _ => rounded,
+        }
     }
 
     /// Adds the timers whose percentiles will be estimated this flush to
@@ -483,5 +495,13 @@ mod tests {
         let snapshot = aggregator.flush(21_500);
         assert_eq!(snapshot.timestamp, 22);
         assert_eq!(gauge(&snapshot, "statsd.timestamp_lag"), Some(2.0));
+        // A final flush 300 ms after a periodic one takes the next second, not the same one.
+        assert_eq!(aggregator.flush(21_800).timestamp, 23);
+        // Sub-second intervals keep Etsy's rounding (their flushes share seconds in Etsy too).
+        let mut fast = Aggregator::new(AggConfig {
+            flush_interval: std::time::Duration::from_millis(200),
+            ..AggConfig::default()
+        });
+        assert_eq!([fast.flush(10_000).timestamp, fast.flush(10_200).timestamp], [10, 10]);
     }
 }

@@ -13,11 +13,15 @@ pub enum DropReason {
     Shutdown,
     /// The destination refused them for good (a write that failed, a rejected request).
     Rejected,
+    /// Written to a connection that then broke, possibly unread by the peer, and no longer
+    /// kept to be sent again (the resend window was smaller than what was in flight).
+    PossiblyLost,
 }
 
 impl DropReason {
     /// Every reason, in the order [`SinkTelemetry::entries`] lists them.
-    pub const ALL: [DropReason; 3] = [DropReason::BufferFull, DropReason::Shutdown, DropReason::Rejected];
+    pub const ALL: [DropReason; 4] =
+        [DropReason::BufferFull, DropReason::Shutdown, DropReason::Rejected, DropReason::PossiblyLost];
 
     /// The name in `dropped_points.<reason>`.
     pub fn as_str(self) -> &'static str {
@@ -25,6 +29,7 @@ impl DropReason {
             DropReason::BufferFull => "buffer_full",
             DropReason::Shutdown => "shutdown",
             DropReason::Rejected => "rejected",
+            DropReason::PossiblyLost => "possibly_lost",
         }
     }
 }
@@ -68,9 +73,15 @@ pub struct SinkTelemetry {
     /// Failed delivery attempts.
     pub errors: Counter,
     /// Points dropped after they were taken on, by reason (indexed as [`DropReason::ALL`]).
-    pub dropped_points: [Counter; 3],
+    pub dropped_points: [Counter; 4],
+    /// Points sent again after a connection broke (they may arrive twice: Graphite keeps one
+    /// value per name and timestamp).
+    pub resent_points: Counter,
     /// Bytes held for a later retry.
     pub buffered_bytes: Gauge,
+    /// Bytes already written but kept to be sent again if the connection breaks (counted in
+    /// the retry buffer's limit, given up first).
+    pub resend_window_bytes: Gauge,
     /// Unix seconds at start.
     pub started_unix_s: u64,
     /// Unix seconds of the last complete delivery (0: none yet).
@@ -100,7 +111,9 @@ impl SinkTelemetry {
             retries: Counter::default(),
             errors: Counter::default(),
             dropped_points: Default::default(),
+            resent_points: Counter::default(),
             buffered_bytes: Gauge::default(),
+            resend_window_bytes: Gauge::default(),
             last_success_unix_s: Gauge::default(),
             last_error_unix_s: Gauge::default(),
             last_flush_us: Gauge::default(),
@@ -173,8 +186,10 @@ impl SinkTelemetry {
             ("points_out", self.points_out.get()),
             ("bytes_out", self.bytes_out.get()),
             ("retries", self.retries.get()),
+            ("resent_points", self.resent_points.get()),
             ("errors", self.errors.get()),
             ("buffered_bytes", self.buffered_bytes.get()),
+            ("resend_window_bytes", self.resend_window_bytes.get()),
         ];
         entries.extend(counts.into_iter().map(|(name, value)| (name.to_string(), value as f64)));
         for reason in DropReason::ALL {

@@ -312,6 +312,11 @@ impl Carbon {
         Carbon::start_on(0, Arc::default())
     }
 
+    /// Listens on `port` (one another carbon just left).
+    pub fn start_on_port(port: u16) -> Carbon {
+        Carbon::start_on(port, Arc::default())
+    }
+
     fn start_on(port: u16, lines: Arc<Mutex<Vec<(String, Instant)>>>) -> Carbon {
         let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         listener.set_nonblocking(true).unwrap();

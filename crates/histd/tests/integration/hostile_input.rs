@@ -130,8 +130,7 @@ fn c7_a_carbon_that_never_reads_costs_at_most_the_retry_buffer() {
                graphiteHost: '127.0.0.1', graphitePort: {port}, graphite: {{ retryBufferBytes: 2097152 }} }}"
         ),
     );
-    let batches: Vec<String> =
-        (0..5).map(|b| (0..200).map(|i| format!("t{b}.{i}:{i}|ms\n")).collect()).collect();
+    let batches: Vec<String> = (0..5).map(|b| (0..200).map(|i| format!("t{b}.{i}:{i}|ms\n")).collect()).collect();
     wait_until(
         || {
             batches.iter().for_each(|batch| daemon.send_udp(batch));

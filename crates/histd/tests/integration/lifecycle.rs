@@ -1,5 +1,10 @@
 //! Flush timing, idle and delete rules over several flushes, carbon outages, shutdown.
 
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
 use crate::harness::{config, wait_until, Carbon, Daemon};
 
 #[test]
@@ -110,4 +115,130 @@ fn the_retry_buffer_limit_is_enforced_and_counted() {
     carbon.restart();
     let flush = carbon.wait_flush(|f| f.get("stats.statsd.graphiteStats.dropped_lines").is_some_and(|v| v != "0"));
     assert!(flush.get("stats.statsd.graphiteStats.errors").is_some_and(|v| v != "0"));
+}
+
+/// A carbon that reads slowly from a small receive buffer, so that a backlog builds up in the
+/// socket buffers, and can be killed with that backlog unread.
+struct SlowCarbon {
+    port: u16,
+    read: Arc<AtomicU64>,
+    lines: Arc<Mutex<Vec<String>>>,
+    killed: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SlowCarbon {
+    fn start() -> SlowCarbon {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(8192).unwrap();
+        socket.set_reuse_address(true).unwrap();
+        socket.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+        socket.listen(8).unwrap();
+        let listener: std::net::TcpListener = socket.into();
+        let port = listener.local_addr().unwrap().port();
+        let (read, lines, killed) =
+            (Arc::new(AtomicU64::new(0)), Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
+        let thread = {
+            let (read, lines, killed) = (read.clone(), lines.clone(), killed.clone());
+            std::thread::spawn(move || {
+                let (mut stream, _) = listener.accept().unwrap();
+                drop(listener);
+                let (mut pending, mut buffer) = (Vec::new(), [0u8; 2048]);
+                while !killed.load(Ordering::Relaxed) {
+                    let Ok(n) = stream.read(&mut buffer) else { break };
+                    read.fetch_add(n as u64, Ordering::Relaxed);
+                    pending.extend_from_slice(&buffer[..n]);
+                    while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=end).collect();
+                        lines.lock().unwrap().push(String::from_utf8_lossy(&line[..end]).into_owned());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20)); // reads ~100 KB/s
+                }
+                // Dropped with unread data: the kernel resets the connection, the backlog is gone.
+            })
+        };
+        SlowCarbon { port, read, lines, killed, thread: Some(thread) }
+    }
+
+    /// Kills it: the lines it read; whatever the socket buffers held is lost.
+    fn kill(mut self) -> Vec<String> {
+        self.killed.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap();
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+/// The sum of each `stats_counts.<prefix>*` counter over every flush, counting a name and
+/// timestamp once (as carbon keeps one value per name and timestamp).
+fn totals(lines: &[String], prefix: &str) -> BTreeMap<String, f64> {
+    let mut seen = BTreeMap::new();
+    for line in lines {
+        let parts: Vec<&str> = line.split(' ').collect();
+        if let [name, value, ts] = parts[..] {
+            if name.starts_with(prefix) {
+                seen.insert((name.to_string(), ts.to_string()), value.parse::<f64>().unwrap_or(0.0));
+            }
+        }
+    }
+    let mut totals = BTreeMap::new();
+    for ((name, _), value) in seen {
+        *totals.entry(name).or_insert(0.0) += value;
+    }
+    totals
+}
+
+/// Issue 22 C4: a carbon killed while its socket buffers hold a backlog loses nothing: what
+/// may not have been read is sent again to the next carbon.
+#[test]
+fn c4_a_carbon_killed_with_a_backlog_loses_nothing() {
+    let slow = SlowCarbon::start();
+    let port = slow.port;
+    let daemon = Daemon::start(
+        "c4-killed-carbon",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 1000, udpReceiveBufferBytes: 33554432, \
+               graphiteHost: '127.0.0.1', graphitePort: {port} }}"
+        ),
+    );
+    let datagrams: Vec<String> =
+        (0..50).map(|d| (0..200).map(|i| format!("c4.k{}:1|c\n", d * 200 + i)).collect()).collect();
+    let (mut rounds, mut polls) = (0u64, 0u64);
+    wait_until(
+        || {
+            polls += 1;
+            if polls % 5 == 1 {
+                datagrams.iter().for_each(|datagram| daemon.send_udp(datagram));
+                rounds += 1;
+            }
+            daemon.stat("graphite.bytes_out") - slow.read.load(Ordering::Relaxed) as f64 > 1_000_000.0
+        },
+        "a backlog of a megabyte at the slow carbon",
+    );
+    let early = slow.kill();
+    let carbon = Carbon::start_on_port(port);
+    daemon.wait_received(rounds * 10_000);
+    wait_until(|| daemon.stat("graphite.resent_points") > 0.0, "what the killed carbon may not have read sent again");
+    let wanted: BTreeMap<String, f64> = (0..10_000).map(|k| (format!("stats_counts.c4.k{k}"), rounds as f64)).collect();
+    let possibly_lost = daemon.stat("graphite.dropped_points.possibly_lost");
+    assert!(daemon.terminate());
+    let arrived = || {
+        let mut lines = early.clone();
+        lines.extend(carbon.lines());
+        totals(&lines, "stats_counts.c4.")
+    };
+    let done = std::time::Instant::now() + crate::harness::WAIT;
+    while arrived() != wanted && std::time::Instant::now() < done {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let got = arrived();
+    let (sum_got, sum_wanted): (f64, f64) = (got.values().sum(), wanted.values().sum());
+    let short: Vec<_> = wanted.iter().filter(|(k, v)| got.get(*k) != Some(v)).take(3).collect();
+    assert!(
+        got == wanted,
+        "{sum_got} of {sum_wanted} increments arrived ({} names); e.g. {short:?}; early lines {}, later {}",
+        got.len(),
+        early.len(),
+        carbon.lines().len()
+    );
+    assert_eq!(possibly_lost, 0.0);
 }

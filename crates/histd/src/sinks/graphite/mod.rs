@@ -6,6 +6,7 @@ mod pickle;
 mod sink;
 #[cfg(test)]
 mod tests;
+mod window;
 
 pub use encode::{Chunked, GraphiteNames};
 pub use sink::spawn;

@@ -15,8 +15,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use super::window::{in_flight_capacity, Payload, SentWindow};
 use super::{Chunked, GraphiteNames};
-use crate::config::{GraphiteConfig, GraphiteProtocol};
+use crate::config::GraphiteConfig;
 use crate::ingest::unix_now_s;
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
@@ -37,6 +38,7 @@ pub fn spawn(config: GraphiteConfig, names: GraphiteNames, telemetry: Arc<SinkTe
         telemetry: telemetry.clone(),
         buffer: VecDeque::new(),
         buffered_bytes: 0,
+        sent: SentWindow::new(in_flight_capacity()),
         connection: None,
         dropping: false,
     };
@@ -51,6 +53,8 @@ struct GraphiteSink {
     /// Payloads not yet delivered, oldest first.
     buffer: VecDeque<Payload>,
     buffered_bytes: u64,
+    /// Written on the current connection, kept to be sent again if it breaks.
+    sent: SentWindow,
     connection: Option<TcpStream>,
     /// The buffer has been dropping since the last delivery (logged once per such run).
     dropping: bool,
@@ -183,23 +187,46 @@ impl GraphiteSink {
             };
             if let Err(error) = result {
                 self.buffer.push_front(payload);
-                self.connection = None;
+                self.connection_broke();
                 self.record_error(&error);
                 return false;
             }
             self.buffered_bytes -= length as u64;
-            self.telemetry.buffered_bytes.set(self.buffered_bytes);
             self.telemetry.points_out.add(payload.lines as u64);
             self.telemetry.bytes_out.add(length as u64);
+            self.sent.written(payload);
+            self.sent.shrink_to(self.config.retry_buffer_bytes.saturating_sub(self.buffered_bytes));
+            self.publish_held_bytes();
             self.dropping = false;
         }
         true
     }
 
+    /// The connection is gone: what it may not have delivered goes back to the front of the
+    /// buffer, and what could no longer be kept for that is counted.
+    fn connection_broke(&mut self) {
+        self.connection = None;
+        let broken = self.sent.broken();
+        self.telemetry.drop_points(DropReason::PossiblyLost, broken.possibly_lost as u64);
+        let resent: usize = broken.resend.iter().map(|payload| payload.lines).sum();
+        self.telemetry.resent_points.add(resent as u64);
+        for payload in broken.resend.into_iter().rev() {
+            self.buffered_bytes += payload.bytes.len() as u64;
+            self.buffer.push_front(payload);
+        }
+        self.enforce_buffer_limit();
+    }
+
+    /// What is held: unsent (`buffered_bytes`) and kept to resend (`resend_window_bytes`).
+    fn publish_held_bytes(&self) {
+        self.telemetry.buffered_bytes.set(self.buffered_bytes);
+        self.telemetry.resend_window_bytes.set(self.sent.bytes());
+    }
+
     /// The open connection, or a new one when there is none or carbon closed it.
     async fn connected(&mut self) -> std::io::Result<&mut TcpStream> {
         if self.connection.as_ref().is_some_and(|c| !is_open(c)) {
-            self.connection = None;
+            self.connection_broke();
         }
         if self.connection.is_none() {
             let host = self.config.host.as_deref().unwrap_or("127.0.0.1");
@@ -226,6 +253,8 @@ impl GraphiteSink {
     /// Drops the oldest undelivered chunks beyond `retryBufferBytes`, counting their lines
     /// (logged once per run of drops between deliveries).
     fn enforce_buffer_limit(&mut self) {
+        // What is kept only for a resend goes first.
+        self.sent.shrink_to(self.config.retry_buffer_bytes.saturating_sub(self.buffered_bytes));
         // The newest chunk always stays (it is next to be tried): a limit below one chunk
         // (~1 MiB) must not drop every flush while carbon is fine.
         while self.buffered_bytes > self.config.retry_buffer_bytes && self.buffer.len() > 1 {
@@ -241,26 +270,7 @@ impl GraphiteSink {
                 );
             }
         }
-        self.telemetry.buffered_bytes.set(self.buffered_bytes);
-    }
-}
-
-/// One encoded chunk as it goes on the wire, and the Graphite points in it.
-#[derive(Debug)]
-struct Payload {
-    bytes: Vec<u8>,
-    lines: usize,
-}
-
-impl Payload {
-    /// `chunk` (plaintext lines) in `protocol`'s form.
-    fn new(chunk: String, protocol: GraphiteProtocol) -> Self {
-        let lines = chunk.bytes().filter(|&b| b == b'\n').count();
-        let bytes = match protocol {
-            GraphiteProtocol::Text => chunk.into_bytes(),
-            GraphiteProtocol::Pickle => super::pickle::from_lines(&chunk),
-        };
-        Payload { bytes, lines }
+        self.publish_held_bytes();
     }
 }
 
