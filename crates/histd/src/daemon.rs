@@ -234,7 +234,8 @@ async fn start_listeners(
                 let (sockets, granted) = open_udp(*address, settings).with_context(context)?;
                 let bound = sockets[0].local_addr()?;
                 edges.listening.udp.push(bound);
-                report_receive_buffer(bound, settings.receive_buffer, granted);
+                report_receive_buffer(bound, granted);
+                streams.edges.udp_receive_buffer(granted.kernel as u64);
                 tracing::info!(proto = %"udp", addr = %bound, readers = settings.readers, mode = ?settings.mode, "listening");
                 let sources = sockets
                     .into_iter()

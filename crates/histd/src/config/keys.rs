@@ -96,7 +96,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["http_port"], "8127", "the HTTP API's port"),
     histd(&["udpReaders"], "the cores histd may run on", "reader threads per UDP listener"),
     histd(&["udpReaderMode"], "`reuseport`", "`reuseport`: a socket per reader (the kernel spreads senders over them); `shared`: one socket all readers read (for many cores fed by few clients). Measured in BENCHMARKS.md"),
-    histd(&["udpReceiveBufferBytes"], "16777216 (16 MiB)", "SO_RCVBUF asked for each UDP socket. As root histd may pass `net.core.rmem_max`; otherwise, when the kernel grants less, histd logs the size granted and the sysctl that raises it"),
+    histd(&["udpReceiveBufferBytes"], "16777216 (16 MiB)", "the receive buffer asked for each UDP socket: about this many bytes of datagrams wait in the kernel before it drops. histd sets it with `SO_RCVBUFFORCE` when privileged (past `net.core.rmem_max`), else `SO_RCVBUF` (capped at `net.core.rmem_max`; histd then logs the size granted and the sysctl that raises it). The kernel doubles what is set (half pays for its bookkeeping), so `SO_RCVBUF` and `messages.receive_buffer_bytes` read back twice this value; a peer compared with histd should be given the same setting"),
     histd(&["udpBatchDatagrams"], "32", "datagrams read per `recvmmsg`"),
     histd(&["maxDatagramBytes"], "65536", "longer datagrams are cut and counted in `truncated_datagrams`"),
     histd(&["shutdownDrainMs"], "2000", "at shutdown, how long UDP and Unix datagram readers keep reading what their sockets hold before the final flush; datagrams still queued then are dropped and counted in `messages.shutdown_unread_datagrams`"),

@@ -143,12 +143,34 @@ pub fn get_option(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
     }
 }
 
-/// Asks for a receive buffer of `bytes` (past `net.core.rmem_max` too when privileged) and
-/// returns what the kernel granted (Linux reports twice the usable size; this halves it).
-pub fn set_receive_buffer(fd: RawFd, bytes: usize) -> io::Result<usize> {
+/// A socket's receive buffer: what was asked for and what the kernel holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveBuffer {
+    /// Bytes asked for (`udpReceiveBufferBytes` or `recvBufferSize`).
+    pub asked: usize,
+    /// What `SO_RCVBUF` reads back: the kernel doubles the value set (half of it pays for its
+    /// own bookkeeping), so this is up to twice `asked`; the payload a socket holds before it
+    /// drops is about `asked`.
+    pub kernel: usize,
+    /// Set with `SO_RCVBUFFORCE` (privileged: past `net.core.rmem_max`); otherwise with
+    /// `SO_RCVBUF`, capped at `net.core.rmem_max`.
+    pub forced: bool,
+}
+
+impl ReceiveBuffer {
+    /// Whether the kernel gave less than asked.
+    pub fn capped(&self) -> bool {
+        self.kernel / 2 < self.asked
+    }
+}
+
+/// Sets the receive buffer to `bytes` (forcing past `net.core.rmem_max` when privileged).
+pub fn set_receive_buffer(fd: RawFd, bytes: usize) -> io::Result<ReceiveBuffer> {
     let wanted = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    if set_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, wanted).is_err() {
+    let forced = set_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, wanted).is_ok();
+    if !forced {
         set_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, wanted)?;
     }
-    Ok(get_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize / 2)
+    let kernel = get_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize;
+    Ok(ReceiveBuffer { asked: bytes, kernel, forced })
 }

@@ -68,16 +68,28 @@ pub struct EdgeCounters {
     pub shutdown_unread_datagrams: Counter,
     /// Bytes of partial lines (no newline yet) held across every stream connection.
     pub stream_pending_bytes: Gauge,
+    /// The smallest UDP receive buffer as the kernel reads it back (`SO_RCVBUF`: twice what
+    /// was set, half being its bookkeeping); 0 without UDP listeners.
+    pub receive_buffer_bytes: Gauge,
 }
 
 impl EdgeCounters {
+    /// Records a UDP socket's receive buffer (the smallest is kept).
+    pub fn udp_receive_buffer(&self, kernel_bytes: u64) {
+        let current = self.receive_buffer_bytes.get();
+        if current == 0 || kernel_bytes < current {
+            self.receive_buffer_bytes.set(kernel_bytes);
+        }
+    }
+
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 4] {
+    pub fn entries(&self) -> [(&'static str, u64); 5] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("stream_lines_split", self.stream_lines_split.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),
+            ("receive_buffer_bytes", self.receive_buffer_bytes.get()),
         ]
     }
 }

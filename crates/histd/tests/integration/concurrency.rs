@@ -94,6 +94,7 @@ fn kernel_drops_match_the_kernels_own_count() {
     assert_eq!(reported, kernel, "histd's count equals the kernel's RcvbufErrors delta");
     let received = daemon.stat("messages.packets_received") as u64;
     assert_eq!(received + reported, 20_001, "every datagram is either received or counted as dropped");
+    assert_eq!(daemon.stat("messages.receive_buffer_bytes"), 8192.0, "4096 asked, read back doubled");
 }
 
 /// Counter keys stay with their readers between takes, and closed TCP connections hand their
