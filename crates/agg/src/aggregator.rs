@@ -251,7 +251,7 @@ impl Aggregator {
             }
             let exact_percentiles = samples.is_complete();
             let totals = totals_of(samples);
-            let distribution = samples.take_histogram();
+            let distribution = std::mem::take(&mut samples.histogram);
             TimerPoint { key: key.clone(), stats, bins, distribution, totals, exact_percentiles }
         });
         sorted(points, |p| &p.key)

@@ -120,15 +120,9 @@ pub struct TimerSamples {
     pub min: f64,
     /// The largest value received (meaningless when `received` is 0).
     pub max: f64,
-    /// Every value binned so far, each counted `1 / rate` times (fractions carried to the next
-    /// sample): every value received once `binned`, none before (read it through
-    /// [`TimerSamples::binned_histogram`]).
-    pub(crate) histogram: circllhist::Histogram,
+    /// Every value, each counted `1 / rate` times (fractions carried to the next sample).
+    pub histogram: circllhist::Histogram,
     weight_carry: f64,
-    /// Whether `histogram` holds every value received. While every value arrived at rate 1
-    /// and is kept, binning waits: the flush bins the sorted values in runs, one histogram
-    /// insert per bin instead of one per sample.
-    binned: bool,
 }
 
 impl TimerSamples {
@@ -141,13 +135,6 @@ impl TimerSamples {
             if self.received == 1 { (value, value) } else { (self.min.min(value), self.max.max(value)) };
         self.sum += value;
         self.sum_squares += value * value;
-        if !self.binned {
-            if rate == 1.0 && self.values.len() < limit {
-                self.values.push(value);
-                return;
-            }
-            self.bin_values();
-        }
         if complete && self.values.len() < limit {
             self.values.push(value);
         } else if !self.values.is_empty() {
@@ -166,42 +153,6 @@ impl TimerSamples {
         self.values.len() as u64 == self.received
     }
 
-    /// The histogram of every value received (binning the kept values first if they wait).
-    pub fn binned_histogram(&mut self) -> &circllhist::Histogram {
-        self.bin_values();
-        &self.histogram
-    }
-
-    /// Takes the histogram of every value received, leaving an empty one.
-    pub fn take_histogram(&mut self) -> circllhist::Histogram {
-        self.bin_values();
-        std::mem::take(&mut self.histogram)
-    }
-
-    /// Bins the kept values (each at weight 1: they all arrived at rate 1), one insert per run
-    /// of values in the same bin: few inserts when the values are sorted.
-    fn bin_values(&mut self) {
-        if self.binned {
-            return;
-        }
-        self.binned = true;
-        let mut run: Option<(circllhist::Bucket, u64)> = None;
-        for &value in &self.values {
-            let bucket = bucket_exactly(value);
-            match &mut run {
-                Some((current, count)) if *current == bucket => *count += 1,
-                _ => {
-                    if let Some((current, count)) = run.replace((bucket, 1)) {
-                        self.histogram.insert_bucket(current, count);
-                    }
-                }
-            }
-        }
-        if let Some((current, count)) = run {
-            self.histogram.insert_bucket(current, count);
-        }
-    }
-
     /// Adds `other` after `self`; raw values stay only if both kept theirs and together they
     /// fit in `limit`.
     pub fn merge(&mut self, other: TimerSamples, limit: usize) {
@@ -213,13 +164,7 @@ impl TimerSamples {
             self.keep_values_within(limit);
             return;
         }
-        let mut other = other;
         let keep = self.is_complete() && other.is_complete() && self.values.len() + other.values.len() <= limit;
-        if !keep || self.binned != other.binned {
-            // Values about to be dropped, or binned on one side only: bin both before merging.
-            self.bin_values();
-            other.bin_values();
-        }
         if keep {
             self.values.extend(other.values);
         } else {
@@ -237,7 +182,6 @@ impl TimerSamples {
 
     fn keep_values_within(&mut self, limit: usize) {
         if self.values.len() > limit {
-            self.bin_values();
             self.values = Vec::new();
         }
     }
@@ -245,15 +189,10 @@ impl TimerSamples {
 
 /// Integral values take the histogram's exact integer path; others the f64 path.
 fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64) {
-    histogram.insert_bucket(bucket_exactly(value), count);
-}
-
-/// The bin of `value`: by the exact integer path when it is integral, else the f64 path.
-fn bucket_exactly(value: f64) -> circllhist::Bucket {
     if value.fract() == 0.0 && value.abs() < 9.0e18 {
-        circllhist::Bucket::of_int_scale(value as i64, 0)
+        histogram.insert_int_scale(value as i64, 0, count);
     } else {
-        circllhist::Bucket::of_f64(value)
+        histogram.insert(value, count);
     }
 }
 
@@ -508,42 +447,6 @@ mod tests {
         assert!(timer.values.is_empty() && !timer.is_complete());
         assert_eq!((timer.received, timer.min, timer.max, timer.sum), (8, 0.5, 5.0, 16.5));
         assert_eq!(timer.histogram.count(), 5 + 10, "three samples at rate 0.3 weigh 10 in all");
-    }
-
-    /// Binning waits while every value arrived at rate 1 and is kept; whenever it happens (at
-    /// the flush, past the limit, at a sample rate, when merging), the histogram is the one
-    /// each value inserted on arrival gives.
-    #[test]
-    fn binning_late_gives_the_histogram_binning_on_arrival_gives() {
-        let values = |seed: u64, n: usize| -> Vec<f64> {
-            (0..n as u64).map(|i| ((seed + i) * 7919 % 5003) as f64 / if i % 3 == 0 { 10.0 } else { 1.0 }).collect()
-        };
-        // (first reader's values, second's, limit, rate of the second's last value)
-        let cases = [
-            (values(1, 50), values(2, 40), 100, 1.0),
-            (values(3, 50), values(4, 60), 100, 1.0),
-            (values(5, 150), values(6, 10), 100, 1.0),
-            (values(7, 30), values(8, 30), 100, 0.5),
-            (values(9, 0), values(10, 30), 100, 1.0),
-            (values(11, 30), values(12, 0), 10, 1.0),
-        ];
-        for (index, (first, second, limit, rate)) in cases.into_iter().enumerate() {
-            let mut want = circllhist::Histogram::new();
-            let mut a = TimerSamples::default();
-            for &value in &first {
-                a.add(value, 1.0, limit);
-                insert_exactly(&mut want, value, 1);
-            }
-            let mut b = TimerSamples::default();
-            for (i, &value) in second.iter().enumerate() {
-                let value_rate = if i + 1 == second.len() { rate } else { 1.0 };
-                b.add(value, value_rate, limit);
-                insert_exactly(&mut want, value, (1.0 / value_rate) as u64);
-            }
-            a.merge(b, limit);
-            assert_eq!(a.received as usize, first.len() + second.len(), "case {index}");
-            assert_eq!(*a.binned_histogram(), want, "case {index}");
-        }
     }
 
     #[test]

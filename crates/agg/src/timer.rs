@@ -21,7 +21,7 @@ pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec
 
 fn exact_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
     let values = &mut samples.values;
-    values.sort_unstable_by(f64::total_cmp);
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let running = RunningSums::new(values);
     let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
     for (index, threshold) in config.thresholds.iter().enumerate() {
