@@ -272,12 +272,21 @@ fn read_until_ready(child: &mut Child) -> BTreeMap<String, Vec<String>> {
 }
 
 /// Polls `condition` until it holds or [`WAIT`] passes.
-pub fn wait_until(mut condition: impl FnMut() -> bool, what: &str) {
+pub fn wait_until(condition: impl FnMut() -> bool, what: &str) {
+    assert!(eventually(condition), "timed out waiting for {what}");
+}
+
+/// Polls `condition` until it holds (true) or [`WAIT`] passes (false), for a test that says
+/// more than "timed out" when it does not.
+pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     while !condition() {
-        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
+        if started.elapsed() >= WAIT {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    true
 }
 
 /// One flush as carbon received it: name → value, and the timestamp.

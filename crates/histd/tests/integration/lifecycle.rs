@@ -5,7 +5,7 @@ use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::harness::{config, wait_until, Carbon, Daemon};
+use crate::harness::{config, eventually, wait_until, Carbon, Daemon};
 
 #[test]
 fn sigterm_flushes_the_last_interval_and_exits_zero() {
@@ -226,10 +226,7 @@ fn c4_a_carbon_killed_with_a_backlog_loses_nothing() {
         lines.extend(carbon.lines());
         totals(&lines, "stats_counts.c4.")
     };
-    let done = std::time::Instant::now() + crate::harness::WAIT;
-    while arrived() != wanted && std::time::Instant::now() < done {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    eventually(|| arrived() == wanted);
     let got = arrived();
     let (sum_got, sum_wanted): (f64, f64) = (got.values().sum(), wanted.values().sum());
     let short: Vec<_> = wanted.iter().filter(|(k, v)| got.get(*k) != Some(v)).take(3).collect();
