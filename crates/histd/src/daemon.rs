@@ -100,8 +100,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let stopping =
         Stopping { flag: Arc::default(), drain_limit: config.ingest.shutdown_drain, edges: edge_counters.clone() };
     let pending = PendingBudget { limit: config.ingest.stream_pending_bytes as u64, edges: edge_counters.clone() };
-    let streams =
-        StreamContext { shards: aggregation.shards.clone(), tap: tap.clone(), edges: edge_counters.clone(), pending };
+    let streams = StreamContext {
+        shards: aggregation.shards.clone(),
+        tap: tap.clone(),
+        edges: edge_counters.clone(),
+        pending,
+        drain_limit: config.ingest.shutdown_drain,
+    };
     let mut edges = Edges::default();
     if let Err(error) = start_listeners(&config, &mut edges, tap, streams, &stop, &stopping).await {
         stop_edges(edges, &stop_sender, &stopping).await;

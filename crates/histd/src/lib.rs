@@ -17,6 +17,7 @@ pub mod bench;
 pub mod config;
 pub mod query_cli;
 
+mod accept;
 mod admin;
 mod cross_protocol;
 mod daemon;

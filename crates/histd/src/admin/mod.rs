@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 pub use command::{execute, Command};
 
+use crate::accept::AcceptFailures;
 use crate::flush::Aggregation;
 use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
@@ -47,11 +48,12 @@ pub struct AdminState {
 
 /// Serves management connections until shutdown.
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
+    let mut failures = AcceptFailures::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => { tokio::spawn(serve_connection(stream, state.clone())); }
-                Err(error) => tracing::warn!(%error, "management accept failed"),
+                Err(error) => failures.failed("management", &error).await,
             },
             _ = shutdown.changed() => break,
         }

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 
 use super::framer::{Framer, PendingBudget};
 use super::{unix_now_s, Shards, Tap};
+use crate::accept::AcceptFailures;
 use crate::cross_protocol::{first_line, looks_like_http};
 use crate::telemetry::EdgeCounters;
 
@@ -50,16 +51,19 @@ pub struct StreamContext {
     pub edges: Arc<EdgeCounters>,
     /// The budget for partial lines across connections (split lines counted there too).
     pub pending: PendingBudget,
+    /// At shutdown, how long a connection may still deliver in all (`shutdownDrainMs`).
+    pub drain_limit: Duration,
 }
 
 /// Accepts connections until shutdown; returns when every connection has finished.
 pub async fn serve_streams<L: Accept>(listener: L, context: StreamContext, mut shutdown: watch::Receiver<bool>) {
     let mut connections = JoinSet::new();
+    let mut failures = AcceptFailures::default();
     loop {
         tokio::select! {
             accepted = listener.accept_stream() => match accepted {
                 Ok(stream) => { connections.spawn(serve_connection(stream, context.clone(), shutdown.clone())); }
-                Err(error) => tracing::warn!(%error, "stream accept failed"),
+                Err(error) => failures.failed("statsd stream", &error).await,
             },
             _ = shutdown.changed() => break,
         }
@@ -126,12 +130,27 @@ impl Connection<'_> {
     }
 }
 
-/// After shutdown, reads what the connection still delivers within [`DRAIN_WAIT`] of each read.
+/// After shutdown, reads what the connection still delivers within [`DRAIN_WAIT`] of each read,
+/// and for at most the drain limit in all: a client that keeps sending is cut off then (and
+/// counted in `shutdown_cut_connections`).
 async fn drain_briefly<S: AsyncRead + Unpin>(stream: &mut S, framer: &mut Framer, connection: &mut Connection<'_>) {
-    while let Ok(Ok(read)) = tokio::time::timeout(DRAIN_WAIT, stream.read(framer.chunk())).await {
-        if read == 0 || connection.refused {
-            break;
+    let deadline = tokio::time::Instant::now() + connection.context.drain_limit;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            connection.context.edges.shutdown_cut_connections.add(1);
+            return;
         }
-        framer.accept(read, |packet| connection.deliver(packet));
+        match tokio::time::timeout(DRAIN_WAIT.min(left), stream.read(framer.chunk())).await {
+            Ok(Ok(read)) if read > 0 && !connection.refused => {
+                framer.accept(read, |packet| connection.deliver(packet));
+            }
+            Ok(_) => return,
+            Err(_) if tokio::time::Instant::now() >= deadline => {
+                connection.context.edges.shutdown_cut_connections.add(1);
+                return;
+            }
+            Err(_) => return,
+        }
     }
 }

@@ -66,6 +66,9 @@ pub struct EdgeCounters {
     pub stream_lines_split: Counter,
     /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
     pub shutdown_unread_datagrams: Counter,
+    /// Stream connections still sending when the shutdown drain's time ran out (what they sent
+    /// after it is not read).
+    pub shutdown_cut_connections: Counter,
     /// Bytes of partial lines (no newline yet) held across every stream connection.
     pub stream_pending_bytes: Gauge,
     /// The smallest UDP receive buffer as the kernel reads it back (`SO_RCVBUF`: twice what
@@ -83,11 +86,12 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 5] {
+    pub fn entries(&self) -> [(&'static str, u64); 6] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("stream_lines_split", self.stream_lines_split.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
+            ("shutdown_cut_connections", self.shutdown_cut_connections.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),
             ("receive_buffer_bytes", self.receive_buffer_bytes.get()),
         ]

@@ -27,8 +27,8 @@ pub struct Daemon {
 enum Mode {
     /// `histd::start` on a runtime of its own; `None` once stopped.
     InProcess { runtime: Box<tokio::runtime::Runtime>, running: Option<histd::Running> },
-    /// The real binary.
-    Process { child: Child, stdout: Arc<Mutex<String>> },
+    /// The real binary, and what it printed (its log after `ready` in `stderr`).
+    Process { child: Child, stdout: Arc<Mutex<String>>, stderr: Arc<Mutex<String>> },
 }
 
 /// A fresh temporary directory for one test.
@@ -61,10 +61,24 @@ impl Daemon {
 
     /// Starts `histd run` (the real binary) with `config`, and waits until it is ready.
     pub fn start_process(name: &str, config: &str) -> Daemon {
+        Daemon::start_process_limited(name, config, None)
+    }
+
+    /// As [`Daemon::start_process`], with at most `open_files` file descriptors when given.
+    pub fn start_process_limited(name: &str, config: &str, open_files: Option<u32>) -> Daemon {
         let dir = temp_dir(name);
         let path = dir.join("config.js");
         std::fs::write(&path, config.replace("$DIR", dir.to_str().unwrap())).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_histd"))
+        let binary = env!("CARGO_BIN_EXE_histd");
+        let mut command = match open_files {
+            None => Command::new(binary),
+            Some(limit) => {
+                let mut shell = Command::new("sh");
+                shell.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\""), binary]);
+                shell
+            }
+        };
+        let mut child = command
             .args(["run", "--config", path.to_str().unwrap()])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -82,8 +96,9 @@ impl Daemon {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..n]));
             }
         });
-        let addresses = read_until_ready(&mut child);
-        Daemon { mode: Mode::Process { child, stdout }, addresses, dir }
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let addresses = read_until_ready(&mut child, stderr.clone());
+        Daemon { mode: Mode::Process { child, stdout, stderr }, addresses, dir }
     }
 
     /// The process id of a daemon started with [`Daemon::start_process`].
@@ -152,6 +167,14 @@ impl Daemon {
         match &self.mode {
             Mode::Process { stdout, .. } => stdout.lock().unwrap().clone(),
             Mode::InProcess { .. } => panic!("an in-process daemon shares the test's standard output"),
+        }
+    }
+
+    /// What a daemon started with [`Daemon::start_process`] logged after it was ready.
+    pub fn stderr(&self) -> String {
+        match &self.mode {
+            Mode::Process { stderr, .. } => stderr.lock().unwrap().clone(),
+            Mode::InProcess { .. } => panic!("an in-process daemon logs nowhere"),
         }
     }
 
@@ -243,7 +266,7 @@ fn addresses_of(bound: &histd::Bound) -> BTreeMap<String, Vec<String>> {
 
 /// Reads the process's log until it says `ready` (or [`WAIT`] passes): the addresses of its
 /// `listening` lines.
-fn read_until_ready(child: &mut Child) -> BTreeMap<String, Vec<String>> {
+fn read_until_ready(child: &mut Child, after_ready: Arc<Mutex<String>>) -> BTreeMap<String, Vec<String>> {
     let stderr = child.stderr.take().unwrap();
     let (lines_sender, lines) = mpsc::channel();
     std::thread::spawn(move || {
@@ -264,7 +287,9 @@ fn read_until_ready(child: &mut Child) -> BTreeMap<String, Vec<String>> {
             addresses.entry(field("proto=")).or_default().push(field("addr="));
         }
         if line.contains(" ready ") {
-            std::thread::spawn(move || lines.iter().for_each(drop));
+            std::thread::spawn(move || {
+                lines.iter().for_each(|line| after_ready.lock().unwrap().push_str(&(line + "\n")))
+            });
             return addresses;
         }
     }

@@ -143,3 +143,31 @@ fn c7_a_carbon_that_never_reads_costs_at_most_the_retry_buffer() {
     assert!(buffered + queued < 4_194_304.0, "the limit and at most one flush past it: {buffered} + {queued}");
     drop(silent);
 }
+
+/// Issue 19 B3: at the file descriptor limit the accept loops retried at once, forever: a core
+/// at 100% and 450k warnings a second. They back off and warn once per interval now.
+#[test]
+fn b3_at_the_descriptor_limit_accept_backs_off_and_warns_once() {
+    let config = "{ servers: [ { server: 'tcp', address: '127.0.0.1', port: 0 } ], mgmt_port: 0, http_port: 0, \
+                  flushInterval: 60000, backends: ['console'] }";
+    let daemon = Daemon::start_process_limited("b3-emfile", config, Some(48));
+    let held: Vec<TcpStream> = (0..80).filter_map(|_| TcpStream::connect(daemon.address("tcp")).ok()).collect();
+    wait_until(|| daemon.stderr().contains("accept failed"), "an accept to fail at the limit");
+    // Not a synchronisation: one second in which a spinning loop would show (a core's worth of
+    // CPU and thousands of warnings).
+    let cpu_before = cpu_seconds(daemon.pid());
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let cpu = cpu_seconds(daemon.pid()) - cpu_before;
+    let warnings = daemon.stderr().matches("accept failed").count();
+    assert!(warnings == 1 && cpu < 0.3, "{warnings} warnings, {cpu:.2} s of CPU in a second at the limit");
+    drop(held);
+    assert!(daemon.terminate());
+}
+
+/// User plus system CPU seconds of process `pid`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
