@@ -56,7 +56,7 @@ pub const KEYS: &[KeyDoc] = &[
     etsy(&["mgmt_address"], "127.0.0.1", "the management interface's address"),
     etsy(&["mgmt_port"], "8126", "the management interface's port"),
     etsy(&["backends"], "`[\"graphite\"]`", "where flushes go: `graphite`, `console`, `repeater`, `store` (also spelled `./backends/graphite`); `histd run` with no config uses `store`"),
-    etsy(&["flushInterval"], "10000", "milliseconds between flushes, on a fixed grid from start"),
+    etsy(&["flushInterval"], "10000", "milliseconds between flushes, on a fixed grid from start (at most a day: 86400000)"),
     etsy(&["percentThreshold"], "90", "timer percentiles to compute (a number or a list; negative: the lowest)"),
     etsy(&["calculatedTimerMetrics"], "all", "which timer statistics to send (`count`, `mean`, `upper_90`, ...)"),
     etsy(&["histogram"], "none", "`[{metric, bins}]`: Etsy's per-timer bin counts (`bins`: ascending limits, `'inf'` last)"),

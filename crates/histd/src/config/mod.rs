@@ -214,11 +214,17 @@ fn timer_sample_limit(top: &Reader<'_>) -> Result<usize, ConfigError> {
     }
 }
 
+/// The longest `flushInterval`: a day (longer ones overflowed the flush grid).
+const MAX_FLUSH_INTERVAL_MS: f64 = 86_400_000.0;
+
 fn flush_interval(top: &Reader<'_>) -> Result<Duration, ConfigError> {
     match top.number("flushInterval")? {
         None => Ok(Duration::from_secs(10)),
-        Some(ms) if ms >= 1.0 && ms.is_finite() => Ok(Duration::from_millis(ms as u64)),
-        Some(ms) => Err(top.error("flushInterval", format!("expected milliseconds of at least 1, got {ms}"))),
+        Some(ms) if (1.0..=MAX_FLUSH_INTERVAL_MS).contains(&ms) => Ok(Duration::from_millis(ms as u64)),
+        Some(ms) => Err(top.error(
+            "flushInterval",
+            format!("expected milliseconds from 1 to {MAX_FLUSH_INTERVAL_MS} (a day), got {ms}"),
+        )),
     }
 }
 

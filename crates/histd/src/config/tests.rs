@@ -80,6 +80,7 @@ fn errors_name_the_key() {
         ("{ percentThreshold: [90, -101] }", "config key `percentThreshold`"),
         ("{ graphite: { legacyNamespace: 'no' } }", "config key `graphite.legacyNamespace`"),
         ("{ graphiteProtocol: 'udp' }", "config key `graphiteProtocol`"),
+        ("{ flushInterval: 1e300 }", "config key `flushInterval`: expected milliseconds from 1 to 86400000"),
         ("{ servers: [] }", "config key `servers`"),
         ("{ servers: [ { port: 'x' } ] }", "config key `servers[0].port`"),
         ("{ address: 'nowhere' }", "config key `address`"),

@@ -129,6 +129,10 @@ pub fn answer(route: Route, query: &HashMap<String, String>, store: &store::Stor
     }
 }
 
+/// The longest `match` pattern (SQLite refuses long GLOB patterns as "too complex": that was a
+/// 500 for what is bad input).
+pub const MAX_PATTERN_BYTES: usize = 1024;
+
 /// Series listed when `limit` is not given.
 pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
 /// The most series one answer lists.
@@ -136,6 +140,10 @@ pub const MAX_SERIES_LIMIT: usize = 100_000;
 
 fn series_answer(query: &HashMap<String, String>, store: &store::Store) -> Result<Value, Failure> {
     let pattern = query.get("match").map_or("*", String::as_str);
+    if pattern.len() > MAX_PATTERN_BYTES {
+        let message = format!("a pattern of at most {MAX_PATTERN_BYTES} bytes, got {}", pattern.len());
+        return Err(BadParameter { name: "match", message }.into());
+    }
     let limit = params::count("limit", query.get("limit").map(String::as_str), DEFAULT_SERIES_LIMIT, MAX_SERIES_LIMIT)?;
     let (found, total) = store.series(Some(pattern), limit).map_err(internal)?;
     let list: Vec<Value> = found

@@ -3,7 +3,7 @@
 //! | route | parameters | answer |
 //! |---|---|---|
 //! | `GET /health` | | `{"status", "uptime_s", "packets_received", "metrics_received", "bad_lines", "kernel_drops", "truncated_datagrams", "edges": {counter: n}, "sinks": {sink: {counter: n}}}`; 503 when `health down` |
-//! | `GET /api/v1/series` | `match` (glob on the name, default `*`), `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type"}], "total", "truncated"}`: the first `limit` by name |
+//! | `GET /api/v1/series` | `match` (glob on the name, default `*`, at most 1024 bytes), `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type"}], "total", "truncated"}`: the first `limit` by name |
 //! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}` |
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |

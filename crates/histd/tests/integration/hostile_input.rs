@@ -48,6 +48,11 @@ fn c2_a_query_starting_with_a_no_break_space_gets_an_answer() {
         assert_eq!(status, want, "{expr}: {body}");
         assert!(serde_json::from_str::<serde_json::Value>(&body).is_ok(), "{expr}: a JSON answer, got {body:?}");
     }
+    // Issue 19 B9: far times were an i64 overflow (an empty answer), a long glob a 500.
+    let (status, body) = daemon.http_get("/api/v1/histogram?name=x&from=0&to=1e30");
+    assert!(status == 400 && body.contains("parameter `to`"), "{status} {body}");
+    let (status, body) = daemon.http_get(&format!("/api/v1/series?match={}", "*a".repeat(30_000)));
+    assert!(status == 400 && body.contains("parameter `match`"), "{status} {body}");
     for (name, value) in [("from", "1e300"), ("to", "now-106751991167300d"), ("step", "106751991167300d")] {
         let (status, body) = daemon.http_get(&format!("/api/v1/query?expr=count(x)&{name}={value}"));
         assert_eq!(status, 400, "{name}={value}: {body}");
