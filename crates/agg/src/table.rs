@@ -332,6 +332,12 @@ impl Table {
         }
     }
 
+    /// Counts a line rejected before parsing (`TooLong`): a line received, and a bad one.
+    pub fn count_rejected_line(&mut self, reason: ParseError) {
+        self.ingest.lines += 1;
+        self.ingest.bad_by_reason[reason.index()] += 1;
+    }
+
     /// Records datagrams lost before parsing: cut short by the buffer, dropped by the kernel.
     pub fn count_socket_losses(&mut self, truncated: u64, kernel_drops: u64) {
         self.ingest.truncated_datagrams += truncated;

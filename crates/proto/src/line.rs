@@ -161,11 +161,15 @@ pub enum ParseError {
     NegativeTimer,
     /// The sample rate is not `@` and a number greater than 0 (`|@-1`, `|0.5`, `|@0`).
     BadSampleRate,
+    /// The line is longer than histd keeps (a datagram past `maxDatagramBytes`, a stream line
+    /// past 1 MiB or the partial-line budget): discarded whole, never parsed in pieces. The
+    /// parser never returns it; the listeners count it.
+    TooLong,
 }
 
 impl ParseError {
     /// Every reason, in a fixed order (see [`ParseError::index`]).
-    pub const ALL: [ParseError; 7] = [
+    pub const ALL: [ParseError; 8] = [
         ParseError::NoValue,
         ParseError::EmptyName,
         ParseError::NoType,
@@ -173,6 +177,7 @@ impl ParseError {
         ParseError::BadValue,
         ParseError::NegativeTimer,
         ParseError::BadSampleRate,
+        ParseError::TooLong,
     ];
 
     /// The reason's name, used in metric names (`bad_lines.<name>`).
@@ -185,6 +190,7 @@ impl ParseError {
             ParseError::BadValue => "bad_value",
             ParseError::NegativeTimer => "negative_timer",
             ParseError::BadSampleRate => "bad_sample_rate",
+            ParseError::TooLong => "too_long",
         }
     }
 

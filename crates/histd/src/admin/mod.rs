@@ -26,7 +26,7 @@ use crate::flush::Aggregation;
 use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
 
-/// The longest command line read; longer input is cut into several lines.
+/// The longest command line read; a longer line is discarded whole and answered `ERROR`.
 const MAX_LINE: usize = 64 * 1024;
 
 /// What the commands read and change.
@@ -70,6 +70,13 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+        if line.len() == MAX_LINE && !line.ends_with(b"\n") {
+            // Too long to be a command: discarded whole, never run in pieces.
+            if !skip_line(&mut reader).await || writer.write_all(b"ERROR\n").await.is_err() {
+                return;
+            }
+            continue;
+        }
         if crate::cross_protocol::looks_like_http(&line) {
             state.edges.refused_http_connections.add(1);
             return;
@@ -82,6 +89,19 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
         let reply = execute(&command, &state);
         if writer.write_all(reply.as_bytes()).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Reads and drops the rest of a line; false when the connection ended first.
+async fn skip_line(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> bool {
+    let mut rest = Vec::new();
+    loop {
+        rest.clear();
+        match reader.take(MAX_LINE as u64).read_until(b'\n', &mut rest).await {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if rest.ends_with(b"\n") => return true,
+            Ok(_) => {}
         }
     }
 }

@@ -183,8 +183,15 @@ impl Reader<'_> {
         }
         let now = unix_now_s();
         self.shard.with_table(|table| {
-            for datagram in batch.datagrams() {
-                table.insert_packet(now, datagram);
+            for (index, datagram) in batch.datagrams().enumerate() {
+                if batch.truncated(index) {
+                    // The last line was cut off: it is discarded whole, never parsed as a name.
+                    let whole = datagram.iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1);
+                    table.insert_packet(now, &datagram[..whole]);
+                    table.count_rejected_line(proto::ParseError::TooLong);
+                } else {
+                    table.insert_packet(now, datagram);
+                }
             }
             table.count_socket_losses(received.truncated as u64, kernel_drops);
         });

@@ -6,7 +6,8 @@
 //! each byte is scanned for a newline once, whatever a client drips, and memory per connection
 //! is the chunk plus its partial line. A partial line longer than [`MAX_LINE_BYTES`], or one
 //! that would take the daemon's partial lines past their budget (`streamPendingBytes`), is
-//! cut: what is held goes out as a line of its own, counted in `stream_lines_split`.
+//! discarded whole, up to its newline, and reported once ([`Framed::TooLong`]): never parsed in
+//! pieces (the tail of a long line could read as a valid metric).
 
 use std::sync::Arc;
 
@@ -27,19 +28,31 @@ pub struct PendingBudget {
     pub edges: Arc<EdgeCounters>,
 }
 
+/// What framing hands on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Framed<'a> {
+    /// Complete lines, each with its newline (the last line at the end of a connection may
+    /// have none).
+    Packet(&'a [u8]),
+    /// A line too long to keep was discarded.
+    TooLong,
+}
+
 /// One connection's framing state.
 #[derive(Debug)]
 pub struct Framer {
     chunk: Box<[u8]>,
     /// The partial line after the last newline seen (counted in the budget).
     pending: Vec<u8>,
+    /// The current line was too long: its bytes are dropped until its newline.
+    skipping: bool,
     budget: PendingBudget,
 }
 
 impl Framer {
     /// An empty framer whose partial lines count against `budget`.
     pub fn new(budget: PendingBudget) -> Self {
-        Framer { chunk: vec![0; READ_CHUNK].into_boxed_slice(), pending: Vec::new(), budget }
+        Framer { chunk: vec![0; READ_CHUNK].into_boxed_slice(), pending: Vec::new(), skipping: false, budget }
     }
 
     /// Where the next read goes.
@@ -47,49 +60,52 @@ impl Framer {
         &mut self.chunk
     }
 
-    /// Frames the `read` bytes just read into [`Framer::chunk`]: complete lines go to
-    /// `packet` (one call), the rest is held.
-    pub fn accept(&mut self, read: usize, mut packet: impl FnMut(&[u8])) {
+    /// Frames the `read` bytes just read into [`Framer::chunk`]: complete lines go to `out`
+    /// (one packet), the rest is held.
+    pub fn accept(&mut self, read: usize, mut out: impl FnMut(Framed<'_>)) {
         let chunk = std::mem::take(&mut self.chunk);
-        let new = &chunk[..read];
+        let mut new = &chunk[..read];
+        if self.skipping {
+            match new.iter().position(|&b| b == b'\n') {
+                Some(newline) => (self.skipping, new) = (false, &new[newline + 1..]),
+                None => new = &[],
+            }
+        }
         match new.iter().rposition(|&b| b == b'\n') {
             Some(newline) => {
                 if self.pending.is_empty() {
-                    packet(&new[..=newline]);
+                    out(Framed::Packet(&new[..=newline]));
                 } else {
                     self.pending.extend_from_slice(&new[..=newline]);
-                    packet(&self.pending);
+                    out(Framed::Packet(&self.pending));
                     self.release();
                 }
-                self.hold(&new[newline + 1..], &mut packet);
+                self.hold(&new[newline + 1..], &mut out);
             }
-            None => self.hold(new, &mut packet),
+            None => self.hold(new, &mut out),
         }
         self.chunk = chunk;
     }
 
     /// Hands over the partial line still held (the connection ended).
-    pub fn finish(&mut self, mut packet: impl FnMut(&[u8])) {
+    pub fn finish(&mut self, mut out: impl FnMut(Framed<'_>)) {
         if !self.pending.is_empty() {
-            packet(&self.pending);
+            out(Framed::Packet(&self.pending));
             self.release();
         }
     }
 
-    /// Holds `bytes` after the partial line, or cuts the line there when it would grow past
-    /// its bounds.
-    fn hold(&mut self, bytes: &[u8], packet: &mut impl FnMut(&[u8])) {
+    /// Holds `bytes` after the partial line, or discards the line when it would grow past its
+    /// bounds (and the rest of it, up to its newline, as it arrives).
+    fn hold(&mut self, bytes: &[u8], out: &mut impl FnMut(Framed<'_>)) {
         if bytes.is_empty() {
             return;
         }
         let too_long = self.pending.len() + bytes.len() > MAX_LINE_BYTES;
-        let held = &self.budget.edges.stream_pending_bytes;
-        if too_long || !held.try_add(bytes.len() as u64, self.budget.limit) {
-            held.add(bytes.len() as u64); // briefly: released with the line below
-            self.pending.extend_from_slice(bytes);
-            self.budget.edges.stream_lines_split.add(1);
-            packet(&self.pending);
+        if too_long || !self.budget.edges.stream_pending_bytes.try_add(bytes.len() as u64, self.budget.limit) {
             self.release();
+            self.skipping = true;
+            out(Framed::TooLong);
             return;
         }
         self.pending.reserve_exact(bytes.len());
@@ -122,18 +138,23 @@ mod tests {
         (Framer::new(PendingBudget { limit, edges: edges.clone() }), edges)
     }
 
-    /// Feeds `reads` and collects the packets, the last one from `finish`.
-    fn frame(framer: &mut Framer, reads: &[&[u8]]) -> Vec<Vec<u8>> {
-        let mut packets = Vec::new();
+    /// Feeds `reads` and collects what comes out (`None` for a discarded line), the last from
+    /// `finish`.
+    fn frame(framer: &mut Framer, reads: &[&[u8]]) -> Vec<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut collect = |framed: Framed<'_>| match framed {
+            Framed::Packet(packet) => out.push(Some(packet.to_vec())),
+            Framed::TooLong => out.push(None),
+        };
         for read in reads {
             framer.chunk()[..read.len()].copy_from_slice(read);
-            framer.accept(read.len(), |p| packets.push(p.to_vec()));
+            framer.accept(read.len(), &mut collect);
         }
-        framer.finish(|p| packets.push(p.to_vec()));
-        packets
+        framer.finish(&mut collect);
+        out
     }
 
-    /// Reads, and the packets framed from them.
+    /// Reads, and what is framed from them.
     type Case<'a> = (&'a [&'a [u8]], &'a [&'a [u8]]);
 
     #[test]
@@ -146,19 +167,22 @@ mod tests {
         ];
         for (reads, want) in cases {
             let (mut framer, edges) = framer(u64::MAX);
-            assert_eq!(frame(&mut framer, reads), *want, "{reads:?}");
-            assert_eq!((edges.stream_lines_split.get(), edges.stream_pending_bytes.get()), (0, 0));
+            let want: Vec<Option<Vec<u8>>> = want.iter().map(|p| Some(p.to_vec())).collect();
+            assert_eq!(frame(&mut framer, reads), want, "{reads:?}");
+            assert_eq!(edges.stream_pending_bytes.get(), 0);
         }
     }
 
     #[test]
-    fn cuts_and_counts_a_line_past_its_length() {
+    fn a_line_past_its_length_is_discarded_whole() {
         let (mut framer, edges) = framer(u64::MAX);
         let chunk = vec![b'x'; READ_CHUNK];
-        let reads: Vec<&[u8]> = std::iter::repeat_n(&chunk[..], MAX_LINE_BYTES / READ_CHUNK + 1).collect();
-        let sizes: Vec<usize> = frame(&mut framer, &reads).iter().map(Vec::len).collect();
-        assert_eq!(sizes, [MAX_LINE_BYTES + READ_CHUNK]);
-        assert_eq!((edges.stream_lines_split.get(), edges.stream_pending_bytes.get()), (1, 0));
+        let mut reads: Vec<&[u8]> = std::iter::repeat_n(&chunk[..], MAX_LINE_BYTES / READ_CHUNK + 2).collect();
+        // The long line's tail, which would parse as a counter if it were cut off, then a line.
+        reads.push(b"xx;tail:1|c\nnext:1|c\n");
+        let framed = frame(&mut framer, &reads);
+        assert_eq!(framed, [None, Some(b"next:1|c\n".to_vec())]);
+        assert_eq!(edges.stream_pending_bytes.get(), 0);
     }
 
     #[test]
@@ -166,14 +190,14 @@ mod tests {
         let edges = Arc::new(EdgeCounters::default());
         let budget = PendingBudget { limit: 10, edges: edges.clone() };
         let (mut first, mut second) = (Framer::new(budget.clone()), Framer::new(budget));
-        let mut packets = Vec::new();
+        let mut framed = Vec::new();
         first.chunk()[..6].copy_from_slice(b"aaaaaa");
-        first.accept(6, |p| packets.push(p.to_vec()));
+        first.accept(6, |f| framed.push(f == Framed::TooLong));
         assert_eq!(edges.stream_pending_bytes.get(), 6);
         second.chunk()[..6].copy_from_slice(b"bbbbbb");
-        second.accept(6, |p| packets.push(p.to_vec()));
-        assert_eq!(packets, [b"bbbbbb".to_vec()], "past the budget: cut and handed over");
-        assert_eq!((edges.stream_lines_split.get(), edges.stream_pending_bytes.get()), (1, 6));
+        second.accept(6, |f| framed.push(f == Framed::TooLong));
+        assert_eq!(framed, [true], "past the budget: discarded");
+        assert_eq!(edges.stream_pending_bytes.get(), 6);
         drop(first);
         assert_eq!(edges.stream_pending_bytes.get(), 0, "a closed connection gives its bytes back");
     }

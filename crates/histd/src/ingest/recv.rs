@@ -80,6 +80,11 @@ impl Batch {
         })
     }
 
+    /// Whether datagram `index` of the last receive was longer than its buffer (cut short).
+    pub fn truncated(&self, index: usize) -> bool {
+        self.headers[..self.received].get(index).is_some_and(|h| h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0)
+    }
+
     fn reset_headers(&mut self) {
         let controls = self.controls.as_mut_ptr();
         for (slot, header) in self.headers.iter_mut().enumerate() {

@@ -9,7 +9,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::framer::{Framer, PendingBudget};
+use super::framer::{Framed, Framer, PendingBudget};
 use super::{unix_now_s, Shards, Tap};
 use crate::accept::AcceptFailures;
 use crate::cross_protocol::{first_line, looks_like_http};
@@ -87,7 +87,7 @@ async fn serve_connection<S: AsyncRead + Unpin>(
         tokio::select! {
             read = stream.read(framer.chunk()) => match read {
                 Ok(0) | Err(_) => break,
-                Ok(read) => framer.accept(read, |packet| connection.deliver(packet)),
+                Ok(read) => framer.accept(read, |framed| connection.deliver(framed)),
             },
             _ = shutdown.changed() => {
                 drain_briefly(&mut stream, &mut framer, &mut connection).await;
@@ -98,7 +98,7 @@ async fn serve_connection<S: AsyncRead + Unpin>(
             break;
         }
     }
-    framer.finish(|packet| connection.deliver(packet));
+    framer.finish(|framed| connection.deliver(framed));
     shard.close();
 }
 
@@ -112,7 +112,14 @@ struct Connection<'a> {
 }
 
 impl Connection<'_> {
-    fn deliver(&mut self, packet: &[u8]) {
+    fn deliver(&mut self, framed: Framed<'_>) {
+        let packet = match framed {
+            Framed::Packet(packet) => packet,
+            Framed::TooLong => {
+                self.shard.with_table(|table| table.count_rejected_line(proto::ParseError::TooLong));
+                return;
+            }
+        };
         if !self.first_line_checked {
             self.first_line_checked = true;
             if looks_like_http(first_line(packet)) {
@@ -143,7 +150,7 @@ async fn drain_briefly<S: AsyncRead + Unpin>(stream: &mut S, framer: &mut Framer
         }
         match tokio::time::timeout(DRAIN_WAIT.min(left), stream.read(framer.chunk())).await {
             Ok(Ok(read)) if read > 0 && !connection.refused => {
-                framer.accept(read, |packet| connection.deliver(packet));
+                framer.accept(read, |framed| connection.deliver(framed));
             }
             Ok(_) => return,
             Err(_) if tokio::time::Instant::now() >= deadline => {

@@ -61,9 +61,6 @@ pub struct EdgeCounters {
     /// Connections to the management port or a statsd stream listener closed unread because
     /// their first line was an HTTP request or header (a web page's cross-protocol request).
     pub refused_http_connections: Counter,
-    /// Stream lines longer than the framing bound, cut into pieces (each piece is parsed as a
-    /// line of its own).
-    pub stream_lines_split: Counter,
     /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
     pub shutdown_unread_datagrams: Counter,
     /// Stream connections still sending when the shutdown drain's time ran out (what they sent
@@ -86,10 +83,9 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 6] {
+    pub fn entries(&self) -> [(&'static str, u64); 5] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
-            ("stream_lines_split", self.stream_lines_split.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
             ("shutdown_cut_connections", self.shutdown_cut_connections.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),

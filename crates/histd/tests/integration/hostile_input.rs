@@ -115,7 +115,7 @@ fn c5_partial_lines_share_one_byte_budget() {
             stream
         })
         .collect();
-    wait_until(|| daemon.stat("messages.stream_lines_split") >= 1.0, "a partial line cut at the budget");
+    wait_until(|| daemon.stat("messages.bad_lines.too_long") >= 1.0, "a partial line discarded at the budget");
     assert!(daemon.stat("messages.stream_pending_bytes") <= 2_097_152.0);
     drop(connections);
     wait_until(|| daemon.stat("messages.stream_pending_bytes") == 0.0, "closed connections to give their bytes back");
@@ -175,4 +175,33 @@ fn cpu_seconds(pid: u32) -> f64 {
     let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     ticks / 100.0
+}
+
+/// Issue 19 B10: over-long lines were cut into pieces that were parsed (the tail of a long TCP
+/// line became a counter; `'x' * 65536 + "health down"` ran on the management port; a truncated
+/// datagram's last line was counted under a cut name). They are discarded whole and counted.
+#[test]
+fn b10_over_long_lines_are_discarded_whole_on_every_listener() {
+    let data = temp_dir("b10-data");
+    let daemon =
+        Daemon::start("b10-long-lines", &config(&data).replace("backends:", "maxDatagramBytes: 512, backends:"));
+    let mut stream = TcpStream::connect(daemon.address("tcp")).unwrap();
+    stream.write_all(&vec![b'x'; 2 << 20]).unwrap();
+    stream.write_all(b";tail:1|c\nnext:1|c\n").unwrap();
+    drop(stream);
+    let mut datagram = b"good:1|c\ncut".to_vec();
+    datagram.extend(std::iter::repeat_n(b'y', 600));
+    datagram.extend_from_slice(b":1|c");
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.send_to(&datagram, daemon.address("udp")).unwrap();
+    daemon.wait_received(4); // good, next, and the two long lines
+    assert_eq!(daemon.stat("messages.bad_lines.too_long"), 2.0);
+    let counters = daemon.admin("counters");
+    assert!(counters.contains("next: 1") && counters.contains("good: 1"), "{counters}");
+    assert!(!counters.contains("tail") && !counters.contains("cut"), "no piece of a long line counted: {counters}");
+    let mut command = vec![b'x'; 65_536];
+    command.extend_from_slice(b"health down\n");
+    assert_eq!(daemon.admin_until(&String::from_utf8(command).unwrap(), |r| r.ends_with('\n')), "ERROR\n");
+    assert_eq!(daemon.admin_until("health\n", |r| r.ends_with('\n')), "health: up\n");
+    let _ = std::fs::remove_dir_all(&data);
 }
