@@ -86,6 +86,7 @@ impl Running {
 /// Binds every listener, starts sinks, readers, the management interface, the HTTP API and
 /// the flusher, and returns once histd is ready: every address is bound and accepting.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    check_addresses_free(&config)?;
     let startup_s = (unix_now_ms() + 500) / 1000;
     let admin_listener = TcpListener::bind(config.mgmt)
         .await
@@ -280,6 +281,32 @@ async fn start_listeners(
                 tracing::info!(proto = %"unix", addr = %unix.path.display(), "listening");
                 edges.stream_tasks.spawn(serve_streams(socket, streams.clone(), stop.clone()));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every UDP and TCP address before anything is bound, so that a start that cannot
+/// succeed takes nothing: a UDP port is bound with `SO_REUSEPORT`, which the kernel lets
+/// another process's reuseport socket share, so a second histd would silently take half the
+/// datagrams (and one that failed later, on a TCP port, took some before it exited). A port
+/// another process holds is refused, naming the key.
+fn check_addresses_free(config: &Config) -> anyhow::Result<()> {
+    for (index, listener) in config.listeners.iter().enumerate() {
+        let in_use = |proto: &str, address: &std::net::SocketAddr, error: std::io::Error| {
+            anyhow::anyhow!(
+                "cannot listen on {proto} {address} (servers[{index}] / port / address): {error}; \
+                 another process holds it (histd does not share a port)"
+            )
+        };
+        match listener {
+            Listener::Udp(address, _) if address.port() != 0 => {
+                drop(std::net::UdpSocket::bind(address).map_err(|e| in_use("UDP", address, e))?);
+            }
+            Listener::Tcp(address) if address.port() != 0 => {
+                drop(std::net::TcpListener::bind(address).map_err(|e| in_use("TCP", address, e))?);
+            }
+            _ => {}
         }
     }
     Ok(())

@@ -205,3 +205,33 @@ fn b10_over_long_lines_are_discarded_whole_on_every_listener() {
     assert_eq!(daemon.admin_until("health\n", |r| r.ends_with('\n')), "health: up\n");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// Issue 19 B4: SO_REUSEPORT let a second histd on the same UDP port start and take half the
+/// datagrams (and one that then failed on its TCP port took some before it exited). A port
+/// another process holds is refused before anything is bound.
+#[test]
+fn b4_a_udp_port_held_by_another_process_is_refused_before_anything_is_bound() {
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    other.set_reuse_port(true).unwrap();
+    other.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    let port = other.local_addr().unwrap().as_socket().unwrap().port();
+    let config = format!("{{ address: '127.0.0.1', port: {port}, mgmt_port: 0, http_port: 0, backends: ['console'] }}");
+    let error = Daemon::try_start("b4-shared-udp", &config).err().expect("refused");
+    assert!(error.contains(&format!("UDP 127.0.0.1:{port}")) && error.contains("another process holds it"), "{error}");
+    // A TCP port in use stops the start before its UDP port is bound.
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (tcp_port, udp_port) = (tcp.local_addr().unwrap().port(), udp.local_addr().unwrap().port());
+    drop(udp);
+    let config = format!(
+        "{{ servers: [ {{ server: 'udp', address: '127.0.0.1', port: {udp_port} }}, \
+                       {{ server: 'tcp', address: '127.0.0.1', port: {tcp_port} }} ], mgmt_port: 0, http_port: 0 }}"
+    );
+    let error = Daemon::try_start("b4-tcp-in-use", &config).err().expect("refused");
+    // Refused by the check that runs before any bind (a later bind's error reads differently).
+    assert!(
+        error.contains(&format!("TCP 127.0.0.1:{tcp_port}")) && error.contains("another process holds it"),
+        "{error}"
+    );
+    drop(tcp);
+}
