@@ -302,12 +302,17 @@ impl<'a> Values<'a> {
             Some(bar) => (&group[..bar], group_type(&group[bar + 1..])?),
             None => (group, self.lent_type()?),
         };
+        let value = parse_value(group_type.kind, value)?;
+        let sample_rate = group_type.rate.or(self.tail_rate).unwrap_or(1.0);
+        if !weighs_finitely(group_type.kind, &value, sample_rate) {
+            return Err(ParseError::BadSampleRate);
+        }
         Ok(Metric {
             name: self.name,
             tags: self.tags,
             kind: group_type.kind,
-            value: parse_value(group_type.kind, value)?,
-            sample_rate: group_type.rate.or(self.tail_rate).unwrap_or(1.0),
+            value,
+            sample_rate,
             timestamp: self.timestamp,
         })
     }
@@ -389,6 +394,16 @@ fn sample_rate(field: &[u8]) -> Result<f64, ParseError> {
     }
 }
 
+/// Whether a value sampled at `rate` stays finite once weighted: a counter adds
+/// `value / rate`, a timer counts `1 / rate` (`k:1e300|c|@1e-300` would add Infinity).
+fn weighs_finitely(kind: Kind, value: &Value<'_>, rate: f64) -> bool {
+    match (kind, value) {
+        (Kind::Counter, Value::Number(number)) => (number / rate).is_finite(),
+        (Kind::Timer | Kind::Histogram | Kind::Distribution, _) => (1.0 / rate).is_finite(),
+        _ => true,
+    }
+}
+
 fn unix_timestamp(digits: &[u8]) -> Option<u64> {
     std::str::from_utf8(digits).ok()?.parse().ok().filter(|&ts| ts > 0)
 }
@@ -397,7 +412,9 @@ fn parse_value(kind: Kind, text: &[u8]) -> Result<Value<'_>, ParseError> {
     if kind == Kind::Set {
         return Ok(Value::Member(if text.is_empty() { b"0" } else { text }));
     }
-    let number = js_number(text).ok_or(ParseError::BadValue)?;
+    // `Infinity` and overflowing numbers (`1e309`) are JavaScript numbers Etsy accepts; histd
+    // refuses them: an infinite counter or gauge never comes back, and its statistics are NaN.
+    let number = js_number(text).filter(|number| number.is_finite()).ok_or(ParseError::BadValue)?;
     match kind {
         Kind::Timer if number < 0.0 => Err(ParseError::NegativeTimer),
         Kind::Gauge if matches!(text.first(), Some(b'+' | b'-')) => Ok(Value::GaugeDelta(number)),

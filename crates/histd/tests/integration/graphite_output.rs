@@ -312,3 +312,21 @@ fn unpickle_with_python(bytes: &[u8]) -> String {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
 }
+
+/// Issue 19 B11: `Infinity`, `1e309` and rates like `@1e-300` became Infinity counters and NaN
+/// statistics in Graphite (Etsy emits them). They are bad lines now, counted by reason.
+#[test]
+fn b11_non_finite_values_and_rates_are_rejected() {
+    let packet = "inf:Infinity|c\nbig:1e309|g\nrate:1e300|c|@1e-300\nslow:5|ms|@1e-320\nok:1|c\n";
+    let flush = final_flush("non-finite", "histdSelfMetrics: true,", packet);
+    assert_lines(
+        &flush,
+        &[
+            ("stats_counts.ok", "1"),
+            ("stats_counts.statsd.bad_lines.bad_value", "2"),
+            ("stats_counts.statsd.bad_lines.bad_sample_rate", "2"),
+        ],
+    );
+    let odd: Vec<&String> = flush.lines.iter().filter(|l| l.contains("Infinity") || l.contains("NaN")).collect();
+    assert!(odd.is_empty(), "{odd:?}");
+}
