@@ -148,8 +148,12 @@ fn dump(aggregator: &mut Aggregator, metric_type: MetricType) -> String {
 
 /// Each argument deletes the key it names and, when it ends in `.*`, every key starting with
 /// what precedes the `*`. Etsy's replies: `deleted: <key>` per key, `metric <arg> not found`.
+/// Etsy's `del*`: each argument deletes its key, and a `prefix.*` argument every key under
+/// the prefix. The keys are listed (sorted) once per command and each prefix found by binary
+/// search, so thousands of patterns do not hold the aggregator's lock for long.
 fn delete(aggregator: &mut Aggregator, metric_type: MetricType, arguments: &[String]) -> String {
     let mut out = String::new();
+    let mut sorted = None;
     for argument in arguments {
         let mut found = false;
         if aggregator.remove(metric_type, argument) {
@@ -157,10 +161,14 @@ fn delete(aggregator: &mut Aggregator, metric_type: MetricType, arguments: &[Str
             found = true;
         }
         if let Some(prefix) = argument.strip_suffix('*').filter(|_| argument.ends_with(".*")) {
-            for key in aggregator.keys(metric_type).into_iter().filter(|k| k.starts_with(prefix)) {
-                aggregator.remove(metric_type, &key);
-                let _ = writeln!(out, "deleted: {key}");
-                found = true;
+            let keys = sorted.get_or_insert_with(|| aggregator.keys(metric_type));
+            let first = keys.partition_point(|key| key.as_str() < prefix);
+            for key in keys[first..].iter().take_while(|key| key.starts_with(prefix)) {
+                // A key an earlier argument deleted is not reported twice.
+                if aggregator.remove(metric_type, key) {
+                    let _ = writeln!(out, "deleted: {key}");
+                    found = true;
+                }
             }
         }
         if !found {
@@ -212,6 +220,25 @@ fn js_string(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 19 B6: thousands of `prefix.*` arguments re-listed every key once per argument,
+    /// holding the aggregator's lock for seconds; the keys are listed once and searched.
+    #[test]
+    fn deletes_by_prefix_and_exact_key_as_etsy_replies() {
+        let mut aggregator = Aggregator::new(agg::AggConfig::default());
+        let mut table = agg::Table::new(true, 10);
+        let lines: String = (0..20_000).map(|i| format!("p{}.k{i}:1|c\n", i % 4000)).collect();
+        table.insert_packet(1, lines.as_bytes());
+        table.insert_packet(1, b"a.b:1|c\na.c:1|c\nab:1|c\n");
+        aggregator.absorb(table);
+        let reply =
+            delete(&mut aggregator, MetricType::Counters, &["a.b".into(), "a.*".into(), "a.*".into(), "zz.*".into()]);
+        assert_eq!(reply, "deleted: a.b\ndeleted: a.c\nmetric a.* not found\nmetric zz.* not found\nEND\n\n");
+        let patterns: Vec<String> = (0..4000).map(|p| format!("p{p}.*")).collect();
+        let reply = delete(&mut aggregator, MetricType::Counters, &patterns);
+        assert_eq!(reply.matches("deleted: ").count(), 20_000);
+        assert!(aggregator.keys(MetricType::Counters).iter().all(|k| k.starts_with("statsd.") || k == "ab"));
+    }
 
     #[test]
     fn parses_like_etsy() {
