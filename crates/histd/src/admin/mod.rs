@@ -26,6 +26,13 @@ use crate::flush::Aggregation;
 use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
 
+/// Management connections served at once; more are closed at once and counted in
+/// `refused_management_connections` (each may hold a full dump while its client reads it).
+const MAX_CONNECTIONS: usize = 16;
+/// How long a reply may take to be taken by its client before the connection is closed (a
+/// client that never reads would otherwise hold its dump for good).
+const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The longest command line read; a longer line is discarded whole and answered `ERROR`.
 const MAX_LINE: usize = 64 * 1024;
 
@@ -49,10 +56,20 @@ pub struct AdminState {
 /// Serves management connections until shutdown.
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
     let mut failures = AcceptFailures::default();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => { tokio::spawn(serve_connection(stream, state.clone())); }
+                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let state = state.clone();
+                        tokio::spawn(async move {
+                            serve_connection(stream, state).await;
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => state.edges.refused_management_connections.add(1),
+                },
                 Err(error) => failures.failed("management", &error).await,
             },
             _ = shutdown.changed() => break,
@@ -87,7 +104,7 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
             return;
         }
         let reply = execute(&command, &state);
-        if writer.write_all(reply.as_bytes()).await.is_err() {
+        if !matches!(tokio::time::timeout(REPLY_TIMEOUT, writer.write_all(reply.as_bytes())).await, Ok(Ok(()))) {
             return;
         }
     }

@@ -61,6 +61,8 @@ pub struct EdgeCounters {
     /// Connections to the management port or a statsd stream listener closed unread because
     /// their first line was an HTTP request or header (a web page's cross-protocol request).
     pub refused_http_connections: Counter,
+    /// Management connections closed at once because as many as allowed were open.
+    pub refused_management_connections: Counter,
     /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
     pub shutdown_unread_datagrams: Counter,
     /// Stream connections still sending when the shutdown drain's time ran out (what they sent
@@ -83,9 +85,10 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 5] {
+    pub fn entries(&self) -> [(&'static str, u64); 6] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
+            ("refused_management_connections", self.refused_management_connections.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
             ("shutdown_cut_connections", self.shutdown_cut_connections.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),

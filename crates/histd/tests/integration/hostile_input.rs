@@ -235,3 +235,17 @@ fn b4_a_udp_port_held_by_another_process_is_refused_before_anything_is_bound() {
     );
     drop(tcp);
 }
+
+/// Issue 19 B8: management clients were unbounded, each able to hold a full dump it never reads.
+/// At most 16 are served at once; more are closed at once and counted.
+#[test]
+fn b8_management_connections_are_capped() {
+    let daemon = daemon("b8-mgmt-cap");
+    let mgmt = daemon.address("mgmt");
+    let held: Vec<TcpStream> = (0..16).map(|_| TcpStream::connect(&mgmt).unwrap()).collect();
+    // The 17th is closed unread once the 16 are being served.
+    wait_until(|| exchange(&mgmt, b"health\n").is_empty(), "a connection past the cap closed at once");
+    drop(held);
+    wait_until(|| exchange(&mgmt, b"health\nquit\n") == b"health: up\n", "a free slot again");
+    assert!(daemon.stat("messages.refused_management_connections") >= 1.0);
+}
