@@ -76,8 +76,28 @@ impl Store {
     /// Writes one flush taken at `now` (unix seconds): its rows, the rollups it completes, and
     /// the retention trim, in one transaction.
     pub fn write(&mut self, now: i64, rows: Vec<(SeriesKey, Row)>) -> Result<(), StoreError> {
-        let transaction = self.connection.transaction()?;
         let mut new_series = Vec::new();
+        let written = self.write_transaction(now, rows, &mut new_series);
+        if written.is_err() {
+            // The transaction rolled back: the series it created do not exist, and SQLite may
+            // give their ids to other series. Forgetting them keeps a later flush from writing
+            // one series' rows under another's id.
+            for (key, id) in new_series {
+                self.ids.remove(&key);
+                self.kinds.remove(&id);
+            }
+        }
+        written
+    }
+
+    /// The transaction of [`Store::write`]; `new_series` collects the series it creates.
+    fn write_transaction(
+        &mut self,
+        now: i64,
+        rows: Vec<(SeriesKey, Row)>,
+        new_series: &mut Vec<(SeriesKey, i64)>,
+    ) -> Result<(), StoreError> {
+        let transaction = self.connection.transaction()?;
         for (key, row) in rows {
             let id = match self.ids.get(&key) {
                 Some(&id) => id,
@@ -101,13 +121,7 @@ impl Store {
             let oldest = now - self.retention.of(resolution);
             transaction.execute(&format!("DELETE FROM {} WHERE ts < ?1", resolution.table()), [oldest])?;
         }
-        if let Err(error) = transaction.commit() {
-            for (key, id) in new_series {
-                self.ids.remove(&key);
-                self.kinds.remove(&id);
-            }
-            return Err(error.into());
-        }
+        transaction.commit()?;
         Ok(())
     }
 }

@@ -20,11 +20,17 @@ impl Drop for TempDir {
 }
 
 fn fixture(name: &str, retention: Retention) -> Fixture {
+    fixture_at(name, retention).0
+}
+
+/// A fixture and its database file.
+fn fixture_at(name: &str, retention: Retention) -> (Fixture, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("histd-store-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let store = Store::open(&dir.join("histd.db"), retention).unwrap();
-    Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: TempDir(dir) }
+    let path = dir.join("histd.db");
+    let store = Store::open(&path, retention).unwrap();
+    (Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: TempDir(dir) }, path)
 }
 
 impl Fixture {
@@ -35,6 +41,15 @@ impl Fixture {
         self.aggregator.absorb(table);
         let snapshot = self.aggregator.flush(ts as u64 * 1000);
         self.store.write(ts, store::rows_of(&snapshot)).unwrap();
+    }
+
+    /// As [`Fixture::flush`], returning the store's answer.
+    fn try_flush(&mut self, ts: i64, lines: &str) -> Result<(), store::StoreError> {
+        let mut table = Table::new(true, 8192);
+        table.insert_packet(ts as u64, lines.as_bytes());
+        self.aggregator.absorb(table);
+        let snapshot = self.aggregator.flush(ts as u64 * 1000);
+        self.store.write(ts, store::rows_of(&snapshot))
     }
 
     fn query(&self, expr: &str, from: i64, to: i64, step: i64) -> Vec<(i64, f64)> {
@@ -178,4 +193,26 @@ fn series_with_tags_stay_apart_and_merge_on_request() {
     assert_eq!(count("count(req{env=prod})"), 3.0);
     assert_eq!(count("count(req)"), 4.0, "no tags: every series of the name");
     assert_eq!(count("max(req{route:/home})"), 100.0);
+}
+
+/// Issue 19 B1: a write that failed inside its transaction left the series it had created in
+/// the id map; SQLite gave a rolled-back id to the next new series, and the stale entry wrote
+/// another series' rows under it (a counter that received nothing showed 5).
+#[test]
+fn a_failed_write_never_mixes_series() {
+    let (mut f, path) = fixture_at("failed-write", Retention::default());
+    let injector = rusqlite::Connection::open(&path).unwrap();
+    injector
+        .execute_batch(
+            "CREATE TRIGGER fail_boom BEFORE INSERT ON points_raw \
+             WHEN (SELECT name FROM series WHERE id = NEW.series) = 'boom' BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+        )
+        .unwrap();
+    assert!(f.try_flush(START + 10, "a:3|c\nboom:1|c\n").is_err(), "the injected failure");
+    injector.execute_batch("DROP TRIGGER fail_boom;").unwrap();
+    f.flush(START + 20, "b:1|c\n");
+    f.flush(START + 30, "a:5|c\n");
+    let total =
+        |name: &str| f.query(&format!("count({name})"), START, START + 100, 100).iter().map(|p| p.1).sum::<f64>();
+    assert_eq!((total("a"), total("b")), (5.0, 1.0), "the rolled-back flush is lost, nothing is mixed");
 }
