@@ -205,6 +205,7 @@ impl Aggregator {
             histograms: self.config.histograms.clone(),
             ingest: std::mem::take(&mut self.interval),
             processing_time_ms: 0.0,
+            queue_bytes: 0,
         };
         self.reset_after_flush();
         snapshot
@@ -480,10 +481,10 @@ mod tests {
     #[test]
     fn a_snapshot_estimates_what_it_holds() {
         let mut aggregator = Aggregator::new(AggConfig::default());
-        let empty = aggregator.flush(10_000).estimated_bytes();
+        let empty = aggregator.flush(10_000).estimate_bytes();
         let lines: String = (0..1000).map(|i| format!("t{i}:{i}|ms\nt{i}:{}|ms\n", i * 3)).collect();
         absorb(&mut aggregator, &lines);
-        let full = aggregator.flush(20_000).estimated_bytes();
+        let full = aggregator.flush(20_000).estimate_bytes();
         // 1000 timers, each a point of a few hundred bytes with its stats and two bins.
         assert!(full > empty + 1000 * 200 && full < empty + 1000 * 2000, "{empty} -> {full}");
     }

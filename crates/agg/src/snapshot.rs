@@ -33,12 +33,15 @@ pub struct Snapshot {
     pub ingest: IngestCounts,
     /// Milliseconds the flush spent deriving these values (Etsy's `processing_time`).
     pub processing_time_ms: f64,
+    /// What sink queues are charged for this snapshot: [`Snapshot::estimate_bytes`], computed
+    /// once by the flusher.
+    pub queue_bytes: u64,
 }
 
 impl Snapshot {
     /// About how many bytes of memory this snapshot holds of its own (counter keys are shared
     /// with the aggregator and not counted): what a sink's queue is charged for it.
-    pub fn estimated_bytes(&self) -> usize {
+    pub fn estimate_bytes(&self) -> usize {
         let heap = |key: &CompactString| if key.is_heap_allocated() { key.len() } else { 0 };
         let timers: usize = self
             .timers

@@ -30,8 +30,9 @@ impl Flusher {
         let started = Instant::now();
         let mut snapshot = self.aggregation.current().flush(now_ms);
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+        snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
         let snapshot = Arc::new(snapshot);
-        let bytes = snapshot.estimated_bytes() as u64;
+        let bytes = snapshot.queue_bytes;
         for (telemetry, queue) in &self.sinks {
             if telemetry.may_queue(bytes) && queue.try_send(snapshot.clone()).is_ok() {
                 telemetry.queued_bytes.add(bytes);

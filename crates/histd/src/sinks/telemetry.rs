@@ -23,6 +23,11 @@ impl DropReason {
     pub const ALL: [DropReason; 4] =
         [DropReason::BufferFull, DropReason::Shutdown, DropReason::Rejected, DropReason::PossiblyLost];
 
+    /// The reason's place in [`DropReason::ALL`] (and in [`SinkTelemetry::dropped_points`]).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The name in `dropped_points.<reason>`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -73,7 +78,7 @@ pub struct SinkTelemetry {
     /// Failed delivery attempts.
     pub errors: Counter,
     /// Points dropped after they were taken on, by reason (indexed as [`DropReason::ALL`]).
-    pub dropped_points: [Counter; 4],
+    pub dropped_points: [Counter; DropReason::ALL.len()],
     /// Points sent again after a connection broke (they may arrive twice: Graphite keeps one
     /// value per name and timestamp).
     pub resent_points: Counter,
@@ -141,14 +146,12 @@ impl SinkTelemetry {
 
     /// Counts points dropped for `reason`.
     pub fn drop_points(&self, reason: DropReason, points: u64) {
-        let index = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or_default();
-        self.dropped_points[index].add(points);
+        self.dropped_points[reason.index()].add(points);
     }
 
     /// Points dropped for `reason` so far.
     pub fn dropped(&self, reason: DropReason) -> u64 {
-        let index = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or_default();
-        self.dropped_points[index].get()
+        self.dropped_points[reason.index()].get()
     }
 
     /// Records a complete delivery at `now_unix_s`.
@@ -252,6 +255,14 @@ mod tests {
         let names: Vec<&String> = entries.iter().map(|(n, _)| n).collect();
         let unique: std::collections::BTreeSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "each name once: {names:?}");
+    }
+
+    #[test]
+    fn every_reason_has_its_own_counter() {
+        assert!(DropReason::ALL.iter().enumerate().all(|(at, reason)| reason.index() == at));
+        let telemetry = SinkTelemetry::new("graphite", EtsyStatus::Graphite, 0);
+        DropReason::ALL.iter().for_each(|reason| telemetry.drop_points(*reason, 1 + reason.index() as u64));
+        assert!(DropReason::ALL.iter().all(|reason| telemetry.dropped(*reason) == 1 + reason.index() as u64));
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub fn spawn(config: ConsoleConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle
     let counts = telemetry.clone();
     let task = tokio::spawn(async move {
         while let Some(snapshot) = receiver.recv().await {
-            counts.dequeued(snapshot.estimated_bytes() as u64, receiver.len());
+            counts.dequeued(snapshot.queue_bytes, receiver.len());
             let text = render(&snapshot, config.prettyprint);
             let mut stdout = std::io::stdout().lock();
             if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {

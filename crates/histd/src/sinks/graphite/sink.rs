@@ -66,7 +66,7 @@ impl GraphiteSink {
             tokio::select! {
                 snapshot = snapshots.recv() => match snapshot {
                     Some(snapshot) => {
-                        self.telemetry.dequeued(snapshot.estimated_bytes() as u64, snapshots.len());
+                        self.telemetry.dequeued(snapshot.queue_bytes, snapshots.len());
                         self.flush(snapshot).await;
                     }
                     None => break,

@@ -30,7 +30,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
     let task = tokio::task::spawn_blocking(move || {
         let _owner = lock; // held until the writer ends
         while let Some(snapshot) = receiver.blocking_recv() {
-            counts.dequeued(snapshot.estimated_bytes() as u64, receiver.len());
+            counts.dequeued(snapshot.queue_bytes, receiver.len());
             write_flush(&mut store, &snapshot, &counts);
         }
     });
