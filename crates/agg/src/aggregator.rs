@@ -253,7 +253,15 @@ impl Aggregator {
             let exact_percentiles = samples.is_complete();
             let totals = totals_of(samples);
             let distribution = std::mem::take(&mut samples.histogram);
-            TimerPoint { key: key.clone(), stats, bins, distribution, totals, exact_percentiles }
+            TimerPoint {
+                key: key.clone(),
+                stats,
+                bins,
+                distribution,
+                totals,
+                exact_percentiles,
+                milliseconds: samples.milliseconds,
+            }
         });
         sorted(points, |p| &p.key)
     }

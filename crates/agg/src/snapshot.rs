@@ -92,6 +92,9 @@ pub struct TimerPoint {
     /// True when the percentile statistics are Etsy's exact ones (every raw value was kept);
     /// false when they were estimated from `distribution` past `timerSampleLimit`.
     pub exact_percentiles: bool,
+    /// True when values came as statsd timers (`ms`), false when only as `h`/`d` histograms
+    /// (whose unit is unknown): the Prometheus backend converts the first to seconds.
+    pub milliseconds: bool,
 }
 
 /// A timer interval's exact totals.

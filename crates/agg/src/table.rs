@@ -122,6 +122,9 @@ pub struct TimerSamples {
     pub max: f64,
     /// Every value, each counted `1 / rate` times (fractions carried to the next sample).
     pub histogram: circllhist::Histogram,
+    /// True once a value came as a statsd timer (`ms`) rather than an `h`/`d` histogram:
+    /// exporters that convert units (Prometheus: seconds) convert this series.
+    pub milliseconds: bool,
     weight_carry: f64,
 }
 
@@ -177,6 +180,7 @@ impl TimerSamples {
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.histogram.merge(&other.histogram);
+        self.milliseconds |= other.milliseconds;
         self.weight_carry += other.weight_carry;
     }
 
@@ -309,7 +313,8 @@ impl Table {
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
                     let limit = self.timer_sample_limit;
                     let timer = self.timers.get_or_insert_with(hash, key, TimerSamples::default);
-                    timer.add(number, metric.sample_rate, limit)
+                    timer.add(number, metric.sample_rate, limit);
+                    timer.milliseconds |= metric.kind == Kind::Timer;
                 }
                 Kind::Set => unreachable!("the scanner reads no set lines"),
             }
@@ -356,11 +361,9 @@ impl Table {
                 self.counters.add(hash, key, number / metric.sample_rate);
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
-                self.timers.get_or_insert_with(hash, key, TimerSamples::default).add(
-                    number,
-                    metric.sample_rate,
-                    self.timer_sample_limit,
-                );
+                let timer = self.timers.get_or_insert_with(hash, key, TimerSamples::default);
+                timer.add(number, metric.sample_rate, self.timer_sample_limit);
+                timer.milliseconds |= metric.kind == Kind::Timer;
             }
             (Kind::Gauge, Value::Number(number)) => {
                 *self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default) = GaugeUpdate::Set(number)

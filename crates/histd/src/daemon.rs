@@ -23,7 +23,7 @@ use crate::ingest::{
     PendingBudget, Stopping, StreamContext, Tap, UdpSettings,
 };
 use crate::sinks::graphite::GraphiteNames;
-use crate::sinks::{console, graphite, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
+use crate::sinks::{console, graphite, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
 use crate::telemetry::EdgeCounters;
 
 /// How long sinks get to deliver the final flush.
@@ -95,7 +95,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http))?;
     let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
-    let (sinks, tap) = start_sinks(&config, startup_s)?;
+    let Started { sinks, tap, prometheus } = start_sinks(&config, startup_s)?;
     let (stop_sender, stop) = watch::channel(false);
     let edge_counters = Arc::new(EdgeCounters::default());
     let stopping =
@@ -124,7 +124,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         aggregation: aggregation.clone(),
         healthy: AtomicBool::new(config.healthy_at_start),
         started_unix_s: startup_s,
-        sinks: sinks.iter().map(|sink| sink.telemetry.clone()).collect(),
+        sinks: sinks.iter().flat_map(|sink| std::iter::once(&sink.telemetry).chain(&sink.targets).cloned()).collect(),
         raw_config: config.raw.clone(),
         edges: edge_counters,
     });
@@ -132,6 +132,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let http_state = Arc::new(HttpState {
         database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
         reader: Mutex::new(None),
+        prometheus,
         admin: admin_state,
     });
     let http_task = tokio::spawn(http::serve(http_listener, http_state, stop.clone()));
@@ -183,9 +184,17 @@ impl Serving {
     }
 }
 
-fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandle>, Option<Tap>)> {
+/// The sinks started, the repeater's packet tap, and the prometheus backend's series.
+struct Started {
+    sinks: Vec<SinkHandle>,
+    tap: Option<Tap>,
+    prometheus: Option<Arc<prometheus::Exposed>>,
+}
+
+fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<Started> {
     let mut sinks = Vec::new();
     let mut tap = None;
+    let mut exposed = None;
     let telemetry = |backend: Backend, etsy, queue_limit| {
         Arc::new(SinkTelemetry::new(backend.name(), etsy, startup_s).with_queue_limit(queue_limit))
     };
@@ -212,9 +221,21 @@ fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<(Vec<SinkHandl
             Backend::Store => {
                 sinks.push(store::spawn(&config.store, telemetry(backend, EtsyStatus::None, queue_limit))?)
             }
+            Backend::Prometheus => {
+                let targets = config.prometheus.remote_write.iter().map(|target| {
+                    // Once per target at start: the telemetry's name lives as long as the process.
+                    let name: &'static str = Box::leak(format!("prometheus.{}", target.name).into_boxed_str());
+                    let limit = target.retry_buffer_bytes;
+                    Arc::new(SinkTelemetry::new(name, EtsyStatus::None, startup_s).with_queue_limit(limit))
+                });
+                let own = telemetry(backend, EtsyStatus::None, queue_limit);
+                let (sink, series) = prometheus::spawn(config.prometheus.clone(), own, targets.collect());
+                sinks.push(sink);
+                exposed = Some(series);
+            }
         }
     }
-    Ok((sinks, tap))
+    Ok(Started { sinks, tap, prometheus: exposed })
 }
 
 async fn start_listeners(

@@ -18,6 +18,8 @@ pub enum Backend {
     Repeater,
     /// The embedded store, read by the HTTP API and `histd query`.
     Store,
+    /// Prometheus: `/metrics` and remote write.
+    Prometheus,
 }
 
 impl Backend {
@@ -28,6 +30,7 @@ impl Backend {
             Backend::Console => "console",
             Backend::Repeater => "repeater",
             Backend::Store => "store",
+            Backend::Prometheus => "prometheus",
         }
     }
 }
@@ -48,8 +51,10 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             "console" => Backend::Console,
             "repeater" => Backend::Repeater,
             "store" => Backend::Store,
+            "prometheus" => Backend::Prometheus,
             other => {
-                let message = format!("unknown backend '{other}' (histd has graphite, console, repeater, store)");
+                let message =
+                    format!("unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus)");
                 return Err(ConfigError { key, message });
             }
         };

@@ -6,7 +6,7 @@ mod backends;
 mod ingest;
 pub mod keys;
 mod listen;
-mod reader;
+pub(crate) mod reader;
 mod store;
 mod timers;
 
@@ -15,6 +15,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use agg::AggConfig;
+
+use crate::sinks::prometheus::PrometheusConfig;
 use serde_json::{json, Map, Value};
 
 pub use backends::{Backend, ConsoleConfig, GraphiteConfig, GraphiteProtocol, RepeaterConfig, RepeaterProtocol};
@@ -46,6 +48,8 @@ pub struct Config {
     pub console: ConsoleConfig,
     /// The `repeater` backend.
     pub repeater: RepeaterConfig,
+    /// The `prometheus` backend.
+    pub prometheus: PrometheusConfig,
     /// The embedded store and the HTTP API.
     pub store: StoreConfig,
     /// `debug`: log at debug level.
@@ -116,6 +120,7 @@ impl Config {
             graphite: backends::graphite(&top)?,
             console: backends::console(&top)?,
             repeater: backends::repeater(&top)?,
+            prometheus: crate::sinks::prometheus::config::prometheus(&top)?,
             store: store::store(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
@@ -151,6 +156,7 @@ impl Config {
             "graphite": self.graphite.effective(),
             "console": { "prettyprint": self.console.prettyprint },
             "repeater": self.repeater.effective(),
+            "prometheus": self.prometheus.effective(),
             "store": self.store.effective(),
             "debug": self.debug,
             "healthStatus": if self.healthy_at_start { "up" } else { "down" },

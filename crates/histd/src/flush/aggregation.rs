@@ -9,12 +9,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use agg::{AggConfig, Aggregator, ReaderMap};
 
 use crate::ingest::{shards_lock as lock, Shards};
+use crate::telemetry::{Counter, Gauge};
 
 /// The readers' shards and what their intervals are gathered into.
 #[derive(Debug)]
 pub struct Aggregation {
     /// The readers' tables.
     pub shards: Arc<Shards>,
+    /// Flushes done so far.
+    pub flushes: Counter,
+    /// How long the last flush took to derive its snapshot, in microseconds.
+    pub last_flush_us: Gauge,
     gathered: Mutex<Gathered>,
 }
 
@@ -31,7 +36,12 @@ impl Aggregation {
     pub fn new(config: AggConfig) -> Self {
         let shards = Arc::new(Shards::new(config.key_name_sanitize, config.timer_sample_limit));
         let gathered = Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new() };
-        Aggregation { shards, gathered: Mutex::new(gathered) }
+        Aggregation {
+            shards,
+            flushes: Counter::default(),
+            last_flush_us: Gauge::default(),
+            gathered: Mutex::new(gathered),
+        }
     }
 
     /// The aggregator with every reader's interval so far absorbed, locked.

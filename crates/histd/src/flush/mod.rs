@@ -30,6 +30,8 @@ impl Flusher {
         let started = Instant::now();
         let mut snapshot = self.aggregation.current().flush(now_ms);
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.aggregation.flushes.add(1);
+        self.aggregation.last_flush_us.set(started.elapsed().as_micros() as u64);
         snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
         let snapshot = Arc::new(snapshot);
         let bytes = snapshot.queue_bytes;

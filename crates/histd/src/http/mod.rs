@@ -9,19 +9,22 @@
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
+//! | `GET /metrics` | `Accept` picks text 0.0.4 or OpenMetrics 1.0 | histd's own metrics; with the prometheus backend, every series |
+//! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off) |
 //!
 //! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
 //! an empty result, not an error. Times are unix seconds or relative (`now`, `-1h`, `now-15m`),
 //! steps durations (`10s`, `1m`, `1h`, `1d`).
 
 mod api;
+mod metrics;
 pub mod params;
 mod ui;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -37,6 +40,8 @@ pub struct HttpState {
     pub database: Option<PathBuf>,
     /// A reading connection, opened on first use.
     pub reader: Mutex<Option<store::Store>>,
+    /// The prometheus backend's series, when it is on.
+    pub prometheus: Option<Arc<crate::sinks::prometheus::Exposed>>,
     /// Counters and health, shared with the management interface.
     pub admin: Arc<AdminState>,
 }
@@ -55,6 +60,8 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: w
         .route(histogram, get(api::histogram))
         .route(heatmap, get(api::heatmap))
         .route(openapi, get(api::openapi))
+        .route("/metrics", get(metrics::metrics))
+        .route("/-/clear", post(metrics::clear))
         .route("/", get(ui::index))
         .route("/ui/{*file}", get(ui::file))
         .with_state(state);

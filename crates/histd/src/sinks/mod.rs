@@ -5,6 +5,7 @@
 
 pub mod console;
 pub mod graphite;
+pub mod prometheus;
 pub mod repeater;
 pub mod store;
 pub mod telemetry;
@@ -27,6 +28,9 @@ pub struct SinkHandle {
     pub snapshots: Option<mpsc::Sender<Arc<Snapshot>>>,
     /// What it counts, for `stats` and `/health`.
     pub telemetry: Arc<SinkTelemetry>,
+    /// What each of its destinations counts, when it has several (prometheus' remote-write
+    /// targets), published beside `telemetry`.
+    pub targets: Vec<Arc<SinkTelemetry>>,
     /// Ends after its queue closes and it has delivered what it could.
     pub task: JoinHandle<()>,
 }

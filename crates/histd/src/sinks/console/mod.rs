@@ -29,7 +29,7 @@ pub fn spawn(config: ConsoleConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle
             }
         }
     });
-    SinkHandle { snapshots: Some(sender), telemetry, task }
+    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
 }
 
 /// One flush as text: a header, then a line per series (`type key value...`). With

@@ -43,7 +43,7 @@ pub fn spawn(config: GraphiteConfig, names: GraphiteNames, telemetry: Arc<SinkTe
         dropping: false,
     };
     let task = tokio::spawn(sink.run(receiver));
-    SinkHandle { snapshots: Some(sender), telemetry, task }
+    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
 }
 
 struct GraphiteSink {

@@ -21,7 +21,10 @@ const PACKET_QUEUE: usize = 16_384;
 pub fn spawn(config: RepeaterConfig, telemetry: Arc<SinkTelemetry>) -> (SinkHandle, Tap) {
     let (sender, receiver) = mpsc::channel(PACKET_QUEUE);
     let task = tokio::spawn(run(config, receiver, telemetry.clone()));
-    (SinkHandle { snapshots: None, telemetry: telemetry.clone(), task }, Tap::new(sender, telemetry))
+    (
+        SinkHandle { snapshots: None, telemetry: telemetry.clone(), targets: Vec::new(), task },
+        Tap::new(sender, telemetry),
+    )
 }
 
 async fn run(config: RepeaterConfig, mut packets: mpsc::Receiver<Vec<u8>>, telemetry: Arc<SinkTelemetry>) {

@@ -34,7 +34,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
             write_flush(&mut store, &snapshot, &counts);
         }
     });
-    Ok(SinkHandle { snapshots: Some(sender), telemetry, task })
+    Ok(SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task })
 }
 
 /// The lock file inside the data directory: it holds the owner's pid.

@@ -1,0 +1,174 @@
+//! `GET /metrics`: histd's own metrics always, every series of the prometheus backend when it
+//! is on; `POST /-/clear`: forget the backend's cumulative series.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use proto::ParseError;
+
+use super::HttpState;
+use crate::ingest::unix_now_s;
+use crate::sinks::prometheus::exposition::{wants_open_metrics, Exposition};
+use crate::sinks::prometheus::state::Kind;
+use crate::sinks::prometheus::HistogramMode;
+
+/// Sink telemetry values that are levels, not running totals.
+const SINK_GAUGES: [&str; 6] =
+    ["queued", "queued_bytes", "buffered_bytes", "resend_window_bytes", "seconds_since_success", "seconds_since_error"];
+
+pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    match tokio::task::spawn_blocking(move || render(&state, &accept)).await {
+        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering /metrics failed\n").into_response(),
+    }
+}
+
+pub async fn clear(State(state): State<Arc<HttpState>>) -> Response {
+    match &state.prometheus {
+        Some(exposed) => {
+            let forgotten = {
+                let mut registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let count = registry.series_count();
+                registry.clear();
+                count
+            };
+            tracing::info!(series = forgotten, "/-/clear: the prometheus backend forgot its series");
+            (StatusCode::OK, format!("forgot {forgotten} series\n")).into_response()
+        }
+        None => {
+            (StatusCode::NOT_FOUND, "the prometheus backend is not on (backends: [\"prometheus\"])\n").into_response()
+        }
+    }
+}
+
+/// The exposition text and its content type.
+pub fn render(state: &HttpState, accept: &str) -> (&'static str, String) {
+    let vmrange = state.prometheus.as_ref().is_some_and(|e| e.layout.mode == HistogramMode::Vmrange);
+    let mut out = Exposition::new(wants_open_metrics(accept) && !vmrange);
+    own_metrics(state, &mut out);
+    if let Some(exposed) = &state.prometheus {
+        let registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let counts = registry.counts;
+        let own = [
+            (
+                "histd_prometheus_series",
+                Kind::Gauge,
+                "Series the prometheus backend holds.",
+                registry.series_count() as u64,
+            ),
+            (
+                "histd_prometheus_type_conflicts_total",
+                Kind::Counter,
+                "Series updates refused: the name has another type.",
+                counts.type_conflicts,
+            ),
+            (
+                "histd_prometheus_dropped_tags_total",
+                Kind::Counter,
+                "Tags that could not become labels (no value, reserved name).",
+                counts.dropped_tags,
+            ),
+            (
+                "histd_prometheus_expired_series_total",
+                Kind::Counter,
+                "Series forgotten after ttlSeconds without an update.",
+                counts.expired,
+            ),
+        ];
+        for (name, kind, help, value) in own {
+            single(&mut out, name, kind, help, value as f64);
+        }
+        out.registry(&registry, &exposed.layout);
+    }
+    let content_type = out.content_type();
+    (content_type, out.finish())
+}
+
+fn single(out: &mut Exposition, name: &str, kind: Kind, help: &str, value: f64) {
+    let sample = out.family(name, Some(kind), Some(help));
+    out.sample(&sample, &[], None, value);
+}
+
+fn own_metrics(state: &HttpState, out: &mut Exposition) {
+    let admin = &state.admin;
+    let (totals, over_limit) = {
+        let aggregator = admin.aggregation.current();
+        (aggregator.totals().clone(), aggregator.timers_over_sample_limit())
+    };
+    let uptime = unix_now_s().saturating_sub(admin.started_unix_s);
+    let counters = [
+        ("histd_packets_received_total", "Datagrams and stream reads received.", totals.packets),
+        ("histd_lines_received_total", "Metric lines received.", totals.lines),
+        (
+            "histd_ignored_events_total",
+            "DogStatsD events and service checks received (not aggregated).",
+            totals.ignored_events,
+        ),
+        (
+            "histd_kernel_drops_total",
+            "Datagrams the kernel dropped because a receive buffer was full.",
+            totals.kernel_drops,
+        ),
+        ("histd_truncated_datagrams_total", "Datagrams longer than maxDatagramBytes.", totals.truncated_datagrams),
+        (
+            "histd_timers_over_sample_limit_total",
+            "Timer intervals whose percentiles were estimated past timerSampleLimit.",
+            over_limit,
+        ),
+        ("histd_flushes_total", "Flushes done.", admin.aggregation.flushes.get()),
+    ];
+    for (name, help, value) in counters {
+        single(out, name, Kind::Counter, help, value as f64);
+    }
+    let bad = out.family("histd_bad_lines_total", Some(Kind::Counter), Some("Lines rejected, by reason."));
+    for reason in ParseError::ALL {
+        let labels = [("reason".to_string(), reason.as_str().to_string())];
+        out.sample(&bad, &labels, None, totals.bad_by_reason[reason.index()] as f64);
+    }
+    let flush_s = admin.aggregation.last_flush_us.get() as f64 / 1e6;
+    single(out, "histd_last_flush_duration_seconds", Kind::Gauge, "How long the last flush took to derive.", flush_s);
+    single(out, "histd_uptime_seconds", Kind::Gauge, "Seconds since start.", uptime as f64);
+    for (name, value) in admin.edges.entries() {
+        let (metric, kind) = match name.ends_with("_bytes") {
+            true => (format!("histd_{name}"), Kind::Gauge),
+            false => (format!("histd_{name}_total"), Kind::Counter),
+        };
+        single(out, &metric, kind, "See README: self-telemetry.", value as f64);
+    }
+    sink_metrics(state, out);
+}
+
+/// Each sink's telemetry, one family per value, a `sink` label per sink.
+fn sink_metrics(state: &HttpState, out: &mut Exposition) {
+    let now = unix_now_s();
+    let sinks: Vec<(String, Vec<(String, f64)>)> =
+        state.admin.sinks.iter().map(|sink| (sink.sink.to_string(), sink.histd_entries(now))).collect();
+    let Some((_, first)) = sinks.first() else { return };
+    let mut bases: Vec<&str> = Vec::new();
+    for (name, _) in first {
+        let base = name.split('.').next().unwrap_or(name);
+        if !bases.contains(&base) {
+            bases.push(base);
+        }
+    }
+    for base in bases {
+        let kind = if SINK_GAUGES.contains(&base) { Kind::Gauge } else { Kind::Counter };
+        let metric = match kind {
+            Kind::Counter => format!("histd_sink_{base}_total"),
+            _ => format!("histd_sink_{base}"),
+        };
+        let sample = out.family(&metric, Some(kind), Some("Per-backend telemetry (see README: stats)."));
+        for (sink, entries) in &sinks {
+            for (entry, value) in entries.iter().filter(|(entry, _)| entry.split('.').next() == Some(base)) {
+                let mut labels = vec![("sink".to_string(), sink.clone())];
+                if let Some((_, reason)) = entry.split_once('.') {
+                    labels.push(("reason".to_string(), reason.to_string()));
+                }
+                out.sample(&sample, &labels, None, *value);
+            }
+        }
+    }
+}

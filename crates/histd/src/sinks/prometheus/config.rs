@@ -1,0 +1,264 @@
+//! The `prometheus` section: remote-write targets, the unit of timers, the classic bucket
+//! boundaries, what `/metrics` shows of histograms, and how long idle series live.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::config::reader::{ConfigError, Reader};
+
+/// Prometheus' `DefBuckets`, in seconds.
+pub const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// What each remote-write target holds while its receiver is slow or down.
+pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
+/// How long one remote-write request may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a histogram becomes Prometheus series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistogramMode {
+    /// Cumulative `<name>_bucket{le="…"}` at the configured boundaries, `_sum`, `_count`.
+    Classic,
+    /// VictoriaMetrics' `<name>_bucket{vmrange="<lo>...<hi>"}`, one per non-empty circllhist
+    /// bin (exact, no re-binning), `_sum`, `_count`.
+    Vmrange,
+}
+
+impl HistogramMode {
+    fn parse(reader: &Reader<'_>, key: &str) -> Result<HistogramMode, ConfigError> {
+        match reader.string(key)?.as_deref() {
+            None | Some("classic") => Ok(HistogramMode::Classic),
+            Some("vmrange") => Ok(HistogramMode::Vmrange),
+            Some("native") => Err(reader.error(
+                key,
+                "'native' (Prometheus native histograms) is not implemented yet; use 'classic' or 'vmrange'",
+            )),
+            Some(other) => Err(reader.error(key, format!("'{other}' is neither classic nor vmrange"))),
+        }
+    }
+
+    /// The name a config uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            HistogramMode::Classic => "classic",
+            HistogramMode::Vmrange => "vmrange",
+        }
+    }
+}
+
+/// Where a remote-write target is: `http://host:port/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// The host name or address.
+    pub host: String,
+    /// The port (80 when the URL has none).
+    pub port: u16,
+    /// The path and query (`/api/v1/write`).
+    pub path: String,
+}
+
+impl HttpUrl {
+    /// Reads `http://host[:port][/path]`; https is refused with the reason.
+    pub fn parse(url: &str) -> Result<HttpUrl, String> {
+        if url.starts_with("https://") {
+            return Err("https is not supported yet: give an http:// URL (a local TLS proxy can add TLS)".into());
+        }
+        let rest = url.strip_prefix("http://").ok_or("expected a URL starting with http://")?;
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+                (host, port.parse::<u16>().map_err(|_| format!("'{port}' is not a port"))?)
+            }
+            _ => (authority, 80),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err("the URL has no host".into());
+        }
+        Ok(HttpUrl { host: host.to_string(), port, path: path.to_string() })
+    }
+
+    /// `host:port`, as the `Host` header has it.
+    pub fn authority(&self) -> String {
+        match self.host.contains(':') {
+            true => format!("[{}]:{}", self.host, self.port),
+            false => format!("{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// One remote-write receiver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteWriteTarget {
+    /// `name` (`remote_write_<index>`): its telemetry's name in `stats` and `/health`.
+    pub name: String,
+    /// `url`.
+    pub url: HttpUrl,
+    /// `histograms` (`classic`).
+    pub histograms: HistogramMode,
+    /// `headers` (none): added to every request (`Authorization`, `X-Scope-OrgID`...).
+    pub headers: Vec<(String, String)>,
+    /// `timeoutMs` (10000): one request's deadline.
+    pub timeout: Duration,
+    /// `retryBufferBytes` (64 MiB): compressed requests held while the receiver fails.
+    pub retry_buffer_bytes: u64,
+}
+
+/// The prometheus backend's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrometheusConfig {
+    /// `prometheus.remoteWrite` (none).
+    pub remote_write: Vec<RemoteWriteTarget>,
+    /// `prometheus.timerSeconds` (true): `ms` timers are exported in seconds, as
+    /// statsd_exporter does (`h`/`d` histograms keep their unit).
+    pub timer_seconds: bool,
+    /// `prometheus.buckets` (DefBuckets, in the exported unit): classic `le` boundaries, sorted.
+    pub buckets: Vec<f64>,
+    /// `prometheus.scrapeHistograms` (`classic`): what `/metrics` shows of histograms.
+    pub scrape_histograms: HistogramMode,
+    /// `prometheus.ttlSeconds` (0: never): a series not updated for this long is forgotten
+    /// (remote write sends it a stale marker).
+    pub ttl: Option<Duration>,
+}
+
+impl Default for PrometheusConfig {
+    fn default() -> Self {
+        PrometheusConfig {
+            remote_write: Vec::new(),
+            timer_seconds: true,
+            buckets: DEFAULT_BUCKETS.to_vec(),
+            scrape_histograms: HistogramMode::Classic,
+            ttl: None,
+        }
+    }
+}
+
+impl PrometheusConfig {
+    /// The settings as `histd check-config` prints them.
+    pub fn effective(&self) -> Value {
+        let targets: Vec<Value> = self
+            .remote_write
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name, "url": format!("http://{}{}", t.url.authority(), t.url.path),
+                    "histograms": t.histograms.name(), "headers": t.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                    "timeoutMs": t.timeout.as_millis() as u64, "retryBufferBytes": t.retry_buffer_bytes,
+                })
+            })
+            .collect();
+        json!({
+            "remoteWrite": targets, "timerSeconds": self.timer_seconds, "buckets": self.buckets,
+            "scrapeHistograms": self.scrape_histograms.name(), "ttlSeconds": self.ttl.map_or(0, |t| t.as_secs()),
+        })
+    }
+}
+
+/// Reads `prometheus.*`.
+pub fn prometheus(top: &Reader<'_>) -> Result<PrometheusConfig, ConfigError> {
+    let section = top.object("prometheus")?;
+    let timer_seconds = section.bool("timerSeconds", true)?;
+    let buckets = match section.raw("buckets") {
+        None if timer_seconds => DEFAULT_BUCKETS.to_vec(),
+        None => DEFAULT_BUCKETS.iter().map(|b| b * 1000.0).collect(),
+        Some(_) => buckets(&section)?,
+    };
+    let ttl = match section.number("ttlSeconds")? {
+        None => None,
+        Some(0.0) => None,
+        Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+        Some(s) => return Err(section.error("ttlSeconds", format!("expected seconds (0: never), got {s}"))),
+    };
+    let mut remote_write = Vec::new();
+    for (index, target) in section.array("remoteWrite")?.iter().enumerate() {
+        let key = section.key_path(&format!("remoteWrite[{index}]"));
+        let Value::Object(object) = target else {
+            return Err(ConfigError { key, message: format!("expected {{url, histograms, headers}}, got {target}") });
+        };
+        remote_write.push(remote_write_target(&section.element(object, key), index)?);
+    }
+    Ok(PrometheusConfig {
+        remote_write,
+        timer_seconds,
+        buckets,
+        scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms")?,
+        ttl,
+    })
+}
+
+fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
+    let mut buckets = Vec::new();
+    for value in section.array("buckets")? {
+        match crate::config::reader::number_of(value) {
+            Some(b) if b.is_finite() => buckets.push(b),
+            _ => return Err(section.error("buckets", format!("expected finite numbers, got {value}"))),
+        }
+    }
+    if buckets.windows(2).any(|pair| pair[0] >= pair[1]) {
+        return Err(section.error("buckets", "expected increasing boundaries"));
+    }
+    Ok(buckets)
+}
+
+fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteTarget, ConfigError> {
+    let url = target.string("url")?.ok_or_else(|| target.error("url", "is missing"))?;
+    let url = HttpUrl::parse(&url).map_err(|message| target.error("url", message))?;
+    let mut headers = Vec::new();
+    match target.raw("headers") {
+        None => {}
+        // Header names are the user's: the object is read whole, not key by key.
+        Some(Value::Object(object)) => {
+            for (name, value) in object {
+                let Value::String(value) = value else {
+                    return Err(target.error("headers", format!("the value of '{name}' is not a string: {value}")));
+                };
+                headers.push((name.clone(), value.clone()));
+            }
+        }
+        Some(other) => return Err(target.error("headers", format!("expected an object of strings, got {other}"))),
+    }
+    let timeout = match target.number("timeoutMs")? {
+        None => DEFAULT_TIMEOUT,
+        Some(ms) if ms >= 1.0 && ms.is_finite() => Duration::from_millis(ms as u64),
+        Some(ms) => return Err(target.error("timeoutMs", format!("expected milliseconds, at least 1, got {ms}"))),
+    };
+    let retry_buffer_bytes = match target.number("retryBufferBytes")? {
+        None => DEFAULT_RETRY_BUFFER_BYTES,
+        Some(bytes) if bytes >= 0.0 && bytes.is_finite() => bytes as u64,
+        Some(bytes) => return Err(target.error("retryBufferBytes", format!("expected a byte count, got {bytes}"))),
+    };
+    Ok(RemoteWriteTarget {
+        name: target.string("name")?.unwrap_or_else(|| format!("remote_write_{index}")),
+        url,
+        histograms: HistogramMode::parse(target, "histograms")?,
+        headers,
+        timeout,
+        retry_buffer_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpUrl;
+
+    #[test]
+    fn urls_are_read_or_refused_with_the_reason() {
+        let url = |host: &str, port, path: &str| Ok(HttpUrl { host: host.into(), port, path: path.into() });
+        let cases: &[(&str, Result<HttpUrl, String>)] = &[
+            ("http://127.0.0.1:8428/api/v1/write", url("127.0.0.1", 8428, "/api/v1/write")),
+            ("http://vm/api/v1/write?extra_label=a", url("vm", 80, "/api/v1/write?extra_label=a")),
+            ("http://[::1]:9090/api/v1/write", url("::1", 9090, "/api/v1/write")),
+            ("http://localhost:9090", url("localhost", 9090, "/")),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&HttpUrl::parse(text), want, "{text}");
+        }
+        for bad in ["https://vm/api/v1/write", "vm:8428/api/v1/write", "http://:80/", "http://vm:port/"] {
+            assert!(HttpUrl::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(HttpUrl::parse("http://[::1]:9090/").unwrap().authority(), "[::1]:9090");
+    }
+}

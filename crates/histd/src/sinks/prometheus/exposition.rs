@@ -1,0 +1,144 @@
+//! `/metrics` in the text exposition format 0.0.4 or OpenMetrics 1.0 (chosen by the
+//! scraper's `Accept`): histd's own metrics, then every series of the prometheus backend.
+//!
+//! In OpenMetrics a counter's samples end in `_total` (a statsd counter `requests` is
+//! `requests_total`, its family `requests`), and the text ends with `# EOF`. Histograms in
+//! `vmrange` form are not valid OpenMetrics, so with `scrapeHistograms: "vmrange"` the answer
+//! is always 0.0.4.
+
+use std::fmt::Write;
+
+use super::samples::{for_each_sample, Layout};
+use super::state::{Kind, Registry};
+
+/// The text 0.0.4 content type.
+pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The OpenMetrics 1.0 content type.
+pub const OPEN_METRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Which format a scraper's `Accept` asks for: OpenMetrics when it names
+/// `application/openmetrics-text` with a higher (or equal, earlier) weight than text.
+pub fn wants_open_metrics(accept: &str) -> bool {
+    let weight = |wanted: &str| -> Option<f64> {
+        accept.split(',').find_map(|part| {
+            let mut fields = part.split(';').map(str::trim);
+            let media = fields.next()?;
+            (media == wanted)
+                .then(|| fields.find_map(|f| f.strip_prefix("q=").and_then(|q| q.parse().ok())).unwrap_or(1.0))
+        })
+    };
+    match (weight("application/openmetrics-text"), weight("text/plain")) {
+        (Some(om), Some(text)) => om >= text && om > 0.0,
+        (Some(om), None) => om > 0.0,
+        _ => false,
+    }
+}
+
+/// Writes metric families in one format.
+pub struct Exposition {
+    /// The text so far.
+    pub out: String,
+    open_metrics: bool,
+}
+
+impl Exposition {
+    /// An empty text in OpenMetrics or 0.0.4.
+    pub fn new(open_metrics: bool) -> Exposition {
+        Exposition { out: String::new(), open_metrics }
+    }
+
+    /// The content type of the text.
+    pub fn content_type(&self) -> &'static str {
+        if self.open_metrics {
+            OPEN_METRICS
+        } else {
+            TEXT
+        }
+    }
+
+    /// One family's `# HELP` (when given) and `# TYPE` lines; returns the samples' base name.
+    pub fn family(&mut self, name: &str, kind: Option<Kind>, help: Option<&str>) -> String {
+        let (family, sample) = match (kind, self.open_metrics) {
+            (Some(Kind::Counter), true) => match name.strip_suffix("_total") {
+                Some(stem) => (stem.to_string(), name.to_string()),
+                None => (name.to_string(), format!("{name}_total")),
+            },
+            _ => (name.to_string(), name.to_string()),
+        };
+        if let Some(help) = help {
+            let _ = writeln!(self.out, "# HELP {family} {}", escape_help(help));
+        }
+        if let Some(kind) = kind {
+            let _ = writeln!(self.out, "# TYPE {family} {}", kind.name());
+        }
+        sample
+    }
+
+    /// One sample line: `name{labels,extra} value`.
+    pub fn sample(&mut self, name: &str, labels: &[(String, String)], extra: Option<(&str, &str)>, value: f64) {
+        self.out.push_str(name);
+        let pairs = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra);
+        let mut first = true;
+        for (label, text) in pairs {
+            self.out.push(if first { '{' } else { ',' });
+            first = false;
+            let _ = write!(self.out, "{label}=\"");
+            escape_label_value(text, &mut self.out);
+            self.out.push('"');
+        }
+        if !first {
+            self.out.push('}');
+        }
+        self.out.push(' ');
+        write_value(value, &mut self.out);
+        self.out.push('\n');
+    }
+
+    /// Every series of `registry`, histograms laid out as `layout` says.
+    pub fn registry(&mut self, registry: &Registry, layout: &Layout) {
+        for (name, family) in &registry.families {
+            let sample = self.family(name, Some(family.kind), None);
+            for (labels, series) in &family.series {
+                for_each_sample(&series.value, layout, |suffix, extra, value| {
+                    let name = if suffix.is_empty() { sample.clone() } else { format!("{name}{suffix}") };
+                    self.sample(&name, labels, extra, value)
+                });
+            }
+        }
+    }
+
+    /// The text, ended as the format requires.
+    pub fn finish(mut self) -> String {
+        if self.open_metrics {
+            self.out.push_str("# EOF\n");
+        }
+        self.out
+    }
+}
+
+/// A float as Prometheus writes one: shortest round trip, `+Inf`, `-Inf`, `NaN`.
+pub fn write_value(value: f64, out: &mut String) {
+    match value {
+        f64::INFINITY => out.push_str("+Inf"),
+        f64::NEG_INFINITY => out.push_str("-Inf"),
+        v if v.is_nan() => out.push_str("NaN"),
+        v => {
+            let _ = write!(out, "{v}");
+        }
+    }
+}
+
+fn escape_label_value(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}

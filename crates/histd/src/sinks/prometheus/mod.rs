@@ -1,0 +1,31 @@
+//! The prometheus backend: statsd flushes kept as the cumulative series Prometheus expects,
+//! served on `/metrics` and sent by remote write 1.0 to Prometheus, VictoriaMetrics, Mimir or
+//! Thanos receivers.
+//!
+//! What it sends: counters as counters (the running total of `value / rate`), gauges as
+//! gauges, sets as gauges (distinct members in the last interval), timers and `h`/`d`
+//! histograms as histograms: classic `le` buckets at `prometheus.buckets`, or, for
+//! VictoriaMetrics, one `vmrange` bucket per circllhist bin, with no re-binning, so
+//! `histogram_quantile` and `histogram_share` across hosts answer from the same bins histd has.
+//! `ms` timers are exported in seconds (`prometheus.timerSeconds`), as statsd_exporter does.
+//!
+//! What it loses: classic buckets count values below each boundary (circllhist bins are
+//! lower-inclusive; see `histogram.rs`), a boundary with more than two significant digits
+//! counts its whole bin above it, and `_sum` weights the interval's exact sum by its mean
+//! sample rate. Native histograms, the protobuf exposition and statsd_exporter mapping files
+//! are not implemented yet.
+
+mod client;
+pub mod config;
+mod encode;
+pub mod exposition;
+mod histogram;
+pub mod names;
+mod samples;
+mod sink;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+pub use config::{HistogramMode, PrometheusConfig};
+pub use sink::{spawn, Exposed};

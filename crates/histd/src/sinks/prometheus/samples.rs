@@ -1,0 +1,53 @@
+//! The samples of a series, in exposition order, for both `/metrics` and remote write: a
+//! counter or gauge is one sample; a histogram is its buckets (classic `le` or `vmrange`),
+//! `_sum` and `_count`.
+
+use super::config::HistogramMode;
+use super::histogram::{classic, le_label, vmrange};
+use super::state::Value;
+
+/// How histograms are written, with the classic boundaries' labels formatted once.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Classic or vmrange.
+    pub mode: HistogramMode,
+    /// The classic boundaries.
+    pub bounds: Vec<f64>,
+    /// Their `le` labels, then `+Inf`.
+    pub le_labels: Vec<String>,
+}
+
+impl Layout {
+    /// The layout for `mode` with classic `bounds`.
+    pub fn new(mode: HistogramMode, bounds: &[f64]) -> Layout {
+        let mut le_labels: Vec<String> = bounds.iter().map(|&b| le_label(b)).collect();
+        le_labels.push(le_label(f64::INFINITY));
+        Layout { mode, bounds: bounds.to_vec(), le_labels }
+    }
+}
+
+/// Calls `emit(suffix, extra_label, value)` for each sample of `value`.
+pub fn for_each_sample(value: &Value, layout: &Layout, mut emit: impl FnMut(&'static str, Option<(&str, &str)>, f64)) {
+    let cumulative = match value {
+        Value::Number(number) => return emit("", None, *number),
+        Value::Histogram(cumulative) => cumulative,
+    };
+    let histogram = &cumulative.histogram;
+    match layout.mode {
+        HistogramMode::Classic => {
+            let counts = classic(histogram, &layout.bounds);
+            for (label, count) in layout.le_labels.iter().zip(counts) {
+                emit("_bucket", Some(("le", label)), count as f64);
+            }
+        }
+        HistogramMode::Vmrange => {
+            for (bucket, count) in histogram.bins() {
+                if let Some(range) = vmrange(bucket) {
+                    emit("_bucket", Some(("vmrange", &range)), count as f64);
+                }
+            }
+        }
+    }
+    emit("_sum", None, cumulative.sum);
+    emit("_count", None, histogram.count() as f64);
+}

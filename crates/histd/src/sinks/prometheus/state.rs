@@ -1,0 +1,201 @@
+//! The cumulative state Prometheus expects: statsd flushes are per-interval deltas, while a
+//! Prometheus counter only goes up (until a reset) and a histogram's buckets are cumulative.
+//! Each flush is added in; a series lives until `ttlSeconds` passes without an update, a
+//! `/-/clear`, or a restart (each a counter reset, which `rate()` and `increase()` handle).
+
+use std::collections::BTreeMap;
+
+use agg::Snapshot;
+use circllhist::Histogram;
+
+use super::histogram::shifted;
+use super::names::{series_name, Labels, SeriesName};
+
+/// A metric family's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Statsd counters: the running total of `value / rate`.
+    Counter,
+    /// Statsd gauges, and sets (distinct members in the last interval).
+    Gauge,
+    /// Statsd timers and `h`/`d` histograms.
+    Histogram,
+}
+
+impl Kind {
+    /// The `# TYPE` word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A histogram's running totals, in the exported unit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cumulative {
+    /// Every value so far.
+    pub histogram: Histogram,
+    /// Their sum, weighted by sample rates (the count is the histogram's).
+    pub sum: f64,
+}
+
+/// A series' current value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A counter's or gauge's number.
+    Number(f64),
+    /// A histogram's totals.
+    Histogram(Box<Cumulative>),
+}
+
+/// One series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Its value.
+    pub value: Value,
+    /// The flush (unix seconds) that last changed it.
+    pub updated_unix_s: u64,
+}
+
+/// The series of one metric name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// Its type (the first type a name arrived as; later other types are refused).
+    pub kind: Kind,
+    /// Its series by labels.
+    pub series: BTreeMap<Labels, Series>,
+}
+
+/// What applying flushes refused or forgot, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryCounts {
+    /// Series updates refused because their name already has another type.
+    pub type_conflicts: u64,
+    /// Tags that could not become labels.
+    pub dropped_tags: u64,
+    /// Series forgotten after `ttlSeconds` without an update.
+    pub expired: u64,
+}
+
+/// A series that was forgotten, for the stale markers remote write sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forgotten {
+    /// The metric name.
+    pub name: String,
+    /// Its type.
+    pub kind: Kind,
+    /// Its labels.
+    pub labels: Labels,
+    /// Its last value.
+    pub value: Value,
+}
+
+/// Every series, by name.
+#[derive(Debug, Default)]
+pub struct Registry {
+    /// Families by name (sorted: the exposition is in name order).
+    pub families: BTreeMap<String, Family>,
+    /// What was refused or forgotten.
+    pub counts: RegistryCounts,
+    /// Move `ms` timers this many decades (-3: seconds; 0: milliseconds).
+    timer_shift: i8,
+}
+
+impl Registry {
+    /// An empty registry; `timer_seconds` exports `ms` timers in seconds.
+    pub fn new(timer_seconds: bool) -> Registry {
+        Registry { timer_shift: if timer_seconds { -3 } else { 0 }, ..Registry::default() }
+    }
+
+    /// Adds one flush.
+    pub fn apply(&mut self, snapshot: &Snapshot) {
+        let now = snapshot.timestamp;
+        for counter in snapshot.counters.iter() {
+            let count = counter.count;
+            self.update(counter.key, Kind::Counter, now, count != 0.0, |value| match value {
+                Some(Value::Number(total)) => Value::Number(total + count),
+                _ => Value::Number(count),
+            });
+        }
+        for gauge in &snapshot.gauges {
+            self.update(&gauge.key, Kind::Gauge, now, true, |_| Value::Number(gauge.value));
+        }
+        for set in &snapshot.sets {
+            self.update(&set.key, Kind::Gauge, now, true, |_| Value::Number(set.count as f64));
+        }
+        for timer in snapshot.timers.iter().filter(|timer| timer.totals.received > 0) {
+            let shift = if timer.milliseconds { self.timer_shift } else { 0 };
+            let totals = timer.totals;
+            // The exact sum is unweighted; weighted as the count is, exact when one sample
+            // rate was used in the interval (the usual case).
+            let weighted_sum = totals.sum * totals.count / totals.received as f64;
+            let scale = 10f64.powi(i32::from(shift));
+            self.update(&timer.key, Kind::Histogram, now, true, |value| {
+                let mut cumulative = match value {
+                    Some(Value::Histogram(cumulative)) => cumulative,
+                    _ => Box::default(),
+                };
+                cumulative.histogram.merge(&shifted(&timer.distribution, shift));
+                cumulative.sum += weighted_sum * scale;
+                Value::Histogram(cumulative)
+            });
+        }
+    }
+
+    /// Sets the series of `key` to `next(previous)` when its name has `kind`.
+    fn update(&mut self, key: &str, kind: Kind, now: u64, changed: bool, next: impl FnOnce(Option<Value>) -> Value) {
+        let SeriesName { name, labels, dropped_tags } = series_name(key);
+        self.counts.dropped_tags += dropped_tags as u64;
+        let family = self.families.entry(name).or_insert_with(|| Family { kind, series: BTreeMap::new() });
+        if family.kind != kind {
+            self.counts.type_conflicts += 1;
+            return;
+        }
+        match family.series.get_mut(&labels) {
+            Some(series) => {
+                let previous = std::mem::replace(&mut series.value, Value::Number(0.0));
+                series.value = next(Some(previous));
+                if changed {
+                    series.updated_unix_s = now;
+                }
+            }
+            None => {
+                family.series.insert(labels, Series { value: next(None), updated_unix_s: now });
+            }
+        }
+    }
+
+    /// Forgets the series not updated since `oldest_unix_s`, returning them.
+    pub fn expire(&mut self, oldest_unix_s: u64) -> Vec<Forgotten> {
+        let mut forgotten = Vec::new();
+        for (name, family) in &mut self.families {
+            let stale: Vec<Labels> = family
+                .series
+                .iter()
+                .filter(|(_, series)| series.updated_unix_s < oldest_unix_s)
+                .map(|(labels, _)| labels.clone())
+                .collect();
+            for labels in stale {
+                if let Some(series) = family.series.remove(&labels) {
+                    forgotten.push(Forgotten { name: name.clone(), kind: family.kind, labels, value: series.value });
+                }
+            }
+        }
+        self.families.retain(|_, family| !family.series.is_empty());
+        self.counts.expired += forgotten.len() as u64;
+        forgotten
+    }
+
+    /// Forgets every series (`/-/clear`).
+    pub fn clear(&mut self) {
+        self.families.clear();
+    }
+
+    /// The number of series.
+    pub fn series_count(&self) -> usize {
+        self.families.values().map(|family| family.series.len()).sum()
+    }
+}

@@ -1,0 +1,242 @@
+//! Encoder tests on snapshots from the real aggregator: remote-write requests are decompressed
+//! and decoded by a protobuf reader written here from the `prompb` schema; `/metrics` text is
+//! parsed line by line.
+
+use agg::{AggConfig, Aggregator, Snapshot, Table};
+
+use super::config::{HistogramMode, DEFAULT_BUCKETS};
+use super::encode::{encode, SERIES_PER_REQUEST, STALE_NAN};
+use super::exposition::{wants_open_metrics, Exposition};
+use super::samples::Layout;
+use super::state::Registry;
+
+/// Flushes of one aggregator, one packet each, 10 s apart from t = 1000 s.
+fn snapshots(packets: &[&str]) -> Vec<Snapshot> {
+    let config = AggConfig::default();
+    let mut aggregator = Aggregator::new(config.clone());
+    let mut flushes = Vec::new();
+    for (index, packet) in packets.iter().enumerate() {
+        let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
+        table.insert_packet(1, packet.as_bytes());
+        aggregator.absorb(table);
+        flushes.push(aggregator.flush(1_000_000 + index as u64 * 10_000));
+    }
+    flushes
+}
+
+fn registry(packets: &[&str]) -> Registry {
+    let mut registry = Registry::new(true);
+    snapshots(packets).iter().for_each(|snapshot| registry.apply(snapshot));
+    registry
+}
+
+/// A decoded time series: sorted labels, value, timestamp.
+type Decoded = (Vec<(String, String)>, f64, i64);
+
+fn varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = bytes[*at];
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            break;
+        }
+    }
+    value
+}
+
+/// The fields of one message: (field number, wire type, payload or varint/fixed value).
+fn fields(bytes: &[u8]) -> Vec<(u64, u8, Vec<u8>)> {
+    let (mut at, mut out) = (0, Vec::new());
+    while at < bytes.len() {
+        let key = varint(bytes, &mut at);
+        let (field, wire) = (key >> 3, (key & 7) as u8);
+        let payload = match wire {
+            0 => varint(bytes, &mut at).to_le_bytes().to_vec(),
+            1 => {
+                at += 8;
+                bytes[at - 8..at].to_vec()
+            }
+            2 => {
+                let len = varint(bytes, &mut at) as usize;
+                at += len;
+                bytes[at - len..at].to_vec()
+            }
+            other => panic!("unexpected wire type {other}"),
+        };
+        out.push((field, wire, payload));
+    }
+    out
+}
+
+fn decode_request(body: &[u8]) -> Vec<Decoded> {
+    let raw = snap::raw::Decoder::new().decompress_vec(body).expect("snappy block format");
+    let mut series = Vec::new();
+    for (field, wire, payload) in fields(&raw) {
+        assert_eq!((field, wire), (1, 2), "WriteRequest holds only timeseries");
+        let (mut labels, mut sample) = (Vec::new(), None);
+        for (field, _, inner) in fields(&payload) {
+            match field {
+                1 => {
+                    let parts = fields(&inner);
+                    let text = |i: usize| String::from_utf8(parts[i].2.clone()).unwrap();
+                    assert_eq!((parts[0].0, parts[1].0), (1, 2));
+                    labels.push((text(0), text(1)));
+                }
+                2 => {
+                    let parts = fields(&inner);
+                    let value = f64::from_le_bytes(parts[0].2.clone().try_into().unwrap());
+                    let ts = u64::from_le_bytes(parts[1].2.clone().try_into().unwrap()) as i64;
+                    assert!(sample.replace((value, ts)).is_none(), "one sample per series");
+                }
+                other => panic!("unexpected TimeSeries field {other}"),
+            }
+        }
+        let (value, ts) = sample.expect("a sample");
+        series.push((labels, value, ts));
+    }
+    series
+}
+
+fn decode_all(registry: &Registry, mode: HistogramMode) -> Vec<Decoded> {
+    let layout = Layout::new(mode, &DEFAULT_BUCKETS);
+    encode(registry, &layout, 1_010_000, &[]).iter().flat_map(|r| decode_request(&r.body)).collect()
+}
+
+fn find<'a>(series: &'a [Decoded], wanted: &[(&str, &str)]) -> Option<&'a Decoded> {
+    let wanted: Vec<(String, String)> = wanted.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    series.iter().find(|(labels, _, _)| *labels == wanted)
+}
+
+#[test]
+fn counters_accumulate_across_flushes_and_labels_are_sorted() {
+    let registry =
+        registry(&["hits:3|c|#route:a,env:prod\nhits:1|c|@0.5|#env:prod,route:a", "hits:2|c|#env:prod,route:a"]);
+    let series = decode_all(&registry, HistogramMode::Classic);
+    let hits = find(&series, &[("__name__", "hits"), ("env", "prod"), ("route", "a")]).expect("hits");
+    assert_eq!((hits.1, hits.2), (3.0 + 2.0 + 2.0, 1_010_000));
+    for (labels, _, _) in &series {
+        let mut sorted = labels.clone();
+        sorted.sort();
+        assert_eq!(&sorted, labels, "labels sorted by name");
+    }
+}
+
+#[test]
+fn gauges_sets_and_type_conflicts() {
+    let registry = registry(&["temp:20|g\nusers:a|s\nusers:b|s\nusers:a|s", "temp:-5|g\nusers:c|s\ntemp:1|c"]);
+    let series = decode_all(&registry, HistogramMode::Classic);
+    assert_eq!(find(&series, &[("__name__", "temp")]).unwrap().1, 15.0);
+    assert_eq!(find(&series, &[("__name__", "users")]).unwrap().1, 1.0, "a set is its last interval's members");
+    assert_eq!(registry.counts.type_conflicts, 1, "temp is a gauge: the counter is refused");
+}
+
+#[test]
+fn timers_in_seconds_as_classic_buckets() {
+    let registry = registry(&["rt:4|ms\nrt:100|ms\nrt:101|ms\nrt:3000|ms", "rt:20000|ms"]);
+    let series = decode_all(&registry, HistogramMode::Classic);
+    let bucket = |le: &str| find(&series, &[("__name__", "rt_bucket"), ("le", le)]).map(|s| s.1);
+    // 100 ms sits on the 0.1 boundary: circllhist's bin [0.10, 0.11) is above it.
+    let want = [
+        ("0.005", 1.0),
+        ("0.05", 1.0),
+        ("0.1", 1.0),
+        ("0.25", 3.0),
+        ("2.5", 3.0),
+        ("5", 4.0),
+        ("10", 4.0),
+        ("+Inf", 5.0),
+    ];
+    for (le, count) in want {
+        assert_eq!(bucket(le), Some(count), "le={le}");
+    }
+    assert_eq!(find(&series, &[("__name__", "rt_count")]).unwrap().1, 5.0);
+    let sum = find(&series, &[("__name__", "rt_sum")]).unwrap().1;
+    assert!((sum - 23.205).abs() < 1e-9, "{sum}");
+}
+
+#[test]
+fn timers_as_vmrange_buckets_bin_for_bin() {
+    let registry = registry(&["rt:4|ms\nrt:100|ms\nrt:101|ms\nrt:109|ms\nrt:0|ms\nh:-3|h", "rt:100|ms"]);
+    let series = decode_all(&registry, HistogramMode::Vmrange);
+    let bucket = |range: &str| find(&series, &[("__name__", "rt_bucket"), ("vmrange", range)]).map(|s| s.1);
+    assert_eq!(bucket("4.0e-03...4.1e-03"), Some(1.0));
+    assert_eq!(bucket("1.0e-01...1.1e-01"), Some(4.0));
+    assert_eq!(bucket("0...0"), Some(1.0));
+    let buckets = series.iter().filter(|(labels, _, _)| labels[0].1 == "rt_bucket").count();
+    assert_eq!(buckets, 3);
+    // `h` histograms keep their unit, negatives mirror.
+    let negative = find(&series, &[("__name__", "h_bucket"), ("vmrange", "-3.1e+00...-3.0e+00")]);
+    assert_eq!(negative.map(|s| s.1), Some(1.0));
+}
+
+#[test]
+fn large_flushes_are_cut_into_requests() {
+    let packet: String = (0..SERIES_PER_REQUEST + 5).map(|i| format!("c{i}:1|c\n")).collect();
+    let registry = registry(&[&packet]);
+    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
+    let requests = encode(&registry, &layout, 1, &[]);
+    assert_eq!(requests.len(), 2);
+    let total: usize = requests.iter().map(|r| r.samples).sum();
+    let decoded: usize = requests.iter().map(|r| decode_request(&r.body).len()).sum();
+    assert_eq!((total, decoded), (registry.series_count(), registry.series_count()));
+}
+
+#[test]
+fn expired_series_get_stale_markers() {
+    let mut registry = registry(&["old:1|c\nrt:5|ms", "new:1|c"]);
+    let forgotten = registry.expire(1_010 - 5);
+    let names: Vec<&str> = forgotten.iter().map(|f| f.name.as_str()).collect();
+    // statsd.bad_lines_seen stayed 0: an idle counter too.
+    assert_eq!(names, ["old", "rt", "statsd_bad_lines_seen"]);
+    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
+    let series: Vec<Decoded> =
+        encode(&registry, &layout, 1, &forgotten).iter().flat_map(|r| decode_request(&r.body)).collect();
+    let stale: Vec<&Decoded> = series.iter().filter(|(_, value, _)| value.to_bits() == STALE_NAN).collect();
+    assert_eq!(stale.len(), 2 + DEFAULT_BUCKETS.len() + 3, "old, bad_lines_seen, and rt's buckets, +Inf, _sum, _count");
+    assert!(find(&series, &[("__name__", "new")]).is_some());
+    assert_eq!(registry.counts.expired, 3);
+}
+
+#[test]
+fn exposition_text_and_open_metrics() {
+    let registry = registry(&["hits:2|c|#env:prod\nrt:100|ms\nq\"x:1|g|#k:a\\\"b"]);
+    let layout = Layout::new(HistogramMode::Classic, &[0.1, 1.0]);
+    let mut text = Exposition::new(false);
+    text.registry(&registry, &layout);
+    let text = text.finish();
+    for line in [
+        "# TYPE hits counter",
+        "hits{env=\"prod\"} 2",
+        "# TYPE rt histogram",
+        "rt_bucket{le=\"0.1\"} 0",
+        "rt_bucket{le=\"1\"} 1",
+        "rt_bucket{le=\"+Inf\"} 1",
+        "rt_sum 0.1",
+        "rt_count 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    let mut open = Exposition::new(true);
+    open.registry(&registry, &layout);
+    let open = open.finish();
+    assert!(open.lines().any(|l| l == "# TYPE hits counter"));
+    assert!(open.lines().any(|l| l == "hits_total{env=\"prod\"} 2"), "{open}");
+    assert!(open.ends_with("# EOF\n"));
+}
+
+#[test]
+fn accept_headers_choose_the_format() {
+    let cases = [
+        ("", false),
+        ("text/plain", false),
+        ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", true),
+        ("text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5", false),
+        ("application/openmetrics-text; version=1.0.0", true),
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3", false),
+    ];
+    for (accept, want) in cases {
+        assert_eq!(wants_open_metrics(accept), want, "{accept}");
+    }
+}
