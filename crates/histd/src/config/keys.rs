@@ -114,6 +114,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["prometheus.buckets"], "Prometheus' DefBuckets `[0.005 … 10]` (×1000 without `timerSeconds`)", "classic `le` boundaries, increasing; exact for boundaries with two significant digits. A bucket counts the values below its boundary (circllhist bins are lower-inclusive)"),
     histd(&["prometheus.scrapeHistograms"], "`classic`", "histograms on `/metrics`: `classic` or `vmrange` (for vmagent or VictoriaMetrics scraping; always served as text 0.0.4)"),
     histd(&["prometheus.ttlSeconds"], "0 (never)", "forget a series not updated for this long (remote write sends it a stale marker); a counter that comes back starts again from 0, which `rate()` reads as a reset"),
+    histd(&["prometheus.externalLabels"], "none", "labels added to every remote-written series, as Prometheus' `external_labels` (`{instance: 'web-1'}`): hosts writing the same names to one receiver must differ by one; a series' own tag of that name wins"),
     histd(&["timerSampleLimit"], "8192", "raw values kept per timer and interval (64 KiB); past it the percentile statistics come from the timer's histogram, and `messages.timers_over_sample_limit` in `stats` counts the timers this happened to"),
     unused(&["title"], "the process title: histd's is `histd`"),
     unused(&["log"], "histd logs to standard error; `--log-level` or `debug` set the level"),

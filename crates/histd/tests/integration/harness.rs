@@ -180,13 +180,7 @@ impl Daemon {
 
     /// `GET path` on the HTTP API: status and body.
     pub fn http_get(&self, path: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(self.address("http")).unwrap();
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let (head, body) = response.split_once("\r\n\r\n").unwrap();
-        (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_string())
+        http(&self.address("http"), "GET", path, &[], "")
     }
 
     /// `GET path` answered 200 with JSON.
@@ -489,4 +483,35 @@ fn assert_text_eq_shows_the_lines_that_differ() {
     let failure = std::panic::catch_unwind(|| assert_text_eq("a\nB\nc", "a\nb")).unwrap_err();
     let message = failure.downcast_ref::<String>().unwrap();
     assert!(message.ends_with("   2 - \"b\"\n   2 + \"B\"\n   3 + \"c\"\n"), "{message}");
+}
+
+/// One HTTP/1.0 request (so no server answers in chunks) with `headers` (`"Name: value\r\n"`
+/// lines): status and body.
+pub fn http(address: &str, method: &str, path: &str, body: &[u8], headers: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).unwrap_or_else(|e| panic!("{address}: {e}"));
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let head =
+        format!("{method} {path} HTTP/1.0\r\nHost: {address}\r\nContent-Length: {}\r\n{headers}\r\n", body.len());
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0), body.to_string())
+}
+
+/// `text` percent-encoded for a query string.
+pub fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A port nothing listens on now (bound and released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

@@ -122,6 +122,10 @@ pub struct PrometheusConfig {
     /// `prometheus.ttlSeconds` (0: never): a series not updated for this long is forgotten
     /// (remote write sends it a stale marker).
     pub ttl: Option<Duration>,
+    /// `prometheus.externalLabels` (none): labels added to every remote-written series, as
+    /// Prometheus' `external_labels` (`{instance: "web-1"}`), so that hosts writing the same
+    /// names stay distinct series; a series' own label of the same name wins.
+    pub external_labels: Vec<(String, String)>,
 }
 
 impl Default for PrometheusConfig {
@@ -132,6 +136,7 @@ impl Default for PrometheusConfig {
             buckets: DEFAULT_BUCKETS.to_vec(),
             scrape_histograms: HistogramMode::Classic,
             ttl: None,
+            external_labels: Vec::new(),
         }
     }
 }
@@ -153,6 +158,7 @@ impl PrometheusConfig {
         json!({
             "remoteWrite": targets, "timerSeconds": self.timer_seconds, "buckets": self.buckets,
             "scrapeHistograms": self.scrape_histograms.name(), "ttlSeconds": self.ttl.map_or(0, |t| t.as_secs()),
+            "externalLabels": self.external_labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })
     }
 }
@@ -186,7 +192,41 @@ pub fn prometheus(top: &Reader<'_>) -> Result<PrometheusConfig, ConfigError> {
         buckets,
         scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms")?,
         ttl,
+        external_labels: external_labels(&section)?,
     })
+}
+
+/// `externalLabels`: an object of label names (valid Prometheus names) and non-empty values.
+fn external_labels(section: &Reader<'_>) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut labels = Vec::new();
+    for (name, value) in string_object(section, "externalLabels")? {
+        let valid = !name.is_empty() && name == super::names::escape(&name) && !name.starts_with("__");
+        if !valid || value.is_empty() {
+            let message = format!(
+                "'{name}: {value}' is not a label: a name of [A-Za-z0-9_] not starting with a digit or __, and a value"
+            );
+            return Err(section.error("externalLabels", message));
+        }
+        labels.push((name, value));
+    }
+    labels.sort();
+    Ok(labels)
+}
+
+/// An object whose keys are the user's (header or label names), read whole: its keys are not
+/// config keys.
+fn string_object(reader: &Reader<'_>, key: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    match reader.raw(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Object(object)) => object
+            .iter()
+            .map(|(name, value)| match value {
+                Value::String(value) => Ok((name.clone(), value.clone())),
+                other => Err(reader.error(key, format!("the value of '{name}' is not a string: {other}"))),
+            })
+            .collect(),
+        Some(other) => Err(reader.error(key, format!("expected an object of strings, got {other}"))),
+    }
 }
 
 fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
@@ -206,20 +246,7 @@ fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
 fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteTarget, ConfigError> {
     let url = target.string("url")?.ok_or_else(|| target.error("url", "is missing"))?;
     let url = HttpUrl::parse(&url).map_err(|message| target.error("url", message))?;
-    let mut headers = Vec::new();
-    match target.raw("headers") {
-        None => {}
-        // Header names are the user's: the object is read whole, not key by key.
-        Some(Value::Object(object)) => {
-            for (name, value) in object {
-                let Value::String(value) = value else {
-                    return Err(target.error("headers", format!("the value of '{name}' is not a string: {value}")));
-                };
-                headers.push((name.clone(), value.clone()));
-            }
-        }
-        Some(other) => return Err(target.error("headers", format!("expected an object of strings, got {other}"))),
-    }
+    let headers = string_object(target, "headers")?;
     let timeout = match target.number("timeoutMs")? {
         None => DEFAULT_TIMEOUT,
         Some(ms) if ms >= 1.0 && ms.is_finite() => Duration::from_millis(ms as u64),

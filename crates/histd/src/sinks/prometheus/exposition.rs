@@ -9,7 +9,7 @@
 use std::fmt::Write;
 
 use super::samples::{for_each_sample, Layout};
-use super::state::{Kind, Registry};
+use super::state::{Kind, Registry, Starts};
 
 /// The text 0.0.4 content type.
 pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -99,7 +99,7 @@ impl Exposition {
         for (name, family) in &registry.families {
             let sample = self.family(name, Some(family.kind), None);
             for (labels, series) in &family.series {
-                for_each_sample(&series.value, layout, |suffix, extra, value| {
+                for_each_sample(&series.value, layout, Starts::Nothing, |suffix, extra, value, _| {
                     let name = if suffix.is_empty() { sample.clone() } else { format!("{name}{suffix}") };
                     self.sample(&name, labels, extra, value)
                 });

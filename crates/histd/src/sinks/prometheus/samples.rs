@@ -4,7 +4,7 @@
 
 use super::config::HistogramMode;
 use super::histogram::{classic, le_label, vmrange};
-use super::state::Value;
+use super::state::{Starts, Value};
 
 /// How histograms are written, with the classic boundaries' labels formatted once.
 #[derive(Debug, Clone)]
@@ -26,10 +26,17 @@ impl Layout {
     }
 }
 
-/// Calls `emit(suffix, extra_label, value)` for each sample of `value`.
-pub fn for_each_sample(value: &Value, layout: &Layout, mut emit: impl FnMut(&'static str, Option<(&str, &str)>, f64)) {
+/// Calls `emit(suffix, extra_label, value, starts)` for each sample of `value`, where
+/// `starts` says the sample begins with this flush (see [`Starts`]).
+pub fn for_each_sample(
+    value: &Value,
+    layout: &Layout,
+    starts: Starts<'_>,
+    mut emit: impl FnMut(&'static str, Option<(&str, &str)>, f64, bool),
+) {
+    let everything = starts == Starts::Everything;
     let cumulative = match value {
-        Value::Number(number) => return emit("", None, *number),
+        Value::Number(number) => return emit("", None, *number, everything),
         Value::Histogram(cumulative) => cumulative,
     };
     let histogram = &cumulative.histogram;
@@ -37,17 +44,18 @@ pub fn for_each_sample(value: &Value, layout: &Layout, mut emit: impl FnMut(&'st
         HistogramMode::Classic => {
             let counts = classic(histogram, &layout.bounds);
             for (label, count) in layout.le_labels.iter().zip(counts) {
-                emit("_bucket", Some(("le", label)), count as f64);
+                emit("_bucket", Some(("le", label)), count as f64, everything);
             }
         }
         HistogramMode::Vmrange => {
             for (bucket, count) in histogram.bins() {
+                let new = everything || matches!(starts, Starts::Bins(bins) if bins.binary_search(&bucket).is_ok());
                 if let Some(range) = vmrange(bucket) {
-                    emit("_bucket", Some(("vmrange", &range)), count as f64);
+                    emit("_bucket", Some(("vmrange", &range)), count as f64, new);
                 }
             }
         }
     }
-    emit("_sum", None, cumulative.sum);
-    emit("_count", None, histogram.count() as f64);
+    emit("_sum", None, cumulative.sum, everything);
+    emit("_count", None, histogram.count() as f64, everything);
 }

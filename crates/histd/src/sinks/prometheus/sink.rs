@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::client::{Client, Outcome};
 use super::config::{HistogramMode, PrometheusConfig, RemoteWriteTarget};
-use super::encode::{encode, Request};
+use super::encode::{encode, Flush, Request};
 use super::samples::Layout;
 use super::state::Registry;
 use crate::ingest::unix_now_s;
@@ -117,6 +117,7 @@ fn apply(
         None => Vec::new(),
     };
     let timestamp_ms = snapshot.timestamp as i64 * 1000;
+    let start_ms = timestamp_ms - snapshot.interval.min(Duration::from_secs(3600)).as_millis() as i64;
     let mut encoded: Vec<(HistogramMode, Arc<Vec<Request>>)> = Vec::new();
     modes
         .iter()
@@ -125,7 +126,8 @@ fn apply(
                 return requests.clone();
             }
             let layout = Layout::new(mode, &config.buckets);
-            let requests = Arc::new(encode(&registry, &layout, timestamp_ms, &forgotten));
+            let flush = Flush { layout: &layout, timestamp_ms, start_ms, external_labels: &config.external_labels };
+            let requests = Arc::new(encode(&registry, &flush, &forgotten));
             encoded.push((mode, requests.clone()));
             requests
         })

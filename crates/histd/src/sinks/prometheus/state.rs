@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use agg::Snapshot;
-use circllhist::Histogram;
+use circllhist::{Bucket, Histogram};
 
 use super::histogram::shifted;
 use super::names::{series_name, Labels, SeriesName};
@@ -58,6 +58,39 @@ pub struct Series {
     pub value: Value,
     /// The flush (unix seconds) that last changed it.
     pub updated_unix_s: u64,
+    /// The flush that created it.
+    pub created_unix_s: u64,
+    /// The flush whose interval first put values in [`Series::new_bins`], and those bins.
+    pub new_bins: (u64, Vec<Bucket>),
+}
+
+/// Which samples of a series begin with a flush: remote write sends each such sample a 0 at
+/// the interval's start first, so that `increase()` counts its first value (VictoriaMetrics
+/// and Prometheus otherwise take a new series' first value as a counter already running).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Starts<'a> {
+    /// None: the series and its bins existed before.
+    Nothing,
+    /// Every sample (a new counter or histogram; never a gauge).
+    Everything,
+    /// These histogram bins.
+    Bins(&'a [Bucket]),
+}
+
+impl Series {
+    fn new(value: Value, now: u64) -> Series {
+        Series { value, updated_unix_s: now, created_unix_s: now, new_bins: (0, Vec::new()) }
+    }
+
+    /// What begins with the flush at `now_unix_s`.
+    pub fn starts(&self, kind: Kind, now_unix_s: u64) -> Starts<'_> {
+        match kind {
+            Kind::Gauge => Starts::Nothing,
+            _ if self.created_unix_s == now_unix_s => Starts::Everything,
+            _ if self.new_bins.0 == now_unix_s => Starts::Bins(&self.new_bins.1),
+            _ => Starts::Nothing,
+        }
+    }
 }
 
 /// The series of one metric name.
@@ -114,58 +147,64 @@ impl Registry {
     pub fn apply(&mut self, snapshot: &Snapshot) {
         let now = snapshot.timestamp;
         for counter in snapshot.counters.iter() {
-            let count = counter.count;
-            self.update(counter.key, Kind::Counter, now, count != 0.0, |value| match value {
-                Some(Value::Number(total)) => Value::Number(total + count),
-                _ => Value::Number(count),
-            });
+            if let Some(series) = self.series(counter.key, Kind::Counter, now, || Value::Number(0.0)) {
+                if let Value::Number(total) = &mut series.value {
+                    *total += counter.count;
+                }
+                if counter.count != 0.0 {
+                    series.updated_unix_s = now;
+                }
+            }
         }
         for gauge in &snapshot.gauges {
-            self.update(&gauge.key, Kind::Gauge, now, true, |_| Value::Number(gauge.value));
+            self.set_gauge(&gauge.key, gauge.value, now);
         }
         for set in &snapshot.sets {
-            self.update(&set.key, Kind::Gauge, now, true, |_| Value::Number(set.count as f64));
+            self.set_gauge(&set.key, set.count as f64, now);
         }
         for timer in snapshot.timers.iter().filter(|timer| timer.totals.received > 0) {
             let shift = if timer.milliseconds { self.timer_shift } else { 0 };
             let totals = timer.totals;
             // The exact sum is unweighted; weighted as the count is, exact when one sample
             // rate was used in the interval (the usual case).
-            let weighted_sum = totals.sum * totals.count / totals.received as f64;
-            let scale = 10f64.powi(i32::from(shift));
-            self.update(&timer.key, Kind::Histogram, now, true, |value| {
-                let mut cumulative = match value {
-                    Some(Value::Histogram(cumulative)) => cumulative,
-                    _ => Box::default(),
-                };
-                cumulative.histogram.merge(&shifted(&timer.distribution, shift));
-                cumulative.sum += weighted_sum * scale;
-                Value::Histogram(cumulative)
-            });
+            let weighted_sum = totals.sum * totals.count / totals.received as f64 * 10f64.powi(i32::from(shift));
+            let interval = shifted(&timer.distribution, shift);
+            let new_series = || Value::Histogram(Box::default());
+            let Some(series) = self.series(&timer.key, Kind::Histogram, now, new_series) else { continue };
+            let Value::Histogram(cumulative) = &mut series.value else { continue };
+            let known: Vec<Bucket> = cumulative.histogram.bins().map(|(bucket, _)| bucket).collect();
+            let new_bins: Vec<Bucket> = interval
+                .bins()
+                .map(|(bucket, _)| bucket)
+                .filter(|bucket| known.binary_search(bucket).is_err())
+                .collect();
+            cumulative.histogram.merge(&interval);
+            cumulative.sum += weighted_sum;
+            series.updated_unix_s = now;
+            if !new_bins.is_empty() {
+                series.new_bins = (now, new_bins);
+            }
         }
     }
 
-    /// Sets the series of `key` to `next(previous)` when its name has `kind`.
-    fn update(&mut self, key: &str, kind: Kind, now: u64, changed: bool, next: impl FnOnce(Option<Value>) -> Value) {
+    fn set_gauge(&mut self, key: &str, value: f64, now: u64) {
+        if let Some(series) = self.series(key, Kind::Gauge, now, || Value::Number(value)) {
+            series.value = Value::Number(value);
+            series.updated_unix_s = now;
+        }
+    }
+
+    /// The series of `key`, created with `initial` when new; `None` when its name has
+    /// another type (counted).
+    fn series(&mut self, key: &str, kind: Kind, now: u64, initial: impl FnOnce() -> Value) -> Option<&mut Series> {
         let SeriesName { name, labels, dropped_tags } = series_name(key);
         self.counts.dropped_tags += dropped_tags as u64;
         let family = self.families.entry(name).or_insert_with(|| Family { kind, series: BTreeMap::new() });
         if family.kind != kind {
             self.counts.type_conflicts += 1;
-            return;
+            return None;
         }
-        match family.series.get_mut(&labels) {
-            Some(series) => {
-                let previous = std::mem::replace(&mut series.value, Value::Number(0.0));
-                series.value = next(Some(previous));
-                if changed {
-                    series.updated_unix_s = now;
-                }
-            }
-            None => {
-                family.series.insert(labels, Series { value: next(None), updated_unix_s: now });
-            }
-        }
+        Some(family.series.entry(labels).or_insert_with(|| Series::new(initial(), now)))
     }
 
     /// Forgets the series not updated since `oldest_unix_s`, returning them.

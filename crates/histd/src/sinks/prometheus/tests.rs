@@ -5,7 +5,7 @@
 use agg::{AggConfig, Aggregator, Snapshot, Table};
 
 use super::config::{HistogramMode, DEFAULT_BUCKETS};
-use super::encode::{encode, SERIES_PER_REQUEST, STALE_NAN};
+use super::encode::{encode, Flush, SERIES_PER_REQUEST, STALE_NAN};
 use super::exposition::{wants_open_metrics, Exposition};
 use super::samples::Layout;
 use super::state::Registry;
@@ -30,8 +30,9 @@ fn registry(packets: &[&str]) -> Registry {
     registry
 }
 
-/// A decoded time series: sorted labels, value, timestamp.
-type Decoded = (Vec<(String, String)>, f64, i64);
+/// A decoded time series: sorted labels, value, timestamp, and the time of a 0 sent before
+/// (a sample that begins with the flush).
+type Decoded = (Vec<(String, String)>, f64, i64, Option<i64>);
 
 fn varint(bytes: &[u8], at: &mut usize) -> u64 {
     let mut value = 0u64;
@@ -75,7 +76,7 @@ fn decode_request(body: &[u8]) -> Vec<Decoded> {
     let mut series = Vec::new();
     for (field, wire, payload) in fields(&raw) {
         assert_eq!((field, wire), (1, 2), "WriteRequest holds only timeseries");
-        let (mut labels, mut sample) = (Vec::new(), None);
+        let (mut labels, mut samples) = (Vec::new(), Vec::new());
         for (field, _, inner) in fields(&payload) {
             match field {
                 1 => {
@@ -88,25 +89,31 @@ fn decode_request(body: &[u8]) -> Vec<Decoded> {
                     let parts = fields(&inner);
                     let value = f64::from_le_bytes(parts[0].2.clone().try_into().unwrap());
                     let ts = u64::from_le_bytes(parts[1].2.clone().try_into().unwrap()) as i64;
-                    assert!(sample.replace((value, ts)).is_none(), "one sample per series");
+                    samples.push((value, ts));
                 }
                 other => panic!("unexpected TimeSeries field {other}"),
             }
         }
-        let (value, ts) = sample.expect("a sample");
-        series.push((labels, value, ts));
+        let (value, ts) = *samples.last().expect("a sample");
+        let start = match samples[..] {
+            [_] => None,
+            [(zero, start), (_, ts)] if zero == 0.0 && start < ts => Some(start),
+            _ => panic!("one sample, or a 0 before it: {samples:?}"),
+        };
+        series.push((labels, value, ts, start));
     }
     series
 }
 
 fn decode_all(registry: &Registry, mode: HistogramMode) -> Vec<Decoded> {
     let layout = Layout::new(mode, &DEFAULT_BUCKETS);
-    encode(registry, &layout, 1_010_000, &[]).iter().flat_map(|r| decode_request(&r.body)).collect()
+    let flush = Flush { layout: &layout, timestamp_ms: 1_010_000, start_ms: 1_000_000, external_labels: &[] };
+    encode(registry, &flush, &[]).iter().flat_map(|r| decode_request(&r.body)).collect()
 }
 
 fn find<'a>(series: &'a [Decoded], wanted: &[(&str, &str)]) -> Option<&'a Decoded> {
     let wanted: Vec<(String, String)> = wanted.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    series.iter().find(|(labels, _, _)| *labels == wanted)
+    series.iter().find(|(labels, ..)| *labels == wanted)
 }
 
 #[test]
@@ -116,7 +123,7 @@ fn counters_accumulate_across_flushes_and_labels_are_sorted() {
     let series = decode_all(&registry, HistogramMode::Classic);
     let hits = find(&series, &[("__name__", "hits"), ("env", "prod"), ("route", "a")]).expect("hits");
     assert_eq!((hits.1, hits.2), (3.0 + 2.0 + 2.0, 1_010_000));
-    for (labels, _, _) in &series {
+    for (labels, ..) in &series {
         let mut sorted = labels.clone();
         sorted.sort();
         assert_eq!(&sorted, labels, "labels sorted by name");
@@ -164,7 +171,7 @@ fn timers_as_vmrange_buckets_bin_for_bin() {
     assert_eq!(bucket("4.0e-03...4.1e-03"), Some(1.0));
     assert_eq!(bucket("1.0e-01...1.1e-01"), Some(4.0));
     assert_eq!(bucket("0...0"), Some(1.0));
-    let buckets = series.iter().filter(|(labels, _, _)| labels[0].1 == "rt_bucket").count();
+    let buckets = series.iter().filter(|(labels, ..)| labels[0].1 == "rt_bucket").count();
     assert_eq!(buckets, 3);
     // `h` histograms keep their unit, negatives mirror.
     let negative = find(&series, &[("__name__", "h_bucket"), ("vmrange", "-3.1e+00...-3.0e+00")]);
@@ -176,7 +183,8 @@ fn large_flushes_are_cut_into_requests() {
     let packet: String = (0..SERIES_PER_REQUEST + 5).map(|i| format!("c{i}:1|c\n")).collect();
     let registry = registry(&[&packet]);
     let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
-    let requests = encode(&registry, &layout, 1, &[]);
+    let requests =
+        encode(&registry, &Flush { layout: &layout, timestamp_ms: 1, start_ms: 0, external_labels: &[] }, &[]);
     assert_eq!(requests.len(), 2);
     let total: usize = requests.iter().map(|r| r.samples).sum();
     let decoded: usize = requests.iter().map(|r| decode_request(&r.body).len()).sum();
@@ -192,8 +200,11 @@ fn expired_series_get_stale_markers() {
     assert_eq!(names, ["old", "rt", "statsd_bad_lines_seen"]);
     let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
     let series: Vec<Decoded> =
-        encode(&registry, &layout, 1, &forgotten).iter().flat_map(|r| decode_request(&r.body)).collect();
-    let stale: Vec<&Decoded> = series.iter().filter(|(_, value, _)| value.to_bits() == STALE_NAN).collect();
+        encode(&registry, &Flush { layout: &layout, timestamp_ms: 1, start_ms: 0, external_labels: &[] }, &forgotten)
+            .iter()
+            .flat_map(|r| decode_request(&r.body))
+            .collect();
+    let stale: Vec<&Decoded> = series.iter().filter(|(_, value, ..)| value.to_bits() == STALE_NAN).collect();
     assert_eq!(stale.len(), 2 + DEFAULT_BUCKETS.len() + 3, "old, bad_lines_seen, and rt's buckets, +Inf, _sum, _count");
     assert!(find(&series, &[("__name__", "new")]).is_some());
     assert_eq!(registry.counts.expired, 3);
@@ -239,4 +250,29 @@ fn accept_headers_choose_the_format() {
     for (accept, want) in cases {
         assert_eq!(wants_open_metrics(accept), want, "{accept}");
     }
+}
+
+#[test]
+fn external_labels_join_every_series_unless_it_has_its_own() {
+    let registry = registry(&["a:1|c\nb:1|c|#instance:own"]);
+    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
+    let external = [("instance".to_string(), "web-1".to_string()), ("zone".to_string(), "z".to_string())];
+    let flush = Flush { layout: &layout, timestamp_ms: 1, start_ms: 0, external_labels: &external };
+    let series: Vec<Decoded> = encode(&registry, &flush, &[]).iter().flat_map(|r| decode_request(&r.body)).collect();
+    assert!(find(&series, &[("__name__", "a"), ("instance", "web-1"), ("zone", "z")]).is_some());
+    assert!(find(&series, &[("__name__", "b"), ("instance", "own"), ("zone", "z")]).is_some());
+}
+
+#[test]
+fn what_begins_with_a_flush_gets_a_zero_at_the_interval_start() {
+    // rt's bin 4 ms is new in the second flush, 100 ms is not; hits is new in the first.
+    let registry = registry(&["hits:1|c\nrt:100|ms\ntemp:5|g", "hits:1|c\nrt:100|ms\nrt:4|ms\nlate:1|c"]);
+    let series = decode_all(&registry, HistogramMode::Vmrange);
+    let start = |labels: &[(&str, &str)]| find(&series, labels).unwrap_or_else(|| panic!("{labels:?}")).3;
+    assert_eq!(start(&[("__name__", "late")]), Some(1_000_000), "a counter new in this flush");
+    assert_eq!(start(&[("__name__", "hits")]), None, "a counter seen before");
+    assert_eq!(start(&[("__name__", "temp")]), None, "never a gauge");
+    assert_eq!(start(&[("__name__", "rt_bucket"), ("vmrange", "4.0e-03...4.1e-03")]), Some(1_000_000));
+    assert_eq!(start(&[("__name__", "rt_bucket"), ("vmrange", "1.0e-01...1.1e-01")]), None);
+    assert_eq!(start(&[("__name__", "rt_count")]), None);
 }

@@ -1,0 +1,176 @@
+//! The prometheus backend against the real systems: VictoriaMetrics merging two daemons'
+//! `vmrange` bins, a receiver that is down and comes back, Prometheus scraping `/metrics` and
+//! receiving remote write.
+
+use circllhist::{Bucket, Histogram};
+
+use super::external::{own_prometheus, own_victoria_metrics, shared_victoria_metrics};
+use super::harness::{free_port, http, wait_until, Daemon};
+
+fn config(remote_write: &str, extra: &str) -> String {
+    format!(
+        "{{ servers: [ {{ server: 'udp', address: '127.0.0.1', port: 0 }} ], mgmt_port: 0, http_port: 0, \
+           flushInterval: 1000, backends: ['prometheus'], prometheus: {{ remoteWrite: [{remote_write}] {extra} }} }}"
+    )
+}
+
+fn sink_value(daemon: &Daemon, sink: &str, name: &str) -> f64 {
+    daemon.http_json("/health")["sinks"][sink][name].as_f64().unwrap_or_else(|| panic!("{sink}.{name}"))
+}
+
+/// Timer values in milliseconds: two hosts' worth, spread over four decades.
+fn latencies(count: usize, stride: usize, offset: usize) -> Vec<u64> {
+    (0..count).map(|i| ((i * stride) % 3000 + offset) as u64).collect()
+}
+
+fn send_timer(daemon: &Daemon, name: &str, values: &[u64]) {
+    for chunk in values.chunks(20) {
+        let lines: Vec<String> = chunk.iter().map(|v| format!("{name}:{v}|ms")).collect();
+        daemon.send_udp(&lines.join("\n"));
+    }
+}
+
+#[test]
+fn two_daemons_merge_bin_for_bin_in_victoria_metrics() {
+    let vm = shared_victoria_metrics();
+    let url = format!("{{ url: 'http://{}/api/v1/write', histograms: 'vmrange' }}", vm.address);
+    let a = Daemon::start("vm-a", &config(&url, ", externalLabels: { instance: 'a' }"));
+    let b = Daemon::start("vm-b", &config(&url, ", externalLabels: { instance: 'b' }"));
+    let (from_a, from_b) = (latencies(600, 7, 0), latencies(400, 13, 1));
+    send_timer(&a, "vm_merge.latency", &from_a);
+    send_timer(&b, "vm_merge.latency", &from_b);
+    for _ in 0..3 {
+        a.send_udp("vm_merge.hits:3|c");
+        b.send_udp("vm_merge.hits:4|c");
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let total = (from_a.len() + from_b.len()) as f64;
+    wait_until(|| vm.scalar("sum(vm_merge_latency_count)") == Some(total), "VictoriaMetrics has every sample");
+    wait_until(|| vm.scalar("sum(increase(vm_merge_hits[10m]))") == Some(21.0), "increase() is what was sent");
+
+    // histd's own view of every sample, merged: the same bins, in milliseconds.
+    let mut merged = Histogram::new();
+    from_a.iter().chain(&from_b).for_each(|&v| {
+        merged.insert(v as f64, 1);
+    });
+    let buckets = "sum by (vmrange) (increase(vm_merge_latency_bucket[10m]))";
+    for q in [0.5, 0.9, 0.99] {
+        let histd = merged.quantile(q);
+        let bin = Bucket::of_f64(histd);
+        let vm_ms = vm.scalar(&format!("histogram_quantile({q}, {buckets})")).unwrap() * 1000.0;
+        let (low, high) = (bin.left(), bin.left() + bin.width());
+        assert!(
+            vm_ms >= low - 1e-9 && vm_ms <= high + 1e-9,
+            "q={q}: VictoriaMetrics {vm_ms} ms, histd {histd} ms in [{low}, {high})"
+        );
+    }
+    for threshold_s in [0.1, 1.5, 2.2] {
+        let histd = merged.count_below(threshold_s * 1000.0, false) as f64 / merged.count() as f64;
+        let vm_share = vm.scalar(&format!("histogram_share({threshold_s}, {buckets})")).unwrap();
+        assert!(
+            (vm_share - histd).abs() < 1e-12,
+            "share below {threshold_s}s: VictoriaMetrics {vm_share}, histd {histd}"
+        );
+    }
+    assert!(a.terminate() && b.terminate());
+}
+
+#[test]
+fn a_receiver_down_then_back_loses_nothing_within_the_buffer() {
+    let port = free_port();
+    let url = format!("{{ url: 'http://127.0.0.1:{port}/api/v1/write' }}");
+    let daemon = Daemon::start("rw-outage", &config(&url, ""));
+    for _ in 0..4 {
+        daemon.send_udp("outage.hits:1|c");
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let sink = "prometheus.remote_write_0";
+    assert!(sink_value(&daemon, sink, "errors") > 0.0, "the receiver was down");
+    assert!(sink_value(&daemon, sink, "buffered_bytes") > 0.0, "what it could not take is held");
+    let vm = own_victoria_metrics(port);
+    wait_until(|| vm.scalar("max_over_time(outage_hits[10m])") == Some(4.0), "the last flush arrives");
+    // The first flushes, sent while the receiver was down, arrived too: the 0 at the start of
+    // the counter's first interval, and its first value.
+    assert_eq!(vm.scalar("min_over_time(outage_hits[10m])"), Some(0.0));
+    assert!(vm.scalar("count_eq_over_time(outage_hits[10m], 1)").unwrap() >= 1.0);
+    assert!(vm.scalar("count_over_time(outage_hits[10m])").unwrap() >= 5.0);
+    assert_eq!(vm.scalar("increase(outage_hits[10m])"), Some(4.0));
+    wait_until(|| sink_value(&daemon, sink, "buffered_bytes") == 0.0, "the buffer empties");
+    for reason in ["buffer_full", "shutdown", "rejected", "possibly_lost"] {
+        assert_eq!(sink_value(&daemon, sink, &format!("dropped_points.{reason}")), 0.0, "{reason}");
+    }
+    assert!(daemon.terminate());
+}
+
+#[test]
+fn a_full_retry_buffer_drops_the_oldest_and_counts_them() {
+    let url = format!("{{ url: 'http://127.0.0.1:{}/api/v1/write', retryBufferBytes: 1 }}", free_port());
+    let daemon = Daemon::start("rw-full", &config(&url, ""));
+    daemon.send_udp("full.hits:1|c");
+    let sink = "prometheus.remote_write_0";
+    wait_until(|| sink_value(&daemon, sink, "dropped_points.buffer_full") > 0.0, "dropped samples are counted");
+    let metrics = daemon.http_get("/metrics").1;
+    let dropped = metrics
+        .lines()
+        .find(|l| l.starts_with(&format!("histd_sink_dropped_points_total{{sink=\"{sink}\",reason=\"buffer_full\"}}")))
+        .unwrap_or_else(|| panic!("no drop counter on /metrics:\n{metrics}"));
+    assert_ne!(dropped.rsplit(' ').next(), Some("0"), "{dropped}");
+    assert!(daemon.terminate());
+}
+
+#[test]
+fn prometheus_scrapes_metrics_and_receives_remote_write() {
+    let scraped = Daemon::start("prom-scraped", &config("", ""));
+    let prometheus = own_prometheus(&[scraped.address("http")]);
+    let url = format!("http://{}/api/v1/write", prometheus.address);
+    let written = Daemon::start("prom-written", &config(&format!("{{ url: '{url}' }}"), ""));
+    let timer: Vec<u64> = vec![40, 120, 130, 180, 200, 700, 1200];
+    for daemon in [&scraped, &written] {
+        send_timer(daemon, "prom.rt", &timer);
+        daemon.send_udp("prom.hits:2|c|#route:a");
+        daemon.send_udp("prom.hits:4|c|#route:a");
+    }
+    // Scraped: OpenMetrics is negotiated, so the counter's samples are `_total`.
+    wait_until(
+        || prometheus.scalar("prom_hits_total{job='histd',route='a'}") == Some(6.0),
+        "the scrape has the counter",
+    );
+    wait_until(|| prometheus.scalar("prom_hits{route='a'}") == Some(6.0), "remote write has the counter");
+    for selector in ["{job='histd'}", "{job=''}"] {
+        let count = format!("prom_rt_count{selector}");
+        wait_until(|| prometheus.scalar(&count) == Some(timer.len() as f64), "the timer's count arrives");
+        let median = prometheus.scalar(&format!("histogram_quantile(0.5, prom_rt_bucket{selector})")).unwrap();
+        // The 4th of 7 values is 180 ms: in the classic bucket (0.1, 0.25].
+        assert!(median > 0.1 && median <= 0.25, "{selector}: median {median}");
+        let sum = prometheus.scalar(&format!("prom_rt_sum{selector}")).unwrap();
+        assert!((sum - 2.57).abs() < 1e-9, "{selector}: sum {sum}");
+    }
+    assert!(prometheus.scalar("histd_lines_received_total{job='histd'}").unwrap() >= 9.0, "histd's own metrics");
+    assert!(scraped.terminate() && written.terminate());
+}
+
+#[test]
+fn clear_forgets_the_series_and_metrics_has_histds_own() {
+    let daemon = Daemon::start("prom-clear", &config("", ""));
+    daemon.send_udp("clear.hits:1|c");
+    let has = |daemon: &Daemon| daemon.http_get("/metrics").1.lines().any(|l| l == "clear_hits 1");
+    wait_until(|| has(&daemon), "the counter is on /metrics");
+    let (status, body) = http(&daemon.address("http"), "POST", "/-/clear", &[], "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("forgot "), "{body}");
+    assert!(!has(&daemon));
+    let (status, text) = http(
+        &daemon.address("http"),
+        "GET",
+        "/metrics",
+        &[],
+        "Accept: application/openmetrics-text; version=1.0.0\r\n",
+    );
+    assert_eq!(status, 200);
+    assert!(text.ends_with("# EOF\n") && text.contains("\nhistd_lines_received_total 1\n"), "{text}");
+    assert!(daemon.terminate());
+    let plain = Daemon::start("prom-off", "{ servers: [ { server: 'udp', address: '127.0.0.1', port: 0 } ], mgmt_port: 0, http_port: 0, backends: ['console'] }");
+    assert_eq!(http(&plain.address("http"), "POST", "/-/clear", &[], "").0, 404);
+    assert!(plain.http_get("/metrics").1.contains("# TYPE histd_packets_received_total counter"));
+    assert!(plain.terminate());
+}
