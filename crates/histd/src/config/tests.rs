@@ -145,7 +145,7 @@ const EVERY_KEY: [&str; 3] = [
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
        keyFlush: { interval: 1000 }, \
-       prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, externalLabels: { instance: 'a' }, \
+       prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, nativeSchema: 3, externalLabels: { instance: 'a' }, \
                      remoteWrite: [ { url: 'http://127.0.0.1:8428/api/v1/write', name: 'vm', histograms: 'vmrange', \
                                       headers: { 'X-Scope-OrgID': 'a' }, timeoutMs: 1000, retryBufferBytes: 1048576 } ] } }",
     "{ server: 'udp', address: '127.0.0.1', port: 0, address_ipv6: false, recvBufferSize: 4096 }",

@@ -22,18 +22,22 @@ pub enum HistogramMode {
     /// VictoriaMetrics' `<name>_bucket{vmrange="<lo>...<hi>"}`, one per non-empty circllhist
     /// bin (exact, no re-binning), `_sum`, `_count`.
     Vmrange,
+    /// Prometheus native histograms at `nativeSchema` (re-binned: see `native.rs`); remote
+    /// write only.
+    Native,
 }
 
 impl HistogramMode {
-    fn parse(reader: &Reader<'_>, key: &str) -> Result<HistogramMode, ConfigError> {
+    fn parse(reader: &Reader<'_>, key: &str, native: bool) -> Result<HistogramMode, ConfigError> {
         match reader.string(key)?.as_deref() {
             None | Some("classic") => Ok(HistogramMode::Classic),
             Some("vmrange") => Ok(HistogramMode::Vmrange),
+            Some("native") if native => Ok(HistogramMode::Native),
             Some("native") => Err(reader.error(
                 key,
-                "'native' (Prometheus native histograms) is not implemented yet; use 'classic' or 'vmrange'",
+                "'native' needs the protobuf exposition, which /metrics does not serve yet: 'classic' or 'vmrange' (remote write can send native)",
             )),
-            Some(other) => Err(reader.error(key, format!("'{other}' is neither classic nor vmrange"))),
+            Some(other) => Err(reader.error(key, format!("'{other}' is not classic, vmrange or native"))),
         }
     }
 
@@ -42,6 +46,7 @@ impl HistogramMode {
         match self {
             HistogramMode::Classic => "classic",
             HistogramMode::Vmrange => "vmrange",
+            HistogramMode::Native => "native",
         }
     }
 }
@@ -97,7 +102,7 @@ pub struct RemoteWriteTarget {
     pub name: String,
     /// `url`.
     pub url: HttpUrl,
-    /// `histograms` (`classic`).
+    /// `histograms` (`classic`): `classic`, `vmrange` or `native`.
     pub histograms: HistogramMode,
     /// `headers` (none): added to every request (`Authorization`, `X-Scope-OrgID`...).
     pub headers: Vec<(String, String)>,
@@ -122,6 +127,9 @@ pub struct PrometheusConfig {
     /// `prometheus.ttlSeconds` (0: never): a series not updated for this long is forgotten
     /// (remote write sends it a stale marker).
     pub ttl: Option<Duration>,
+    /// `prometheus.nativeSchema` (5): the resolution of native histograms (edges are powers of
+    /// `2^(2^-schema)`: 5 is 2.2% wide buckets).
+    pub native_schema: i32,
     /// `prometheus.externalLabels` (none): labels added to every remote-written series, as
     /// Prometheus' `external_labels` (`{instance: "web-1"}`), so that hosts writing the same
     /// names stay distinct series; a series' own label of the same name wins.
@@ -136,6 +144,7 @@ impl Default for PrometheusConfig {
             buckets: DEFAULT_BUCKETS.to_vec(),
             scrape_histograms: HistogramMode::Classic,
             ttl: None,
+            native_schema: 5,
             external_labels: Vec::new(),
         }
     }
@@ -158,6 +167,7 @@ impl PrometheusConfig {
         json!({
             "remoteWrite": targets, "timerSeconds": self.timer_seconds, "buckets": self.buckets,
             "scrapeHistograms": self.scrape_histograms.name(), "ttlSeconds": self.ttl.map_or(0, |t| t.as_secs()),
+            "nativeSchema": self.native_schema,
             "externalLabels": self.external_labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })
     }
@@ -190,10 +200,19 @@ pub fn prometheus(top: &Reader<'_>) -> Result<PrometheusConfig, ConfigError> {
         remote_write,
         timer_seconds,
         buckets,
-        scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms")?,
+        scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms", false)?,
         ttl,
+        native_schema: native_schema(&section)?,
         external_labels: external_labels(&section)?,
     })
+}
+
+fn native_schema(section: &Reader<'_>) -> Result<i32, ConfigError> {
+    match section.number("nativeSchema")? {
+        None => Ok(5),
+        Some(s) if s.fract() == 0.0 && super::native::SCHEMAS.contains(&(s as i32)) => Ok(s as i32),
+        Some(s) => Err(section.error("nativeSchema", format!("expected an integer from -4 to 8, got {s}"))),
+    }
 }
 
 /// `externalLabels`: an object of label names (valid Prometheus names) and non-empty values.
@@ -260,7 +279,7 @@ fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteT
     Ok(RemoteWriteTarget {
         name: target.string("name")?.unwrap_or_else(|| format!("remote_write_{index}")),
         url,
-        histograms: HistogramMode::parse(target, "histograms")?,
+        histograms: HistogramMode::parse(target, "histograms", true)?,
         headers,
         timeout,
         retry_buffer_bytes,

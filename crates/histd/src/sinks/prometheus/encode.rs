@@ -14,6 +14,10 @@
 use bytes::Bytes;
 
 use super::samples::{for_each_sample, Layout};
+use std::collections::BTreeMap;
+
+use super::config::HistogramMode;
+use super::native::Native;
 use super::state::{Forgotten, Registry, Starts, Value};
 
 /// Time series in one request (Prometheus sends at most 2000 samples a request by default;
@@ -92,6 +96,12 @@ impl Batcher<'_> {
         starts: Starts<'_>,
         stale: Option<f64>,
     ) {
+        if let (HistogramMode::Native, Value::Histogram(cumulative)) = (layout.mode, value) {
+            let native = cumulative.native.clone().unwrap_or_default();
+            let sum = stale.unwrap_or(cumulative.sum);
+            self.native_series(name, labels, &native, sum, at, starts == Starts::Everything);
+            return;
+        }
         for_each_sample(value, layout, starts, |suffix, extra, sample, begins| {
             self.labels.clear();
             self.labels.push(("__name__".to_string(), format!("{name}{suffix}")));
@@ -112,6 +122,48 @@ impl Batcher<'_> {
                 self.cut();
             }
         });
+    }
+
+    /// One native histogram series (`__name__` without suffix), an empty one at the interval
+    /// start first when it begins with this flush. A stale marker is a `sum` of stale NaN.
+    fn native_series(
+        &mut self,
+        name: &str,
+        labels: &[(String, String)],
+        native: &Native,
+        sum: f64,
+        at: Times,
+        begins: bool,
+    ) {
+        self.labels.clear();
+        self.labels.push(("__name__".to_string(), name.to_string()));
+        self.labels.extend(labels.iter().cloned());
+        for (label, text) in self.external {
+            if !labels.iter().any(|(own, _)| own == label) {
+                self.labels.push((label.clone(), text.clone()));
+            }
+        }
+        self.labels.sort_unstable();
+        let mut histograms = Vec::new();
+        if let (true, Some(start)) = (begins, at.start_ms) {
+            write_native(&mut histograms, &Native::new(native.schema), 0.0, start);
+        }
+        write_native(&mut histograms, native, sum, at.sample_ms);
+        let label_len: usize =
+            self.labels.iter().map(|(n, v)| field_len(field_len(n.len()) + field_len(v.len()))).sum();
+        self.buffer.push(0x0a);
+        write_varint(&mut self.buffer, (label_len + histograms.len()) as u64);
+        for (label, text) in &self.labels {
+            self.buffer.push(0x0a);
+            write_varint(&mut self.buffer, (field_len(label.len()) + field_len(text.len())) as u64);
+            write_bytes(&mut self.buffer, 0x0a, label.as_bytes());
+            write_bytes(&mut self.buffer, 0x12, text.as_bytes());
+        }
+        self.buffer.extend_from_slice(&histograms);
+        self.series += 1;
+        if self.series == SERIES_PER_REQUEST {
+            self.cut();
+        }
     }
 
     fn cut(&mut self) {
@@ -164,6 +216,70 @@ fn write_time_series(
         write_sample(out, 0.0, start);
     }
     write_sample(out, value, timestamp_ms);
+}
+
+/// Appends `histograms` (field 4 of `TimeSeries`): an integer native histogram.
+///
+/// ```text
+/// Histogram { uint64 count_int = 1; double sum = 3; sint32 schema = 4; double zero_threshold = 5;
+///             uint64 zero_count_int = 6; repeated BucketSpan negative_spans = 8;
+///             repeated sint64 negative_deltas = 9; repeated BucketSpan positive_spans = 11;
+///             repeated sint64 positive_deltas = 12; int64 timestamp = 15; }
+/// BucketSpan { sint32 offset = 1; uint32 length = 2; }
+/// ```
+fn write_native(out: &mut Vec<u8>, native: &Native, sum: f64, timestamp_ms: i64) {
+    let mut message = Vec::new();
+    message.push(0x08);
+    write_varint(&mut message, native.count());
+    message.push(0x19);
+    message.extend_from_slice(&sum.to_le_bytes());
+    message.push(0x20);
+    write_varint(&mut message, zigzag(i64::from(native.schema)));
+    message.push(0x29);
+    message.extend_from_slice(&0f64.to_le_bytes());
+    message.push(0x30);
+    write_varint(&mut message, native.zero_count);
+    write_buckets(&mut message, &native.negative, 0x42, 0x4a);
+    write_buckets(&mut message, &native.positive, 0x5a, 0x62);
+    message.push(0x78);
+    write_varint(&mut message, timestamp_ms as u64);
+    write_bytes(out, 0x22, &message);
+}
+
+/// Spans of consecutive indices (each offset from the previous span's end) and the counts
+/// as deltas from the previous bucket, packed.
+fn write_buckets(out: &mut Vec<u8>, buckets: &BTreeMap<i32, u64>, span_tag: u8, delta_tag: u8) {
+    let mut spans: Vec<(i32, u32)> = Vec::new();
+    let mut next_index = 0;
+    for &index in buckets.keys() {
+        match spans.last_mut() {
+            Some((_, length)) if index == next_index => *length += 1,
+            _ => spans.push((index - next_index, 1)),
+        }
+        next_index = index + 1;
+    }
+    for (offset, length) in spans {
+        let mut span = Vec::new();
+        span.push(0x08);
+        write_varint(&mut span, zigzag(i64::from(offset)));
+        span.push(0x10);
+        write_varint(&mut span, u64::from(length));
+        write_bytes(out, span_tag, &span);
+    }
+    if buckets.is_empty() {
+        return;
+    }
+    let mut deltas = Vec::new();
+    let mut previous = 0i64;
+    for &count in buckets.values() {
+        write_varint(&mut deltas, zigzag(count as i64 - previous));
+        previous = count as i64;
+    }
+    write_bytes(out, delta_tag, &deltas);
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
 }
 
 /// The bytes of a `Sample` message.

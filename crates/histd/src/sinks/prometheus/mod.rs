@@ -6,14 +6,15 @@
 //! gauges, sets as gauges (distinct members in the last interval), timers and `h`/`d`
 //! histograms as histograms: classic `le` buckets at `prometheus.buckets`, or, for
 //! VictoriaMetrics, one `vmrange` bucket per circllhist bin, with no re-binning, so
-//! `histogram_quantile` and `histogram_share` across hosts answer from the same bins histd has.
+//! `histogram_quantile` and `histogram_share` across hosts answer from the same bins histd has;
+//! or, by remote write, Prometheus native histograms (`native.rs`).
 //! `ms` timers are exported in seconds (`prometheus.timerSeconds`), as statsd_exporter does.
 //!
 //! What it loses: classic buckets count values below each boundary (circllhist bins are
 //! lower-inclusive; see `histogram.rs`), a boundary with more than two significant digits
 //! counts its whole bin above it, and `_sum` weights the interval's exact sum by its mean
-//! sample rate. Native histograms, the protobuf exposition and statsd_exporter mapping files
-//! are not implemented yet.
+//! sample rate; native histograms re-bin (`native.rs` says how and what it costs). The
+//! protobuf exposition and statsd_exporter mapping files are not implemented yet.
 
 mod client;
 pub mod config;
@@ -21,6 +22,7 @@ mod encode;
 pub mod exposition;
 mod histogram;
 pub mod names;
+pub mod native;
 mod samples;
 mod sink;
 pub mod state;

@@ -47,6 +47,8 @@ pub fn for_each_sample(
                 emit("_bucket", Some(("le", label)), count as f64, everything);
             }
         }
+        // Written as one native histogram by the remote-write encoder, never as samples.
+        HistogramMode::Native => return,
         HistogramMode::Vmrange => {
             for (bucket, count) in histogram.bins() {
                 let new = everything || matches!(starts, Starts::Bins(bins) if bins.binary_search(&bucket).is_ok());

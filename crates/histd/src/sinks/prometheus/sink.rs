@@ -47,7 +47,7 @@ pub fn spawn(
     targets: Vec<Arc<SinkTelemetry>>,
 ) -> (SinkHandle, Arc<Exposed>) {
     let exposed = Arc::new(Exposed {
-        registry: Mutex::new(Registry::new(config.timer_seconds)),
+        registry: Mutex::new(Registry::new(config.timer_seconds, native_schema(&config))),
         layout: Layout::new(config.scrape_histograms, &config.buckets),
     });
     let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
@@ -60,6 +60,12 @@ pub fn spawn(
     }
     let task = tokio::spawn(run(exposed.clone(), config, telemetry.clone(), receiver, queues, tasks));
     (SinkHandle { snapshots: Some(sender), telemetry, targets, task }, exposed)
+}
+
+/// The schema native histograms are kept at, when a target sends them.
+fn native_schema(config: &PrometheusConfig) -> Option<i32> {
+    let native = config.remote_write.iter().any(|target| target.histograms == HistogramMode::Native);
+    native.then_some(config.native_schema)
 }
 
 struct TargetQueue {

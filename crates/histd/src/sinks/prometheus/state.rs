@@ -10,6 +10,7 @@ use circllhist::{Bucket, Histogram};
 
 use super::histogram::shifted;
 use super::names::{series_name, Labels, SeriesName};
+use super::native::Native;
 
 /// A metric family's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,8 @@ pub struct Cumulative {
     pub histogram: Histogram,
     /// Their sum, weighted by sample rates (the count is the histogram's).
     pub sum: f64,
+    /// The same values as a Prometheus native histogram, when a target sends native ones.
+    pub native: Option<Native>,
 }
 
 /// A series' current value.
@@ -135,12 +138,15 @@ pub struct Registry {
     pub counts: RegistryCounts,
     /// Move `ms` timers this many decades (-3: seconds; 0: milliseconds).
     timer_shift: i8,
+    /// Keep native histograms at this schema too.
+    native_schema: Option<i32>,
 }
 
 impl Registry {
-    /// An empty registry; `timer_seconds` exports `ms` timers in seconds.
-    pub fn new(timer_seconds: bool) -> Registry {
-        Registry { timer_shift: if timer_seconds { -3 } else { 0 }, ..Registry::default() }
+    /// An empty registry; `timer_seconds` exports `ms` timers in seconds; `native_schema`
+    /// keeps native histograms beside the circllhists.
+    pub fn new(timer_seconds: bool, native_schema: Option<i32>) -> Registry {
+        Registry { timer_shift: if timer_seconds { -3 } else { 0 }, native_schema, ..Registry::default() }
     }
 
     /// Adds one flush.
@@ -169,6 +175,7 @@ impl Registry {
             // rate was used in the interval (the usual case).
             let weighted_sum = totals.sum * totals.count / totals.received as f64 * 10f64.powi(i32::from(shift));
             let interval = shifted(&timer.distribution, shift);
+            let native_schema = self.native_schema;
             let new_series = || Value::Histogram(Box::default());
             let Some(series) = self.series(&timer.key, Kind::Histogram, now, new_series) else { continue };
             let Value::Histogram(cumulative) = &mut series.value else { continue };
@@ -180,6 +187,9 @@ impl Registry {
                 .collect();
             cumulative.histogram.merge(&interval);
             cumulative.sum += weighted_sum;
+            if let Some(schema) = native_schema {
+                cumulative.native.get_or_insert_with(|| Native::new(schema)).add(&interval);
+            }
             series.updated_unix_s = now;
             if !new_bins.is_empty() {
                 series.new_bins = (now, new_bins);

@@ -7,6 +7,7 @@ use agg::{AggConfig, Aggregator, Snapshot, Table};
 use super::config::{HistogramMode, DEFAULT_BUCKETS};
 use super::encode::{encode, Flush, SERIES_PER_REQUEST, STALE_NAN};
 use super::exposition::{wants_open_metrics, Exposition};
+use super::native::Native;
 use super::samples::Layout;
 use super::state::Registry;
 
@@ -25,7 +26,7 @@ fn snapshots(packets: &[&str]) -> Vec<Snapshot> {
 }
 
 fn registry(packets: &[&str]) -> Registry {
-    let mut registry = Registry::new(true);
+    let mut registry = Registry::new(true, Some(5));
     snapshots(packets).iter().for_each(|snapshot| registry.apply(snapshot));
     registry
 }
@@ -91,6 +92,10 @@ fn decode_request(body: &[u8]) -> Vec<Decoded> {
                     let ts = u64::from_le_bytes(parts[1].2.clone().try_into().unwrap()) as i64;
                     samples.push((value, ts));
                 }
+                4 => {
+                    let native = decode_native(&inner);
+                    samples.push((native.count() as f64, native_timestamp(&inner)));
+                }
                 other => panic!("unexpected TimeSeries field {other}"),
             }
         }
@@ -103,6 +108,58 @@ fn decode_request(body: &[u8]) -> Vec<Decoded> {
         series.push((labels, value, ts, start));
     }
     series
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+fn u64_of(payload: &[u8]) -> u64 {
+    u64::from_le_bytes(payload.try_into().unwrap())
+}
+
+/// A `Histogram` message back into buckets (spans and deltas), checking its count and sum.
+fn decode_native(bytes: &[u8]) -> Native {
+    let mut native = Native::new(0);
+    let (mut count, mut spans, mut deltas) = (0, [Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for (field, _, payload) in fields(bytes) {
+        match field {
+            1 => count = u64_of(&payload),
+            3 | 5 | 15 => {}
+            4 => native.schema = unzigzag(u64_of(&payload)) as i32,
+            6 => native.zero_count = u64_of(&payload),
+            8 | 11 => {
+                let parts = fields(&payload);
+                let span = (unzigzag(u64_of(&parts[0].2)) as i32, u64_of(&parts[1].2) as i32);
+                spans[usize::from(field == 11)].push(span);
+            }
+            9 | 12 => {
+                let mut at = 0;
+                while at < payload.len() {
+                    deltas[usize::from(field == 12)].push(unzigzag(varint(&payload, &mut at)));
+                }
+            }
+            other => panic!("unexpected Histogram field {other}"),
+        }
+    }
+    for side in 0..2 {
+        let (mut index, mut value, mut delta) = (0, 0i64, deltas[side].iter());
+        for &(offset, length) in &spans[side] {
+            index += offset;
+            for _ in 0..length {
+                value += delta.next().expect("a delta per bucket");
+                let buckets = if side == 1 { &mut native.positive } else { &mut native.negative };
+                buckets.insert(index, value as u64);
+                index += 1;
+            }
+        }
+    }
+    assert_eq!(count, native.count() + native.nan_count, "count_int is every observation");
+    native
+}
+
+fn native_timestamp(bytes: &[u8]) -> i64 {
+    fields(bytes).iter().find(|(field, ..)| *field == 15).map_or(0, |(_, _, p)| u64_of(p) as i64)
 }
 
 fn decode_all(registry: &Registry, mode: HistogramMode) -> Vec<Decoded> {
@@ -275,4 +332,33 @@ fn what_begins_with_a_flush_gets_a_zero_at_the_interval_start() {
     assert_eq!(start(&[("__name__", "rt_bucket"), ("vmrange", "4.0e-03...4.1e-03")]), Some(1_000_000));
     assert_eq!(start(&[("__name__", "rt_bucket"), ("vmrange", "1.0e-01...1.1e-01")]), None);
     assert_eq!(start(&[("__name__", "rt_count")]), None);
+}
+
+#[test]
+fn native_histograms_round_trip_through_spans_and_deltas() {
+    let registry = registry(&["rt:4|ms\nrt:100|ms\nrt:101|ms\nrt:0|ms\nrt:3000|ms\nneg:-2|h\nneg:-2.5|h", "rt:100|ms"]);
+    let layout = Layout::new(HistogramMode::Native, &DEFAULT_BUCKETS);
+    let flush = Flush { layout: &layout, timestamp_ms: 1_010_000, start_ms: 1_000_000, external_labels: &[] };
+    let body = &encode(&registry, &flush, &[])[0].body;
+    let raw = snap::raw::Decoder::new().decompress_vec(body).unwrap();
+    let mut found = 0;
+    for (_, _, series) in fields(&raw) {
+        let parts = fields(&series);
+        let name = String::from_utf8(fields(&parts[0].2)[1].2.clone()).unwrap();
+        let Some((_, _, histogram)) = parts.iter().find(|(field, ..)| *field == 4) else { continue };
+        let family = &registry.families[&name];
+        let super::state::Value::Histogram(cumulative) = &family.series.values().next().unwrap().value else {
+            panic!()
+        };
+        let want = cumulative.native.as_ref().unwrap();
+        let got = decode_native(histogram);
+        assert_eq!(
+            (&got.positive, &got.negative, got.zero_count, got.schema),
+            (&want.positive, &want.negative, want.zero_count, 5),
+            "{name}"
+        );
+        assert_eq!(native_timestamp(histogram), 1_010_000);
+        found += 1;
+    }
+    assert_eq!(found, 2, "rt and neg are native histograms, without _bucket samples");
 }
