@@ -94,6 +94,30 @@ fn errors_name_the_key() {
         ("{ udpReaders: 0 }", "config key `udpReaders`"),
         ("{ udpReaderMode: 'fast' }", "config key `udpReaderMode`"),
         ("{ servers: [ { recvBufferSize: -1 } ] }", "config key `servers[0].recvBufferSize`"),
+        (
+            "{ prometheus: { remoteWrite: [ { url: 'https://vm/api/v1/write' } ] } }",
+            "config key `prometheus.remoteWrite[0].url`: https is not supported",
+        ),
+        ("{ prometheus: { remoteWrite: [ {} ] } }", "config key `prometheus.remoteWrite[0].url`: is missing"),
+        (
+            "{ prometheus: { remoteWrite: [ { url: 'http://a/', histograms: 'sparse' } ] } }",
+            "config key `prometheus.remoteWrite[0].histograms`",
+        ),
+        (
+            "{ prometheus: { remoteWrite: [ { url: 'http://a/', headers: { A: 1 } } ] } }",
+            "config key `prometheus.remoteWrite[0].headers`",
+        ),
+        (
+            "{ prometheus: { scrapeHistograms: 'native' } }",
+            "config key `prometheus.scrapeHistograms`: 'native' needs the protobuf exposition",
+        ),
+        ("{ prometheus: { buckets: [1, 0.5] } }", "config key `prometheus.buckets`: expected increasing"),
+        ("{ prometheus: { nativeSchema: 9 } }", "config key `prometheus.nativeSchema`"),
+        ("{ prometheus: { externalLabels: { '1x': 'a' } } }", "config key `prometheus.externalLabels`"),
+        (
+            "{ prometheus: { mappingFile: '/nonexistent/m.yml' } }",
+            "config key `prometheus.mappingFile`: cannot read /nonexistent/m.yml",
+        ),
         ("[1, 2]", "must be an object"),
     ];
     for (text, want) in cases {
@@ -145,7 +169,7 @@ const EVERY_KEY: [&str; 3] = [
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
        keyFlush: { interval: 1000 }, \
-       prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, nativeSchema: 3, externalLabels: { instance: 'a' }, \
+       prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, nativeSchema: 3, mappingFile: 'tests/data/statsd_exporter_mapping.yml', externalLabels: { instance: 'a' }, \
                      remoteWrite: [ { url: 'http://127.0.0.1:8428/api/v1/write', name: 'vm', histograms: 'vmrange', \
                                       headers: { 'X-Scope-OrgID': 'a' }, timeoutMs: 1000, retryBufferBytes: 1048576 } ] } }",
     "{ server: 'udp', address: '127.0.0.1', port: 0, address_ipv6: false, recvBufferSize: 4096 }",

@@ -1,10 +1,13 @@
 //! The `prometheus` section: remote-write targets, the unit of timers, the classic bucket
 //! boundaries, what `/metrics` shows of histograms, and how long idle series live.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::mapping::Mapper;
 use crate::config::reader::{ConfigError, Reader};
 
 /// Prometheus' `DefBuckets`, in seconds.
@@ -113,7 +116,7 @@ pub struct RemoteWriteTarget {
 }
 
 /// The prometheus backend's settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct PrometheusConfig {
     /// `prometheus.remoteWrite` (none).
     pub remote_write: Vec<RemoteWriteTarget>,
@@ -127,6 +130,10 @@ pub struct PrometheusConfig {
     /// `prometheus.ttlSeconds` (0: never): a series not updated for this long is forgotten
     /// (remote write sends it a stale marker).
     pub ttl: Option<Duration>,
+    /// `prometheus.mappingFile` (none): statsd_exporter's mapping file, compiled.
+    pub mapping: Option<Arc<Mapper>>,
+    /// The file it was read from.
+    pub mapping_file: Option<PathBuf>,
     /// `prometheus.nativeSchema` (5): the resolution of native histograms (edges are powers of
     /// `2^(2^-schema)`: 5 is 2.2% wide buckets).
     pub native_schema: i32,
@@ -145,6 +152,8 @@ impl Default for PrometheusConfig {
             scrape_histograms: HistogramMode::Classic,
             ttl: None,
             native_schema: 5,
+            mapping: None,
+            mapping_file: None,
             external_labels: Vec::new(),
         }
     }
@@ -167,7 +176,7 @@ impl PrometheusConfig {
         json!({
             "remoteWrite": targets, "timerSeconds": self.timer_seconds, "buckets": self.buckets,
             "scrapeHistograms": self.scrape_histograms.name(), "ttlSeconds": self.ttl.map_or(0, |t| t.as_secs()),
-            "nativeSchema": self.native_schema,
+            "nativeSchema": self.native_schema, "mappingFile": self.mapping_file,
             "externalLabels": self.external_labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         })
     }
@@ -188,6 +197,18 @@ pub fn prometheus(top: &Reader<'_>) -> Result<PrometheusConfig, ConfigError> {
         Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
         Some(s) => return Err(section.error("ttlSeconds", format!("expected seconds (0: never), got {s}"))),
     };
+    let mapping_file = section.string("mappingFile")?.map(PathBuf::from);
+    let mapping = match &mapping_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| section.error("mappingFile", format!("cannot read {}: {e}", path.display())))?;
+            Some(
+                Mapper::from_yaml(&text)
+                    .map_err(|e| section.error("mappingFile", format!("{}: {e}", path.display())))?,
+            )
+        }
+    };
     let mut remote_write = Vec::new();
     for (index, target) in section.array("remoteWrite")?.iter().enumerate() {
         let key = section.key_path(&format!("remoteWrite[{index}]"));
@@ -203,6 +224,8 @@ pub fn prometheus(top: &Reader<'_>) -> Result<PrometheusConfig, ConfigError> {
         scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms", false)?,
         ttl,
         native_schema: native_schema(&section)?,
+        mapping: mapping.map(Arc::new),
+        mapping_file,
         external_labels: external_labels(&section)?,
     })
 }

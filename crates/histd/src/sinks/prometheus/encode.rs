@@ -69,16 +69,18 @@ pub fn encode(registry: &Registry, flush: &Flush<'_>, forgotten: &[Forgotten]) -
         external: flush.external_labels,
     };
     for (name, family) in &registry.families {
+        let layout = layout.with_buckets(family.buckets.as_deref());
         for (labels, series) in &family.series {
             let starts = series.starts(family.kind, (timestamp_ms / 1000) as u64);
             let at = Times { sample_ms: timestamp_ms, start_ms: Some(flush.start_ms) };
-            batcher.series_samples(name, labels, &series.value, layout, at, starts, None);
+            batcher.series_samples(name, labels, &series.value, &layout, at, starts, None);
         }
     }
     let stale = f64::from_bits(STALE_NAN);
     for gone in forgotten {
         let at = Times { sample_ms: timestamp_ms, start_ms: None };
-        batcher.series_samples(&gone.name, &gone.labels, &gone.value, layout, at, Starts::Nothing, Some(stale));
+        let layout = layout.with_buckets(gone.buckets.as_deref());
+        batcher.series_samples(&gone.name, &gone.labels, &gone.value, &layout, at, Starts::Nothing, Some(stale));
     }
     batcher.finish()
 }

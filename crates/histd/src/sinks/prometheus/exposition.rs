@@ -97,9 +97,10 @@ impl Exposition {
     /// Every series of `registry`, histograms laid out as `layout` says.
     pub fn registry(&mut self, registry: &Registry, layout: &Layout) {
         for (name, family) in &registry.families {
-            let sample = self.family(name, Some(family.kind), None);
+            let sample = self.family(name, Some(family.kind), family.help.as_deref());
+            let layout = layout.with_buckets(family.buckets.as_deref());
             for (labels, series) in &family.series {
-                for_each_sample(&series.value, layout, Starts::Nothing, |suffix, extra, value, _| {
+                for_each_sample(&series.value, &layout, Starts::Nothing, |suffix, extra, value, _| {
                     let name = if suffix.is_empty() { sample.clone() } else { format!("{name}{suffix}") };
                     self.sample(&name, labels, extra, value)
                 });

@@ -21,6 +21,7 @@ pub mod config;
 mod encode;
 pub mod exposition;
 mod histogram;
+pub mod mapping;
 pub mod names;
 pub mod native;
 mod samples;

@@ -13,6 +13,8 @@ const RESERVED: [&str; 3] = ["le", "vmrange", "quantile"];
 pub struct SeriesName {
     /// The metric name.
     pub name: String,
+    /// The statsd name it came from (what mapping files match).
+    pub statsd_name: String,
     /// The tags as labels.
     pub labels: Labels,
     /// Tags that could not become labels: no value (`#beta`, `env=`), an empty or reserved
@@ -24,7 +26,8 @@ pub struct SeriesName {
 /// so) become labels; when a label repeats, the last value wins, as in statsd_exporter.
 pub fn series_name(key: &str) -> SeriesName {
     let mut parts = key.split(';');
-    let name = escape(parts.next().unwrap_or_default());
+    let statsd_name = parts.next().unwrap_or_default().to_string();
+    let name = escape(&statsd_name);
     let mut labels: Labels = Vec::new();
     let mut dropped_tags = 0;
     for tag in parts {
@@ -43,7 +46,7 @@ pub fn series_name(key: &str) -> SeriesName {
         }
     }
     labels.sort_unstable();
-    SeriesName { name, labels, dropped_tags }
+    SeriesName { name, statsd_name, labels, dropped_tags }
 }
 
 /// `text` with every character outside `[A-Za-z0-9_]` replaced by `_`, and `_` before a

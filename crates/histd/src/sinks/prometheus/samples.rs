@@ -26,6 +26,18 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// This layout, or one with a family's own classic `buckets` (from its mapping).
+    pub fn with_buckets(&self, buckets: Option<&[f64]>) -> std::borrow::Cow<'_, Layout> {
+        match buckets {
+            Some(buckets) if self.mode == HistogramMode::Classic => {
+                std::borrow::Cow::Owned(Layout::new(self.mode, buckets))
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+}
+
 /// Calls `emit(suffix, extra_label, value, starts)` for each sample of `value`, where
 /// `starts` says the sample begins with this flush (see [`Starts`]).
 pub fn for_each_sample(

@@ -47,7 +47,7 @@ pub fn spawn(
     targets: Vec<Arc<SinkTelemetry>>,
 ) -> (SinkHandle, Arc<Exposed>) {
     let exposed = Arc::new(Exposed {
-        registry: Mutex::new(Registry::new(config.timer_seconds, native_schema(&config))),
+        registry: Mutex::new(Registry::new(config.timer_seconds, native_schema(&config), config.mapping.clone())),
         layout: Layout::new(config.scrape_histograms, &config.buckets),
     });
     let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
@@ -118,10 +118,7 @@ fn apply(
 ) -> Vec<Arc<Vec<Request>>> {
     let mut registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     registry.apply(snapshot);
-    let forgotten = match config.ttl {
-        Some(ttl) => registry.expire(snapshot.timestamp.saturating_sub(ttl.as_secs())),
-        None => Vec::new(),
-    };
+    let forgotten = registry.expire(snapshot.timestamp, config.ttl.map(|ttl| ttl.as_secs()));
     let timestamp_ms = snapshot.timestamp as i64 * 1000;
     let start_ms = timestamp_ms - snapshot.interval.min(Duration::from_secs(3600)).as_millis() as i64;
     let mut encoded: Vec<(HistogramMode, Arc<Vec<Request>>)> = Vec::new();

@@ -4,11 +4,13 @@
 //! `/-/clear`, or a restart (each a counter reset, which `rate()` and `increase()` handle).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use agg::Snapshot;
 use circllhist::{Bucket, Histogram};
 
 use super::histogram::shifted;
+use super::mapping::{Mapped, Mapper};
 use super::names::{series_name, Labels, SeriesName};
 use super::native::Native;
 
@@ -65,6 +67,8 @@ pub struct Series {
     pub created_unix_s: u64,
     /// The flush whose interval first put values in [`Series::new_bins`], and those bins.
     pub new_bins: (u64, Vec<Bucket>),
+    /// Its mapping's `ttl`, in seconds.
+    pub ttl_s: Option<u64>,
 }
 
 /// Which samples of a series begin with a flush: remote write sends each such sample a 0 at
@@ -82,7 +86,7 @@ pub enum Starts<'a> {
 
 impl Series {
     fn new(value: Value, now: u64) -> Series {
-        Series { value, updated_unix_s: now, created_unix_s: now, new_bins: (0, Vec::new()) }
+        Series { value, updated_unix_s: now, created_unix_s: now, new_bins: (0, Vec::new()), ttl_s: None }
     }
 
     /// What begins with the flush at `now_unix_s`.
@@ -103,6 +107,10 @@ pub struct Family {
     pub kind: Kind,
     /// Its series by labels.
     pub series: BTreeMap<Labels, Series>,
+    /// `help` of the mapping that created it.
+    pub help: Option<String>,
+    /// Classic bucket boundaries of the mapping that created it (else `prometheus.buckets`).
+    pub buckets: Option<Vec<f64>>,
 }
 
 /// What applying flushes refused or forgot, for `/metrics`.
@@ -114,6 +122,8 @@ pub struct RegistryCounts {
     pub dropped_tags: u64,
     /// Series forgotten after `ttlSeconds` without an update.
     pub expired: u64,
+    /// Series updates a mapping's `action: drop` dropped.
+    pub mapping_drops: u64,
 }
 
 /// A series that was forgotten, for the stale markers remote write sends.
@@ -127,6 +137,8 @@ pub struct Forgotten {
     pub labels: Labels,
     /// Its last value.
     pub value: Value,
+    /// Its family's own classic buckets.
+    pub buckets: Option<Vec<f64>>,
 }
 
 /// Every series, by name.
@@ -140,13 +152,15 @@ pub struct Registry {
     timer_shift: i8,
     /// Keep native histograms at this schema too.
     native_schema: Option<i32>,
+    /// statsd_exporter mappings.
+    mapper: Option<Arc<Mapper>>,
 }
 
 impl Registry {
     /// An empty registry; `timer_seconds` exports `ms` timers in seconds; `native_schema`
     /// keeps native histograms beside the circllhists.
-    pub fn new(timer_seconds: bool, native_schema: Option<i32>) -> Registry {
-        Registry { timer_shift: if timer_seconds { -3 } else { 0 }, native_schema, ..Registry::default() }
+    pub fn new(timer_seconds: bool, native_schema: Option<i32>, mapper: Option<Arc<Mapper>>) -> Registry {
+        Registry { timer_shift: if timer_seconds { -3 } else { 0 }, native_schema, mapper, ..Registry::default() }
     }
 
     /// Adds one flush.
@@ -177,7 +191,13 @@ impl Registry {
             let interval = shifted(&timer.distribution, shift);
             let native_schema = self.native_schema;
             let new_series = || Value::Histogram(Box::default());
-            let Some(series) = self.series(&timer.key, Kind::Histogram, now, new_series) else { continue };
+            let Some((series, scale)) = self.series_scaled(&timer.key, Kind::Histogram, now, new_series) else {
+                continue;
+            };
+            let (interval, weighted_sum) = match scale {
+                Some(scale) => (scaled(&interval, scale), weighted_sum * scale),
+                None => (interval, weighted_sum),
+            };
             let Value::Histogram(cumulative) = &mut series.value else { continue };
             let known: Vec<Bucket> = cumulative.histogram.bins().map(|(bucket, _)| bucket).collect();
             let new_bins: Vec<Bucket> = interval
@@ -205,31 +225,63 @@ impl Registry {
     }
 
     /// The series of `key`, created with `initial` when new; `None` when its name has
-    /// another type (counted).
+    /// another type or a mapping drops it (counted).
     fn series(&mut self, key: &str, kind: Kind, now: u64, initial: impl FnOnce() -> Value) -> Option<&mut Series> {
-        let SeriesName { name, labels, dropped_tags } = series_name(key);
+        self.series_scaled(key, kind, now, initial).map(|(series, _)| series)
+    }
+
+    /// As [`Registry::series`], with the `scale` its mapping sets for observed values.
+    fn series_scaled(
+        &mut self,
+        key: &str,
+        kind: Kind,
+        now: u64,
+        initial: impl FnOnce() -> Value,
+    ) -> Option<(&mut Series, Option<f64>)> {
+        let SeriesName { mut name, statsd_name, mut labels, dropped_tags } = series_name(key);
         self.counts.dropped_tags += dropped_tags as u64;
-        let family = self.families.entry(name).or_insert_with(|| Family { kind, series: BTreeMap::new() });
+        let mapping = match self.mapper.as_ref().map(|mapper| mapper.map(&statsd_name, kind)) {
+            Some(Mapped::Drop) => {
+                self.counts.mapping_drops += 1;
+                return None;
+            }
+            Some(Mapped::Series(mapping)) => Some(mapping),
+            Some(Mapped::Unmatched) | None => None,
+        };
+        if let Some(mapping) = &mapping {
+            name = mapping.name.clone();
+            merge_labels(&mut labels, &mapping.labels, mapping.honor_labels);
+        }
+        let family = self.families.entry(name).or_insert_with(|| Family {
+            kind,
+            series: BTreeMap::new(),
+            help: mapping.as_ref().and_then(|m| m.help.clone()),
+            buckets: mapping.as_ref().and_then(|m| m.buckets.clone()),
+        });
         if family.kind != kind {
             self.counts.type_conflicts += 1;
             return None;
         }
-        Some(family.series.entry(labels).or_insert_with(|| Series::new(initial(), now)))
+        let series = family.series.entry(labels).or_insert_with(|| Series::new(initial(), now));
+        series.ttl_s = mapping.as_ref().and_then(|m| m.ttl).map(|ttl| ttl.as_secs().max(1));
+        Some((series, mapping.and_then(|m| m.scale)))
     }
 
-    /// Forgets the series not updated since `oldest_unix_s`, returning them.
-    pub fn expire(&mut self, oldest_unix_s: u64) -> Vec<Forgotten> {
+    /// Forgets the series not updated within their mapping's `ttl`, or else `default_ttl_s`
+    /// (none: never), at `now_unix_s`, returning them.
+    pub fn expire(&mut self, now_unix_s: u64, default_ttl_s: Option<u64>) -> Vec<Forgotten> {
         let mut forgotten = Vec::new();
         for (name, family) in &mut self.families {
-            let stale: Vec<Labels> = family
-                .series
-                .iter()
-                .filter(|(_, series)| series.updated_unix_s < oldest_unix_s)
-                .map(|(labels, _)| labels.clone())
-                .collect();
+            let expired = |series: &Series| match series.ttl_s.or(default_ttl_s) {
+                Some(ttl) => series.updated_unix_s < now_unix_s.saturating_sub(ttl),
+                None => false,
+            };
+            let stale: Vec<Labels> =
+                family.series.iter().filter(|(_, series)| expired(series)).map(|(labels, _)| labels.clone()).collect();
             for labels in stale {
                 if let Some(series) = family.series.remove(&labels) {
-                    forgotten.push(Forgotten { name: name.clone(), kind: family.kind, labels, value: series.value });
+                    let (name, kind, buckets) = (name.clone(), family.kind, family.buckets.clone());
+                    forgotten.push(Forgotten { name, kind, labels, value: series.value, buckets });
                 }
             }
         }
@@ -247,4 +299,31 @@ impl Registry {
     pub fn series_count(&self) -> usize {
         self.families.values().map(|family| family.series.len()).sum()
     }
+}
+
+/// Sets the mapping's labels on a series' tag labels: the mapping wins unless `honor_labels`.
+fn merge_labels(labels: &mut Labels, mapped: &[(String, String)], honor_labels: bool) {
+    for (label, value) in mapped {
+        match labels.iter_mut().find(|(existing, _)| existing == label) {
+            Some(_) if honor_labels => {}
+            Some(entry) => entry.1 = value.clone(),
+            None => labels.push((label.clone(), value.clone())),
+        }
+    }
+    labels.retain(|(_, value)| !value.is_empty());
+    labels.sort_unstable();
+}
+
+/// `histogram` with every value multiplied by `scale`: exact (a shift of decades) for a power
+/// of ten, else each bin's samples moved to its midpoint times `scale`.
+fn scaled(histogram: &Histogram, scale: f64) -> Histogram {
+    let decades = scale.log10().round();
+    if (10f64.powf(decades) - scale).abs() <= scale * 1e-12 && decades.abs() < 100.0 {
+        return shifted(histogram, decades as i8);
+    }
+    let mut out = Histogram::new();
+    for (bucket, count) in histogram.bins() {
+        out.insert(bucket.midpoint() * scale, count);
+    }
+    out
 }

@@ -26,7 +26,7 @@ fn snapshots(packets: &[&str]) -> Vec<Snapshot> {
 }
 
 fn registry(packets: &[&str]) -> Registry {
-    let mut registry = Registry::new(true, Some(5));
+    let mut registry = Registry::new(true, Some(5), None);
     snapshots(packets).iter().for_each(|snapshot| registry.apply(snapshot));
     registry
 }
@@ -251,7 +251,7 @@ fn large_flushes_are_cut_into_requests() {
 #[test]
 fn expired_series_get_stale_markers() {
     let mut registry = registry(&["old:1|c\nrt:5|ms", "new:1|c"]);
-    let forgotten = registry.expire(1_010 - 5);
+    let forgotten = registry.expire(1_010, Some(5));
     let names: Vec<&str> = forgotten.iter().map(|f| f.name.as_str()).collect();
     // statsd.bad_lines_seen stayed 0: an idle counter too.
     assert_eq!(names, ["old", "rt", "statsd_bad_lines_seen"]);
@@ -361,4 +361,50 @@ fn native_histograms_round_trip_through_spans_and_deltas() {
         found += 1;
     }
     assert_eq!(found, 2, "rt and neg are native histograms, without _bucket samples");
+}
+
+#[test]
+fn a_mapping_file_names_labels_scales_and_drops() {
+    let mapper = super::mapping::Mapper::from_yaml(
+        r#"
+mappings:
+- match: "api.*.latency"
+  name: "api_latency_seconds"
+  help: "API latency"
+  labels: { route: "$1", env: "mapped" }
+  histogram_options: { buckets: [0.05, 0.5] }
+  ttl: 5s
+- match: "legacy.*"
+  name: "legacy_seconds"
+  scale: 0.5
+- match: "debug.*"
+  action: drop
+  name: "x"
+"#,
+    )
+    .unwrap();
+    let mut registry = Registry::new(true, None, Some(std::sync::Arc::new(mapper)));
+    for snapshot in snapshots(&["api.login.latency:100|ms|#env:prod,host:a\ndebug.x:1|c\nlegacy.t:4|h\nplain.c:1|c"]) {
+        registry.apply(&snapshot);
+    }
+    assert_eq!(registry.counts.mapping_drops, 1);
+    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
+    let mut text = Exposition::new(false);
+    text.registry(&registry, &layout);
+    let text = text.finish();
+    for line in [
+        "# HELP api_latency_seconds API latency",
+        "api_latency_seconds_bucket{env=\"mapped\",host=\"a\",route=\"login\",le=\"0.05\"} 0",
+        "api_latency_seconds_bucket{env=\"mapped\",host=\"a\",route=\"login\",le=\"0.5\"} 1",
+        "api_latency_seconds_bucket{env=\"mapped\",host=\"a\",route=\"login\",le=\"+Inf\"} 1",
+        "legacy_seconds_sum 2",
+        "plain_c 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+    }
+    assert!(!text.contains("debug"), "{text}");
+    // The mapping's ttl (5 s) forgets the latency series; the rest have none.
+    let forgotten = registry.expire(1_000 + 6, None);
+    let names: Vec<&str> = forgotten.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["api_latency_seconds"]);
 }
