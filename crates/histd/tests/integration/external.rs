@@ -150,3 +150,36 @@ fn spawn_for_the_process_lifetime(mut command: Command) {
     });
     spawned.recv().unwrap().expect("the service starts");
 }
+
+/// statsd_exporter v0.30.0 (`scripts/test` builds it with `go install` into
+/// `target/tools/bin`, or `HISTD_STATSD_EXPORTER` names it) with `mapping`, stopped when
+/// dropped; its UDP port is returned beside it.
+pub fn own_statsd_exporter(mapping: &std::path::Path) -> (Service, u16) {
+    let binary = std::env::var_os("HISTD_STATSD_EXPORTER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/bin/statsd_exporter"));
+    assert!(
+        binary.exists(),
+        "{} is missing: scripts/test installs it (go install github.com/prometheus/statsd_exporter@v0.30.0)",
+        binary.display()
+    );
+    let (port, udp) = (free_port(), free_udp_port());
+    let child = Command::new(binary)
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!("--statsd.listen-udp=127.0.0.1:{udp}"))
+        .arg("--statsd.listen-tcp=")
+        .arg(format!("--statsd.mapping-config={}", mapping.display()))
+        .arg("--log.level=error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("statsd_exporter starts");
+    let service =
+        Service { address: format!("127.0.0.1:{port}"), _dir: temp_dir("statsd-exporter"), child: Some(child) };
+    service.wait_ready("/metrics");
+    (service, udp)
+}
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}

@@ -196,3 +196,78 @@ fn clear_forgets_the_series_and_metrics_has_histds_own() {
     assert!(plain.http_get("/metrics").1.contains("# TYPE histd_packets_received_total counter"));
     assert!(plain.terminate());
 }
+
+/// Samples of a text exposition: `name{labels}` (sorted, `le` kept) → value, without the
+/// exporters' own metrics.
+fn user_samples(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let own = [
+        "statsd_exporter_",
+        "statsd_metric_mapper_",
+        "go_",
+        "process_",
+        "promhttp_",
+        "histd_",
+        "statsd_bad_lines_seen",
+        "statsd_metrics_received",
+        "statsd_packets_received",
+        "statsd_timestamp_lag",
+    ];
+    let mut samples = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        if own.iter().any(|prefix| line.starts_with(prefix)) {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+        let mut labels: Vec<&str> = labels.trim_end_matches('}').split(',').filter(|l| !l.is_empty()).collect();
+        labels.sort_unstable();
+        samples.insert(format!("{name}{{{}}}", labels.join(",")), value.parse().unwrap());
+    }
+    samples
+}
+
+#[test]
+fn the_same_mapping_file_gives_statsd_exporters_names_labels_and_values() {
+    let mapping = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/statsd_exporter_mapping.yml");
+    let (exporter, exporter_udp) = super::external::own_statsd_exporter(&mapping);
+    let extra = format!(", mappingFile: '{}'", mapping.display());
+    let daemon = Daemon::start("prom-mapping", &config("", &extra));
+    // Values off every bucket boundary: the two put each in the same classic bucket.
+    let lines = [
+        "test.dispatcher.FooProcessor.send.success:1|c",
+        "test.dispatcher.FooProcessor.send.success:2|c",
+        "foo_product.signup.facebook.failure:1|c",
+        "foo-node.bar-exec--http.status.200.count:3|c",
+        "api.login.latency:120|ms|#env:prod",
+        "api.login.latency:7|ms|#env:prod",
+        "api.login.latency:3300|ms|#env:prod",
+        "noisy.thing:1|c",
+        "jobs.backup.duration:2000|ms",
+        "jobs.backup.duration:5|g",
+        "queue.depth:7|g|#fixed:no",
+        "plain.unmapped.counter:2|c",
+        "with_tags:1|c|#a:b,c:d",
+        "5xx.errors:1|c",
+        "sized.histogram:42|h",
+    ];
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for line in lines {
+        sender.send_to(line.as_bytes(), ("127.0.0.1", exporter_udp)).unwrap();
+        daemon.send_udp(line);
+    }
+    let exporter_samples = || user_samples(&http(&exporter.address, "GET", "/metrics", &[], "").1);
+    let histd_samples = || user_samples(&daemon.http_get("/metrics").1);
+    let arrived = |samples: &std::collections::BTreeMap<String, f64>| {
+        samples.keys().any(|k| k.starts_with("sized_histogram_count"))
+    };
+    wait_until(|| arrived(&exporter_samples()) && arrived(&histd_samples()), "both have every line");
+    let (theirs, ours) = (exporter_samples(), histd_samples());
+    let names = |samples: &std::collections::BTreeMap<String, f64>| samples.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&ours), names(&theirs), "the same series");
+    for (series, value) in &theirs {
+        let close = (ours[series] - value).abs() <= 1e-9 * value.abs().max(1.0);
+        assert!(close, "{series}: histd {}, statsd_exporter {value}", ours[series]);
+    }
+    assert!(theirs.contains_key("queue_depth{fixed=\"yes\"}"), "{theirs:?}");
+    assert!(daemon.terminate());
+}
