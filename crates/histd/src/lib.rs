@@ -35,4 +35,9 @@ pub mod api {
     pub use crate::http::params;
     pub use crate::http::{answer, Failure, Route};
 }
+/// The prometheus backend's parts without the daemon (the cumulative registry, the
+/// remote-write encoder, the exposition), for benchmarks.
+pub mod prometheus {
+    pub use crate::sinks::prometheus::{config, encode, exposition, samples, state};
+}
 pub use daemon::{run, start, Bound, Listening, Running};

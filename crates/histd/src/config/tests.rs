@@ -108,8 +108,8 @@ fn errors_name_the_key() {
             "config key `prometheus.remoteWrite[0].headers`",
         ),
         (
-            "{ prometheus: { scrapeHistograms: 'native' } }",
-            "config key `prometheus.scrapeHistograms`: 'native' needs the protobuf exposition",
+            "{ prometheus: { scrapeHistograms: 'sparse' } }",
+            "config key `prometheus.scrapeHistograms`: 'sparse' is not classic, vmrange or native",
         ),
         ("{ prometheus: { buckets: [1, 0.5] } }", "config key `prometheus.buckets`: expected increasing"),
         ("{ prometheus: { nativeSchema: 9 } }", "config key `prometheus.nativeSchema`"),

@@ -10,7 +10,8 @@ use proto::ParseError;
 
 use super::HttpState;
 use crate::ingest::unix_now_s;
-use crate::sinks::prometheus::exposition::{wants_open_metrics, Exposition};
+use crate::sinks::prometheus::exposition::{Exposition, Format};
+use crate::sinks::prometheus::samples::Layout;
 use crate::sinks::prometheus::state::Kind;
 use crate::sinks::prometheus::HistogramMode;
 
@@ -20,7 +21,7 @@ const SINK_GAUGES: [&str; 6] =
 
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    match tokio::task::spawn_blocking(move || render(&state, &accept)).await {
+    match tokio::task::spawn_blocking(move || render_bytes(&state, &accept)).await {
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering /metrics failed\n").into_response(),
     }
@@ -44,10 +45,15 @@ pub async fn clear(State(state): State<Arc<HttpState>>) -> Response {
     }
 }
 
-/// The exposition text and its content type.
-pub fn render(state: &HttpState, accept: &str) -> (&'static str, String) {
-    let vmrange = state.prometheus.as_ref().is_some_and(|e| e.layout.mode == HistogramMode::Vmrange);
-    let mut out = Exposition::new(wants_open_metrics(accept) && !vmrange);
+/// The exposition and its content type: protobuf when the scraper asks for it and histograms
+/// are native; never OpenMetrics for vmrange histograms.
+pub fn render_bytes(state: &HttpState, accept: &str) -> (&'static str, Vec<u8>) {
+    let mode = state.prometheus.as_ref().map(|exposed| exposed.layout.mode);
+    let format = match Format::negotiate(accept, mode == Some(HistogramMode::Native)) {
+        Format::OpenMetrics if mode == Some(HistogramMode::Vmrange) => Format::Text,
+        format => format,
+    };
+    let mut out = Exposition::in_format(format);
     own_metrics(state, &mut out);
     if let Some(exposed) = &state.prometheus {
         let registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -81,10 +87,15 @@ pub fn render(state: &HttpState, accept: &str) -> (&'static str, String) {
         for (name, kind, help, value) in own {
             single(&mut out, name, kind, help, value as f64);
         }
-        out.registry(&registry, &exposed.layout);
+        match (exposed.layout.mode, format) {
+            (HistogramMode::Native, Format::Text | Format::OpenMetrics) => {
+                out.registry(&registry, &Layout::new(HistogramMode::Classic, &exposed.layout.bounds))
+            }
+            _ => out.registry(&registry, &exposed.layout),
+        }
     }
     let content_type = out.content_type();
-    (content_type, out.finish())
+    (content_type, out.finish_bytes())
 }
 
 fn single(out: &mut Exposition, name: &str, kind: Kind, help: &str, value: f64) {

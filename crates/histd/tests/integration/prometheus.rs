@@ -121,12 +121,15 @@ fn a_full_retry_buffer_drops_the_oldest_and_counts_them() {
 #[test]
 fn prometheus_scrapes_metrics_and_receives_remote_write() {
     let scraped = Daemon::start("prom-scraped", &config("", ""));
-    let prometheus = own_prometheus(&[scraped.address("http")]);
+    let scraped_native = Daemon::start("prom-scraped-native", &config("", ", scrapeHistograms: 'native'"));
+    let prometheus = own_prometheus(&[scraped.address("http"), scraped_native.address("http")]);
     let url = format!("http://{}/api/v1/write", prometheus.address);
     let written = Daemon::start("prom-written", &config(&format!("{{ url: '{url}' }}"), ""));
     let native = Daemon::start("prom-native", &config(&format!("{{ url: '{url}', histograms: 'native' }}"), ""));
     let native_values = latencies(500, 7, 1);
     send_timer(&native, "prom_native.rt", &native_values);
+    send_timer(&scraped_native, "prom_native.rt", &native_values);
+    scraped_native.send_udp("prom_native.hits:5|c");
     let timer: Vec<u64> = vec![40, 120, 130, 180, 200, 700, 1200];
     for daemon in [&scraped, &written] {
         send_timer(daemon, "prom.rt", &timer);
@@ -150,12 +153,18 @@ fn prometheus_scrapes_metrics_and_receives_remote_write() {
     }
     assert!(prometheus.scalar("histd_lines_received_total{job='histd'}").unwrap() >= 9.0, "histd's own metrics");
 
-    // Native histograms: the count and sum exact, quantiles within the documented bound (the
-    // circllhist bin of histd's own quantile, widened by one schema-5 bucket each way).
+    // Native histograms, by remote write and by a protobuf scrape: the count and sum exact,
+    // quantiles within the documented bound (the circllhist bin of histd's own quantile,
+    // widened by one schema-5 bucket each way).
     let count = native_values.len() as f64;
-    wait_until(|| prometheus.scalar("histogram_count(prom_native_rt)") == Some(count), "the native histogram arrives");
+    let scraped_at = format!("{{instance='{}'}}", scraped_native.address("http"));
+    for selector in ["{job=''}".to_string(), scraped_at.clone()] {
+        let query = format!("histogram_count(prom_native_rt{selector})");
+        wait_until(|| prometheus.scalar(&query) == Some(count), "the native histogram arrives");
+    }
+    assert_eq!(prometheus.scalar(&format!("prom_native_hits{scraped_at}")), Some(5.0), "protobuf: no _total");
     let sum_s: f64 = native_values.iter().map(|&v| v as f64 / 1000.0).sum();
-    let got_sum = prometheus.scalar("histogram_sum(prom_native_rt)").unwrap();
+    let got_sum = prometheus.scalar("histogram_sum(prom_native_rt{job=''})").unwrap();
     assert!((got_sum - sum_s).abs() < 1e-9 * sum_s, "sum {got_sum}, sent {sum_s}");
     let mut own = Histogram::new();
     native_values.iter().for_each(|&v| {
@@ -165,10 +174,15 @@ fn prometheus_scrapes_metrics_and_receives_remote_write() {
     for q in [0.1, 0.5, 0.9, 0.99] {
         let bin = Bucket::of_f64(own.quantile(q));
         let (low, high) = (bin.left() / 1000.0 / growth, (bin.left() + bin.width()) / 1000.0 * growth);
-        let got = prometheus.scalar(&format!("histogram_quantile({q}, prom_native_rt)")).unwrap();
-        assert!(got >= low && got <= high, "q={q}: Prometheus {got} s, histd's bin widened: [{low}, {high}]");
+        for selector in ["{job=''}", scraped_at.as_str()] {
+            let got = prometheus.scalar(&format!("histogram_quantile({q}, prom_native_rt{selector})")).unwrap();
+            assert!(
+                got >= low && got <= high,
+                "q={q} {selector}: Prometheus {got} s, histd's bin widened: [{low}, {high}]"
+            );
+        }
     }
-    assert!(scraped.terminate() && written.terminate() && native.terminate());
+    assert!(scraped.terminate() && written.terminate() && native.terminate() && scraped_native.terminate());
 }
 
 #[test]

@@ -25,21 +25,18 @@ pub enum HistogramMode {
     /// VictoriaMetrics' `<name>_bucket{vmrange="<lo>...<hi>"}`, one per non-empty circllhist
     /// bin (exact, no re-binning), `_sum`, `_count`.
     Vmrange,
-    /// Prometheus native histograms at `nativeSchema` (re-binned: see `native.rs`); remote
-    /// write only.
+    /// Prometheus native histograms at `nativeSchema` (re-binned: see `native.rs`): remote
+    /// write, and `/metrics` in protobuf (with classic buckets beside them; text scrapes get
+    /// the classic buckets only).
     Native,
 }
 
 impl HistogramMode {
-    fn parse(reader: &Reader<'_>, key: &str, native: bool) -> Result<HistogramMode, ConfigError> {
+    fn parse(reader: &Reader<'_>, key: &str) -> Result<HistogramMode, ConfigError> {
         match reader.string(key)?.as_deref() {
             None | Some("classic") => Ok(HistogramMode::Classic),
             Some("vmrange") => Ok(HistogramMode::Vmrange),
-            Some("native") if native => Ok(HistogramMode::Native),
-            Some("native") => Err(reader.error(
-                key,
-                "'native' needs the protobuf exposition, which /metrics does not serve yet: 'classic' or 'vmrange' (remote write can send native)",
-            )),
+            Some("native") => Ok(HistogramMode::Native),
             Some(other) => Err(reader.error(key, format!("'{other}' is not classic, vmrange or native"))),
         }
     }
@@ -221,7 +218,7 @@ pub fn prometheus(top: &Reader<'_>) -> Result<PrometheusConfig, ConfigError> {
         remote_write,
         timer_seconds,
         buckets,
-        scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms", false)?,
+        scrape_histograms: HistogramMode::parse(&section, "scrapeHistograms")?,
         ttl,
         native_schema: native_schema(&section)?,
         mapping: mapping.map(Arc::new),
@@ -302,7 +299,7 @@ fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteT
     Ok(RemoteWriteTarget {
         name: target.string("name")?.unwrap_or_else(|| format!("remote_write_{index}")),
         url,
-        histograms: HistogramMode::parse(target, "histograms", true)?,
+        histograms: HistogramMode::parse(target, "histograms")?,
         headers,
         timeout,
         retry_buffer_bytes,

@@ -241,8 +241,8 @@ fn write_native(out: &mut Vec<u8>, native: &Native, sum: f64, timestamp_ms: i64)
     message.extend_from_slice(&0f64.to_le_bytes());
     message.push(0x30);
     write_varint(&mut message, native.zero_count);
-    write_buckets(&mut message, &native.negative, 0x42, 0x4a);
-    write_buckets(&mut message, &native.positive, 0x5a, 0x62);
+    write_native_buckets(&mut message, &native.negative, 0x42, 0x4a);
+    write_native_buckets(&mut message, &native.positive, 0x5a, 0x62);
     message.push(0x78);
     write_varint(&mut message, timestamp_ms as u64);
     write_bytes(out, 0x22, &message);
@@ -250,7 +250,7 @@ fn write_native(out: &mut Vec<u8>, native: &Native, sum: f64, timestamp_ms: i64)
 
 /// Spans of consecutive indices (each offset from the previous span's end) and the counts
 /// as deltas from the previous bucket, packed.
-fn write_buckets(out: &mut Vec<u8>, buckets: &BTreeMap<i32, u64>, span_tag: u8, delta_tag: u8) {
+pub(super) fn write_native_buckets(out: &mut Vec<u8>, buckets: &BTreeMap<i32, u64>, span_tag: u8, delta_tag: u8) {
     let mut spans: Vec<(i32, u32)> = Vec::new();
     let mut next_index = 0;
     for &index in buckets.keys() {
@@ -280,7 +280,7 @@ fn write_buckets(out: &mut Vec<u8>, buckets: &BTreeMap<i32, u64>, span_tag: u8, 
     write_bytes(out, delta_tag, &deltas);
 }
 
-fn zigzag(value: i64) -> u64 {
+pub(super) fn zigzag(value: i64) -> u64 {
     ((value << 1) ^ (value >> 63)) as u64
 }
 
@@ -304,7 +304,7 @@ fn field_len(len: usize) -> usize {
     1 + varint_len(len as u64) + len
 }
 
-fn write_bytes(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+pub(super) fn write_bytes(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
     out.push(tag);
     write_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
@@ -314,7 +314,7 @@ fn varint_len(value: u64) -> usize {
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+pub(super) fn write_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;

@@ -1,5 +1,6 @@
-//! `/metrics` in the text exposition format 0.0.4 or OpenMetrics 1.0 (chosen by the
-//! scraper's `Accept`): histd's own metrics, then every series of the prometheus backend.
+//! `/metrics` in the text exposition format 0.0.4, OpenMetrics 1.0 or protobuf (chosen by the
+//! scraper's `Accept`; protobuf only with `scrapeHistograms: "native"`): histd's own metrics,
+//! then every series of the prometheus backend.
 //!
 //! In OpenMetrics a counter's samples end in `_total` (a statsd counter `requests` is
 //! `requests_total`, its family `requests`), and the text ends with `# EOF`. Histograms in
@@ -8,6 +9,7 @@
 
 use std::fmt::Write;
 
+use super::protobuf;
 use super::samples::{for_each_sample, Layout};
 use super::state::{Kind, Registry, Starts};
 
@@ -34,30 +36,71 @@ pub fn wants_open_metrics(accept: &str) -> bool {
     }
 }
 
+/// The exposition formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Text 0.0.4.
+    Text,
+    /// OpenMetrics 1.0 text.
+    OpenMetrics,
+    /// Length-delimited `MetricFamily` messages.
+    Protobuf,
+}
+
+impl Format {
+    /// What a scraper's `Accept` asks for; protobuf only when `protobuf_allowed`.
+    pub fn negotiate(accept: &str, protobuf_allowed: bool) -> Format {
+        if protobuf_allowed && protobuf::wants_protobuf(accept) {
+            Format::Protobuf
+        } else if wants_open_metrics(accept) {
+            Format::OpenMetrics
+        } else {
+            Format::Text
+        }
+    }
+}
+
 /// Writes metric families in one format.
 pub struct Exposition {
     /// The text so far.
     pub out: String,
     open_metrics: bool,
+    /// With protobuf: the messages so far, and the family being written (name, help, type,
+    /// its metrics).
+    protobuf: Option<(Vec<u8>, Option<(String, String, Kind, Vec<u8>)>)>,
 }
 
 impl Exposition {
     /// An empty text in OpenMetrics or 0.0.4.
     pub fn new(open_metrics: bool) -> Exposition {
-        Exposition { out: String::new(), open_metrics }
+        Exposition { out: String::new(), open_metrics, protobuf: None }
     }
 
-    /// The content type of the text.
+    /// An empty exposition in `format`.
+    pub fn in_format(format: Format) -> Exposition {
+        let protobuf = (format == Format::Protobuf).then(|| (Vec::new(), None));
+        Exposition { out: String::new(), open_metrics: format == Format::OpenMetrics, protobuf }
+    }
+
+    /// The content type of the answer.
     pub fn content_type(&self) -> &'static str {
-        if self.open_metrics {
-            OPEN_METRICS
-        } else {
-            TEXT
+        match (&self.protobuf, self.open_metrics) {
+            (Some(_), _) => protobuf::CONTENT_TYPE,
+            (None, true) => OPEN_METRICS,
+            (None, false) => TEXT,
         }
     }
 
     /// One family's `# HELP` (when given) and `# TYPE` lines; returns the samples' base name.
     pub fn family(&mut self, name: &str, kind: Option<Kind>, help: Option<&str>) -> String {
+        if let Some((done, pending)) = &mut self.protobuf {
+            if let Some((name, help, kind, metrics)) = pending.take() {
+                protobuf::write_family(done, &name, Some(&help), kind, &metrics);
+            }
+            let kind = kind.unwrap_or(Kind::Gauge);
+            *pending = Some((name.to_string(), help.unwrap_or_default().to_string(), kind, Vec::new()));
+            return name.to_string();
+        }
         let (family, sample) = match (kind, self.open_metrics) {
             (Some(Kind::Counter), true) => match name.strip_suffix("_total") {
                 Some(stem) => (stem.to_string(), name.to_string()),
@@ -74,8 +117,12 @@ impl Exposition {
         sample
     }
 
-    /// One sample line: `name{labels,extra} value`.
+    /// One sample line: `name{labels,extra} value` (protobuf: a metric of the current family).
     pub fn sample(&mut self, name: &str, labels: &[(String, String)], extra: Option<(&str, &str)>, value: f64) {
+        if let Some((_, Some((_, _, kind, metrics)))) = &mut self.protobuf {
+            protobuf::write_number_metric(metrics, labels, extra, *kind, value);
+            return;
+        }
         self.out.push_str(name);
         let pairs = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra);
         let mut first = true;
@@ -96,6 +143,13 @@ impl Exposition {
 
     /// Every series of `registry`, histograms laid out as `layout` says.
     pub fn registry(&mut self, registry: &Registry, layout: &Layout) {
+        if let Some((done, pending)) = &mut self.protobuf {
+            if let Some((name, help, kind, metrics)) = pending.take() {
+                protobuf::write_family(done, &name, Some(&help), kind, &metrics);
+            }
+            protobuf::write_registry(done, registry, &layout.bounds);
+            return;
+        }
         for (name, family) in &registry.families {
             let sample = self.family(name, Some(family.kind), family.help.as_deref());
             let layout = layout.with_buckets(family.buckets.as_deref());
@@ -109,11 +163,22 @@ impl Exposition {
     }
 
     /// The text, ended as the format requires.
-    pub fn finish(mut self) -> String {
+    pub fn finish(self) -> String {
+        String::from_utf8(self.finish_bytes()).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
+    /// The answer's bytes, ended as the format requires.
+    pub fn finish_bytes(mut self) -> Vec<u8> {
+        if let Some((mut done, pending)) = self.protobuf.take() {
+            if let Some((name, help, kind, metrics)) = pending {
+                protobuf::write_family(&mut done, &name, Some(&help), kind, &metrics);
+            }
+            return done;
+        }
         if self.open_metrics {
             self.out.push_str("# EOF\n");
         }
-        self.out
+        self.out.into_bytes()
     }
 }
 

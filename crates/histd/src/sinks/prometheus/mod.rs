@@ -7,24 +7,25 @@
 //! histograms as histograms: classic `le` buckets at `prometheus.buckets`, or, for
 //! VictoriaMetrics, one `vmrange` bucket per circllhist bin, with no re-binning, so
 //! `histogram_quantile` and `histogram_share` across hosts answer from the same bins histd has;
-//! or, by remote write, Prometheus native histograms (`native.rs`).
+//! or Prometheus native histograms (`native.rs`), by remote write or the protobuf exposition.
 //! `ms` timers are exported in seconds (`prometheus.timerSeconds`), as statsd_exporter does.
 //!
 //! What it loses: classic buckets count values below each boundary (circllhist bins are
 //! lower-inclusive; see `histogram.rs`), a boundary with more than two significant digits
 //! counts its whole bin above it, and `_sum` weights the interval's exact sum by its mean
-//! sample rate; native histograms re-bin (`native.rs` says how and what it costs). The
-//! protobuf exposition and statsd_exporter mapping files are not implemented yet.
+//! sample rate; native histograms re-bin (`native.rs` says how and what it costs); a
+//! mapping's `observer_type: summary` gets a histogram, not quantiles.
 
 mod client;
 pub mod config;
-mod encode;
+pub mod encode;
 pub mod exposition;
 mod histogram;
 pub mod mapping;
 pub mod names;
 pub mod native;
-mod samples;
+pub mod protobuf;
+pub mod samples;
 mod sink;
 pub mod state;
 #[cfg(test)]

@@ -64,7 +64,8 @@ pub fn spawn(
 
 /// The schema native histograms are kept at, when a target sends them.
 fn native_schema(config: &PrometheusConfig) -> Option<i32> {
-    let native = config.remote_write.iter().any(|target| target.histograms == HistogramMode::Native);
+    let native = config.scrape_histograms == HistogramMode::Native
+        || config.remote_write.iter().any(|target| target.histograms == HistogramMode::Native);
     native.then_some(config.native_schema)
 }
 

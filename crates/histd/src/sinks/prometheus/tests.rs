@@ -307,6 +307,17 @@ fn accept_headers_choose_the_format() {
     for (accept, want) in cases {
         assert_eq!(wants_open_metrics(accept), want, "{accept}");
     }
+    use super::exposition::Format;
+    let prometheus_native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
+    let formats = [
+        (prometheus_native, true, Format::Protobuf),
+        (prometheus_native, false, Format::Text),
+        ("application/openmetrics-text;version=1.0.0,application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5", true, Format::OpenMetrics),
+        ("text/plain", true, Format::Text),
+    ];
+    for (accept, allowed, want) in formats {
+        assert_eq!(Format::negotiate(accept, allowed), want, "{accept}");
+    }
 }
 
 #[test]
@@ -407,4 +418,44 @@ mappings:
     let forgotten = registry.expire(1_000 + 6, None);
     let names: Vec<&str> = forgotten.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["api_latency_seconds"]);
+}
+
+#[test]
+fn protobuf_exposition_carries_native_and_classic_buckets() {
+    use super::exposition::Format;
+    let registry = registry(&["hits:2|c|#env:prod\nrt:100|ms\nrt:4|ms\ntemp:3|g"]);
+    let mut out = Exposition::in_format(Format::Protobuf);
+    let sample = out.family("histd_own_total", Some(super::state::Kind::Counter), Some("own"));
+    out.sample(&sample, &[], None, 7.0);
+    out.registry(&registry, &Layout::new(HistogramMode::Native, &[0.01, 0.5]));
+    let bytes = out.finish_bytes();
+    let mut families = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = varint(&bytes, &mut at) as usize;
+        families.push(fields(&bytes[at..at + len]));
+        at += len;
+    }
+    let family = |name: &str| families.iter().find(|f| f[0].2 == name.as_bytes()).unwrap_or_else(|| panic!("{name}"));
+    let double = |payload: &[u8]| f64::from_le_bytes(fields(payload)[0].2.clone().try_into().unwrap());
+    // A counter: type 0, Metric.counter (3) holds the value.
+    let own = family("histd_own_total");
+    assert_eq!((u64_of(&own[2].2), double(&fields(&own[3].2)[0].2)), (0, 7.0));
+    let hits = family("hits");
+    let metric = fields(&hits[2].2);
+    assert_eq!(metric[0].0, 1, "a label pair first");
+    assert_eq!((metric[1].0, double(&metric[1].2)), (3, 2.0));
+    let gauge = fields(&family("temp")[2].2);
+    assert_eq!((gauge[0].0, double(&gauge[0].2)), (2, 3.0));
+    // A histogram: type 4; count, sum, classic buckets below 0.01 and 0.5, native schema 5.
+    let rt = family("rt");
+    assert_eq!(u64_of(&rt[1].2), 4);
+    let histogram = fields(&fields(&rt[2].2)[0].2);
+    let field = |n: u64| histogram.iter().filter(move |f| f.0 == n).map(|f| f.2.clone());
+    assert_eq!(u64_of(&field(1).next().unwrap()), 2);
+    assert!((f64::from_le_bytes(field(2).next().unwrap().try_into().unwrap()) - 0.104).abs() < 1e-12);
+    let buckets: Vec<u64> = field(3).map(|b| u64_of(&fields(&b)[0].2)).collect();
+    assert_eq!(buckets, vec![1, 2]);
+    assert_eq!(unzigzag(u64_of(&field(5).next().unwrap())), 5);
+    assert!(field(12).next().is_some() && field(13).next().is_some(), "positive spans and deltas");
 }
