@@ -65,9 +65,31 @@ pub struct Exposition {
     /// The text so far.
     pub out: String,
     open_metrics: bool,
-    /// With protobuf: the messages so far, and the family being written (name, help, type,
-    /// its metrics).
-    protobuf: Option<(Vec<u8>, Option<(String, String, Kind, Vec<u8>)>)>,
+    /// With protobuf: the messages so far, and the family being written.
+    protobuf: Option<Families>,
+}
+
+/// Protobuf families: the finished ones, and the one whose metrics are being added.
+#[derive(Default)]
+struct Families {
+    done: Vec<u8>,
+    open: Option<OpenFamily>,
+}
+
+struct OpenFamily {
+    name: String,
+    help: String,
+    kind: Kind,
+    metrics: Vec<u8>,
+}
+
+impl Families {
+    /// Writes the open family, if any.
+    fn close(&mut self) {
+        if let Some(family) = self.open.take() {
+            protobuf::write_family(&mut self.done, &family.name, Some(&family.help), family.kind, &family.metrics);
+        }
+    }
 }
 
 impl Exposition {
@@ -78,7 +100,7 @@ impl Exposition {
 
     /// An empty exposition in `format`.
     pub fn in_format(format: Format) -> Exposition {
-        let protobuf = (format == Format::Protobuf).then(|| (Vec::new(), None));
+        let protobuf = (format == Format::Protobuf).then(Families::default);
         Exposition { out: String::new(), open_metrics: format == Format::OpenMetrics, protobuf }
     }
 
@@ -93,12 +115,10 @@ impl Exposition {
 
     /// One family's `# HELP` (when given) and `# TYPE` lines; returns the samples' base name.
     pub fn family(&mut self, name: &str, kind: Option<Kind>, help: Option<&str>) -> String {
-        if let Some((done, pending)) = &mut self.protobuf {
-            if let Some((name, help, kind, metrics)) = pending.take() {
-                protobuf::write_family(done, &name, Some(&help), kind, &metrics);
-            }
-            let kind = kind.unwrap_or(Kind::Gauge);
-            *pending = Some((name.to_string(), help.unwrap_or_default().to_string(), kind, Vec::new()));
+        if let Some(families) = &mut self.protobuf {
+            families.close();
+            let (kind, help) = (kind.unwrap_or(Kind::Gauge), help.unwrap_or_default().to_string());
+            families.open = Some(OpenFamily { name: name.to_string(), help, kind, metrics: Vec::new() });
             return name.to_string();
         }
         let (family, sample) = match (kind, self.open_metrics) {
@@ -119,8 +139,8 @@ impl Exposition {
 
     /// One sample line: `name{labels,extra} value` (protobuf: a metric of the current family).
     pub fn sample(&mut self, name: &str, labels: &[(String, String)], extra: Option<(&str, &str)>, value: f64) {
-        if let Some((_, Some((_, _, kind, metrics)))) = &mut self.protobuf {
-            protobuf::write_number_metric(metrics, labels, extra, *kind, value);
+        if let Some(Families { open: Some(family), .. }) = &mut self.protobuf {
+            protobuf::write_number_metric(&mut family.metrics, labels, extra, family.kind, value);
             return;
         }
         self.out.push_str(name);
@@ -143,11 +163,9 @@ impl Exposition {
 
     /// Every series of `registry`, histograms laid out as `layout` says.
     pub fn registry(&mut self, registry: &Registry, layout: &Layout) {
-        if let Some((done, pending)) = &mut self.protobuf {
-            if let Some((name, help, kind, metrics)) = pending.take() {
-                protobuf::write_family(done, &name, Some(&help), kind, &metrics);
-            }
-            protobuf::write_registry(done, registry, &layout.bounds);
+        if let Some(families) = &mut self.protobuf {
+            families.close();
+            protobuf::write_registry(&mut families.done, registry, &layout.bounds);
             return;
         }
         for (name, family) in &registry.families {
@@ -169,11 +187,9 @@ impl Exposition {
 
     /// The answer's bytes, ended as the format requires.
     pub fn finish_bytes(mut self) -> Vec<u8> {
-        if let Some((mut done, pending)) = self.protobuf.take() {
-            if let Some((name, help, kind, metrics)) = pending {
-                protobuf::write_family(&mut done, &name, Some(&help), kind, &metrics);
-            }
-            return done;
+        if let Some(mut families) = self.protobuf.take() {
+            families.close();
+            return families.done;
         }
         if self.open_metrics {
             self.out.push_str("# EOF\n");
