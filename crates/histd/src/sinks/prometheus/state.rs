@@ -100,13 +100,66 @@ impl Series {
     }
 }
 
+/// A family's series, sorted by labels (a family mostly has one: a vector costs far less
+/// than a map's node).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SeriesList(Vec<(Labels, Series)>);
+
+impl SeriesList {
+    /// The series with `labels`, made by `make` when absent.
+    pub fn get_or_insert_with(&mut self, labels: Labels, make: impl FnOnce() -> Series) -> &mut Series {
+        let index = match self.0.binary_search_by(|(existing, _)| existing.cmp(&labels)) {
+            Ok(index) => index,
+            Err(index) => {
+                // Most families hold one series: grow one at a time (a vector's first
+                // allocation would otherwise hold four).
+                self.0.reserve_exact(1);
+                self.0.insert(index, (labels, make()));
+                index
+            }
+        };
+        &mut self.0[index].1
+    }
+
+    /// Removes and returns the series `doomed` picks.
+    pub fn remove_where(&mut self, mut doomed: impl FnMut(&Series) -> bool) -> Vec<(Labels, Series)> {
+        let (gone, kept) = std::mem::take(&mut self.0).into_iter().partition(|(_, series)| doomed(series));
+        self.0 = kept;
+        gone
+    }
+
+    /// The number of series.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The series in label order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Labels, &Series)> {
+        self.0.iter().map(|(labels, series)| (labels, series))
+    }
+}
+
+impl<'a> IntoIterator for &'a SeriesList {
+    type Item = (&'a Labels, &'a Series);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (Labels, Series)>, fn(&'a (Labels, Series)) -> Self::Item>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(labels, series)| (labels, series))
+    }
+}
+
 /// The series of one metric name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
     /// Its type (the first type a name arrived as; later other types are refused).
     pub kind: Kind,
     /// Its series by labels.
-    pub series: BTreeMap<Labels, Series>,
+    pub series: SeriesList,
     /// `help` of the mapping that created it.
     pub help: Option<String>,
     /// Classic bucket boundaries of the mapping that created it (else `prometheus.buckets`).
@@ -254,7 +307,7 @@ impl Registry {
         }
         let family = self.families.entry(name).or_insert_with(|| Family {
             kind,
-            series: BTreeMap::new(),
+            series: SeriesList::default(),
             help: mapping.as_ref().and_then(|m| m.help.clone()),
             buckets: mapping.as_ref().and_then(|m| m.buckets.clone()),
         });
@@ -262,7 +315,7 @@ impl Registry {
             self.counts.type_conflicts += 1;
             return None;
         }
-        let series = family.series.entry(labels).or_insert_with(|| Series::new(initial(), now));
+        let series = family.series.get_or_insert_with(labels, || Series::new(initial(), now));
         series.ttl_s = mapping.as_ref().and_then(|m| m.ttl).map(|ttl| ttl.as_secs().max(1));
         Some((series, mapping.and_then(|m| m.scale)))
     }
@@ -276,13 +329,9 @@ impl Registry {
                 Some(ttl) => series.updated_unix_s < now_unix_s.saturating_sub(ttl),
                 None => false,
             };
-            let stale: Vec<Labels> =
-                family.series.iter().filter(|(_, series)| expired(series)).map(|(labels, _)| labels.clone()).collect();
-            for labels in stale {
-                if let Some(series) = family.series.remove(&labels) {
-                    let (name, kind, buckets) = (name.clone(), family.kind, family.buckets.clone());
-                    forgotten.push(Forgotten { name, kind, labels, value: series.value, buckets });
-                }
+            for (labels, series) in family.series.remove_where(expired) {
+                let (name, kind, buckets) = (name.clone(), family.kind, family.buckets.clone());
+                forgotten.push(Forgotten { name, kind, labels, value: series.value, buckets });
             }
         }
         self.families.retain(|_, family| !family.series.is_empty());

@@ -358,7 +358,7 @@ fn native_histograms_round_trip_through_spans_and_deltas() {
         let name = String::from_utf8(fields(&parts[0].2)[1].2.clone()).unwrap();
         let Some((_, _, histogram)) = parts.iter().find(|(field, ..)| *field == 4) else { continue };
         let family = &registry.families[&name];
-        let super::state::Value::Histogram(cumulative) = &family.series.values().next().unwrap().value else {
+        let super::state::Value::Histogram(cumulative) = &family.series.iter().next().unwrap().1.value else {
             panic!()
         };
         let want = cumulative.native.as_ref().unwrap();
