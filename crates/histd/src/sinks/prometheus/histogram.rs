@@ -77,15 +77,8 @@ pub fn le_label(bound: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::histogram_of as of;
     use super::*;
-
-    fn of(values: &[f64]) -> Histogram {
-        let mut histogram = Histogram::new();
-        values.iter().for_each(|&v| {
-            histogram.insert(v, 1);
-        });
-        histogram
-    }
 
     #[test]
     fn vmrange_labels_are_canonical_and_adjacent_bins_share_edges() {

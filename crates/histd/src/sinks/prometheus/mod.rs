@@ -32,4 +32,14 @@ pub mod state;
 mod tests;
 
 pub use config::{HistogramMode, PrometheusConfig};
+
+/// A circllhist of `values`, one sample each (for the tests of this folder).
+#[cfg(test)]
+fn histogram_of(values: &[f64]) -> circllhist::Histogram {
+    let mut histogram = circllhist::Histogram::new();
+    values.iter().for_each(|&v| {
+        histogram.insert(v, 1);
+    });
+    histogram
+}
 pub use sink::{spawn, Exposed};

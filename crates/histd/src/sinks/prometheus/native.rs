@@ -100,6 +100,7 @@ fn spread(side: &mut BTreeMap<i32, u64>, schema: i32, low: f64, width: f64, n: u
 
 #[cfg(test)]
 mod tests {
+    use super::super::histogram_of as histogram;
     use super::*;
     use circllhist::Bucket;
 
@@ -142,14 +143,6 @@ mod tests {
     fn bin_range(value: f64) -> (f64, f64) {
         let bucket = Bucket::of_f64(value);
         (bucket.left(), bucket.left() + bucket.width())
-    }
-
-    fn histogram(values: &[f64]) -> Histogram {
-        let mut histogram = Histogram::new();
-        values.iter().for_each(|&v| {
-            histogram.insert(v, 1);
-        });
-        histogram
     }
 
     #[test]
