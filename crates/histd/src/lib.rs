@@ -38,6 +38,6 @@ pub mod api {
 /// The prometheus backend's parts without the daemon (the cumulative registry, the
 /// remote-write encoder, the exposition), for benchmarks.
 pub mod prometheus {
-    pub use crate::sinks::prometheus::{config, encode, exposition, samples, state};
+    pub use crate::sinks::prometheus::{config, encode, exposition, mapping, samples, state};
 }
 pub use daemon::{run, start, Bound, Listening, Running};

@@ -177,6 +177,9 @@ pub struct RegistryCounts {
     pub expired: u64,
     /// Series updates a mapping's `action: drop` dropped.
     pub mapping_drops: u64,
+    /// Series updates refused because their name is empty (`;k=v:1|c`, or a mapping's name
+    /// that expands to nothing).
+    pub empty_names: u64,
 }
 
 /// A series that was forgotten, for the stale markers remote write sends.
@@ -304,6 +307,10 @@ impl Registry {
         if let Some(mapping) = &mapping {
             name = mapping.name.clone();
             merge_labels(&mut labels, &mapping.labels, mapping.honor_labels);
+        }
+        if name.is_empty() {
+            self.counts.empty_names += 1;
+            return None;
         }
         let family = self.families.entry(name).or_insert_with(|| Family {
             kind,

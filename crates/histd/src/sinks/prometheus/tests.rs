@@ -197,6 +197,16 @@ fn gauges_sets_and_type_conflicts() {
 }
 
 #[test]
+fn an_empty_name_is_refused_and_counted() {
+    // Found by the prometheus_output fuzz target: `{k="v"} 1` is not a sample.
+    let registry = registry(&[";k=v:1|c\n;x=y:2|ms"]);
+    assert_eq!(registry.counts.empty_names, 2);
+    let mut text = Exposition::new(false);
+    text.registry(&registry, &Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS));
+    assert!(!text.finish().lines().any(|line| line.starts_with('{')));
+}
+
+#[test]
 fn timers_in_seconds_as_classic_buckets() {
     let registry = registry(&["rt:4|ms\nrt:100|ms\nrt:101|ms\nrt:3000|ms", "rt:20000|ms"]);
     let series = decode_all(&registry, HistogramMode::Classic);
