@@ -57,35 +57,10 @@ pub fn render_bytes(state: &HttpState, accept: &str) -> (&'static str, Vec<u8>) 
     own_metrics(state, &mut out);
     if let Some(exposed) = &state.prometheus {
         let registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let counts = registry.counts;
-        let own = [
-            (
-                "histd_prometheus_series",
-                Kind::Gauge,
-                "Series the prometheus backend holds.",
-                registry.series_count() as u64,
-            ),
-            (
-                "histd_prometheus_type_conflicts_total",
-                Kind::Counter,
-                "Series updates refused: the name has another type.",
-                counts.type_conflicts,
-            ),
-            (
-                "histd_prometheus_dropped_tags_total",
-                Kind::Counter,
-                "Tags that could not become labels (no value, reserved name).",
-                counts.dropped_tags,
-            ),
-            (
-                "histd_prometheus_expired_series_total",
-                Kind::Counter,
-                "Series forgotten after ttlSeconds without an update.",
-                counts.expired,
-            ),
-        ];
-        for (name, kind, help, value) in own {
-            single(&mut out, name, kind, help, value as f64);
+        let series = registry.series_count() as f64;
+        single(&mut out, "histd_prometheus_series", Kind::Gauge, "Series the prometheus backend holds.", series);
+        for (name, help, value) in registry.counts.entries() {
+            single(&mut out, &format!("histd_prometheus_{name}_total"), Kind::Counter, help, value as f64);
         }
         match (exposed.layout.mode, format) {
             (HistogramMode::Native, Format::Text | Format::OpenMetrics) => {

@@ -182,6 +182,19 @@ pub struct RegistryCounts {
     pub empty_names: u64,
 }
 
+impl RegistryCounts {
+    /// Each count with its name (`histd_prometheus_<name>_total` on `/metrics`) and meaning.
+    pub fn entries(&self) -> [(&'static str, &'static str, u64); 5] {
+        [
+            ("type_conflicts", "Series updates refused: the name has another type.", self.type_conflicts),
+            ("dropped_tags", "Tags that could not become labels (no value, reserved name).", self.dropped_tags),
+            ("expired_series", "Series forgotten after their ttl without an update.", self.expired),
+            ("mapping_drops", "Series updates a mapping's action: drop dropped.", self.mapping_drops),
+            ("empty_names", "Series updates refused: an empty metric name.", self.empty_names),
+        ]
+    }
+}
+
 /// A series that was forgotten, for the stale markers remote write sends.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Forgotten {
