@@ -69,7 +69,7 @@ pub fn encode(registry: &Registry, flush: &Flush<'_>, forgotten: &[Forgotten]) -
         external: flush.external_labels,
     };
     for (name, family) in &registry.families {
-        let layout = layout.with_buckets(family.buckets.as_deref());
+        let layout = layout.for_family(family.buckets.as_deref(), family.summary.as_ref(), registry.now_unix_s);
         for (labels, series) in &family.series {
             let starts = series.starts(family.kind, (timestamp_ms / 1000) as u64);
             let at = Times { sample_ms: timestamp_ms, start_ms: Some(flush.start_ms) };
@@ -79,7 +79,7 @@ pub fn encode(registry: &Registry, flush: &Flush<'_>, forgotten: &[Forgotten]) -
     let stale = f64::from_bits(STALE_NAN);
     for gone in forgotten {
         let at = Times { sample_ms: timestamp_ms, start_ms: None };
-        let layout = layout.with_buckets(gone.buckets.as_deref());
+        let layout = layout.for_family(gone.buckets.as_deref(), None, 0);
         batcher.series_samples(&gone.name, &gone.labels, &gone.value, &layout, at, Starts::Nothing, Some(stale));
     }
     batcher.finish()
@@ -98,7 +98,7 @@ impl Batcher<'_> {
         starts: Starts<'_>,
         stale: Option<f64>,
     ) {
-        if let (HistogramMode::Native, Value::Histogram(cumulative)) = (layout.mode, value) {
+        if let (HistogramMode::Native, None, Value::Histogram(cumulative)) = (layout.mode, &layout.summary, value) {
             let native = cumulative.native.clone().unwrap_or_default();
             let sum = stale.unwrap_or(cumulative.sum);
             self.native_series(name, labels, &native, sum, at, starts == Starts::Everything);

@@ -169,8 +169,8 @@ impl Exposition {
             return;
         }
         for (name, family) in &registry.families {
-            let sample = self.family(name, Some(family.kind), family.help.as_deref());
-            let layout = layout.with_buckets(family.buckets.as_deref());
+            let sample = self.family(name, Some(family.exposed_kind()), family.help.as_deref());
+            let layout = layout.for_family(family.buckets.as_deref(), family.summary.as_ref(), registry.now_unix_s);
             for (labels, series) in &family.series {
                 for_each_sample(&series.value, &layout, Starts::Nothing, |suffix, extra, value, _| {
                     let name = if suffix.is_empty() { sample.clone() } else { format!("{name}{suffix}") };

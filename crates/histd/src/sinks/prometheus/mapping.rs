@@ -6,12 +6,14 @@
 //! Read and used: `match`, `match_type` (`glob`: `*` matches within one dot-separated field;
 //! `regex`), `name`, `labels`, `action`, `match_metric_type` (`counter`, `gauge`,
 //! `observer`), `help`, `ttl`, `scale` (observers), `honor_labels`, `histogram_options.buckets`
-//! (and the older top-level `buckets`), and the same under `defaults`. Read and not needed:
-//! `observer_type` (histd always keeps a histogram; a `summary` mapping exports the histogram,
-//! not quantiles, yet), `summary_options`, `quantiles`, `glob_disable_ordering` (file order
-//! always), `native_histogram_*` (see `prometheus.nativeSchema`).
+//! (and the older top-level `buckets`), `observer_type: summary` with `summary_options`
+//! (`quantiles`, `max_age`, `age_buckets`; the older top-level `quantiles`), and the same
+//! under `defaults`. Read and not needed: `glob_disable_ordering` (file order always),
+//! `native_histogram_*` (see `prometheus.nativeSchema`), a quantile's `error` (histd's
+//! quantiles come from the window's circllhist bins).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use regex::{Regex, RegexSet};
@@ -48,6 +50,20 @@ pub struct Mapping {
     pub scale: Option<f64>,
     /// Classic bucket boundaries.
     pub buckets: Option<Vec<f64>>,
+    /// `observer_type: summary`: quantiles instead of buckets.
+    pub summary: Option<Arc<Summary>>,
+}
+
+/// A summary's quantiles and the sliding window they are computed over, as client_golang's
+/// summaries have them (defaults: 0.5, 0.9, 0.99 over 10 minutes in 5 age buckets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The quantiles, each in [0, 1].
+    pub quantiles: Vec<f64>,
+    /// How far back observations count.
+    pub max_age: Duration,
+    /// How many pieces the window moves by.
+    pub age_buckets: u32,
 }
 
 /// The compiled mappings.
@@ -103,6 +119,25 @@ struct Options {
     buckets: Option<Vec<f64>>,
     #[serde(default)]
     observer_type: Option<String>,
+    #[serde(default)]
+    summary_options: Option<SummaryOptions>,
+    #[serde(default)]
+    quantiles: Option<Vec<Objective>>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+struct SummaryOptions {
+    #[serde(default)]
+    quantiles: Option<Vec<Objective>>,
+    #[serde(default)]
+    max_age: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    age_buckets: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Objective {
+    quantile: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -210,10 +245,11 @@ impl Rule {
                 return Err(format!("'{label}' is not a label name"));
             }
         }
-        match raw.options.observer_type.as_deref().or(defaults.observer_type.as_deref()) {
-            None | Some("") | Some("histogram") | Some("summary") => {}
+        let summary = match raw.options.observer_type.as_deref().or(defaults.observer_type.as_deref()) {
+            None | Some("") | Some("histogram") => None,
+            Some("summary") => Some(Arc::new(summary(&raw.options, defaults)?)),
             Some(other) => return Err(format!("observer_type '{other}' is neither histogram nor summary")),
-        }
+        };
         let pattern = if glob { glob_regex(&raw.pattern)? } else { raw.pattern.clone() };
         let regex = Regex::new(&pattern).map_err(|e| format!("not a regular expression: {e}"))?;
         let buckets = bucket_option(&raw.options).or_else(|| bucket_option(defaults));
@@ -237,6 +273,7 @@ impl Rule {
             ttl,
             scale: raw.scale,
             buckets,
+            summary,
         };
         Ok(Rule {
             regex,
@@ -247,6 +284,30 @@ impl Rule {
             template,
         })
     }
+}
+
+/// A summary's settings: the mapping's, else `defaults`', else client_golang's.
+fn summary(options: &Options, defaults: &Options) -> Result<Summary, String> {
+    let pick = |options: &Options| {
+        let summary = options.summary_options.clone().unwrap_or_default();
+        (summary.quantiles.or_else(|| options.quantiles.clone()), summary.max_age, summary.age_buckets)
+    };
+    let (quantiles, max_age, age_buckets) = pick(options);
+    let (default_quantiles, default_max_age, default_age_buckets) = pick(defaults);
+    let quantiles: Vec<f64> = match quantiles.or(default_quantiles) {
+        Some(objectives) if !objectives.is_empty() => objectives.iter().map(|o| o.quantile).collect(),
+        _ => vec![0.5, 0.9, 0.99],
+    };
+    if quantiles.iter().any(|q| !(0.0..=1.0).contains(q)) {
+        return Err("summary quantiles must be between 0 and 1".into());
+    }
+    let max_age = match max_age.or(default_max_age) {
+        Some(value) => duration(&value)?,
+        None => Duration::ZERO,
+    };
+    let max_age = if max_age.is_zero() { Duration::from_secs(600) } else { max_age };
+    let age_buckets = age_buckets.or(default_age_buckets).filter(|&n| n > 0).unwrap_or(5);
+    Ok(Summary { quantiles, max_age, age_buckets })
 }
 
 fn bucket_option(options: &Options) -> Option<Vec<f64>> {
@@ -392,6 +453,27 @@ mappings:
         let rpc = series("rpc.get", Kind::Histogram).unwrap();
         assert_eq!((rpc.scale, rpc.ttl), (Some(0.001), Some(Duration::from_secs(30))));
         assert_eq!((rpc.buckets, rpc.labels), (Some(vec![0.01, 0.1, 1.0]), labels(&[("method", "")])));
+        assert!(rpc.summary.is_none());
+    }
+
+    #[test]
+    fn summaries_take_their_options_or_the_defaults() {
+        let text = r#"
+defaults: { observer_type: summary, summary_options: { max_age: 1m } }
+mappings:
+- { match: "a.*", name: "a" }
+- { match: "b.*", name: "b", summary_options: { quantiles: [ { quantile: 0.99, error: 0.001 } ], age_buckets: 3 } }
+- { match: "c.*", name: "c", observer_type: histogram }
+"#;
+        let mapper = Mapper::from_yaml(text).unwrap();
+        let summary = |name: &str| match mapper.map(name, Kind::Histogram) {
+            Mapped::Series(mapping) => mapping.summary.map(|s| (*s).clone()),
+            other => panic!("{other:?}"),
+        };
+        let minute = Duration::from_secs(60);
+        assert_eq!(summary("a.x"), Some(Summary { quantiles: vec![0.5, 0.9, 0.99], max_age: minute, age_buckets: 5 }));
+        assert_eq!(summary("b.x"), Some(Summary { quantiles: vec![0.99], max_age: minute, age_buckets: 3 }));
+        assert_eq!(summary("c.x"), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! lower-inclusive; see `histogram.rs`), a boundary with more than two significant digits
 //! counts its whole bin above it, and `_sum` weights the interval's exact sum by its mean
 //! sample rate; native histograms re-bin (`native.rs` says how and what it costs); a
-//! mapping's `observer_type: summary` gets a histogram, not quantiles.
+//! mapping's `observer_type: summary` gets quantiles of the window's circllhist bins.
 
 mod client;
 pub mod config;

@@ -49,9 +49,18 @@ pub fn write_registry(out: &mut Vec<u8>, registry: &Registry, bounds: &[f64]) {
         let bounds = family.buckets.as_deref().unwrap_or(bounds);
         let mut metrics = Vec::new();
         for (labels, series) in &family.series {
-            write_bytes(&mut metrics, 0x22, &metric(labels, None, family.kind, &series.value, bounds));
+            let message = match (&family.summary, &series.value) {
+                (Some(summary), Value::Histogram(cumulative)) => {
+                    let mut message = label_pairs(labels, None);
+                    let quantiles = cumulative.window_quantiles(registry.now_unix_s, summary);
+                    write_bytes(&mut message, 0x22, &summary_message(cumulative, &summary.quantiles, &quantiles));
+                    message
+                }
+                _ => metric(labels, None, family.kind, &series.value, bounds),
+            };
+            write_bytes(&mut metrics, 0x22, &message);
         }
-        write_family(out, name, family.help.as_deref(), family.kind, &metrics);
+        write_family(out, name, family.help.as_deref(), family.exposed_kind(), &metrics);
     }
 }
 
@@ -85,6 +94,7 @@ fn family_type(kind: Kind) -> u64 {
         Kind::Counter => 0,
         Kind::Gauge => 1,
         Kind::Histogram => 4,
+        Kind::Summary => 2,
     }
 }
 
@@ -95,14 +105,7 @@ fn metric(
     value: &Value,
     bounds: &[f64],
 ) -> Vec<u8> {
-    let mut metric = Vec::new();
-    let pairs = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra);
-    for (label, text) in pairs {
-        let mut pair = Vec::new();
-        write_bytes(&mut pair, 0x0a, label.as_bytes());
-        write_bytes(&mut pair, 0x12, text.as_bytes());
-        write_bytes(&mut metric, 0x0a, &pair);
-    }
+    let mut metric = label_pairs(labels, extra);
     match value {
         Value::Number(number) => {
             let mut inner = vec![0x09];
@@ -113,6 +116,35 @@ fn metric(
         Value::Histogram(cumulative) => write_bytes(&mut metric, 0x3a, &histogram(cumulative, bounds)),
     }
     metric
+}
+
+/// A `Metric`'s `LabelPair` fields.
+fn label_pairs(labels: &[(String, String)], extra: Option<(&str, &str)>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (label, text) in labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra) {
+        let mut pair = Vec::new();
+        write_bytes(&mut pair, 0x0a, label.as_bytes());
+        write_bytes(&mut pair, 0x12, text.as_bytes());
+        write_bytes(&mut out, 0x0a, &pair);
+    }
+    out
+}
+
+/// `Summary { uint64 sample_count = 1; double sample_sum = 2; repeated Quantile quantile = 3; }`,
+/// `Quantile { double quantile = 1; double value = 2; }`.
+fn summary_message(cumulative: &super::state::Cumulative, quantiles: &[f64], values: &[f64]) -> Vec<u8> {
+    let mut message = vec![0x08];
+    write_varint(&mut message, cumulative.histogram.count());
+    message.push(0x11);
+    message.extend_from_slice(&cumulative.sum.to_le_bytes());
+    for (q, value) in quantiles.iter().zip(values) {
+        let mut quantile = vec![0x09];
+        quantile.extend_from_slice(&q.to_le_bytes());
+        quantile.push(0x11);
+        quantile.extend_from_slice(&value.to_le_bytes());
+        write_bytes(&mut message, 0x1a, &quantile);
+    }
+    message
 }
 
 fn histogram(cumulative: &super::state::Cumulative, bounds: &[f64]) -> Vec<u8> {

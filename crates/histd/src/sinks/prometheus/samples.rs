@@ -2,8 +2,12 @@
 //! counter or gauge is one sample; a histogram is its buckets (classic `le` or `vmrange`),
 //! `_sum` and `_count`.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use super::config::HistogramMode;
 use super::histogram::{classic, le_label, vmrange};
+use super::mapping::Summary;
 use super::state::{Starts, Value};
 
 /// How histograms are written, with the classic boundaries' labels formatted once.
@@ -15,6 +19,8 @@ pub struct Layout {
     pub bounds: Vec<f64>,
     /// Their `le` labels, then `+Inf`.
     pub le_labels: Vec<String>,
+    /// A summary family's settings and the registry's now: quantiles instead of buckets.
+    pub summary: Option<(Arc<Summary>, u64)>,
 }
 
 impl Layout {
@@ -22,18 +28,23 @@ impl Layout {
     pub fn new(mode: HistogramMode, bounds: &[f64]) -> Layout {
         let mut le_labels: Vec<String> = bounds.iter().map(|&b| le_label(b)).collect();
         le_labels.push(le_label(f64::INFINITY));
-        Layout { mode, bounds: bounds.to_vec(), le_labels }
+        Layout { mode, bounds: bounds.to_vec(), le_labels, summary: None }
     }
-}
 
-impl Layout {
-    /// This layout, or one with a family's own classic `buckets` (from its mapping).
-    pub fn with_buckets(&self, buckets: Option<&[f64]>) -> std::borrow::Cow<'_, Layout> {
+    /// This layout, or one with what a family's mapping sets: its own classic buckets, or
+    /// quantiles at `now_unix_s` for a summary.
+    pub fn for_family(
+        &self,
+        buckets: Option<&[f64]>,
+        summary: Option<&Arc<Summary>>,
+        now_unix_s: u64,
+    ) -> Cow<'_, Layout> {
+        if let Some(summary) = summary {
+            return Cow::Owned(Layout { summary: Some((summary.clone(), now_unix_s)), ..self.clone() });
+        }
         match buckets {
-            Some(buckets) if self.mode == HistogramMode::Classic => {
-                std::borrow::Cow::Owned(Layout::new(self.mode, buckets))
-            }
-            _ => std::borrow::Cow::Borrowed(self),
+            Some(buckets) if self.mode == HistogramMode::Classic => Cow::Owned(Layout::new(self.mode, buckets)),
+            _ => Cow::Borrowed(self),
         }
     }
 }
@@ -52,6 +63,14 @@ pub fn for_each_sample(
         Value::Histogram(cumulative) => cumulative,
     };
     let histogram = &cumulative.histogram;
+    if let Some((summary, now)) = &layout.summary {
+        for (q, value) in summary.quantiles.iter().zip(cumulative.window_quantiles(*now, summary)) {
+            emit("", Some(("quantile", &q.to_string())), value, false);
+        }
+        emit("_sum", None, cumulative.sum, everything);
+        emit("_count", None, histogram.count() as f64, everything);
+        return;
+    }
     match layout.mode {
         HistogramMode::Classic => {
             let counts = classic(histogram, &layout.bounds);

@@ -10,7 +10,7 @@ use agg::Snapshot;
 use circllhist::{Bucket, Histogram};
 
 use super::histogram::shifted;
-use super::mapping::{Mapped, Mapper};
+use super::mapping::{Mapped, Mapper, Summary};
 use super::names::{series_name, Labels, SeriesName};
 use super::native::Native;
 
@@ -23,6 +23,9 @@ pub enum Kind {
     Gauge,
     /// Statsd timers and `h`/`d` histograms.
     Histogram,
+    /// Timers a mapping makes summaries (`observer_type: summary`): how they are exposed; their
+    /// family's kind stays `Histogram`.
+    Summary,
 }
 
 impl Kind {
@@ -32,6 +35,7 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
         }
     }
 }
@@ -45,6 +49,36 @@ pub struct Cumulative {
     pub sum: f64,
     /// The same values as a Prometheus native histogram, when a target sends native ones.
     pub native: Option<Native>,
+    /// A summary's recent values, by age bucket (start, unix seconds), oldest first.
+    pub window: Option<std::collections::VecDeque<(u64, Histogram)>>,
+}
+
+impl Cumulative {
+    /// Adds `interval` at `now` to the summary window of `summary`, dropping what is older
+    /// than its `max_age`.
+    fn add_to_window(&mut self, interval: &Histogram, now: u64, summary: &Summary) {
+        let max_age = summary.max_age.as_secs().max(1);
+        let piece = (max_age / u64::from(summary.age_buckets)).max(1);
+        let window = self.window.get_or_insert_with(Default::default);
+        if window.back().is_none_or(|(start, _)| start + piece <= now) {
+            window.push_back((now, Histogram::new()));
+        }
+        if let Some((_, histogram)) = window.back_mut() {
+            histogram.merge(interval);
+        }
+        while window.front().is_some_and(|(start, _)| start + max_age <= now) {
+            window.pop_front();
+        }
+    }
+
+    /// The summary's quantiles over the window as of `now` (NaN when it is empty, as
+    /// client_golang reports).
+    pub fn window_quantiles(&self, now: u64, summary: &Summary) -> Vec<f64> {
+        let max_age = summary.max_age.as_secs().max(1);
+        let recent = self.window.iter().flatten().filter(|(start, _)| start + max_age > now).map(|(_, h)| h);
+        let merged = Histogram::merge_all(recent);
+        summary.quantiles.iter().map(|&q| if merged.is_empty() { f64::NAN } else { merged.quantile(q) }).collect()
+    }
 }
 
 /// A series' current value.
@@ -96,6 +130,16 @@ impl Series {
             _ if self.created_unix_s == now_unix_s => Starts::Everything,
             _ if self.new_bins.0 == now_unix_s => Starts::Bins(&self.new_bins.1),
             _ => Starts::Nothing,
+        }
+    }
+}
+
+impl Family {
+    /// The type it is exposed as.
+    pub fn exposed_kind(&self) -> Kind {
+        match self.summary {
+            Some(_) => Kind::Summary,
+            None => self.kind,
         }
     }
 }
@@ -164,6 +208,8 @@ pub struct Family {
     pub help: Option<String>,
     /// Classic bucket boundaries of the mapping that created it (else `prometheus.buckets`).
     pub buckets: Option<Vec<f64>>,
+    /// The mapping made it a summary: quantiles over a window instead of buckets.
+    pub summary: Option<Arc<Summary>>,
 }
 
 /// What applying flushes refused or forgot, for `/metrics`.
@@ -223,6 +269,8 @@ pub struct Registry {
     native_schema: Option<i32>,
     /// statsd_exporter mappings.
     mapper: Option<Arc<Mapper>>,
+    /// The last flush applied (unix seconds): the "now" of summary windows.
+    pub now_unix_s: u64,
 }
 
 impl Registry {
@@ -235,6 +283,7 @@ impl Registry {
     /// Adds one flush.
     pub fn apply(&mut self, snapshot: &Snapshot) {
         let now = snapshot.timestamp;
+        self.now_unix_s = now;
         for counter in snapshot.counters.iter() {
             if let Some(series) = self.series(counter.key, Kind::Counter, now, || Value::Number(0.0)) {
                 if let Value::Number(total) = &mut series.value {
@@ -260,7 +309,9 @@ impl Registry {
             let interval = shifted(&timer.distribution, shift);
             let native_schema = self.native_schema;
             let new_series = || Value::Histogram(Box::default());
-            let Some((series, scale)) = self.series_scaled(&timer.key, Kind::Histogram, now, new_series) else {
+            let Some(Found { series, scale, summary }) =
+                self.series_scaled(&timer.key, Kind::Histogram, now, new_series)
+            else {
                 continue;
             };
             let (interval, weighted_sum) = match scale {
@@ -276,6 +327,9 @@ impl Registry {
                 .collect();
             cumulative.histogram.merge(&interval);
             cumulative.sum += weighted_sum;
+            if let Some(summary) = summary {
+                cumulative.add_to_window(&interval, now, &summary);
+            }
             if let Some(schema) = native_schema {
                 cumulative.native.get_or_insert_with(|| Native::new(schema)).add(&interval);
             }
@@ -296,17 +350,12 @@ impl Registry {
     /// The series of `key`, created with `initial` when new; `None` when its name has
     /// another type or a mapping drops it (counted).
     fn series(&mut self, key: &str, kind: Kind, now: u64, initial: impl FnOnce() -> Value) -> Option<&mut Series> {
-        self.series_scaled(key, kind, now, initial).map(|(series, _)| series)
+        self.series_scaled(key, kind, now, initial).map(|found| found.series)
     }
 
-    /// As [`Registry::series`], with the `scale` its mapping sets for observed values.
-    fn series_scaled(
-        &mut self,
-        key: &str,
-        kind: Kind,
-        now: u64,
-        initial: impl FnOnce() -> Value,
-    ) -> Option<(&mut Series, Option<f64>)> {
+    /// As [`Registry::series`], with the `scale` its mapping sets for observed values and
+    /// its family's summary settings.
+    fn series_scaled(&mut self, key: &str, kind: Kind, now: u64, initial: impl FnOnce() -> Value) -> Option<Found<'_>> {
         let SeriesName { mut name, statsd_name, mut labels, dropped_tags } = series_name(key);
         self.counts.dropped_tags += dropped_tags as u64;
         let mapping = match self.mapper.as_ref().map(|mapper| mapper.map(&statsd_name, kind)) {
@@ -330,6 +379,7 @@ impl Registry {
             series: SeriesList::default(),
             help: mapping.as_ref().and_then(|m| m.help.clone()),
             buckets: mapping.as_ref().and_then(|m| m.buckets.clone()),
+            summary: mapping.as_ref().and_then(|m| m.summary.clone()),
         });
         if family.kind != kind {
             self.counts.type_conflicts += 1;
@@ -337,7 +387,7 @@ impl Registry {
         }
         let series = family.series.get_or_insert_with(labels, || Series::new(initial(), now));
         series.ttl_s = mapping.as_ref().and_then(|m| m.ttl).map(|ttl| ttl.as_secs().max(1));
-        Some((series, mapping.and_then(|m| m.scale)))
+        Some(Found { series, scale: mapping.and_then(|m| m.scale), summary: family.summary.clone() })
     }
 
     /// Forgets the series not updated within their mapping's `ttl`, or else `default_ttl_s`
@@ -368,6 +418,15 @@ impl Registry {
     pub fn series_count(&self) -> usize {
         self.families.values().map(|family| family.series.len()).sum()
     }
+}
+
+/// A series found (or made) for an update, with what its mapping says of observed values.
+struct Found<'a> {
+    series: &'a mut Series,
+    /// `scale`.
+    scale: Option<f64>,
+    /// The family's summary settings.
+    summary: Option<Arc<Summary>>,
 }
 
 /// Sets the mapping's labels on a series' tag labels: the mapping wins unless `honor_labels`.

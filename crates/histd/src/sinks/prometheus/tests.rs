@@ -469,3 +469,38 @@ fn protobuf_exposition_carries_native_and_classic_buckets() {
     assert_eq!(unzigzag(u64_of(&field(5).next().unwrap())), 5);
     assert!(field(12).next().is_some() && field(13).next().is_some(), "positive spans and deltas");
 }
+
+#[test]
+fn summary_mappings_expose_quantiles_over_their_window() {
+    let mapper = super::mapping::Mapper::from_yaml(
+        "mappings: [ { match: 'rpc.*', name: 'rpc_seconds', observer_type: summary, labels: { method: '$1' }, \
+         summary_options: { quantiles: [ { quantile: 0.5 }, { quantile: 0.99 } ], max_age: 20s, age_buckets: 2 } } ]",
+    )
+    .unwrap();
+    let mut registry = Registry::new(true, Some(5), Some(std::sync::Arc::new(mapper)));
+    // Flushes 10 s apart: the first interval's values leave the 20 s window at the third.
+    let flushes = snapshots(&["rpc.get:100|ms\nrpc.get:100|ms\nrpc.get:100|ms", "rpc.get:3000|ms", "rpc.get:3000|ms"]);
+    let text = |registry: &Registry| {
+        let mut text = Exposition::new(false);
+        text.registry(registry, &Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS));
+        text.finish()
+    };
+    registry.apply(&flushes[0]);
+    registry.apply(&flushes[1]);
+    let two = text(&registry);
+    assert!(two.contains("# TYPE rpc_seconds summary\n"), "{two}");
+    let value = |text: &str, q: &str| -> f64 {
+        let prefix = format!("rpc_seconds{{method=\"get\",quantile=\"{q}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{q} in {text}")).parse().unwrap()
+    };
+    assert!((0.10..0.11).contains(&value(&two, "0.5")), "{two}");
+    assert!((3.0..3.1).contains(&value(&two, "0.99")), "{two}");
+    registry.apply(&flushes[2]);
+    let three = text(&registry);
+    assert!((3.0..3.1).contains(&value(&three, "0.5")), "the 100 ms values aged out: {three}");
+    assert!(three.contains("rpc_seconds_count{method=\"get\"} 5\n") && !three.contains("_bucket"), "{three}");
+    // Remote write: quantile samples, _sum and _count, no native histogram for a summary.
+    let series = decode_all(&registry, HistogramMode::Native);
+    assert!(find(&series, &[("__name__", "rpc_seconds"), ("method", "get"), ("quantile", "0.5")]).is_some());
+    assert_eq!(find(&series, &[("__name__", "rpc_seconds_count"), ("method", "get")]).unwrap().1, 5.0);
+}
