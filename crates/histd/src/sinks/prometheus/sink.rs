@@ -2,7 +2,7 @@
 //! encodes remote-write requests once per histogram mode; one per remote-write target sends
 //! them in order, holding what its receiver does not take in a retry buffer bounded in bytes.
 //!
-//! A target retries 5xx, 429 and connection failures with backoff (1 s doubling to 30 s),
+//! A target retries 5xx, 429 and connection failures with backoff (0.25 s doubling to 5 s),
 //! in order, so each series' samples arrive in time order; any other status drops that
 //! request (`dropped_points.rejected`), as the remote-write spec asks.
 
@@ -25,8 +25,10 @@ use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 /// Flushes' requests a target may have waiting to enter its retry buffer.
 const BATCH_QUEUE: usize = 16;
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Retries back off as Prometheus' own remote write does (its max_backoff is 5 s): a
+/// receiver that comes back is written to within seconds.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// At shutdown, how long a target keeps trying to deliver what it holds.
 const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
