@@ -143,6 +143,37 @@ impl Histogram {
         self.directory = None;
     }
 
+    /// Every value multiplied by `10^decades`: each bin moves `decades` decades, exactly (a
+    /// change of unit such as milliseconds to seconds). Bins that leave the range go to the
+    /// zero bin (below 1e-128) or the NaN bin (past 1e127). One pass over the bins.
+    pub fn shift_decades(&self, decades: i8) -> Histogram {
+        let moved = |bucket: Bucket| -> Bucket {
+            if bucket.is_nan() || bucket.is_zero() || decades == 0 {
+                return bucket;
+            }
+            match bucket.exp().checked_add(decades) {
+                Some(exp) => Bucket::new(bucket.val(), exp).unwrap_or(Bucket::NAN),
+                None if decades < 0 => Bucket::ZERO,
+                None => Bucket::NAN,
+            }
+        };
+        let mut pairs: Vec<(u16, u64)> = self.bins().map(|(bucket, count)| (moved(bucket).key(), count)).collect();
+        if !pairs.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+            // Bins pushed past the range met others: sort and add them up.
+            pairs.sort_unstable_by_key(|&(key, _)| key);
+            pairs.dedup_by(|later, earlier| {
+                let same = later.0 == earlier.0;
+                if same {
+                    earlier.1 = earlier.1.saturating_add(later.1);
+                }
+                same
+            });
+        }
+        let (keys, counts) = pairs.into_iter().unzip();
+        let directory = None;
+        Histogram { keys, counts, directory }
+    }
+
     /// The bins, in order, with their counts (all non-zero).
     pub fn bins(&self) -> impl ExactSizeIterator<Item = (Bucket, u64)> + '_ {
         self.keys.iter().zip(&self.counts).map(|(&key, &count)| (Bucket::from_key(key), count))

@@ -28,6 +28,26 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
+    fn shifting_decades_moves_every_bin_as_inserting_it_again((_, histogram) in histogram(), decades in -128i8..=127) {
+        let mut slow = Histogram::new();
+        for (bucket, count) in histogram.bins() {
+            let moved = match (bucket.is_nan() || bucket.is_zero(), bucket.exp().checked_add(decades)) {
+                (true, _) => bucket,
+                (false, Some(exp)) => circllhist::Bucket::new(bucket.val(), exp).unwrap_or(circllhist::Bucket::NAN),
+                (false, None) if decades < 0 => circllhist::Bucket::ZERO,
+                (false, None) => circllhist::Bucket::NAN,
+            };
+            slow.insert_bucket(moved, count);
+        }
+        let fast = histogram.shift_decades(decades);
+        prop_assert_eq!(&fast, &slow);
+        prop_assert_eq!(fast.count(), histogram.count());
+        let mut grown = fast.clone();
+        grown.insert(1.0, 1); // the result is a working histogram
+        prop_assert_eq!(grown.count(), histogram.count() + 1);
+    }
+
+    #[test]
     fn merge_is_commutative_associative_and_the_union((a_values, a) in histogram(), (b_values, b) in histogram(), (_, c) in histogram()) {
         let mut ab = a.clone();
         ab.merge(&b);

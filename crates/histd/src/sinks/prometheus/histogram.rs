@@ -9,28 +9,6 @@
 
 use circllhist::{Bucket, Histogram};
 
-/// `histogram` with every bin moved `shift` decades (`-3`: milliseconds to seconds). Exact:
-/// only the decimal exponent changes. Bins that would leave circllhist's range go to zero
-/// (below 1e-128) or NaN (past 1e127).
-pub fn shifted(histogram: &Histogram, shift: i8) -> Histogram {
-    if shift == 0 {
-        return histogram.clone();
-    }
-    let mut out = Histogram::new();
-    for (bucket, count) in histogram.bins() {
-        let moved = match bucket.is_nan() || bucket.is_zero() {
-            true => bucket,
-            false => match bucket.exp().checked_add(shift) {
-                Some(exp) => Bucket::new(bucket.val(), exp).unwrap_or(Bucket::NAN),
-                None if shift < 0 => Bucket::ZERO,
-                None => Bucket::NAN,
-            },
-        };
-        out.insert_bucket(moved, count);
-    }
-    out
-}
-
 /// The `vmrange` label of a bin: `<lo>...<hi>` with both edges as `d.de±XX`, so the same bin
 /// has the same label on every host and adjacent bins share an edge string (VictoriaMetrics
 /// joins ranges by those strings). `0...0` for the zero bin; `None` for NaN (±∞, |x| ≥ 1e128),
@@ -111,19 +89,9 @@ mod tests {
     }
 
     #[test]
-    fn shifting_moves_decades_exactly() {
-        let ms = of(&[100.0, 120.0, 5.0, 0.0, 1500.0, f64::NAN]);
-        let seconds = shifted(&ms, -3);
-        let want = of(&[0.1, 0.12, 0.005, 0.0, 1.5, f64::NAN]);
-        assert_eq!(seconds.bins().collect::<Vec<_>>(), want.bins().collect::<Vec<_>>());
-        let tiny = of(&[1e-126]);
-        assert_eq!(shifted(&tiny, -3).bins().next().unwrap().0, Bucket::ZERO);
-    }
-
-    #[test]
     fn classic_buckets_count_below_each_boundary() {
         // Integer milliseconds sit on edges: 100 ms is not below 0.1 s (lower-inclusive bins).
-        let seconds = shifted(&of(&[4.0, 5.0, 99.0, 100.0, 101.0, 2500.0, 20000.0, -1.0, 0.0]), -3);
+        let seconds = of(&[4.0, 5.0, 99.0, 100.0, 101.0, 2500.0, 20000.0, -1.0, 0.0]).shift_decades(-3);
         let bounds = [0.005, 0.1, 0.11, 2.5, 10.0];
         assert_eq!(classic(&seconds, &bounds), vec![3, 5, 7, 7, 8, 9]);
         assert_eq!(bounds.iter().map(|&b| le_label(b)).collect::<Vec<_>>(), ["0.005", "0.1", "0.11", "2.5", "10"]);

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use agg::Snapshot;
 use circllhist::{Bucket, Histogram};
 
-use super::histogram::shifted;
 use super::mapping::{Mapped, Mapper, Summary};
 use super::names::{series_name, Labels, SeriesName};
 use super::native::Native;
@@ -306,7 +305,7 @@ impl Registry {
             // The exact sum is unweighted; weighted as the count is, exact when one sample
             // rate was used in the interval (the usual case).
             let weighted_sum = totals.sum * totals.count / totals.received as f64 * 10f64.powi(i32::from(shift));
-            let interval = shifted(&timer.distribution, shift);
+            let interval = timer.distribution.shift_decades(shift);
             let native_schema = self.native_schema;
             let new_series = || Value::Histogram(Box::default());
             let Some(Found { series, scale, summary }) =
@@ -319,12 +318,7 @@ impl Registry {
                 None => (interval, weighted_sum),
             };
             let Value::Histogram(cumulative) = &mut series.value else { continue };
-            let known: Vec<Bucket> = cumulative.histogram.bins().map(|(bucket, _)| bucket).collect();
-            let new_bins: Vec<Bucket> = interval
-                .bins()
-                .map(|(bucket, _)| bucket)
-                .filter(|bucket| known.binary_search(bucket).is_err())
-                .collect();
+            let new_bins = bins_not_in(&interval, &cumulative.histogram);
             cumulative.histogram.merge(&interval);
             cumulative.sum += weighted_sum;
             if let Some(summary) = summary {
@@ -429,6 +423,19 @@ struct Found<'a> {
     summary: Option<Arc<Summary>>,
 }
 
+/// The bins of `interval` that `known` does not have, by one walk of both (bins are sorted).
+fn bins_not_in(interval: &Histogram, known: &Histogram) -> Vec<Bucket> {
+    let mut known = known.bins().map(|(bucket, _)| bucket).peekable();
+    let mut new = Vec::new();
+    for (bucket, _) in interval.bins() {
+        while known.next_if(|&existing| existing < bucket).is_some() {}
+        if known.peek() != Some(&bucket) {
+            new.push(bucket);
+        }
+    }
+    new
+}
+
 /// Sets the mapping's labels on a series' tag labels: the mapping wins unless `honor_labels`.
 fn merge_labels(labels: &mut Labels, mapped: &[(String, String)], honor_labels: bool) {
     for (label, value) in mapped {
@@ -447,7 +454,7 @@ fn merge_labels(labels: &mut Labels, mapped: &[(String, String)], honor_labels: 
 fn scaled(histogram: &Histogram, scale: f64) -> Histogram {
     let decades = scale.log10().round();
     if (10f64.powf(decades) - scale).abs() <= scale * 1e-12 && decades.abs() < 100.0 {
-        return shifted(histogram, decades as i8);
+        return histogram.shift_decades(decades as i8);
     }
     let mut out = Histogram::new();
     for (bucket, count) in histogram.bins() {
