@@ -107,6 +107,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         edges: edge_counters.clone(),
         pending,
         drain_limit: config.ingest.shutdown_drain,
+        slots: Arc::new(tokio::sync::Semaphore::new(config.ingest.max_stream_connections)),
+        idle_timeout: config.ingest.idle_timeout,
     };
     let mut edges = Edges::default();
     if let Err(error) = start_listeners(&config, &mut edges, tap, streams, &stop, &stopping).await {
@@ -127,6 +129,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         sinks: sinks.iter().flat_map(|sink| std::iter::once(&sink.telemetry).chain(&sink.targets).cloned()).collect(),
         raw_config: config.raw.clone(),
         edges: edge_counters,
+        idle_timeout: config.ingest.idle_timeout,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let http_state = Arc::new(HttpState {
@@ -135,7 +138,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         prometheus,
         admin: admin_state,
     });
-    let http_task = tokio::spawn(http::serve(http_listener, http_state, stop.clone()));
+    let limits = http::Limits {
+        max_connections: config.ingest.http_max_connections,
+        header_timeout: config.ingest.http_header_timeout,
+    };
+    let http_task = tokio::spawn(http::serve(http_listener, http_state, limits, stop.clone()));
     let flusher = Flusher {
         aggregation,
         sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),

@@ -51,6 +51,8 @@ pub struct AdminState {
     pub raw_config: serde_json::Map<String, serde_json::Value>,
     /// What the edges refused or could not keep.
     pub edges: Arc<EdgeCounters>,
+    /// Silence after which a management connection is closed (`connectionIdleTimeoutMs`).
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 /// Serves management connections until shutdown.
@@ -83,7 +85,16 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        match (&mut reader).take(MAX_LINE as u64).read_until(b'\n', &mut line).await {
+        let mut limited = (&mut reader).take(MAX_LINE as u64);
+        let read = limited.read_until(b'\n', &mut line);
+        let read = match state.idle_timeout {
+            Some(idle) => tokio::time::timeout(idle, read).await.unwrap_or_else(|_| {
+                state.edges.idle_closed_connections.add(1);
+                Ok(0)
+            }),
+            None => read.await,
+        };
+        match read {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }

@@ -36,6 +36,17 @@ pub struct IngestConfig {
     /// `streamPendingBytes`: bytes of partial lines (no newline yet) held across every TCP and
     /// Unix stream connection; past it a connection's partial line is cut.
     pub stream_pending_bytes: usize,
+    /// `maxStreamConnections`: TCP and Unix stream connections open at once (4096); more are
+    /// closed at once and counted.
+    pub max_stream_connections: usize,
+    /// `connectionIdleTimeoutMs`: a statsd stream or management connection that sends nothing
+    /// for this long is closed and counted (10 minutes; `None`: never).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// `httpMaxConnections`: HTTP connections open at once (256); more are closed and counted.
+    pub http_max_connections: usize,
+    /// `httpHeaderTimeoutMs`: how long an HTTP client may take to send a request's headers
+    /// (10 s); then the connection is closed and counted.
+    pub http_header_timeout: std::time::Duration,
 }
 
 impl IngestConfig {
@@ -49,6 +60,10 @@ impl IngestConfig {
             "maxDatagramBytes": self.max_datagram_bytes,
             "shutdownDrainMs": self.shutdown_drain.as_millis() as u64,
             "streamPendingBytes": self.stream_pending_bytes,
+            "maxStreamConnections": self.max_stream_connections,
+            "connectionIdleTimeoutMs": self.idle_timeout.map_or(0, |t| t.as_millis() as u64),
+            "httpMaxConnections": self.http_max_connections,
+            "httpHeaderTimeoutMs": self.http_header_timeout.as_millis() as u64,
         })
     }
 }
@@ -75,6 +90,15 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
             600_000,
         )? as u64),
         stream_pending_bytes: count(top, "streamPendingBytes", DEFAULT_STREAM_PENDING_BYTES, 1 << 20, 1 << 40)?,
+        max_stream_connections: count(top, "maxStreamConnections", 4096, 1, 1_000_000)?,
+        idle_timeout: match count(top, "connectionIdleTimeoutMs", 600_000, 0, 86_400_000)? {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms as u64)),
+        },
+        http_max_connections: count(top, "httpMaxConnections", 256, 1, 100_000)?,
+        http_header_timeout: std::time::Duration::from_millis(
+            count(top, "httpHeaderTimeoutMs", 10_000, 1, 600_000)? as u64
+        ),
     })
 }
 

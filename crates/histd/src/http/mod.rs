@@ -24,12 +24,19 @@ mod ui;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use axum::routing::{get, post};
 use axum::Router;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
 
+use crate::accept::AcceptFailures;
 use crate::admin::AdminState;
+use crate::telemetry::EdgeCounters;
 
 pub use api::{answer, Failure, Route};
 pub use params::{step, time, BadParameter};
@@ -50,10 +57,50 @@ pub struct HttpState {
 const API_ROUTES: [&str; 6] =
     ["/health", "/api/v1/series", "/api/v1/query", "/api/v1/histogram", "/api/v1/heatmap", "/api/v1/openapi.json"];
 
-/// Serves until shutdown.
-pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>) {
+/// The HTTP server's bounds (`httpMaxConnections`, `httpHeaderTimeoutMs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections open at once; more are closed and counted (`refused_api_connections`).
+    pub max_connections: usize,
+    /// How long a request's headers may take (`http_header_timeouts` counts the closes).
+    pub header_timeout: Duration,
+}
+
+/// Serves until shutdown: HTTP/1.1, at most `limits.max_connections` at once, headers read
+/// within `limits.header_timeout` (a slow client cannot hold a connection open by dribbling a
+/// request), EMFILE backed off as the other listeners do. At shutdown open connections finish
+/// the request in hand.
+pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits, mut shutdown: watch::Receiver<bool>) {
+    let edges = state.admin.edges.clone();
+    let router = router(state);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut connections = JoinSet::new();
+    let mut failures = AcceptFailures::default();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let serving = serve_connection(stream, router.clone(), limits, edges.clone(), shutdown.clone());
+                        connections.spawn(async move {
+                            serving.await;
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => edges.refused_api_connections.add(1),
+                },
+                Err(error) => failures.failed("http", &error).await,
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(Duration::from_secs(5), connections.join_all()).await;
+}
+
+fn router(state: Arc<HttpState>) -> Router {
     let [health, series, query, histogram, heatmap, openapi] = API_ROUTES;
-    let router = Router::new()
+    Router::new()
         .route(health, get(api::health))
         .route(series, get(api::series))
         .route(query, get(api::query))
@@ -64,12 +111,30 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, mut shutdown: w
         .route("/-/clear", post(metrics::clear))
         .route("/", get(ui::index))
         .route("/ui/{*file}", get(ui::file))
-        .with_state(state);
-    let stopped = async move {
-        let _ = shutdown.changed().await;
+        .with_state(state)
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    limits: Limits,
+    edges: Arc<EdgeCounters>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let service = TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        _ = shutdown.changed() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
     };
-    if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
-        tracing::error!(%error, "http server failed");
+    if result.is_err_and(|error| error.is_timeout()) {
+        edges.http_header_timeouts.add(1);
     }
 }
 

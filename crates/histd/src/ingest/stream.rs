@@ -53,6 +53,10 @@ pub struct StreamContext {
     pub pending: PendingBudget,
     /// At shutdown, how long a connection may still deliver in all (`shutdownDrainMs`).
     pub drain_limit: Duration,
+    /// Connections that may be open at once, across stream listeners (`maxStreamConnections`).
+    pub slots: Arc<tokio::sync::Semaphore>,
+    /// Silence after which a connection is closed (`connectionIdleTimeoutMs`).
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Accepts connections until shutdown; returns when every connection has finished.
@@ -62,7 +66,16 @@ pub async fn serve_streams<L: Accept>(listener: L, context: StreamContext, mut s
     loop {
         tokio::select! {
             accepted = listener.accept_stream() => match accepted {
-                Ok(stream) => { connections.spawn(serve_connection(stream, context.clone(), shutdown.clone())); }
+                Ok(stream) => match context.slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        let serving = serve_connection(stream, context.clone(), shutdown.clone());
+                        connections.spawn(async move {
+                            serving.await;
+                            drop(slot);
+                        });
+                    }
+                    Err(_) => context.edges.refused_stream_connections.add(1),
+                },
                 Err(error) => failures.failed("statsd stream", &error).await,
             },
             _ = shutdown.changed() => break,
@@ -85,7 +98,11 @@ async fn serve_connection<S: AsyncRead + Unpin>(
     let mut connection = Connection { shard: &shard, context: &context, first_line_checked: false, refused: false };
     loop {
         tokio::select! {
-            read = stream.read(framer.chunk()) => match read {
+            read = read_within(&mut stream, framer.chunk(), context.idle_timeout) => match read {
+                Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
+                    context.edges.idle_closed_connections.add(1);
+                    break;
+                }
                 Ok(0) | Err(_) => break,
                 Ok(read) => framer.accept(read, |framed| connection.deliver(framed)),
             },
@@ -100,6 +117,19 @@ async fn serve_connection<S: AsyncRead + Unpin>(
     }
     framer.finish(|framed| connection.deliver(framed));
     shard.close();
+}
+
+/// One read, or an error once `idle` passes without a byte (counted by the caller's context).
+async fn read_within<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buffer: &mut [u8],
+    idle: Option<Duration>,
+) -> std::io::Result<usize> {
+    let Some(idle) = idle else { return stream.read(buffer).await };
+    match tokio::time::timeout(idle, stream.read(buffer)).await {
+        Ok(read) => read,
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "idle")),
+    }
 }
 
 /// One connection's delivery of packets.

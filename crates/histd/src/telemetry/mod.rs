@@ -63,6 +63,14 @@ pub struct EdgeCounters {
     pub refused_http_connections: Counter,
     /// Management connections closed at once because as many as allowed were open.
     pub refused_management_connections: Counter,
+    /// Statsd stream connections closed at once because `maxStreamConnections` were open.
+    pub refused_stream_connections: Counter,
+    /// HTTP connections closed at once because `httpMaxConnections` were open.
+    pub refused_api_connections: Counter,
+    /// Stream and management connections closed after `connectionIdleTimeoutMs` of silence.
+    pub idle_closed_connections: Counter,
+    /// HTTP connections closed because a request's headers took past `httpHeaderTimeoutMs`.
+    pub http_header_timeouts: Counter,
     /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
     pub shutdown_unread_datagrams: Counter,
     /// Stream connections still sending when the shutdown drain's time ran out (what they sent
@@ -85,10 +93,14 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 6] {
+    pub fn entries(&self) -> [(&'static str, u64); 10] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
+            ("refused_stream_connections", self.refused_stream_connections.get()),
+            ("refused_api_connections", self.refused_api_connections.get()),
+            ("idle_closed_connections", self.idle_closed_connections.get()),
+            ("http_header_timeouts", self.http_header_timeouts.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
             ("shutdown_cut_connections", self.shutdown_cut_connections.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),

@@ -249,3 +249,76 @@ fn b8_management_connections_are_capped() {
     wait_until(|| exchange(&mgmt, b"health\nquit\n") == b"health: up\n", "a free slot again");
     assert!(daemon.stat("messages.refused_management_connections") >= 1.0);
 }
+
+/// A daemon with small connection bounds: 2 stream connections, 300 ms of silence, 2 HTTP
+/// connections, 300 ms for a request's headers.
+fn bounded(name: &str) -> Daemon {
+    Daemon::start(
+        name,
+        "{ servers: [ { server: 'tcp', address: '127.0.0.1', port: 0 } ], mgmt_port: 0, http_port: 0, \
+           flushInterval: 60000, backends: ['console'], maxStreamConnections: 2, connectionIdleTimeoutMs: 300, \
+           httpMaxConnections: 2, httpHeaderTimeoutMs: 300 }",
+    )
+}
+
+fn edge(daemon: &Daemon, name: &str) -> f64 {
+    daemon.http_json("/health")["edges"][name].as_f64().unwrap_or_else(|| panic!("{name}"))
+}
+
+/// True when the peer closes `stream` within `WAIT` (a read returns end of file or an error).
+fn closed_by_peer(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut byte = [0u8; 1];
+    matches!(stream.read(&mut byte), Ok(0) | Err(_))
+}
+
+#[test]
+fn b19_stream_connections_are_capped_and_idle_ones_closed() {
+    let daemon = bounded("b19-streams");
+    let tcp = daemon.address("tcp");
+    let mut first = TcpStream::connect(&tcp).unwrap();
+    let second = TcpStream::connect(&tcp).unwrap();
+    first.write_all(b"kept:1|c\n").unwrap();
+    // The third is over the cap: closed at once, counted.
+    let mut third = TcpStream::connect(&tcp).unwrap();
+    assert!(closed_by_peer(&mut third));
+    wait_until(|| edge(&daemon, "refused_stream_connections") == 1.0, "the refusal is counted");
+    // Silent for 300 ms: both are closed (what the first sent was kept), and a slot frees up.
+    assert!(closed_by_peer(&mut first));
+    drop(second);
+    wait_until(
+        || edge(&daemon, "idle_closed_connections") >= 2.0,
+        &format!("idle closes are counted: {}", daemon.http_json("/health")["edges"]),
+    );
+    let mut later = TcpStream::connect(&tcp).unwrap();
+    later.write_all(b"kept:1|c\n").unwrap();
+    wait_until(|| daemon.admin("counters").contains("kept: 2"), "both lines counted");
+    drop(later);
+    // Management connections are closed after the same silence.
+    let mut admin = TcpStream::connect(daemon.address("mgmt")).unwrap();
+    assert!(closed_by_peer(&mut admin));
+    assert!(daemon.terminate());
+}
+
+#[test]
+fn b19_http_headers_must_come_in_time_and_connections_are_capped() {
+    let daemon = bounded("b19-http");
+    let http = daemon.address("http");
+    // A request whose headers never end: closed after 300 ms, counted.
+    let mut slow = TcpStream::connect(&http).unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").unwrap();
+    assert!(closed_by_peer(&mut slow));
+    wait_until(|| edge(&daemon, "http_header_timeouts") >= 1.0, "the timeout is counted");
+    // Two connections held open (mid-header); the third is refused at once.
+    let mut held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&http).unwrap()).collect();
+    for stream in &mut held {
+        stream.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut third = TcpStream::connect(&http).unwrap();
+    assert!(closed_by_peer(&mut third));
+    drop(held);
+    std::thread::sleep(std::time::Duration::from_millis(500)); // their slots free up
+    wait_until(|| edge(&daemon, "refused_api_connections") == 1.0, "the refusal is counted");
+    assert!(daemon.terminate());
+}
