@@ -51,6 +51,8 @@ pub struct Aggregator {
     /// Timer intervals whose percentiles were estimated from the histogram, since start.
     timers_over_sample_limit: u64,
     previous_flush_s: Option<u64>,
+    /// A flush gave back a burst's room since [`Aggregator::take_released`] was last asked.
+    released: bool,
 }
 
 /// Keys of the internal metrics under `prefixStats`.
@@ -115,6 +117,7 @@ impl Aggregator {
             totals: IngestCounts::default(),
             previous_flush_s: None,
             timers_over_sample_limit: 0,
+            released: false,
         }
     }
 
@@ -132,6 +135,12 @@ impl Aggregator {
     /// histogram), counted once per flush each, since start.
     pub fn timers_over_sample_limit(&self) -> u64 {
         self.timers_over_sample_limit
+    }
+
+    /// True once since a flush gave back the room of a burst of timers or sets (the caller
+    /// may then ask the allocator to return freed memory to the system).
+    pub fn take_released(&mut self) -> bool {
+        std::mem::take(&mut self.released)
     }
 
     /// Moves a whole table (one never taken before) into the current interval.
@@ -272,13 +281,15 @@ impl Aggregator {
         let internal = &self.internal;
         self.counters.reset_after_flush(config.delete_counters, |key| internal.is_internal_counter(key));
         if config.delete_timers {
-            self.timers.clear();
+            self.released |= clear_returning_memory(&mut self.timers);
         }
         self.timers.values_mut().for_each(|samples| *samples = TimerSamples::default());
         if config.delete_sets {
-            self.sets.clear();
+            self.released |= clear_returning_memory(&mut self.sets);
         }
-        self.sets.values_mut().for_each(HashSet::clear);
+        for members in self.sets.values_mut() {
+            self.released |= clear_returning_memory(members);
+        }
         if config.delete_gauges {
             self.gauges.retain(|key, state| {
                 state.ttl = state.ttl.saturating_sub(1);
@@ -350,6 +361,58 @@ fn totals_of(samples: &TimerSamples) -> TimerTotals {
 
 /// An empty map hashing as the readers' tables do, so that absorbing a table (walked in its
 /// slot order, which is hash order) visits this map's buckets in nearly ascending order.
+/// Entries a map must have room for beyond what it holds before clearing it gives room back.
+const SPARE_ENTRIES: usize = 4096;
+
+/// A hash table that can be emptied and told how much room to keep.
+trait HashTable {
+    fn entries(&self) -> usize;
+    fn room(&self) -> usize;
+    fn keep_room(&mut self, entries: usize);
+    fn empty(&mut self);
+}
+
+impl<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher> HashTable for HashMap<K, V, S> {
+    fn entries(&self) -> usize {
+        self.len()
+    }
+    fn room(&self) -> usize {
+        self.capacity()
+    }
+    fn keep_room(&mut self, entries: usize) {
+        self.shrink_to(entries)
+    }
+    fn empty(&mut self) {
+        self.clear()
+    }
+}
+
+impl<T: Eq + std::hash::Hash, S: std::hash::BuildHasher> HashTable for HashSet<T, S> {
+    fn entries(&self) -> usize {
+        self.len()
+    }
+    fn room(&self) -> usize {
+        self.capacity()
+    }
+    fn keep_room(&mut self, entries: usize) {
+        self.shrink_to(entries)
+    }
+    fn empty(&mut self) {
+        self.clear()
+    }
+}
+
+/// Empties `table`, first giving back the room it has beyond twice what it held (a burst's
+/// table would otherwise stay allocated for good); true when it gave some back.
+fn clear_returning_memory(table: &mut impl HashTable) -> bool {
+    let excess = table.room() > 2 * table.entries() + SPARE_ENTRIES;
+    if excess {
+        table.keep_room(table.entries());
+    }
+    table.empty();
+    excess
+}
+
 fn keyed_map<V>() -> KeyedMap<V> {
     KeyedMap::with_hasher(crate::series::shared_hasher())
 }
@@ -382,6 +445,25 @@ mod tests {
 
     fn gauge(snapshot: &Snapshot, key: &str) -> Option<f64> {
         snapshot.gauges.iter().find(|p| &*p.key == key).map(|p| p.value)
+    }
+
+    #[test]
+    fn a_bursts_room_is_given_back_once_the_burst_is_gone() {
+        let config = AggConfig { delete_timers: true, delete_sets: true, ..AggConfig::default() };
+        let mut aggregator = Aggregator::new(config);
+        let burst: String = (0..20_000).map(|i| format!("t{i}:1|ms\ns{i}:x|s\n")).collect();
+        absorb(&mut aggregator, &burst);
+        aggregator.flush(10_000);
+        assert!(!aggregator.take_released(), "the burst's own flush keeps the room it used");
+        let room = aggregator.timers.capacity();
+        absorb(&mut aggregator, "t1:1|ms\nbig:a|s\nbig:b|s");
+        aggregator.flush(20_000);
+        assert!(aggregator.take_released(), "the next flush gives it back");
+        assert!(aggregator.timers.capacity() < room / 100 && aggregator.sets.capacity() < room / 100);
+        assert!(!aggregator.take_released(), "said once");
+        absorb(&mut aggregator, "t1:1|ms");
+        aggregator.flush(30_000);
+        assert!(!aggregator.take_released(), "a table of its usual size is left alone");
     }
 
     #[test]

@@ -28,7 +28,14 @@ impl Flusher {
     /// Flushes now (`now_ms`: unix milliseconds).
     pub fn flush(&self, now_ms: u64) {
         let started = Instant::now();
-        let mut snapshot = self.aggregation.current().flush(now_ms);
+        let (mut snapshot, released) = {
+            let mut aggregator = self.aggregation.current();
+            let snapshot = aggregator.flush(now_ms);
+            (snapshot, aggregator.take_released())
+        };
+        if released {
+            return_freed_memory();
+        }
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.aggregation.flushes.add(1);
         self.aggregation.last_flush_us.set(started.elapsed().as_micros() as u64);
@@ -56,6 +63,17 @@ impl Flusher {
             tokio::time::sleep(Duration::from_millis(next - now)).await;
             self.flush(unix_now_ms().max(next));
         }
+    }
+}
+
+/// Asks the allocator to give freed memory back to the system (after a burst's tables were
+/// emptied, glibc would otherwise keep it in its heaps for good).
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps and arenas;
+    // no live allocation is touched.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
