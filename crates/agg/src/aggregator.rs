@@ -17,6 +17,24 @@ use crate::timer::{bin_counts, timer_stats};
 
 type KeyedMap<V> = HashMap<CompactString, V>;
 
+/// Entries a map must have room for beyond what it holds before clearing it gives room back.
+const SPARE_ENTRIES: usize = 4096;
+
+/// Empties a hash map or set, first giving back the room it has beyond twice what it held (a
+/// burst's table would otherwise stay allocated for good); true when it gave some back. A
+/// macro: hashbrown's maps and sets share these methods but no trait.
+macro_rules! clear_returning_memory {
+    ($table:expr) => {{
+        let table = $table;
+        let excess = table.capacity() > 2 * table.len() + SPARE_ENTRIES;
+        if excess {
+            table.shrink_to(table.len());
+        }
+        table.clear();
+        excess
+    }};
+}
+
 /// A gauge's value and how many more flushes it lives without an update.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct GaugeState {
@@ -281,14 +299,14 @@ impl Aggregator {
         let internal = &self.internal;
         self.counters.reset_after_flush(config.delete_counters, |key| internal.is_internal_counter(key));
         if config.delete_timers {
-            self.released |= clear_returning_memory(&mut self.timers);
+            self.released |= clear_returning_memory!(&mut self.timers);
         }
         self.timers.values_mut().for_each(|samples| *samples = TimerSamples::default());
         if config.delete_sets {
-            self.released |= clear_returning_memory(&mut self.sets);
+            self.released |= clear_returning_memory!(&mut self.sets);
         }
         for members in self.sets.values_mut() {
-            self.released |= clear_returning_memory(members);
+            self.released |= clear_returning_memory!(members);
         }
         if config.delete_gauges {
             self.gauges.retain(|key, state| {
@@ -361,58 +379,6 @@ fn totals_of(samples: &TimerSamples) -> TimerTotals {
 
 /// An empty map hashing as the readers' tables do, so that absorbing a table (walked in its
 /// slot order, which is hash order) visits this map's buckets in nearly ascending order.
-/// Entries a map must have room for beyond what it holds before clearing it gives room back.
-const SPARE_ENTRIES: usize = 4096;
-
-/// A hash table that can be emptied and told how much room to keep.
-trait HashTable {
-    fn entries(&self) -> usize;
-    fn room(&self) -> usize;
-    fn keep_room(&mut self, entries: usize);
-    fn empty(&mut self);
-}
-
-impl<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher> HashTable for HashMap<K, V, S> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn keep_room(&mut self, entries: usize) {
-        self.shrink_to(entries)
-    }
-    fn empty(&mut self) {
-        self.clear()
-    }
-}
-
-impl<T: Eq + std::hash::Hash, S: std::hash::BuildHasher> HashTable for HashSet<T, S> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn keep_room(&mut self, entries: usize) {
-        self.shrink_to(entries)
-    }
-    fn empty(&mut self) {
-        self.clear()
-    }
-}
-
-/// Empties `table`, first giving back the room it has beyond twice what it held (a burst's
-/// table would otherwise stay allocated for good); true when it gave some back.
-fn clear_returning_memory(table: &mut impl HashTable) -> bool {
-    let excess = table.room() > 2 * table.entries() + SPARE_ENTRIES;
-    if excess {
-        table.keep_room(table.entries());
-    }
-    table.empty();
-    excess
-}
-
 fn keyed_map<V>() -> KeyedMap<V> {
     KeyedMap::with_hasher(crate::series::shared_hasher())
 }
