@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::net::TcpStream;
 
-use crate::harness::{config, Carbon, Daemon};
+use crate::harness::{config, rss_kib, Carbon, Daemon};
 
 fn send_tcp_lines(daemon: &Daemon, name: &str, values: impl Iterator<Item = u64>) {
     let mut stream = TcpStream::connect(daemon.address("tcp")).unwrap();
@@ -17,12 +17,6 @@ fn send_tcp_lines(daemon: &Daemon, name: &str, values: impl Iterator<Item = u64>
         }
     }
     stream.write_all(batch.as_bytes()).unwrap();
-}
-
-fn rss_kib(daemon: &Daemon) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.pid())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -62,38 +56,4 @@ fn timers_past_the_sample_limit() {
     within("stats.timers.t.std", 1443.37, 0.001);
     assert_eq!(value("stats.timers.load.count"), 1_100_000.0);
     assert_eq!(value("stats_counts.statsd.timers_over_sample_limit"), 2.0);
-}
-
-#[test]
-fn b7_memory_comes_back_after_a_burst_of_distinct_timers_and_sets() {
-    // As the probe ran it: no backend (a backend's own bounded buffers are not the question).
-    let daemon = Daemon::start_process(
-        "burst-memory",
-        "{ servers: [ { server: 'tcp', address: '127.0.0.1', port: 0 } ], mgmt_port: 0, http_port: 0, \
-           flushInterval: 1000, deleteIdleStats: true, backends: [] }",
-    );
-    let before = rss_kib(&daemon);
-    let mut stream = std::net::TcpStream::connect(daemon.address("tcp")).unwrap();
-    let mut batch = String::new();
-    for i in 0..200_000 {
-        batch.push_str(&format!("burst.timer.{i}:{}|ms\nburst.set.{i}:m{i}|s\n", i % 977));
-        if batch.len() > 60_000 {
-            stream.write_all(batch.as_bytes()).unwrap();
-            batch.clear();
-        }
-    }
-    stream.write_all(batch.as_bytes()).unwrap();
-    drop(stream);
-    daemon.wait_received(400_000);
-    let peak = rss_kib(&daemon);
-    assert!(peak > before + 40 * 1024, "the burst should take memory: {before} -> {peak} KiB");
-    // Two flushes later every table is empty: the memory goes back (it stayed at the burst's
-    // high-water mark before, probe B7).
-    let back = crate::harness::eventually(|| rss_kib(&daemon) < before + 20 * 1024);
-    assert!(
-        back,
-        "memory did not come back: {before} KiB before, {peak} KiB at the peak, {} KiB now",
-        rss_kib(&daemon)
-    );
-    assert!(daemon.terminate());
 }

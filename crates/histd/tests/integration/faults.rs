@@ -1,10 +1,20 @@
-//! Input from an attacker (the second probe, C1–C3): it must neither kill the daemon nor run
-//! anything. Each test is named after what broke.
+//! Faults and bad input, kept as tests: the probes of issue 19 (B1–B11, `probes-2026-11-23`)
+//! and of the second probe (C1–C10, `-b`). Each test is named after what broke. Where a probe is
+//! tested elsewhere:
+//! - B1 (a store write failing inside its transaction, "disk full"): `store` crate,
+//!   `a_failed_write_never_mixes_series` (an injected I/O error; a small tmpfs also reproduces it);
+//! - B5 (a carbon that never reads): `c7_a_carbon_that_never_reads_costs_at_most_the_retry_buffer`
+//!   below, and `lifecycle::the_retry_buffer_limit_is_enforced_and_counted`;
+//! - B6 (`delcounters` with thousands of patterns): the admin command's unit test;
+//! - B9 (arithmetic and validation): `http::params` and `config` unit tests;
+//! - B11 (non-finite values and rates): the `proto` parser's case tables.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use crate::harness::{temp_dir, wait_until, Daemon, WAIT};
+use crate::harness::{rss_kib, temp_dir, wait_until, Carbon, Daemon, WAIT};
 
 fn config(data: &std::path::Path) -> String {
     format!(
@@ -320,5 +330,67 @@ fn b19_http_headers_must_come_in_time_and_connections_are_capped() {
     drop(held);
     std::thread::sleep(std::time::Duration::from_millis(500)); // their slots free up
     wait_until(|| edge(&daemon, "refused_api_connections") == 1.0, "the refusal is counted");
+    assert!(daemon.terminate());
+}
+
+/// Issue 19 B2: a TCP client that keeps sending after SIGTERM held shutdown open for good; the
+/// stream drain now ends at `shutdownDrainMs`, and what was read until then is flushed.
+#[test]
+fn b2_a_client_that_never_stops_sending_does_not_hold_shutdown_open() {
+    let carbon = Carbon::start();
+    let extra = "server: './servers/tcp', shutdownDrainMs: 300,";
+    let daemon = Daemon::start("b2-chatty", &crate::harness::config(&carbon, 60_000, extra));
+    let stop = Arc::new(AtomicBool::new(false));
+    let chatty = {
+        let (address, stop) = (daemon.address("tcp"), stop.clone());
+        std::thread::spawn(move || {
+            let mut stream = std::net::TcpStream::connect(address).unwrap();
+            let started = std::time::Instant::now();
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < std::time::Duration::from_secs(30) {
+                if std::io::Write::write_all(&mut stream, &b"chatty:1|c\n".repeat(100)).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    daemon.wait_received(1000);
+    assert!(daemon.terminate(), "stopped within the harness's deadline");
+    stop.store(true, Ordering::Relaxed);
+    chatty.join().unwrap();
+    let flush = carbon.wait_flush(|f| f.get("stats_counts.chatty").is_some());
+    assert!(flush.get("stats_counts.chatty").is_some_and(|v| v.parse::<f64>().unwrap() >= 1000.0));
+}
+
+#[test]
+fn b7_memory_comes_back_after_a_burst_of_distinct_timers_and_sets() {
+    // As the probe ran it: no backend (a backend's own bounded buffers are not the question).
+    let daemon = Daemon::start_process(
+        "burst-memory",
+        "{ servers: [ { server: 'tcp', address: '127.0.0.1', port: 0 } ], mgmt_port: 0, http_port: 0, \
+           flushInterval: 1000, deleteIdleStats: true, backends: [] }",
+    );
+    let before = rss_kib(&daemon);
+    let mut stream = std::net::TcpStream::connect(daemon.address("tcp")).unwrap();
+    let mut batch = String::new();
+    for i in 0..200_000 {
+        batch.push_str(&format!("burst.timer.{i}:{}|ms\nburst.set.{i}:m{i}|s\n", i % 977));
+        if batch.len() > 60_000 {
+            stream.write_all(batch.as_bytes()).unwrap();
+            batch.clear();
+        }
+    }
+    stream.write_all(batch.as_bytes()).unwrap();
+    drop(stream);
+    daemon.wait_received(400_000);
+    let peak = rss_kib(&daemon);
+    assert!(peak > before + 40 * 1024, "the burst should take memory: {before} -> {peak} KiB");
+    // Two flushes later every table is empty: the memory goes back (it stayed at the burst's
+    // high-water mark before, probe B7).
+    let back = crate::harness::eventually(|| rss_kib(&daemon) < before + 20 * 1024);
+    assert!(
+        back,
+        "memory did not come back: {before} KiB before, {peak} KiB at the peak, {} KiB now",
+        rss_kib(&daemon)
+    );
     assert!(daemon.terminate());
 }
