@@ -91,12 +91,14 @@ impl Default for GaugeUpdate {
 }
 
 /// Etsy's rule: a signed value moves a gauge whose value is truthy (not 0, not NaN) and sets
-/// any other, which is the same as adding it to 0.
+/// any other, which is the same as adding it to 0. A sum past the largest double stays at it
+/// (Etsy's becomes Infinity, which no later delta brings back).
 pub fn apply_delta(current: f64, delta: f64) -> f64 {
-    if current != 0.0 && !current.is_nan() {
-        current + delta
+    let moved = if current != 0.0 && !current.is_nan() { current + delta } else { delta };
+    if moved.is_infinite() {
+        f64::MAX.copysign(moved)
     } else {
-        delta
+        moved
     }
 }
 
@@ -432,6 +434,10 @@ mod tests {
             ("g:0|g\ng:-7|g", Some(7.0), -7.0),
             ("g:+1|g\ng:+1|g", Some(1.0), 3.0),
             ("g:Infinity|g\ng:-Infinity|g\ng:+5|g", None, 5.0),
+            // B11: overflowing deltas stay at the largest double, and a delta brings them back.
+            ("g:1e308|g\ng:+1e308|g", None, f64::MAX),
+            ("g:-1e308|g\ng:-1e308|g", None, -f64::MAX),
+            ("g:+1e308|g\ng:-1e308|g", Some(1e308), f64::MAX - 1e308),
         ];
         for (packet, earlier, want) in cases {
             let table = table_of(packet);
