@@ -17,11 +17,11 @@ use crate::ingest::unix_now_s;
 pub struct QueryArgs {
     /// The expression, e.g. `quantile(api.latency{route=/login}, 0.99)`.
     expr: String,
-    /// Start: unix seconds, `now`, `-1h`, `now-15m`.
-    #[arg(long, default_value = "-1h")]
+    /// Start: unix seconds, `now`, `-1h`, `now-15m` (`--from -5m` and `--from=-5m` both work).
+    #[arg(long, default_value = "-1h", allow_hyphen_values = true)]
     from: String,
     /// End.
-    #[arg(long, default_value = "now")]
+    #[arg(long, default_value = "now", allow_hyphen_values = true)]
     to: String,
     /// Step width (`10s`, `1m`, `1h`); default: about 240 steps.
     #[arg(long)]

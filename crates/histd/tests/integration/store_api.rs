@@ -185,7 +185,8 @@ fn the_api_answers_from_the_store() {
         .args([
             "query",
             "count(api.latency)",
-            "--from=-10m",
+            "--from",
+            "-10m", // a relative time as its own argument (issue 18)
             "--step",
             "1h",
             "--format",
