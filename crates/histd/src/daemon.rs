@@ -122,6 +122,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     };
     tracing::info!(proto = %"mgmt", addr = %bound.mgmt, "listening");
     tracing::info!(proto = %"http", addr = %bound.http, "listening");
+    tracing::info!(url = %format!("http://{}/", bound.http), "the web page, /health, /metrics and the query API");
+    if config.backends.contains(&Backend::Store) {
+        tracing::info!(data_dir = %config.store.data_dir.display(), "the embedded store keeps its data here");
+    }
     let admin_state = Arc::new(AdminState {
         aggregation: aggregation.clone(),
         healthy: AtomicBool::new(config.healthy_at_start),
