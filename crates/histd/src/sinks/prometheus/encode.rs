@@ -13,12 +13,11 @@
 
 use bytes::Bytes;
 
-use super::samples::{for_each_sample, Layout};
-use std::collections::BTreeMap;
-
 use super::config::HistogramMode;
 use super::native::Native;
+use super::samples::{for_each_sample, Layout};
 use super::state::{Forgotten, Registry, Starts, Value};
+use super::wire;
 
 /// Time series in one request (Prometheus sends at most 2000 samples a request by default;
 /// receivers take far more: VictoriaMetrics up to 32 MiB a request).
@@ -36,15 +35,6 @@ pub struct Request {
     pub samples: usize,
 }
 
-/// Builds requests: time series are added one by one and cut into requests.
-struct Batcher<'a> {
-    buffer: Vec<u8>,
-    series: usize,
-    done: Vec<Request>,
-    labels: Vec<(String, String)>,
-    external: &'a [(String, String)],
-}
-
 /// What every request of a flush shares.
 pub struct Flush<'a> {
     /// How histograms are laid out.
@@ -60,35 +50,52 @@ pub struct Flush<'a> {
 
 /// Every series of `registry`, and a stale marker for each `forgotten` one.
 pub fn encode(registry: &Registry, flush: &Flush<'_>, forgotten: &[Forgotten]) -> Vec<Request> {
-    let (layout, timestamp_ms) = (flush.layout, flush.timestamp_ms);
-    let mut batcher = Batcher {
-        buffer: Vec::new(),
-        series: 0,
-        done: Vec::new(),
-        labels: Vec::new(),
-        external: flush.external_labels,
-    };
+    let mut batcher = Batcher::new(flush.external_labels);
+    let now = Times { sample_ms: flush.timestamp_ms, start_ms: Some(flush.start_ms) };
     for (name, family) in &registry.families {
-        let layout = layout.for_family(family.buckets.as_deref(), family.summary.as_ref(), registry.now_unix_s);
+        let layout = flush.layout.for_family(family.buckets.as_deref(), family.summary.as_ref(), registry.now_unix_s);
         for (labels, series) in &family.series {
-            let starts = series.starts(family.kind, (timestamp_ms / 1000) as u64);
-            let at = Times { sample_ms: timestamp_ms, start_ms: Some(flush.start_ms) };
-            batcher.series_samples(name, labels, &series.value, &layout, at, starts, None);
+            let starts = series.starts(family.kind, (flush.timestamp_ms / 1000) as u64);
+            batcher.series(name, labels, &series.value, &layout, now, starts, None);
         }
     }
     let stale = f64::from_bits(STALE_NAN);
+    let at = Times { start_ms: None, ..now };
     for gone in forgotten {
-        let at = Times { sample_ms: timestamp_ms, start_ms: None };
-        let layout = layout.for_family(gone.buckets.as_deref(), None, 0);
-        batcher.series_samples(&gone.name, &gone.labels, &gone.value, &layout, at, Starts::Nothing, Some(stale));
+        let layout = flush.layout.for_family(gone.buckets.as_deref(), gone.summary.as_ref(), registry.now_unix_s);
+        batcher.series(&gone.name, &gone.labels, &gone.value, &layout, at, Starts::Nothing, Some(stale));
     }
     batcher.finish()
 }
 
-impl Batcher<'_> {
-    /// The samples of one series, each its own time series; `stale` overrides every value.
+/// When a series' samples are.
+#[derive(Clone, Copy)]
+struct Times {
+    sample_ms: i64,
+    /// Where a sample that begins with this flush gets its 0.
+    start_ms: Option<i64>,
+}
+
+/// Builds requests: time series are added one by one and cut into requests.
+struct Batcher<'a> {
+    /// `TimeSeries` fields of the request being built.
+    buffer: Vec<u8>,
+    series: usize,
+    done: Vec<Request>,
+    external: &'a [(String, String)],
+    /// The samples (or histograms) of the time series being written.
+    tail: Vec<u8>,
+}
+
+impl<'a> Batcher<'a> {
+    fn new(external: &'a [(String, String)]) -> Self {
+        Batcher { buffer: Vec::new(), series: 0, done: Vec::new(), external, tail: Vec::new() }
+    }
+
+    /// The time series of one series (a sample each, or one native histogram); `stale`
+    /// overrides every value.
     #[allow(clippy::too_many_arguments)]
-    fn series_samples(
+    fn series(
         &mut self,
         name: &str,
         labels: &[(String, String)],
@@ -98,70 +105,54 @@ impl Batcher<'_> {
         starts: Starts<'_>,
         stale: Option<f64>,
     ) {
+        // The series' labels and the external ones it does not have itself, borrowed.
+        let mut base: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let external = self.external.iter().filter(|(label, _)| !labels.iter().any(|(own, _)| own == label));
+        base.extend(external.map(|(k, v)| (k.as_str(), v.as_str())));
         if let (HistogramMode::Native, None, Value::Histogram(cumulative)) = (layout.mode, &layout.summary, value) {
-            let native = cumulative.native.clone().unwrap_or_default();
-            let sum = stale.unwrap_or(cumulative.sum);
-            self.native_series(name, labels, &native, sum, at, starts == Starts::Everything);
+            let empty = Native::default();
+            let native = cumulative.native.as_ref().unwrap_or(&empty);
+            self.tail.clear();
+            if let (Starts::Everything, Some(start)) = (starts, at.start_ms) {
+                native_histogram(&mut self.tail, &Native::new(native.schema), 0.0, start);
+            }
+            native_histogram(&mut self.tail, native, stale.unwrap_or(cumulative.sum), at.sample_ms);
+            base.push(("__name__", name));
+            self.push(base);
             return;
         }
+        let mut metric = String::new();
         for_each_sample(value, layout, starts, |suffix, extra, sample, begins| {
-            self.labels.clear();
-            self.labels.push(("__name__".to_string(), format!("{name}{suffix}")));
-            self.labels.extend(labels.iter().cloned());
-            if let Some((label, text)) = extra {
-                self.labels.push((label.to_string(), text.to_string()));
+            metric.clear();
+            metric.push_str(name);
+            metric.push_str(suffix);
+            let mut all = base.clone();
+            all.push(("__name__", &metric));
+            all.extend(extra);
+            self.tail.clear();
+            if let (true, Some(start)) = (begins, at.start_ms) {
+                sample_field(&mut self.tail, 0.0, start);
             }
-            for (label, text) in self.external {
-                if !labels.iter().any(|(own, _)| own == label) {
-                    self.labels.push((label.clone(), text.clone()));
-                }
-            }
-            self.labels.sort_unstable();
-            let start = at.start_ms.filter(|_| begins);
-            write_time_series(&mut self.buffer, &self.labels, start, stale.unwrap_or(sample), at.sample_ms);
-            self.series += 1;
-            if self.series == SERIES_PER_REQUEST {
-                self.cut();
-            }
+            sample_field(&mut self.tail, stale.unwrap_or(sample), at.sample_ms);
+            self.push(all);
         });
     }
 
-    /// One native histogram series (`__name__` without suffix), an empty one at the interval
-    /// start first when it begins with this flush. A stale marker is a `sum` of stale NaN.
-    fn native_series(
-        &mut self,
-        name: &str,
-        labels: &[(String, String)],
-        native: &Native,
-        sum: f64,
-        at: Times,
-        begins: bool,
-    ) {
-        self.labels.clear();
-        self.labels.push(("__name__".to_string(), name.to_string()));
-        self.labels.extend(labels.iter().cloned());
-        for (label, text) in self.external {
-            if !labels.iter().any(|(own, _)| own == label) {
-                self.labels.push((label.clone(), text.clone()));
-            }
-        }
-        self.labels.sort_unstable();
-        let mut histograms = Vec::new();
-        if let (true, Some(start)) = (begins, at.start_ms) {
-            write_native(&mut histograms, &Native::new(native.schema), 0.0, start);
-        }
-        write_native(&mut histograms, native, sum, at.sample_ms);
-        let label_len: usize =
-            self.labels.iter().map(|(n, v)| field_len(field_len(n.len()) + field_len(v.len()))).sum();
+    /// Appends a `TimeSeries` of `labels` (sorted here) and the fields in `tail`; cuts the
+    /// request when it is full.
+    fn push(&mut self, mut labels: Vec<(&str, &str)>) {
+        labels.sort_unstable();
+        let label_len = |name: &str, value: &str| wire::field_len(name.len()) + wire::field_len(value.len());
+        let labels_len: usize = labels.iter().map(|(name, value)| wire::field_len(label_len(name, value))).sum();
         self.buffer.push(0x0a);
-        write_varint(&mut self.buffer, (label_len + histograms.len()) as u64);
-        for (label, text) in &self.labels {
+        wire::varint(&mut self.buffer, (labels_len + self.tail.len()) as u64);
+        for (name, value) in labels {
             self.buffer.push(0x0a);
-            write_varint(&mut self.buffer, (field_len(label.len()) + field_len(text.len())) as u64);
-            write_bytes(&mut self.buffer, 0x0a, label.as_bytes());
-            write_bytes(&mut self.buffer, 0x12, text.as_bytes());
+            wire::varint(&mut self.buffer, label_len(name, value) as u64);
+            wire::bytes(&mut self.buffer, 0x0a, name.as_bytes());
+            wire::bytes(&mut self.buffer, 0x12, value.as_bytes());
         }
-        self.buffer.extend_from_slice(&histograms);
+        self.buffer.extend_from_slice(&self.tail);
         self.series += 1;
         if self.series == SERIES_PER_REQUEST {
             self.cut();
@@ -186,38 +177,12 @@ impl Batcher<'_> {
     }
 }
 
-/// When a series' samples are.
-#[derive(Clone, Copy)]
-struct Times {
-    sample_ms: i64,
-    /// Where a sample that begins with this flush gets its 0.
-    start_ms: Option<i64>,
-}
-
-/// Appends `timeseries` (field 1 of `WriteRequest`): a 0 at `start_ms` when given, then
-/// `value` at `timestamp_ms`.
-fn write_time_series(
-    out: &mut Vec<u8>,
-    labels: &[(String, String)],
-    start_ms: Option<i64>,
-    value: f64,
-    timestamp_ms: i64,
-) {
-    let label_lengths = labels.iter().map(|(n, v)| field_len(n.len()) + field_len(v.len()));
-    let start_len = start_ms.map_or(0, |start| field_len(sample_len(start)));
-    let series_len = label_lengths.map(field_len).sum::<usize>() + start_len + field_len(sample_len(timestamp_ms));
-    out.push(0x0a);
-    write_varint(out, series_len as u64);
-    for (name, text) in labels {
-        out.push(0x0a);
-        write_varint(out, (field_len(name.len()) + field_len(text.len())) as u64);
-        write_bytes(out, 0x0a, name.as_bytes());
-        write_bytes(out, 0x12, text.as_bytes());
-    }
-    if let Some(start) = start_ms {
-        write_sample(out, 0.0, start);
-    }
-    write_sample(out, value, timestamp_ms);
+/// Appends `samples` (field 2 of `TimeSeries`): `Sample { double value = 1; int64 timestamp = 2; }`.
+fn sample_field(out: &mut Vec<u8>, value: f64, timestamp_ms: i64) {
+    let mut sample = Vec::with_capacity(20);
+    wire::double(&mut sample, 0x09, value);
+    wire::uint(&mut sample, 0x10, timestamp_ms as u64);
+    wire::bytes(out, 0x12, &sample);
 }
 
 /// Appends `histograms` (field 4 of `TimeSeries`): an integer native histogram.
@@ -227,97 +192,16 @@ fn write_time_series(
 ///             uint64 zero_count_int = 6; repeated BucketSpan negative_spans = 8;
 ///             repeated sint64 negative_deltas = 9; repeated BucketSpan positive_spans = 11;
 ///             repeated sint64 positive_deltas = 12; int64 timestamp = 15; }
-/// BucketSpan { sint32 offset = 1; uint32 length = 2; }
 /// ```
-fn write_native(out: &mut Vec<u8>, native: &Native, sum: f64, timestamp_ms: i64) {
+fn native_histogram(out: &mut Vec<u8>, native: &Native, sum: f64, timestamp_ms: i64) {
     let mut message = Vec::new();
-    message.push(0x08);
-    write_varint(&mut message, native.count());
-    message.push(0x19);
-    message.extend_from_slice(&sum.to_le_bytes());
-    message.push(0x20);
-    write_varint(&mut message, zigzag(i64::from(native.schema)));
-    message.push(0x29);
-    message.extend_from_slice(&0f64.to_le_bytes());
-    message.push(0x30);
-    write_varint(&mut message, native.zero_count);
-    write_native_buckets(&mut message, &native.negative, 0x42, 0x4a);
-    write_native_buckets(&mut message, &native.positive, 0x5a, 0x62);
-    message.push(0x78);
-    write_varint(&mut message, timestamp_ms as u64);
-    write_bytes(out, 0x22, &message);
-}
-
-/// Spans of consecutive indices (each offset from the previous span's end) and the counts
-/// as deltas from the previous bucket, packed.
-pub(super) fn write_native_buckets(out: &mut Vec<u8>, buckets: &BTreeMap<i32, u64>, span_tag: u8, delta_tag: u8) {
-    let mut spans: Vec<(i32, u32)> = Vec::new();
-    let mut next_index = 0;
-    for &index in buckets.keys() {
-        match spans.last_mut() {
-            Some((_, length)) if index == next_index => *length += 1,
-            _ => spans.push((index - next_index, 1)),
-        }
-        next_index = index + 1;
-    }
-    for (offset, length) in spans {
-        let mut span = Vec::new();
-        span.push(0x08);
-        write_varint(&mut span, zigzag(i64::from(offset)));
-        span.push(0x10);
-        write_varint(&mut span, u64::from(length));
-        write_bytes(out, span_tag, &span);
-    }
-    if buckets.is_empty() {
-        return;
-    }
-    let mut deltas = Vec::new();
-    let mut previous = 0i64;
-    for &count in buckets.values() {
-        write_varint(&mut deltas, zigzag(count as i64 - previous));
-        previous = count as i64;
-    }
-    write_bytes(out, delta_tag, &deltas);
-}
-
-pub(super) fn zigzag(value: i64) -> u64 {
-    ((value << 1) ^ (value >> 63)) as u64
-}
-
-/// The bytes of a `Sample` message.
-fn sample_len(timestamp_ms: i64) -> usize {
-    9 + 1 + varint_len(timestamp_ms as u64)
-}
-
-/// Appends `samples` (field 2 of `TimeSeries`).
-fn write_sample(out: &mut Vec<u8>, value: f64, timestamp_ms: i64) {
-    out.push(0x12);
-    write_varint(out, sample_len(timestamp_ms) as u64);
-    out.push(0x09);
-    out.extend_from_slice(&value.to_le_bytes());
-    out.push(0x10);
-    write_varint(out, timestamp_ms as u64);
-}
-
-/// The bytes of a length-delimited field whose content is `len` bytes (one-byte tag).
-fn field_len(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-pub(super) fn write_bytes(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
-    out.push(tag);
-    write_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-fn varint_len(value: u64) -> usize {
-    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-pub(super) fn write_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
+    wire::uint(&mut message, 0x08, native.count());
+    wire::double(&mut message, 0x19, sum);
+    wire::uint(&mut message, 0x20, wire::zigzag(i64::from(native.schema)));
+    wire::double(&mut message, 0x29, 0.0);
+    wire::uint(&mut message, 0x30, native.zero_count);
+    wire::native_buckets(&mut message, &native.negative, 0x42, 0x4a);
+    wire::native_buckets(&mut message, &native.positive, 0x5a, 0x62);
+    wire::uint(&mut message, 0x78, timestamp_ms as u64);
+    wire::bytes(out, 0x22, &message);
 }

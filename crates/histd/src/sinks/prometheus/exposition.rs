@@ -18,24 +18,6 @@ pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The OpenMetrics 1.0 content type.
 pub const OPEN_METRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Which format a scraper's `Accept` asks for: OpenMetrics when it names
-/// `application/openmetrics-text` with a higher (or equal, earlier) weight than text.
-pub fn wants_open_metrics(accept: &str) -> bool {
-    let weight = |wanted: &str| -> Option<f64> {
-        accept.split(',').find_map(|part| {
-            let mut fields = part.split(';').map(str::trim);
-            let media = fields.next()?;
-            (media == wanted)
-                .then(|| fields.find_map(|f| f.strip_prefix("q=").and_then(|q| q.parse().ok())).unwrap_or(1.0))
-        })
-    };
-    match (weight("application/openmetrics-text"), weight("text/plain")) {
-        (Some(om), Some(text)) => om >= text && om > 0.0,
-        (Some(om), None) => om > 0.0,
-        _ => false,
-    }
-}
-
 /// The exposition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -48,15 +30,42 @@ pub enum Format {
 }
 
 impl Format {
-    /// What a scraper's `Accept` asks for; protobuf only when `protobuf_allowed`.
+    /// What a scraper's `Accept` asks for: the offered format with the highest weight (`q`,
+    /// 1 when absent), protobuf before OpenMetrics before text on a tie; protobuf only when
+    /// `protobuf_allowed`; text when nothing offered is named.
     pub fn negotiate(accept: &str, protobuf_allowed: bool) -> Format {
-        if protobuf_allowed && protobuf::wants_protobuf(accept) {
-            Format::Protobuf
-        } else if wants_open_metrics(accept) {
-            Format::OpenMetrics
-        } else {
-            Format::Text
+        let mut best = (0.0, Format::Text);
+        for part in accept.split(',') {
+            let mut fields = part.split(';').map(str::trim);
+            let format = match fields.next().unwrap_or_default() {
+                "application/vnd.google.protobuf"
+                    if protobuf_allowed && part.contains("proto=io.prometheus.client.MetricFamily") =>
+                {
+                    Format::Protobuf
+                }
+                "application/openmetrics-text" => Format::OpenMetrics,
+                "text/plain" => Format::Text,
+                _ => continue,
+            };
+            let weight = fields.find_map(|f| f.strip_prefix("q=")?.parse::<f64>().ok()).unwrap_or(1.0);
+            if weight <= 0.0 {
+                continue; // q=0: "not acceptable"
+            }
+            if weight > best.0 || (weight == best.0 && format.preferred_to(best.1)) {
+                best = (weight, format);
+            }
         }
+        best.1
+    }
+
+    /// Which of two equally wanted formats to answer in.
+    fn preferred_to(self, other: Format) -> bool {
+        let rank = |format| match format {
+            Format::Protobuf => 2,
+            Format::OpenMetrics => 1,
+            Format::Text => 0,
+        };
+        rank(self) > rank(other)
     }
 }
 

@@ -30,6 +30,7 @@ mod sink;
 pub mod state;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 pub use config::{HistogramMode, PrometheusConfig};
 

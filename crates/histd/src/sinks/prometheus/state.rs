@@ -133,16 +133,6 @@ impl Series {
     }
 }
 
-impl Family {
-    /// The type it is exposed as.
-    pub fn exposed_kind(&self) -> Kind {
-        match self.summary {
-            Some(_) => Kind::Summary,
-            None => self.kind,
-        }
-    }
-}
-
 /// A family's series, sorted by labels (a family mostly has one: a vector costs far less
 /// than a map's node).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -211,6 +201,16 @@ pub struct Family {
     pub summary: Option<Arc<Summary>>,
 }
 
+impl Family {
+    /// The type it is exposed as.
+    pub fn exposed_kind(&self) -> Kind {
+        match self.summary {
+            Some(_) => Kind::Summary,
+            None => self.kind,
+        }
+    }
+}
+
 /// What applying flushes refused or forgot, for `/metrics`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RegistryCounts {
@@ -240,19 +240,20 @@ impl RegistryCounts {
     }
 }
 
-/// A series that was forgotten, for the stale markers remote write sends.
+/// A series that was forgotten, for the stale markers remote write sends (laid out as its
+/// family was: its own buckets, or a summary's quantiles).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Forgotten {
     /// The metric name.
     pub name: String,
-    /// Its type.
-    pub kind: Kind,
     /// Its labels.
     pub labels: Labels,
     /// Its last value.
     pub value: Value,
     /// Its family's own classic buckets.
     pub buckets: Option<Vec<f64>>,
+    /// Its family's summary settings.
+    pub summary: Option<Arc<Summary>>,
 }
 
 /// Every series, by name.
@@ -394,8 +395,8 @@ impl Registry {
                 None => false,
             };
             for (labels, series) in family.series.remove_where(expired) {
-                let (name, kind, buckets) = (name.clone(), family.kind, family.buckets.clone());
-                forgotten.push(Forgotten { name, kind, labels, value: series.value, buckets });
+                let (name, buckets, summary) = (name.clone(), family.buckets.clone(), family.summary.clone());
+                forgotten.push(Forgotten { name, labels, value: series.value, buckets, summary });
             }
         }
         self.families.retain(|_, family| !family.series.is_empty());

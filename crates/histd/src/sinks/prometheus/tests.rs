@@ -6,7 +6,7 @@ use agg::{AggConfig, Aggregator, Snapshot, Table};
 
 use super::config::{HistogramMode, DEFAULT_BUCKETS};
 use super::encode::{encode, Flush, SERIES_PER_REQUEST, STALE_NAN};
-use super::exposition::{wants_open_metrics, Exposition};
+use super::exposition::{Exposition, Format};
 use super::native::Native;
 use super::samples::Layout;
 use super::state::Registry;
@@ -29,6 +29,13 @@ fn registry(packets: &[&str]) -> Registry {
     let mut registry = Registry::new(true, Some(5), None);
     snapshots(packets).iter().for_each(|snapshot| registry.apply(snapshot));
     registry
+}
+
+/// `registry` as `/metrics` text (OpenMetrics when `open_metrics`), histograms as `layout` says.
+fn text_of(registry: &Registry, layout: &Layout, open_metrics: bool) -> String {
+    let mut text = Exposition::new(open_metrics);
+    text.registry(registry, layout);
+    text.finish()
 }
 
 /// A decoded time series: sorted labels, value, timestamp, and the time of a 0 sent before
@@ -201,9 +208,8 @@ fn an_empty_name_is_refused_and_counted() {
     // Found by the prometheus_output fuzz target: `{k="v"} 1` is not a sample.
     let registry = registry(&[";k=v:1|c\n;x=y:2|ms"]);
     assert_eq!(registry.counts.empty_names, 2);
-    let mut text = Exposition::new(false);
-    text.registry(&registry, &Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS));
-    assert!(!text.finish().lines().any(|line| line.starts_with('{')));
+    let text = text_of(&registry, &Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS), false);
+    assert!(!text.lines().any(|line| line.starts_with('{')));
 }
 
 #[test]
@@ -281,9 +287,7 @@ fn expired_series_get_stale_markers() {
 fn exposition_text_and_open_metrics() {
     let registry = registry(&["hits:2|c|#env:prod\nrt:100|ms\nq\"x:1|g|#k:a\\\"b"]);
     let layout = Layout::new(HistogramMode::Classic, &[0.1, 1.0]);
-    let mut text = Exposition::new(false);
-    text.registry(&registry, &layout);
-    let text = text.finish();
+    let text = text_of(&registry, &layout, false);
     for line in [
         "# TYPE hits counter",
         "hits{env=\"prod\"} 2",
@@ -296,9 +300,7 @@ fn exposition_text_and_open_metrics() {
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
     }
-    let mut open = Exposition::new(true);
-    open.registry(&registry, &layout);
-    let open = open.finish();
+    let open = text_of(&registry, &layout, true);
     assert!(open.lines().any(|l| l == "# TYPE hits counter"));
     assert!(open.lines().any(|l| l == "hits_total{env=\"prod\"} 2"), "{open}");
     assert!(open.ends_with("# EOF\n"));
@@ -314,16 +316,18 @@ fn accept_headers_choose_the_format() {
         ("application/openmetrics-text; version=1.0.0", true),
         ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3", false),
     ];
-    for (accept, want) in cases {
-        assert_eq!(wants_open_metrics(accept), want, "{accept}");
+    for (accept, open_metrics) in cases {
+        let want = if open_metrics { Format::OpenMetrics } else { Format::Text };
+        assert_eq!(Format::negotiate(accept, false), want, "{accept}");
     }
-    use super::exposition::Format;
     let prometheus_native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
     let formats = [
         (prometheus_native, true, Format::Protobuf),
         (prometheus_native, false, Format::Text),
         ("application/openmetrics-text;version=1.0.0,application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5", true, Format::OpenMetrics),
         ("text/plain", true, Format::Text),
+        ("application/openmetrics-text;q=0", true, Format::Text),
+        ("*/*", true, Format::Text),
     ];
     for (accept, allowed, want) in formats {
         assert_eq!(Format::negotiate(accept, allowed), want, "{accept}");
@@ -409,10 +413,7 @@ mappings:
         registry.apply(&snapshot);
     }
     assert_eq!(registry.counts.mapping_drops, 1);
-    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
-    let mut text = Exposition::new(false);
-    text.registry(&registry, &layout);
-    let text = text.finish();
+    let text = text_of(&registry, &Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS), false);
     for line in [
         "# HELP api_latency_seconds API latency",
         "api_latency_seconds_bucket{env=\"mapped\",host=\"a\",route=\"login\",le=\"0.05\"} 0",
@@ -432,7 +433,6 @@ mappings:
 
 #[test]
 fn protobuf_exposition_carries_native_and_classic_buckets() {
-    use super::exposition::Format;
     let registry = registry(&["hits:2|c|#env:prod\nrt:100|ms\nrt:4|ms\ntemp:3|g"]);
     let mut out = Exposition::in_format(Format::Protobuf);
     let sample = out.family("histd_own_total", Some(super::state::Kind::Counter), Some("own"));
@@ -480,11 +480,8 @@ fn summary_mappings_expose_quantiles_over_their_window() {
     let mut registry = Registry::new(true, Some(5), Some(std::sync::Arc::new(mapper)));
     // Flushes 10 s apart: the first interval's values leave the 20 s window at the third.
     let flushes = snapshots(&["rpc.get:100|ms\nrpc.get:100|ms\nrpc.get:100|ms", "rpc.get:3000|ms", "rpc.get:3000|ms"]);
-    let text = |registry: &Registry| {
-        let mut text = Exposition::new(false);
-        text.registry(registry, &Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS));
-        text.finish()
-    };
+    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
+    let text = |registry: &Registry| text_of(registry, &layout, false);
     registry.apply(&flushes[0]);
     registry.apply(&flushes[1]);
     let two = text(&registry);
@@ -503,4 +500,13 @@ fn summary_mappings_expose_quantiles_over_their_window() {
     let series = decode_all(&registry, HistogramMode::Native);
     assert!(find(&series, &[("__name__", "rpc_seconds"), ("method", "get"), ("quantile", "0.5")]).is_some());
     assert_eq!(find(&series, &[("__name__", "rpc_seconds_count"), ("method", "get")]).unwrap().1, 5.0);
+    // Forgotten, it is stale-marked as it was written: quantiles, not buckets.
+    let forgotten = registry.expire(1_020 + 100, Some(10));
+    let layout = Layout::new(HistogramMode::Classic, &DEFAULT_BUCKETS);
+    let flush = Flush { layout: &layout, timestamp_ms: 1_120_000, start_ms: 1_110_000, external_labels: &[] };
+    let stale: Vec<Decoded> =
+        encode(&registry, &flush, &forgotten).iter().flat_map(|r| decode_request(&r.body)).collect();
+    assert!(stale.iter().all(|(.., value, _, _)| value.to_bits() == STALE_NAN));
+    assert!(find(&stale, &[("__name__", "rpc_seconds"), ("method", "get"), ("quantile", "0.99")]).is_some());
+    assert!(!stale.iter().any(|(labels, ..)| labels[0].1.ends_with("_bucket")), "{stale:?}");
 }
