@@ -14,10 +14,8 @@ use crate::sinks::prometheus::exposition::{Exposition, Format};
 use crate::sinks::prometheus::samples::Layout;
 use crate::sinks::prometheus::state::Kind;
 use crate::sinks::prometheus::HistogramMode;
-
-/// Sink telemetry values that are levels, not running totals.
-const SINK_GAUGES: [&str; 6] =
-    ["queued", "queued_bytes", "buffered_bytes", "resend_window_bytes", "seconds_since_success", "seconds_since_error"];
+use crate::sinks::SinkTelemetry;
+use crate::telemetry::EdgeCounters;
 
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
@@ -118,7 +116,7 @@ fn own_metrics(state: &HttpState, out: &mut Exposition) {
     single(out, "histd_last_flush_duration_seconds", Kind::Gauge, "How long the last flush took to derive.", flush_s);
     single(out, "histd_uptime_seconds", Kind::Gauge, "Seconds since start.", uptime as f64);
     for (name, value) in admin.edges.entries() {
-        let (metric, kind) = match name.ends_with("_bytes") {
+        let (metric, kind) = match EdgeCounters::is_level(name) {
             true => (format!("histd_{name}"), Kind::Gauge),
             false => (format!("histd_{name}_total"), Kind::Counter),
         };
@@ -141,7 +139,7 @@ fn sink_metrics(state: &HttpState, out: &mut Exposition) {
         }
     }
     for base in bases {
-        let kind = if SINK_GAUGES.contains(&base) { Kind::Gauge } else { Kind::Counter };
+        let kind = if SinkTelemetry::is_level(base) { Kind::Gauge } else { Kind::Counter };
         let metric = match kind {
             Kind::Counter => format!("histd_sink_{base}_total"),
             _ => format!("histd_sink_{base}"),

@@ -177,6 +177,20 @@ impl SinkTelemetry {
         entries
     }
 
+    /// True for the values of [`SinkTelemetry::histd_entries`] that are levels (what is held
+    /// now, seconds since) rather than running totals: `/metrics` types them as gauges.
+    pub fn is_level(name: &str) -> bool {
+        const LEVELS: [&str; 6] = [
+            "queued",
+            "queued_bytes",
+            "buffered_bytes",
+            "resend_window_bytes",
+            "seconds_since_success",
+            "seconds_since_error",
+        ];
+        LEVELS.contains(&name)
+    }
+
     /// histd's values alone, by name (what `/health` shows).
     pub fn histd_entries(&self, now_unix_s: u64) -> Vec<(String, f64)> {
         let mut entries = Vec::new();
@@ -225,6 +239,18 @@ impl SinkTelemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_are_values_it_publishes() {
+        let telemetry = SinkTelemetry::new("graphite", EtsyStatus::Graphite, 100);
+        let names: Vec<String> = telemetry.histd_entries(100).into_iter().map(|(name, _)| name).collect();
+        let levels: Vec<&String> = names.iter().filter(|name| SinkTelemetry::is_level(name)).collect();
+        assert_eq!(levels.len(), 6, "every level is a published name: {levels:?}");
+        let edges = crate::telemetry::EdgeCounters::default();
+        let edge_levels =
+            edges.entries().iter().filter(|(name, _)| crate::telemetry::EdgeCounters::is_level(name)).count();
+        assert_eq!(edge_levels, 2);
+    }
 
     #[test]
     fn publishes_every_value_under_one_name() {

@@ -92,6 +92,12 @@ impl EdgeCounters {
         }
     }
 
+    /// True for the entries that are levels (bytes held now, the buffer granted) rather than
+    /// running totals: `/metrics` types them as gauges.
+    pub fn is_level(name: &str) -> bool {
+        matches!(name, "stream_pending_bytes" | "receive_buffer_bytes")
+    }
+
     /// Every counter by its `stats` name.
     pub fn entries(&self) -> [(&'static str, u64); 10] {
         [
