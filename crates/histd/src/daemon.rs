@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::accept::ConnectionSlots;
 use crate::admin::{self, AdminState};
 use crate::config::{Backend, Config, Listener, UnixPath};
 use crate::flush::{unix_now_ms, Aggregation, Flusher};
@@ -107,7 +108,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         edges: edge_counters.clone(),
         pending,
         drain_limit: config.ingest.shutdown_drain,
-        slots: Arc::new(tokio::sync::Semaphore::new(config.ingest.max_stream_connections)),
+        slots: ConnectionSlots::new(config.ingest.max_stream_connections),
         idle_timeout: config.ingest.idle_timeout,
     };
     let mut edges = Edges::default();

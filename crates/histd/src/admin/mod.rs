@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 pub use command::{execute, Command};
 
-use crate::accept::AcceptFailures;
+use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
 use crate::flush::Aggregation;
 use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
@@ -58,19 +58,16 @@ pub struct AdminState {
 /// Serves management connections until shutdown.
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
     let mut failures = AcceptFailures::default();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let slots = ConnectionSlots::new(MAX_CONNECTIONS);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let state = state.clone();
-                        tokio::spawn(async move {
-                            serve_connection(stream, state).await;
-                            drop(slot);
-                        });
-                    }
-                    Err(_) => state.edges.refused_management_connections.add(1),
+                Ok((stream, _)) => if let Some(slot) = slots.admit(&state.edges.refused_management_connections) {
+                    let state = state.clone();
+                    tokio::spawn(async move {
+                        serve_connection(stream, state).await;
+                        drop(slot);
+                    });
                 },
                 Err(error) => failures.failed("management", &error).await,
             },
@@ -86,15 +83,11 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
     loop {
         line.clear();
         let mut limited = (&mut reader).take(MAX_LINE as u64);
-        let read = limited.read_until(b'\n', &mut line);
-        let read = match state.idle_timeout {
-            Some(idle) => tokio::time::timeout(idle, read).await.unwrap_or_else(|_| {
+        match within_idle(state.idle_timeout, limited.read_until(b'\n', &mut line)).await {
+            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                 state.edges.idle_closed_connections.add(1);
-                Ok(0)
-            }),
-            None => read.await,
-        };
-        match read {
+                return;
+            }
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }

@@ -31,10 +31,10 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::accept::AcceptFailures;
+use crate::accept::{AcceptFailures, ConnectionSlots};
 use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
@@ -73,21 +73,18 @@ pub struct Limits {
 pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits, mut shutdown: watch::Receiver<bool>) {
     let edges = state.admin.edges.clone();
     let router = router(state);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = ConnectionSlots::new(limits.max_connections);
     let mut connections = JoinSet::new();
     let mut failures = AcceptFailures::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let serving = serve_connection(stream, router.clone(), limits, edges.clone(), shutdown.clone());
-                        connections.spawn(async move {
-                            serving.await;
-                            drop(slot);
-                        });
-                    }
-                    Err(_) => edges.refused_api_connections.add(1),
+                Ok((stream, _)) => if let Some(slot) = slots.admit(&edges.refused_api_connections) {
+                    let serving = serve_connection(stream, router.clone(), limits, edges.clone(), shutdown.clone());
+                    connections.spawn(async move {
+                        serving.await;
+                        drop(slot);
+                    });
                 },
                 Err(error) => failures.failed("http", &error).await,
             },

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::framer::{Framed, Framer, PendingBudget};
 use super::{unix_now_s, Shards, Tap};
-use crate::accept::AcceptFailures;
+use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
 use crate::cross_protocol::{first_line, looks_like_http};
 use crate::telemetry::EdgeCounters;
 
@@ -54,7 +54,7 @@ pub struct StreamContext {
     /// At shutdown, how long a connection may still deliver in all (`shutdownDrainMs`).
     pub drain_limit: Duration,
     /// Connections that may be open at once, across stream listeners (`maxStreamConnections`).
-    pub slots: Arc<tokio::sync::Semaphore>,
+    pub slots: ConnectionSlots,
     /// Silence after which a connection is closed (`connectionIdleTimeoutMs`).
     pub idle_timeout: Option<Duration>,
 }
@@ -66,15 +66,12 @@ pub async fn serve_streams<L: Accept>(listener: L, context: StreamContext, mut s
     loop {
         tokio::select! {
             accepted = listener.accept_stream() => match accepted {
-                Ok(stream) => match context.slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let serving = serve_connection(stream, context.clone(), shutdown.clone());
-                        connections.spawn(async move {
-                            serving.await;
-                            drop(slot);
-                        });
-                    }
-                    Err(_) => context.edges.refused_stream_connections.add(1),
+                Ok(stream) => if let Some(slot) = context.slots.admit(&context.edges.refused_stream_connections) {
+                    let serving = serve_connection(stream, context.clone(), shutdown.clone());
+                    connections.spawn(async move {
+                        serving.await;
+                        drop(slot);
+                    });
                 },
                 Err(error) => failures.failed("statsd stream", &error).await,
             },
@@ -98,7 +95,7 @@ async fn serve_connection<S: AsyncRead + Unpin>(
     let mut connection = Connection { shard: &shard, context: &context, first_line_checked: false, refused: false };
     loop {
         tokio::select! {
-            read = read_within(&mut stream, framer.chunk(), context.idle_timeout) => match read {
+            read = within_idle(context.idle_timeout, stream.read(framer.chunk())) => match read {
                 Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                     context.edges.idle_closed_connections.add(1);
                     break;
@@ -117,19 +114,6 @@ async fn serve_connection<S: AsyncRead + Unpin>(
     }
     framer.finish(|framed| connection.deliver(framed));
     shard.close();
-}
-
-/// One read, or an error once `idle` passes without a byte (counted by the caller's context).
-async fn read_within<S: AsyncRead + Unpin>(
-    stream: &mut S,
-    buffer: &mut [u8],
-    idle: Option<Duration>,
-) -> std::io::Result<usize> {
-    let Some(idle) = idle else { return stream.read(buffer).await };
-    match tokio::time::timeout(idle, stream.read(buffer)).await {
-        Ok(read) => read,
-        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "idle")),
-    }
 }
 
 /// One connection's delivery of packets.
