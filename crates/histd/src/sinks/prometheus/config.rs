@@ -73,13 +73,24 @@ impl HttpUrl {
             Some(slash) => (&rest[..slash], &rest[slash..]),
             None => (rest, "/"),
         };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-                (host, port.parse::<u16>().map_err(|_| format!("'{port}' is not a port"))?)
+        // `[v6]` or `[v6]:port`, else `host` or `host:port`.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(bracketed) => {
+                let (host, after) = bracketed.split_once(']').ok_or("an IPv6 address lacks its closing ']'")?;
+                match after {
+                    "" => (host, None),
+                    _ => (host, Some(after.strip_prefix(':').ok_or(format!("'{after}' after ']' is not ':port'"))?)),
+                }
             }
-            _ => (authority, 80),
+            None => match authority.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
         };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = match port {
+            Some(port) => port.parse::<u16>().map_err(|_| format!("'{port}' is not a port"))?,
+            None => 80,
+        };
         if host.is_empty() {
             return Err("the URL has no host".into());
         }
@@ -317,12 +328,20 @@ mod tests {
             ("http://127.0.0.1:8428/api/v1/write", url("127.0.0.1", 8428, "/api/v1/write")),
             ("http://vm/api/v1/write?extra_label=a", url("vm", 80, "/api/v1/write?extra_label=a")),
             ("http://[::1]:9090/api/v1/write", url("::1", 9090, "/api/v1/write")),
+            ("http://[::1]/api/v1/write", url("::1", 80, "/api/v1/write")),
             ("http://localhost:9090", url("localhost", 9090, "/")),
         ];
         for (text, want) in cases {
             assert_eq!(&HttpUrl::parse(text), want, "{text}");
         }
-        for bad in ["https://vm/api/v1/write", "vm:8428/api/v1/write", "http://:80/", "http://vm:port/"] {
+        for bad in [
+            "https://vm/api/v1/write",
+            "vm:8428/api/v1/write",
+            "http://:80/",
+            "http://vm:port/",
+            "http://[::1/",
+            "http://[::1]x/",
+        ] {
             assert!(HttpUrl::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(HttpUrl::parse("http://[::1]:9090/").unwrap().authority(), "[::1]:9090");
