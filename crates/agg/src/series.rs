@@ -50,9 +50,16 @@ impl<S> Slots<S> {
     #[inline]
     pub(crate) fn prefetch(&self, hash: u64) {
         match self.cells.get(self.home(hash)) {
-            Some(slot) if self.is_large() => prefetch_read(slot),
+            Some(slot) if self.is_large() => prefetch_lines(slot),
             _ => {}
         }
+    }
+
+    /// The slot probed first for `hash`, when the slots are many enough to be prefetched (read
+    /// after [`Slots::prefetch`], to prefetch what it points at).
+    #[inline]
+    pub(crate) fn home_if_large(&self, hash: u64) -> Option<&S> {
+        self.cells.get(self.home(hash)).filter(|_| self.is_large())
     }
 
     /// True when the slots are too many to stay in the nearest caches ([`PREFETCH_FROM_SLOTS`]):
@@ -118,6 +125,13 @@ impl<V> SeriesMap<V> {
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         self.slots.prefetch(hash);
+    }
+
+    /// The state in the slot probed first for `hash`, if that slot is prefetched and full:
+    /// likely (not surely) the state of the key with `hash`, to prefetch what it points at.
+    #[inline]
+    pub fn likely_value(&self, hash: u64) -> Option<&V> {
+        self.slots.home_if_large(hash)?.as_ref().map(|(_, value)| value)
     }
 
     /// The state of `key` (whose hash is `hash`), inserted by `make` if absent; the key is
@@ -213,13 +227,35 @@ pub(crate) fn same_key(stored: &CompactString, key: &str) -> bool {
 /// A hint to load `value`'s cache line; no effect where there is no such instruction.
 #[inline(always)]
 pub(crate) fn prefetch_read<T>(value: &T) {
+    prefetch_address((value as *const T).cast());
+}
+
+/// A hint to load every cache line `value` spans (a slot larger than a line).
+#[inline(always)]
+fn prefetch_lines<T>(value: &T) {
+    let start = (value as *const T).cast::<u8>();
+    let mut offset = 0;
+    while offset < std::mem::size_of::<T>() {
+        prefetch_address(start.wrapping_add(offset));
+        offset += 64;
+    }
+    if std::mem::size_of::<T>() > 8 {
+        prefetch_address(start.wrapping_add(std::mem::size_of::<T>() - 1));
+    }
+}
+
+/// A hint to load the cache line at `address`, which need not be valid: a prefetch never
+/// faults.
+#[inline(always)]
+pub(crate) fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults and changes no state visible to Rust.
+    // SAFETY: a prefetch is only a hint; it never faults (whatever the address) and changes no
+    // state visible to Rust.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((value as *const T).cast());
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = address;
 }
 
 #[cfg(test)]

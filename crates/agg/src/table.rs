@@ -106,9 +106,16 @@ pub fn apply_delta(current: f64, delta: f64) -> f64 {
 /// squares, min and max of everything received; the raw values while there are at most the
 /// sample limit of them (for Etsy's exact percentiles); and a circllhist of every value,
 /// weighted by its sample rate, so memory stays bounded however many samples arrive.
+///
+/// The reader does not bin a value it keeps at rate 1: the first `waiting` kept values wait for
+/// the flush, which sorts the values anyway for Etsy's statistics and then bins them in runs,
+/// one histogram insert per bin instead of one per sample (and no histogram cache misses on the
+/// reader's hot path). Values past the limit or at a sample rate are binned on arrival, so the
+/// reader never bins a backlog at once.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TimerSamples {
-    /// The values, unweighted, in arrival order; emptied once more than the limit arrive.
+    /// The values, unweighted, in arrival order, at most the sample limit of them; all of them
+    /// while [`TimerSamples::is_complete`], emptied at the flush (or a merge) otherwise.
     pub values: Vec<f64>,
     /// Values received, unweighted.
     pub received: u64,
@@ -122,16 +129,20 @@ pub struct TimerSamples {
     pub min: f64,
     /// The largest value received (meaningless when `received` is 0).
     pub max: f64,
-    /// Every value, each counted `1 / rate` times (fractions carried to the next sample).
+    /// Every value, each counted `1 / rate` times (fractions carried to the next sample),
+    /// except the first `waiting` of `values` (see [`TimerSamples::settle`]).
     pub histogram: circllhist::Histogram,
     /// True once a value came as a statsd timer (`ms`) rather than an `h`/`d` histogram:
     /// exporters that convert units (Prometheus: seconds) convert this series.
     pub milliseconds: bool,
     weight_carry: f64,
+    /// How many of the first `values` are not in `histogram` yet (each weighs 1).
+    waiting: usize,
 }
 
 impl TimerSamples {
     /// Adds one value sampled at `rate`, keeping raw values while at most `limit` arrived.
+    #[inline]
     pub fn add(&mut self, value: f64, rate: f64, limit: usize) {
         let complete = self.is_complete();
         self.received += 1;
@@ -140,17 +151,42 @@ impl TimerSamples {
             if self.received == 1 { (value, value) } else { (self.min.min(value), self.max.max(value)) };
         self.sum += value;
         self.sum_squares += value * value;
+        let whole = self.carry_weight(rate);
         if complete && self.values.len() < limit {
+            // A value of weight 1 can wait for the flush, which bins it at weight 1.
+            let waits = whole == 1.0 && self.waiting == self.values.len();
             self.values.push(value);
-        } else if !self.values.is_empty() {
-            self.values = Vec::new();
+            if waits {
+                self.waiting += 1;
+                return;
+            }
         }
-        self.weight_carry += 1.0 / rate;
-        let whole = self.weight_carry.floor();
-        self.weight_carry -= whole;
         if whole >= 1.0 {
             insert_exactly(&mut self.histogram, value, whole as u64);
         }
+    }
+
+    /// Adds `1 / rate` to the carried weight and takes its whole part: the weight this value
+    /// is binned with. At rate 1 the whole part is almost always 1 (the carry is below 1):
+    /// the same arithmetic, without a call to `floor`.
+    #[inline]
+    fn carry_weight(&mut self, rate: f64) -> f64 {
+        let next = self.weight_carry + 1.0 / rate;
+        if rate == 1.0 && next < 2.0 {
+            self.weight_carry = next - 1.0;
+            return 1.0;
+        }
+        self.weight_carry = next;
+        let whole = self.weight_carry.floor();
+        self.weight_carry -= whole;
+        whole
+    }
+
+    /// Starts loading the cache line where the next kept value goes.
+    #[inline]
+    pub(crate) fn prefetch_next_value(&self) {
+        let next = self.values.as_ptr().wrapping_add(self.values.len());
+        crate::series::prefetch_address(next.cast());
     }
 
     /// True while every value received is still kept.
@@ -158,9 +194,41 @@ impl TimerSamples {
         self.values.len() as u64 == self.received
     }
 
+    /// Readies the interval for its statistics: the kept values sorted as Etsy sorts them
+    /// (ascending, equal values in arrival order), every value in `histogram`, and the values
+    /// dropped when they are not all of them.
+    pub fn settle(&mut self) {
+        if !self.is_complete() {
+            self.bin_waiting_sorted();
+            self.values = Vec::new();
+            return;
+        }
+        if self.waiting < self.values.len() {
+            self.bin_waiting_in_order();
+        }
+        sort_like_etsy(&mut self.values);
+        self.bin_waiting_sorted();
+    }
+
+    /// Bins the waiting values after sorting them (their order is lost).
+    fn bin_waiting_sorted(&mut self) {
+        let waiting = &mut self.values[..self.waiting];
+        sort_like_etsy(waiting);
+        bin_sorted(&mut self.histogram, waiting);
+        self.waiting = 0;
+    }
+
+    /// Bins the waiting values one by one, keeping their order.
+    fn bin_waiting_in_order(&mut self) {
+        for &value in &self.values[..self.waiting] {
+            insert_exactly(&mut self.histogram, value, 1);
+        }
+        self.waiting = 0;
+    }
+
     /// Adds `other` after `self`; raw values stay only if both kept theirs and together they
     /// fit in `limit`.
-    pub fn merge(&mut self, other: TimerSamples, limit: usize) {
+    pub fn merge(&mut self, mut other: TimerSamples, limit: usize) {
         if other.received == 0 {
             return;
         }
@@ -171,8 +239,15 @@ impl TimerSamples {
         }
         let keep = self.is_complete() && other.is_complete() && self.values.len() + other.values.len() <= limit;
         if keep {
+            if self.waiting < self.values.len() {
+                // Waiting values must stay a prefix of the values.
+                other.bin_waiting_in_order();
+            }
+            self.waiting += other.waiting;
             self.values.extend(other.values);
         } else {
+            self.bin_waiting_sorted();
+            other.bin_waiting_sorted();
             self.values = Vec::new();
         }
         self.received += other.received;
@@ -187,18 +262,57 @@ impl TimerSamples {
     }
 
     fn keep_values_within(&mut self, limit: usize) {
-        if self.values.len() > limit {
+        if self.values.len() > limit || !self.is_complete() {
+            self.bin_waiting_sorted();
             self.values = Vec::new();
         }
     }
 }
 
+/// Etsy's order (`values.sort((a, b) => a - b)`, a stable sort): ascending, equal values (0 and
+/// -0) in arrival order.
+fn sort_like_etsy(values: &mut [f64]) {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+}
+
+/// Bins sorted values at weight 1, one insert per run of values in the same bin.
+fn bin_sorted(histogram: &mut circllhist::Histogram, sorted: &[f64]) {
+    let mut run: Option<(circllhist::Bucket, u64)> = None;
+    let mut previous = f64::NAN;
+    for &value in sorted {
+        if value.to_bits() == previous.to_bits() {
+            if let Some((_, count)) = &mut run {
+                *count += 1;
+                continue;
+            }
+        }
+        previous = value;
+        let bucket = bucket_exactly(value);
+        match &mut run {
+            Some((current, count)) if *current == bucket => *count += 1,
+            _ => {
+                if let Some((current, count)) = run.replace((bucket, 1)) {
+                    histogram.insert_bucket(current, count);
+                }
+            }
+        }
+    }
+    if let Some((current, count)) = run {
+        histogram.insert_bucket(current, count);
+    }
+}
+
 /// Integral values take the histogram's exact integer path; others the f64 path.
 fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64) {
+    histogram.insert_bucket(bucket_exactly(value), count);
+}
+
+/// The bin of `value`: by the exact integer path when it is integral, else the f64 path.
+fn bucket_exactly(value: f64) -> circllhist::Bucket {
     if value.fract() == 0.0 && value.abs() < 9.0e18 {
-        histogram.insert_int_scale(value as i64, 0, count);
+        circllhist::Bucket::of_int_scale(value as i64, 0)
     } else {
-        histogram.insert(value, count);
+        circllhist::Bucket::of_f64(value)
     }
 }
 
@@ -293,8 +407,14 @@ impl Table {
     #[inline]
     fn apply(&mut self, run: &mut Run<'_>) {
         for pending in run.lines() {
-            if pending.metric.kind == Kind::Counter {
-                self.counters.prefetch_entry(pending.hash);
+            match pending.metric.kind {
+                Kind::Counter => self.counters.prefetch_entry(pending.hash),
+                Kind::Timer | Kind::Histogram | Kind::Distribution => {
+                    if let Some(timer) = self.timers.likely_value(pending.hash) {
+                        timer.prefetch_next_value();
+                    }
+                }
+                Kind::Gauge | Kind::Set => {}
             }
         }
         for &Pending { metric, hash, built } in run.lines() {
@@ -458,10 +578,63 @@ mod tests {
     #[test]
     fn timers_drop_raw_values_past_the_limit_and_keep_exact_totals() {
         let table = table_of("t:1|ms\nt:2|ms\nt:3|ms\nt:4|ms\nt:5|ms\nt:0.5|ms|@0.3\nt:0.5|ms|@0.3\nt:0.5|ms|@0.3");
-        let timer = &table.timers["t"];
-        assert!(timer.values.is_empty() && !timer.is_complete());
+        let mut timer = table.timers["t"].clone();
+        assert_eq!((timer.values.len(), timer.is_complete()), (4, false), "the first four wait for the flush");
         assert_eq!((timer.received, timer.min, timer.max, timer.sum), (8, 0.5, 5.0, 16.5));
+        timer.settle();
+        assert!(timer.values.is_empty());
         assert_eq!(timer.histogram.count(), 5 + 10, "three samples at rate 0.3 weigh 10 in all");
+    }
+
+    /// Binning waits for the flush while values arrive at rate 1 and are kept; whenever it
+    /// happens (at the flush, past the limit, at a sample rate, when merging), the histogram is
+    /// the one binning each value on arrival gives, and kept values stay in arrival order
+    /// until the flush sorts them.
+    #[test]
+    fn binning_late_gives_the_histogram_binning_on_arrival_gives() {
+        let values = |seed: u64, n: usize| -> Vec<f64> {
+            (0..n as u64).map(|i| ((seed + i) * 7919 % 5003) as f64 / if i % 3 == 0 { 10.0 } else { 1.0 }).collect()
+        };
+        // (first reader's values, second's, limit, rate of one value of each: (index, rate))
+        let cases = [
+            (values(1, 50), values(2, 40), 100, None),
+            (values(3, 50), values(4, 60), 100, None),
+            (values(5, 150), values(6, 10), 100, None),
+            (values(7, 30), values(8, 30), 100, Some((29, 0.5))),
+            (values(7, 30), values(8, 30), 100, Some((0, 0.25))),
+            (values(13, 30), values(14, 30), 100, Some((10, 0.5))),
+            (values(9, 0), values(10, 30), 100, None),
+            (values(11, 30), values(12, 0), 10, None),
+            (values(15, 8), values(16, 8), 12, Some((3, 0.5))),
+        ];
+        for (index, (first, second, limit, rated)) in cases.into_iter().enumerate() {
+            let mut want = circllhist::Histogram::new();
+            let mut fed = |samples: &mut TimerSamples, values: &[f64]| {
+                for (i, &value) in values.iter().enumerate() {
+                    let rate = rated.filter(|(at, _)| *at == i).map_or(1.0, |(_, rate)| rate);
+                    samples.add(value, rate, limit);
+                    insert_exactly(&mut want, value, (1.0 / rate) as u64);
+                }
+            };
+            let (mut a, mut b) = (TimerSamples::default(), TimerSamples::default());
+            fed(&mut a, &first);
+            fed(&mut b, &second);
+            let arrival: Vec<f64> = first.iter().chain(&second).copied().collect();
+            a.merge(b, limit);
+            assert_eq!(a.received as usize, arrival.len(), "case {index}");
+            if a.is_complete() {
+                assert_eq!(a.values, arrival, "case {index}: arrival order until the flush");
+            }
+            a.settle();
+            assert_eq!(a.histogram, want, "case {index}");
+            if a.is_complete() {
+                let mut sorted = arrival.clone();
+                sorted.sort_by(f64::total_cmp);
+                assert_eq!(a.values, sorted, "case {index}");
+            } else {
+                assert!(a.values.is_empty(), "case {index}");
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,9 @@ use crate::table::TimerSamples;
 
 /// The statistics of one timer's interval, before `calculatedTimerMetrics` filtering: Etsy's
 /// exact arithmetic while every raw value is kept, the histogram's estimates past the limit.
+/// Settles `samples` first ([`TimerSamples::settle`]: values sorted, every value binned).
 pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
+    samples.settle();
     if samples.received == 0 {
         return vec![(TimerStat::Count, 0.0), (TimerStat::CountPs, 0.0)];
     }
@@ -19,9 +21,8 @@ pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec
     }
 }
 
-fn exact_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
-    let values = &mut samples.values;
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+fn exact_stats(samples: &TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
+    let values = &samples.values;
     let running = RunningSums::new(values);
     let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
     for (index, threshold) in config.thresholds.iter().enumerate() {
@@ -348,7 +349,7 @@ mod tests {
         let config = config(&[90.0, -10.0]);
         let mut samples = TimerSamples::default();
         (1..=10_000).for_each(|v| samples.add(f64::from(v), 1.0, 100));
-        assert!(!samples.is_complete() && samples.values.is_empty());
+        assert!(!samples.is_complete() && samples.values.len() == 100);
         let stats = named(&timer_stats(&mut samples, &config), &config);
         assert_eq!(get(&stats, "count"), Some(10_000.0));
         assert_eq!(get(&stats, "sum"), Some(50_005_000.0));

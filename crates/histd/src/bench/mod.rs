@@ -2,10 +2,13 @@
 //! per datagram, name cardinality, type mix) at target rates or as fast as it can, then reads
 //! the daemon's own counters to report what arrived, what was lost and what it cost the daemon.
 //! `--baseline` sends to a bare in-process receiver instead: the ceiling of the machine.
+//! `--count kernel` measures any daemon (Brubeck, statsite, Etsy statsd) by the kernel's own
+//! counts for its port instead of its management port.
 
 mod baseline;
 mod daemon_stats;
 mod send;
+mod socket_stats;
 mod workload;
 
 use std::net::SocketAddr;
@@ -49,12 +52,30 @@ pub struct BenchArgs {
     /// Pin the baseline receiver to this CPU.
     #[arg(long)]
     baseline_cpu: Option<usize>,
-    /// The baseline receiver's socket buffer, bytes.
-    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    /// The baseline receiver's socket buffer, bytes, as asked (SO_RCVBUFFORCE; the kernel
+    /// doubles it: 16 MiB granted by default).
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
     baseline_buffer: usize,
+    /// Where the received and dropped counts come from: the daemon's management `stats`
+    /// (histd, Etsy statsd), or the kernel's counts for the target port (`/proc/net/udp`:
+    /// datagrams dropped on a full receive buffer), which any daemon on this machine has.
+    #[arg(long, value_enum, default_value_t = Count::Daemon)]
+    count: Count,
+    /// Print the results as markdown table rows (for BENCHMARKS.md).
+    #[arg(long)]
+    markdown: bool,
     /// No progress line.
     #[arg(long)]
     quiet: bool,
+}
+
+/// Where a run's received and dropped counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Count {
+    /// The management port's `stats` (`messages.metrics_received`, `messages.kernel_drops`).
+    Daemon,
+    /// The kernel: drops and queued bytes of every UDP socket bound to the target port.
+    Kernel,
 }
 
 /// One run's outcome.
@@ -70,18 +91,21 @@ struct Outcome {
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let pool = workload::pool(args.names, args.lines, args.mix);
     let receiver = if args.baseline { "baseline receiver" } else { "daemon" };
-    println!(
-        "workload: {} lines/datagram, {} names, {:?}; {} s per run; receiver: {receiver}",
-        args.lines, args.names, args.mix, args.duration
-    );
-    println!(
-        "{:>10} {:>10} {:>12} {:>9} {:>12} {:>12} {:>14} {:>12}",
-        "target", "sent/s", "received", "loss %", "kernel drops", "ns/metric", "µs/datagram", "RSS MB peak"
-    );
+    if !args.markdown {
+        println!(
+            "workload: {} lines/datagram, {} names, {:?}; {} s per run; receiver: {receiver}",
+            args.lines, args.names, args.mix, args.duration
+        );
+    }
+    print_header(args.markdown);
     for rate in &args.rate {
         let rate = parse_rate(rate)?;
-        let outcome = if args.baseline { run_baseline(args, &pool, rate)? } else { run_daemon(args, &pool, rate)? };
-        print_outcome(rate, &outcome, args.lines);
+        let outcome = match (args.baseline, args.count) {
+            (true, _) => run_baseline(args, &pool, rate)?,
+            (false, Count::Daemon) => run_daemon(args, &pool, rate)?,
+            (false, Count::Kernel) => run_counted_by_kernel(args, &pool, rate)?,
+        };
+        print_outcome(rate, &outcome, args.lines, args.markdown);
     }
     Ok(())
 }
@@ -97,6 +121,32 @@ fn run_daemon(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> anyhow::Res
         sent,
         received: after.lines - before.lines,
         kernel_drops: after.kernel_drops - before.kernel_drops,
+        cpu_ns: cpu_before.zip(cpu_after).map(|(b, a)| a - b),
+        memory: args.pid.and_then(daemon_stats::memory),
+    })
+}
+
+/// Any daemon: lines received are the lines sent less the datagrams the kernel dropped on the
+/// target port (every datagram of a workload holds the same number of lines); the run ends
+/// when the daemon has read everything queued.
+fn run_counted_by_kernel(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> anyhow::Result<Outcome> {
+    let port = args.target.port();
+    let before = socket_stats::drained(port)?;
+    let cpu_before = args.pid.and_then(daemon_stats::cpu_ns);
+    let sent = send::send(args.target, pool, rate, Duration::from_secs_f64(args.duration), !args.quiet)?;
+    let after = socket_stats::drained(port)?;
+    let cpu_after = args.pid.and_then(daemon_stats::cpu_ns);
+    anyhow::ensure!(
+        after.sockets == before.sockets,
+        "the sockets on port {port} changed during the run ({} then {}): did the daemon restart?",
+        before.sockets,
+        after.sockets
+    );
+    let dropped = after.drops.saturating_sub(before.drops);
+    Ok(Outcome {
+        sent,
+        received: sent.lines.saturating_sub(dropped * pool.lines as u64),
+        kernel_drops: dropped,
         cpu_ns: cpu_before.zip(cpu_after).map(|(b, a)| a - b),
         memory: args.pid.and_then(daemon_stats::memory),
     })
@@ -121,24 +171,42 @@ fn run_baseline(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> anyhow::R
     })
 }
 
-fn print_outcome(rate: f64, outcome: &Outcome, lines: usize) {
+const COLUMNS: [&str; 8] =
+    ["target", "sent/s", "received", "loss %", "kernel drops", "ns/metric", "µs/datagram", "RSS MB peak"];
+
+fn print_header(markdown: bool) {
+    if markdown {
+        println!("| {} |", COLUMNS.join(" | "));
+        println!("|{}", "---|".repeat(COLUMNS.len()));
+    } else {
+        let [a, b, c, d, e, f, g, h] = COLUMNS;
+        println!("{a:>10} {b:>10} {c:>12} {d:>9} {e:>12} {f:>12} {g:>14} {h:>12}");
+    }
+}
+
+fn print_outcome(rate: f64, outcome: &Outcome, lines: usize, markdown: bool) {
     let sent = outcome.sent;
     let loss = 100.0 * (sent.lines.saturating_sub(outcome.received)) as f64 / sent.lines.max(1) as f64;
     let per_metric = outcome.cpu_ns.map(|ns| ns as f64 / outcome.received.max(1) as f64);
     let per_datagram = per_metric.map(|ns| ns * lines as f64 / 1000.0);
     let target = if rate == 0.0 { "max".to_string() } else { human(rate) };
     let option = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
-    println!(
-        "{:>10} {:>10} {:>12} {:>9.3} {:>12} {:>12} {:>14} {:>12}",
+    let cells = [
         target,
         human(sent.lines as f64 / sent.elapsed.as_secs_f64()),
-        outcome.received,
-        loss,
-        outcome.kernel_drops,
+        outcome.received.to_string(),
+        format!("{loss:.3}"),
+        outcome.kernel_drops.to_string(),
         option(per_metric, 1),
         option(per_datagram, 2),
         option(outcome.memory.map(|(_, peak)| peak as f64 / 1e6), 1),
-    );
+    ];
+    if markdown {
+        println!("| {} |", cells.join(" | "));
+    } else {
+        let [a, b, c, d, e, f, g, h] = cells;
+        println!("{a:>10} {b:>10} {c:>12} {d:>9} {e:>12} {f:>12} {g:>14} {h:>12}");
+    }
 }
 
 /// `500k`, `2.5M`, `1000`, `0`.

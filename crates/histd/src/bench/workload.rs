@@ -15,6 +15,8 @@ pub enum Mix {
     Tagged,
     /// Counters, timers, gauges and sets in turn.
     Mixed,
+    /// Nine timer lines for each counter line (`ms` and `c`), the timer-heavy load.
+    TimerHeavy,
 }
 
 /// Datagrams to send in turn, and how many lines each holds.
@@ -49,10 +51,12 @@ fn line_for(id: usize, sequence: usize, mix: Mix) -> String {
     let value = 1 + sequence.wrapping_mul(2_654_435_761) % 997;
     let kind = match mix {
         Mix::Mixed => [Mix::Counters, Mix::Timers, Mix::Gauges, Mix::Sets][sequence % 4],
+        Mix::TimerHeavy if sequence % 10 == 9 => Mix::Counters,
+        Mix::TimerHeavy => Mix::Timers,
         other => other,
     };
     match kind {
-        Mix::Counters | Mix::Mixed => format!("bench.{id}:1|c"),
+        Mix::Counters | Mix::Mixed | Mix::TimerHeavy => format!("bench.{id}:1|c"),
         Mix::Timers => format!("bench.{id}:{value}|ms"),
         Mix::Gauges => format!("bench.{id}:{value}|g"),
         Mix::Sets => format!("bench.{id}:u{value}|s"),
@@ -66,7 +70,7 @@ mod tests {
 
     #[test]
     fn every_line_parses_and_every_name_appears() {
-        for mix in [Mix::Counters, Mix::Timers, Mix::Gauges, Mix::Sets, Mix::Tagged, Mix::Mixed] {
+        for mix in [Mix::Counters, Mix::Timers, Mix::Gauges, Mix::Sets, Mix::Tagged, Mix::Mixed, Mix::TimerHeavy] {
             let pool = pool(3000, 25, mix);
             let mut table = agg::Table::new(true, 100);
             pool.datagrams.iter().for_each(|d| table.insert_packet(1, d));

@@ -3,7 +3,6 @@
 
 use agg::jsfmt::write_js_number;
 use agg::Snapshot;
-use std::fmt::Write;
 
 use crate::config::GraphiteConfig;
 
@@ -176,5 +175,7 @@ impl GraphiteNames {
 fn push_value_and_time(out: &mut String, value: f64, ts: u64) {
     out.push(' ');
     write_js_number(out, value);
-    let _ = writeln!(out, " {ts}");
+    out.push(' ');
+    agg::jsfmt::write_integer(out, ts);
+    out.push('\n');
 }
