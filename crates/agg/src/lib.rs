@@ -17,6 +17,7 @@ mod series;
 mod snapshot;
 mod table;
 mod timer;
+mod timers;
 
 pub use aggregator::{Aggregator, MetricType};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};

@@ -138,21 +138,52 @@ impl<V> SeriesMap<V> {
     /// copied only then.
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &str, make: impl FnOnce() -> V) -> &mut V {
+        let index = self.index_or_insert(hash, key, make);
+        self.at_mut(index).1
+    }
+
+    /// The slot index of `key` (whose hash is `hash`), inserted by `make` if absent. Indexes
+    /// stay valid until the slots grow ([`SeriesMap::slot_count`] changes).
+    #[inline]
+    pub fn index_or_insert(&mut self, hash: u64, key: &str, make: impl FnOnce() -> V) -> usize {
         if (self.len + 1) * 8 > self.slots.len() * 7 {
             self.grow();
         }
-        let index = match self.find(hash, key) {
+        match self.find(hash, key) {
             Ok(found) => found,
             Err(empty) => {
                 self.slots[empty] = Some((CompactString::from(key), make()));
                 self.len += 1;
                 empty
             }
-        };
-        match &mut self.slots[index] {
-            Some((_, value)) => value,
-            None => unreachable!("the slot was just found or filled"),
         }
+    }
+
+    /// The key and state in the full slot `index` (from [`SeriesMap::index_or_insert`]).
+    #[inline]
+    pub fn at_mut(&mut self, index: usize) -> (&CompactString, &mut V) {
+        match &mut self.slots[index] {
+            Some((key, value)) => (key, value),
+            None => panic!("slot {index} is empty"),
+        }
+    }
+
+    /// The number of slots (it changes only when they grow, which moves every key).
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The number of keys.
+    pub fn key_count(&self) -> usize {
+        self.len
+    }
+
+    /// The indexes of the full slots whose state passes `keep`.
+    pub fn indexes_where(&self, keep: impl Fn(&V) -> bool) -> Vec<u32> {
+        (0..self.slots.len())
+            .filter(|&index| matches!(&self.slots[index], Some((_, value)) if keep(value)))
+            .map(|index| index as u32)
+            .collect()
     }
 
     /// The state of `key`, if present.
@@ -230,19 +261,26 @@ pub(crate) fn prefetch_read<T>(value: &T) {
     prefetch_address((value as *const T).cast());
 }
 
-/// A hint to load every cache line `value` spans (a slot larger than a line).
+/// A hint to load the cache lines of the first [`HOT_BYTES`] of `value` (a slot larger than a
+/// line: its key and the state's fields an update touches; see `TimerSamples`' layout).
+/// Prefetching more lines per slot, for a run of slots, asks more of the core's outstanding
+/// misses than it can hold.
 #[inline(always)]
 fn prefetch_lines<T>(value: &T) {
     let start = (value as *const T).cast::<u8>();
+    let end = std::mem::size_of::<T>().min(HOT_BYTES);
     let mut offset = 0;
-    while offset < std::mem::size_of::<T>() {
+    while offset < end {
         prefetch_address(start.wrapping_add(offset));
         offset += 64;
     }
-    if std::mem::size_of::<T>() > 8 {
-        prefetch_address(start.wrapping_add(std::mem::size_of::<T>() - 1));
+    if end > 8 {
+        prefetch_address(start.wrapping_add(end - 1));
     }
 }
+
+/// The bytes of a slot prefetched ahead of its update.
+const HOT_BYTES: usize = 128;
 
 /// A hint to load the cache line at `address`, which need not be valid: a prefetch never
 /// faults.

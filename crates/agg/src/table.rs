@@ -15,6 +15,8 @@ use proto::{Kind, Line, Metric, ParseError, Scanned, Value};
 use crate::counters::{CounterDelta, ReaderCounters};
 use crate::run::{Pending, Run};
 use crate::series::{hash_key, SeriesMap};
+use crate::timers::ReaderTimers;
+use compact_str::CompactString;
 
 /// Counts about the input itself, for the internal metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -113,12 +115,15 @@ pub fn apply_delta(current: f64, delta: f64) -> f64 {
 /// reader's hot path). Values past the limit or at a sample rate are binned on arrival, so the
 /// reader never bins a backlog at once.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)] // what `add` touches first (one prefetch covers the key and these), the histogram last
 pub struct TimerSamples {
+    /// Values received, unweighted.
+    pub received: u64,
     /// The values, unweighted, in arrival order, at most the sample limit of them; all of them
     /// while [`TimerSamples::is_complete`], emptied at the flush (or a merge) otherwise.
     pub values: Vec<f64>,
-    /// Values received, unweighted.
-    pub received: u64,
+    /// How many of the first `values` are not in `histogram` yet (each weighs 1).
+    waiting: usize,
     /// The sample-rate-weighted count: the sum of `1 / rate`.
     pub count: f64,
     /// The sum of every value received, unweighted.
@@ -129,15 +134,13 @@ pub struct TimerSamples {
     pub min: f64,
     /// The largest value received (meaningless when `received` is 0).
     pub max: f64,
-    /// Every value, each counted `1 / rate` times (fractions carried to the next sample),
-    /// except the first `waiting` of `values` (see [`TimerSamples::settle`]).
-    pub histogram: circllhist::Histogram,
+    weight_carry: f64,
     /// True once a value came as a statsd timer (`ms`) rather than an `h`/`d` histogram:
     /// exporters that convert units (Prometheus: seconds) convert this series.
     pub milliseconds: bool,
-    weight_carry: f64,
-    /// How many of the first `values` are not in `histogram` yet (each weighs 1).
-    waiting: usize,
+    /// Every value, each counted `1 / rate` times (fractions carried to the next sample),
+    /// except the first `waiting` of `values` (see [`TimerSamples::settle`]).
+    pub histogram: circllhist::Histogram,
 }
 
 impl TimerSamples {
@@ -320,7 +323,7 @@ fn bucket_exactly(value: f64) -> circllhist::Bucket {
 #[derive(Debug)]
 pub struct Table {
     pub(crate) counters: ReaderCounters,
-    pub(crate) timers: SeriesMap<TimerSamples>,
+    pub(crate) timers: ReaderTimers,
     pub(crate) gauges: SeriesMap<GaugeUpdate>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
@@ -337,7 +340,7 @@ impl Table {
     pub fn new(sanitize: bool, timer_sample_limit: usize) -> Self {
         Table {
             counters: ReaderCounters::default(),
-            timers: SeriesMap::default(),
+            timers: ReaderTimers::default(),
             gauges: SeriesMap::default(),
             sets: SeriesMap::default(),
             ingest: IngestCounts::default(),
@@ -353,7 +356,7 @@ impl Table {
     pub fn take(&mut self, reset_counters: bool) -> TakenInterval {
         TakenInterval {
             counters: self.counters.take(reset_counters),
-            timers: std::mem::take(&mut self.timers),
+            timers: self.timers.take(),
             gauges: std::mem::take(&mut self.gauges),
             sets: std::mem::take(&mut self.sets),
             ingest: std::mem::take(&mut self.ingest),
@@ -410,9 +413,7 @@ impl Table {
             match pending.metric.kind {
                 Kind::Counter => self.counters.prefetch_entry(pending.hash),
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
-                    if let Some(timer) = self.timers.likely_value(pending.hash) {
-                        timer.prefetch_next_value();
-                    }
+                    self.timers.prefetch_next_value(pending.hash);
                 }
                 Kind::Gauge | Kind::Set => {}
             }
@@ -434,7 +435,7 @@ impl Table {
                 }
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
                     let limit = self.timer_sample_limit;
-                    let timer = self.timers.get_or_insert_with(hash, key, TimerSamples::default);
+                    let timer = self.timers.samples(hash, key);
                     timer.add(number, metric.sample_rate, limit);
                     timer.milliseconds |= metric.kind == Kind::Timer;
                 }
@@ -483,7 +484,7 @@ impl Table {
                 self.counters.add(hash, key, number / metric.sample_rate);
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
-                let timer = self.timers.get_or_insert_with(hash, key, TimerSamples::default);
+                let timer = self.timers.samples(hash, key);
                 timer.add(number, metric.sample_rate, self.timer_sample_limit);
                 timer.milliseconds |= metric.kind == Kind::Timer;
             }
@@ -509,7 +510,7 @@ impl Table {
 #[derive(Debug)]
 pub struct TakenInterval {
     pub(crate) counters: CounterDelta,
-    pub(crate) timers: SeriesMap<TimerSamples>,
+    pub(crate) timers: Vec<(CompactString, TimerSamples)>,
     pub(crate) gauges: SeriesMap<GaugeUpdate>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
@@ -563,6 +564,17 @@ mod tests {
             let table = table_of(packet);
             assert_eq!(table.gauges["g"].apply(*earlier), *want, "packet {packet:?} on {earlier:?}");
         }
+    }
+
+    #[test]
+    fn a_timer_slot_keeps_what_an_update_touches_in_its_first_128_bytes() {
+        let slot: Option<(CompactString, TimerSamples)> = Some((CompactString::from("k"), TimerSamples::default()));
+        let Some((key, samples)) = &slot else { unreachable!() };
+        let start = &slot as *const _ as usize;
+        let offset = |field: *const u8| field as usize - start;
+        let key_at = offset((key as *const CompactString).cast());
+        let hot_end = offset((&samples.milliseconds as *const bool).cast()) + 1;
+        assert!(key_at + 24 <= 128 && hot_end <= 128, "key at {key_at}, hot fields end at {hot_end}");
     }
 
     #[test]
@@ -653,7 +665,7 @@ mod tests {
         assert_eq!(table.counters.get("ok"), Some(1.0));
     }
 
-    fn sorted<V>(map: SeriesMap<V>) -> Vec<(compact_str::CompactString, V)> {
+    fn sorted<V>(map: impl IntoIterator<Item = (CompactString, V)>) -> Vec<(CompactString, V)> {
         let mut all: Vec<_> = map.into_iter().collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
@@ -681,7 +693,7 @@ mod tests {
             }
             assert_eq!(fast.ingest, full.ingest, "{packet:?}");
             assert_eq!(fast.counters.interval_values(), full.counters.interval_values(), "{packet:?}");
-            assert_eq!(sorted(fast.timers), sorted(full.timers), "{packet:?}");
+            assert_eq!(sorted(fast.timers.take()), sorted(full.timers.take()), "{packet:?}");
             assert_eq!(sorted(fast.gauges), sorted(full.gauges), "{packet:?}");
             assert_eq!(sorted(fast.sets), sorted(full.sets), "{packet:?}");
         }
