@@ -15,7 +15,8 @@ port=18125
 mgmt=18126
 store_dir=$(mktemp -d /tmp/histd-bench-store.XXXXXX)
 results=$(mktemp /tmp/histd-bench-results.XXXXXX)
-trap 'rm -rf "$store_dir" "$results"' EXIT
+daemon_pid=
+trap '[[ -z $daemon_pid ]] || kill -TERM "$daemon_pid" 2>/dev/null; rm -rf "$store_dir" "$results"' EXIT
 
 # run_daemon CONFIG-EXTRA -> sets $daemon_pid
 run_daemon() {
@@ -32,6 +33,7 @@ CONFIG
 
 stop_daemon() {
   kill -TERM "$daemon_pid"; wait "$daemon_pid" || true
+  daemon_pid=
 }
 
 # The receive buffer the kernel granted the daemon's socket (ss's skmem rb), bytes.
@@ -46,8 +48,11 @@ workload() {
   echo; echo "### $title"; echo
   run_daemon "$extra"
   local granted; granted=$(granted_buffer)
-  taskset -c 1 "$bin" bench --target 127.0.0.1:$port --admin 127.0.0.1:$mgmt --pid "$daemon_pid" \
-    --duration "$seconds" --quiet --markdown "$@" | tee >(sed "s/^/$title\t/" >> "$results")
+  local rows
+  rows=$(taskset -c 1 "$bin" bench --target 127.0.0.1:$port --admin 127.0.0.1:$mgmt --pid "$daemon_pid" \
+    --duration "$seconds" --quiet --markdown "$@")
+  echo "$rows"
+  awk -v t="$title" '{ print t "\t" $0 }' <<< "$rows" >> "$results"
   echo; echo "Receive buffer granted: $granted bytes."
   stop_daemon
 }
@@ -80,6 +85,7 @@ workload "25 lines/datagram, 1k names, timer-heavy (90% ms, 10% c)" "" --lines 2
 workload "25 lines/datagram, 100k names, timer-heavy (90% ms, 10% c)" "" --lines 25 --names 100000 --mix timer-heavy --rate 3M,4M,5M,0
 workload "25 lines/datagram, 1k names, mixed (c, ms, g, s in turn)" "" --lines 25 --names 1000 --mix mixed --rate 4M,0
 workload "25 lines/datagram, 100k names, mixed (c, ms, g, s in turn)" "" --lines 25 --names 100000 --mix mixed --rate 4M,0
+workload "25 lines/datagram, 1k names, DogStatsD-tagged counters (|#env:prod,host:hN)" "" --lines 25 --names 1000 --mix tagged --rate 4M,0
 workload "25 lines/datagram, 1M counter names" "" --lines 25 --names 1000000 --rate 1M,2M,4M
 workload "store on: 25 lines/datagram, 1k names, timer-heavy" "$store" --lines 25 --names 1000 --mix timer-heavy --rate 4M,5M,0
 workload "store on: 25 lines/datagram, 100k names, timer-heavy" "$store" --lines 25 --names 100000 --mix timer-heavy --rate 3M,4M,0

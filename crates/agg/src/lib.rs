@@ -22,5 +22,7 @@ mod timers;
 pub use aggregator::{Aggregator, MetricType};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
-pub use snapshot::{BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, TimerPoint, TimerStat, TimerTotals};
+pub use snapshot::{
+    BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
+};
 pub use table::{apply_delta, GaugeUpdate, IngestCounts, Table, TakenInterval, TimerSamples};

@@ -64,6 +64,24 @@ impl Snapshot {
         self.counters.len() + self.timers.len() + self.gauges.len() + self.sets.len()
     }
 
+    /// The Etsy name of every statistic this snapshot's thresholds give, for writers that name
+    /// many timers: built once per flush instead of formatted per line.
+    pub fn stat_names(&self) -> StatNames {
+        let per_threshold = self
+            .thresholds
+            .iter()
+            .enumerate()
+            .map(|(index, _)| {
+                PercentileStat::ALL.map(|which| {
+                    let mut name = String::new();
+                    self.write_stat_name(TimerStat::Percentile(which, index), &mut name);
+                    name
+                })
+            })
+            .collect();
+        StatNames { per_threshold }
+    }
+
     /// Appends the Etsy name of `stat` (`mean_90`, `lower_top10`, `count_ps`).
     pub fn write_stat_name(&self, stat: TimerStat, out: &mut String) {
         match stat {
@@ -206,7 +224,32 @@ pub enum PercentileStat {
     SumSquares,
 }
 
+/// The names of a snapshot's statistics ([`Snapshot::stat_names`]).
+#[derive(Debug, Clone)]
+pub struct StatNames {
+    per_threshold: Vec<[String; 5]>,
+}
+
+impl StatNames {
+    /// The Etsy name of `stat` (`mean_90`, `lower_top10`, `count_ps`).
+    pub fn of(&self, stat: TimerStat) -> &str {
+        match stat {
+            TimerStat::Percentile(which, index) => &self.per_threshold[index][which as usize],
+            plain => plain.plain_name(),
+        }
+    }
+}
+
 impl PercentileStat {
+    /// Every statistic inside a threshold, in the order of their discriminants.
+    const ALL: [PercentileStat; 5] = [
+        PercentileStat::Count,
+        PercentileStat::Mean,
+        PercentileStat::Bound,
+        PercentileStat::Sum,
+        PercentileStat::SumSquares,
+    ];
+
     fn base_name(self, percent: f64) -> &'static str {
         match self {
             PercentileStat::Count => "count",

@@ -170,18 +170,12 @@ impl TimerSamples {
     }
 
     /// Adds `1 / rate` to the carried weight and takes its whole part: the weight this value
-    /// is binned with. At rate 1 the whole part is almost always 1 (the carry is below 1):
-    /// the same arithmetic, without a call to `floor`.
+    /// is binned with (at rate 1, 1: the carry stays below 1).
     #[inline]
     fn carry_weight(&mut self, rate: f64) -> f64 {
         let next = self.weight_carry + 1.0 / rate;
-        if rate == 1.0 && next < 2.0 {
-            self.weight_carry = next - 1.0;
-            return 1.0;
-        }
-        self.weight_carry = next;
-        let whole = self.weight_carry.floor();
-        self.weight_carry -= whole;
+        let whole = floor_of_non_negative(next);
+        self.weight_carry = next - whole;
         whole
     }
 
@@ -269,6 +263,18 @@ impl TimerSamples {
             self.bin_waiting_sorted();
             self.values = Vec::new();
         }
+    }
+}
+
+/// `value.floor()` for a non-negative `value`, without the library call LLVM would otherwise
+/// make on every line (it computes `floor` speculatively, and without SSE4.1 that is a call):
+/// below 2^52 truncation is the floor; from 2^52 on every double is an integer.
+#[inline]
+fn floor_of_non_negative(value: f64) -> f64 {
+    if value < 4_503_599_627_370_496.0 {
+        (value as u64) as f64
+    } else {
+        value
     }
 }
 
@@ -575,6 +581,14 @@ mod tests {
         let key_at = offset((key as *const CompactString).cast());
         let hot_end = offset((&samples.milliseconds as *const bool).cast()) + 1;
         assert!(key_at + 24 <= 128 && hot_end <= 128, "key at {key_at}, hot fields end at {hot_end}");
+    }
+
+    #[test]
+    fn floors_non_negative_numbers_like_floor() {
+        for value in [0.0, 0.3, 1.0, 1.9999999999999998, 2.5, 1e15 + 0.5, 4503599627370495.5, 4503599627370496.0, 1e300]
+        {
+            assert_eq!(floor_of_non_negative(value), value.floor(), "{value:e}");
+        }
     }
 
     #[test]

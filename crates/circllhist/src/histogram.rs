@@ -114,6 +114,30 @@ impl Histogram {
             return 0;
         }
         let key = bucket.key();
+        match self.keys.last() {
+            // Bins arriving in order (a sorted run of values) are appended: no search, and no
+            // directory built for a histogram that never needs one.
+            Some(&last) if last == key => {
+                let last = self.counts.last_mut().expect("a count per key");
+                let before = *last;
+                *last = before.saturating_add(count);
+                return *last - before;
+            }
+            None => {
+                self.keys.push(key);
+                self.counts.push(count);
+                return count;
+            }
+            Some(&last) if last < key => {
+                self.keys.push(key);
+                self.counts.push(count);
+                if let Some(directory) = &mut self.directory {
+                    directory.inserted(key);
+                }
+                return count;
+            }
+            Some(_) => {}
+        }
         if self.directory.is_none() && self.keys.len() >= DIRECTORY_FROM_BINS {
             self.directory = Some(Directory::build(&self.keys));
         }

@@ -27,6 +27,32 @@ fn histogram() -> impl Strategy<Value = (Vec<f64>, Histogram)> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
+    /// Inserting in any order gives the same histogram: sorted runs (appended at the end),
+    /// shuffled values (searched, with the directory once there are enough bins), and a mix
+    /// of the two (appends to a histogram that has a directory).
+    #[test]
+    fn insertion_order_does_not_matter(values in prop::collection::vec(value(), 0..300), split in 0usize..300) {
+        let mut arrival = Histogram::new();
+        values.iter().for_each(|&v| { arrival.insert(v, 1); });
+        let mut sorted_values = values.clone();
+        sorted_values.sort_by(f64::total_cmp);
+        let mut sorted = Histogram::new();
+        sorted_values.iter().for_each(|&v| { sorted.insert(v, 1); });
+        let split = split.min(values.len());
+        let mut mixed = Histogram::new();
+        values[..split].iter().for_each(|&v| { mixed.insert(v, 1); });
+        let mut rest = values[split..].to_vec();
+        rest.sort_by(f64::total_cmp);
+        rest.iter().for_each(|&v| { mixed.insert(v, 2); });
+        values[split..].iter().for_each(|&v| { mixed.insert(v, 1); });
+        let mut twice_rest = Histogram::new();
+        values[..split].iter().for_each(|&v| { twice_rest.insert(v, 1); });
+        values[split..].iter().for_each(|&v| { twice_rest.insert(v, 3); });
+        prop_assert_eq!(&sorted, &arrival);
+        prop_assert_eq!(&mixed, &twice_rest);
+        prop_assert_eq!(arrival.count(), values.len() as u64);
+    }
+
     #[test]
     fn shifting_decades_moves_every_bin_as_inserting_it_again((_, histogram) in histogram(), decades in -128i8..=127) {
         let mut slow = Histogram::new();

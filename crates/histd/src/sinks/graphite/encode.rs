@@ -113,7 +113,8 @@ impl GraphiteNames {
     /// timing lines that follow: see [`GraphiteNames::internal_line`]).
     pub fn encode(&self, snapshot: &Snapshot, out: &mut Chunked<impl FnMut(String)>) {
         let ts = snapshot.timestamp;
-        let mut stat = String::new();
+        let names = snapshot.stat_names();
+        let mut head = String::new();
         for counter in &snapshot.counters {
             self.line(out.line(), &self.counter_rate, counter.key, self.rate_stat, counter.rate, ts);
             if self.flush_counts {
@@ -121,11 +122,16 @@ impl GraphiteNames {
             }
         }
         for timer in &snapshot.timers {
+            // The name and tags are the same for every statistic: built once per timer.
+            let tags = self.head(&mut head, &self.timer, &timer.key);
             for &(which, value) in &timer.stats {
-                stat.clear();
-                stat.push('.');
-                snapshot.write_stat_name(which, &mut stat);
-                self.line(out.line(), &self.timer, &timer.key, &stat, value, ts);
+                let line = out.line();
+                line.push_str(&head);
+                line.push('.');
+                line.push_str(names.of(which));
+                line.push_str(&self.suffix);
+                line.push_str(tags);
+                push_value_and_time(line, value, ts);
             }
             if let Some(bins) = &timer.bins {
                 let rule = &snapshot.histograms[bins.rule];
@@ -154,6 +160,19 @@ impl GraphiteNames {
         out.push_str(name);
         out.push_str(&self.suffix);
         push_value_and_time(out, value, ts);
+    }
+
+    /// `prefix` + key without tags in `head` (emptied first); returns the key's `;tags`.
+    fn head<'k>(&self, head: &mut String, prefix: &str, key: &'k str) -> &'k str {
+        let (name, tags) = key.split_at(key.find(';').unwrap_or(key.len()));
+        head.clear();
+        head.push_str(prefix);
+        if self.sanitize_keys {
+            proto::key::push_sanitized(head, name.as_bytes());
+        } else {
+            head.push_str(name);
+        }
+        tags
     }
 
     /// `prefix` + key without tags + `stat` + suffix + `;tags`, then value and time.
