@@ -1,16 +1,20 @@
 //! One flush interval's worth of traffic into a fresh table, timed per line: a quick check of
 //! the reader's steady state including the interval's first inserts.
-//! Run: `cargo run --release -p agg --example interval -- NAMES PASSES [LINES_PER_DATAGRAM]`
+//! Run: `cargo run --release -p agg --example interval -- NAMES PASSES [LINES_PER_DATAGRAM] [c|ms]`
 use std::time::Instant;
 
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().expect("a number"));
     let (names, passes) = (args.next().unwrap_or(100_000), args.next().unwrap_or(40));
     let per_datagram = args.next().unwrap_or(25);
+    let kind = std::env::args().nth(4).unwrap_or_else(|| "c".to_string());
     let packets: Vec<Vec<u8>> = (0..names.div_ceil(per_datagram))
         .map(|d| {
             (0..per_datagram)
-                .map(|l| format!("bench.{}:1|c\n", (d * per_datagram + l) % names))
+                .map(|l| {
+                    let line = d * per_datagram + l;
+                    format!("bench.{}:{}|{kind}\n", line % names, 1 + line * 7919 % 997)
+                })
                 .collect::<String>()
                 .into_bytes()
         })

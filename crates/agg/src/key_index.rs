@@ -150,7 +150,7 @@ impl KeyIndex {
     #[cold]
     fn grow(&mut self) {
         let capacity = (self.slots.len() * 2).max(16);
-        self.slots.replace(vec![0; capacity].into_boxed_slice());
+        self.slots.replace_with(capacity, || 0);
         for id in 0..self.keys.len() {
             let key = &self.keys[id];
             let Err(empty) = self.find(hash_key(key), key) else { unreachable!("keys are unique") };

@@ -387,6 +387,11 @@ impl Table {
                     let built = (!metric.tags.is_empty()).then(|| run.build_key(&metric));
                     let hash = hash_key(run.key_of(metric.name, built));
                     self.prefetch(metric.kind, hash);
+                    if let Some(earlier) = run.lines().len().checked_sub(SECOND_STAGE_LAG) {
+                        // Its slot was asked for SECOND_STAGE_LAG lines ago: likely arrived.
+                        let Pending { metric, hash, .. } = run.lines()[earlier];
+                        self.prefetch_entry(metric.kind, hash);
+                    }
                     if run.push(Pending { metric, hash, built }) {
                         self.apply(&mut run);
                     }
@@ -412,17 +417,25 @@ impl Table {
         }
     }
 
-    /// Aggregates the lines of `run`, in order, and empties it.
+    /// Second stage, once the slot of the series `hash` names has likely arrived: starts
+    /// loading what the slot points at (a counter's key and value, where a timer's next value
+    /// goes).
+    #[inline]
+    fn prefetch_entry(&self, kind: Kind, hash: u64) {
+        match kind {
+            Kind::Counter => self.counters.prefetch_entry(hash),
+            Kind::Timer | Kind::Histogram | Kind::Distribution => self.timers.prefetch_next_value(hash),
+            Kind::Gauge | Kind::Set => {}
+        }
+    }
+
+    /// Aggregates the lines of `run`, in order, and empties it. The second prefetch stage of
+    /// all but the last [`SECOND_STAGE_LAG`] lines was issued while the run was scanned.
     #[inline]
     fn apply(&mut self, run: &mut Run<'_>) {
-        for pending in run.lines() {
-            match pending.metric.kind {
-                Kind::Counter => self.counters.prefetch_entry(pending.hash),
-                Kind::Timer | Kind::Histogram | Kind::Distribution => {
-                    self.timers.prefetch_next_value(pending.hash);
-                }
-                Kind::Gauge | Kind::Set => {}
-            }
+        let lines = run.lines();
+        for pending in &lines[lines.len().saturating_sub(SECOND_STAGE_LAG)..] {
+            self.prefetch_entry(pending.metric.kind, pending.hash);
         }
         for &Pending { metric, hash, built } in run.lines() {
             let key = run.key_of(metric.name, built);
@@ -511,6 +524,10 @@ impl Table {
         Ok(())
     }
 }
+
+/// Lines scanned between the prefetch of a line's slot and the prefetch of what that slot
+/// points at: enough for the slot to arrive from memory, so reading it does not stall.
+const SECOND_STAGE_LAG: usize = 10;
 
 /// A reader's interval, taken by the flusher for [`crate::Aggregator::absorb_taken`].
 #[derive(Debug)]
