@@ -138,6 +138,9 @@ pub struct TimerSamples {
     /// True once a value came as a statsd timer (`ms`) rather than an `h`/`d` histogram:
     /// exporters that convert units (Prometheus: seconds) convert this series.
     pub milliseconds: bool,
+    /// How many values the reader expects to keep this interval (as many as it kept in the
+    /// last one): the room reserved at the first, instead of growing the list a few times.
+    pub(crate) expected_values: u32,
     /// Every value, each counted `1 / rate` times (fractions carried to the next sample),
     /// except the first `waiting` of `values` (see [`TimerSamples::settle`]).
     pub histogram: circllhist::Histogram,
@@ -158,6 +161,9 @@ impl TimerSamples {
         if complete && self.values.len() < limit {
             // A value of weight 1 can wait for the flush, which bins it at weight 1.
             let waits = whole == 1.0 && self.waiting == self.values.len();
+            if self.values.capacity() == 0 {
+                self.values.reserve_exact(self.expected_values as usize);
+            }
             self.values.push(value);
             if waits {
                 self.waiting += 1;

@@ -60,7 +60,10 @@ impl ReaderTimers {
             .iter()
             .map(|&index| {
                 let (key, samples) = self.map.at_mut(index as usize);
-                (key.clone(), std::mem::take(samples))
+                let expected_values = samples.values.len() as u32;
+                let taken = std::mem::take(samples);
+                samples.expected_values = expected_values;
+                (key.clone(), taken)
             })
             .collect();
         if self.map.key_count() > 2 * self.touched.len() + CHURN_SLACK {
