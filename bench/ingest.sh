@@ -87,6 +87,17 @@ workload "25 lines/datagram, 1k names, mixed (c, ms, g, s in turn)" "" --lines 2
 workload "25 lines/datagram, 100k names, mixed (c, ms, g, s in turn)" "" --lines 25 --names 100000 --mix mixed --rate 4M,0
 workload "25 lines/datagram, 1k names, DogStatsD-tagged counters (|#env:prod,host:hN)" "" --lines 25 --names 1000 --mix tagged --rate 4M,0
 workload "25 lines/datagram, 1M counter names" "" --lines 25 --names 1000000 --rate 1M,2M,4M
+# Carbon listening: the same 1M names with every flush delivered to a stand-in that reads and
+# discards (bench/carbon_sink.py, on CPU 1 beside the generator); it prints what it received.
+if [[ -z $only || "1M counter names, carbon listening" == *"$only"* ]]; then
+  taskset -c 1 python3 bench/carbon_sink.py 12003 $((seconds + 12)) > /tmp/histd-bench-carbon.txt &
+  carbon_pid=$!
+  sleep 0.5
+  workload "25 lines/datagram, 1M counter names, carbon listening" \
+    "graphiteHost: '127.0.0.1', graphitePort: 12003" --lines 25 --names 1000000 --rate 1M
+  wait "$carbon_pid" || true
+  echo "The carbon stand-in: $(cat /tmp/histd-bench-carbon.txt)"
+fi
 workload "store on: 25 lines/datagram, 1k names, timer-heavy" "$store" --lines 25 --names 1000 --mix timer-heavy --rate 4M,5M,0
 workload "store on: 25 lines/datagram, 100k names, timer-heavy" "$store" --lines 25 --names 100000 --mix timer-heavy --rate 3M,4M,0
 workload "store on: 25 lines/datagram, 1k names, mixed" "$store" --lines 25 --names 1000 --mix mixed --rate 4M,0
