@@ -162,7 +162,7 @@ impl TimerSamples {
             // A value of weight 1 can wait for the flush, which bins it at weight 1.
             let waits = whole == 1.0 && self.waiting == self.values.len();
             if self.values.capacity() == 0 {
-                self.values.reserve_exact(self.expected_values as usize);
+                self.values.reserve_exact((self.expected_values as usize).min(RESERVED_VALUES_AT_MOST));
             }
             self.values.push(value);
             if waits {
@@ -271,6 +271,12 @@ impl TimerSamples {
         }
     }
 }
+
+/// The most values reserved at a timer's first value of an interval: enough for every value
+/// of most timers at once; a busier one grows from there as the interval fills it, so the
+/// reader does not hold the room of a whole interval from its start (twice the memory at a
+/// flush, when the flusher still holds the last interval's values).
+const RESERVED_VALUES_AT_MOST: usize = 1024;
 
 /// `value.floor()` for a non-negative `value`, without the library call LLVM would otherwise
 /// make on every line (it computes `floor` speculatively, and without SSE4.1 that is a call):
