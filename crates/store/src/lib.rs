@@ -13,7 +13,7 @@ mod schema;
 mod series;
 mod write;
 
-pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, MAX_DEPTH};
+pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::SeriesInfo;
 pub use row::Row;
 pub use schema::Resolution;

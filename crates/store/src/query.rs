@@ -72,6 +72,24 @@ impl Function {
         })
     }
 
+    /// The name as written in a query.
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Quantile => "quantile",
+            Function::InverseQuantile => "inverse_quantile",
+            Function::CountAbove => "count_above",
+            Function::CountBelow => "count_below",
+            Function::Count => "count",
+            Function::Sum => "sum",
+            Function::Mean => "mean",
+            Function::Min => "min",
+            Function::Max => "max",
+            Function::Rate => "rate",
+            Function::Value => "value",
+            Function::Cardinality => "cardinality",
+        }
+    }
+
     fn takes_number(self) -> bool {
         matches!(self, Function::Quantile | Function::InverseQuantile | Function::CountAbove | Function::CountBelow)
     }
@@ -186,7 +204,14 @@ impl Parser<'_> {
         let selector = self.selector()?;
         let number = if function.takes_number() {
             self.eat(',')?;
-            self.number()?
+            self.skip_space();
+            let number_at = self.at;
+            let number = self.number()?;
+            if function == Function::Quantile && !(0.0..=1.0).contains(&number) {
+                let message = format!("quantile's second argument is a share from 0 to 1 (0.99 for p99), not {number}");
+                return Err(ParseError { message, at: number_at });
+            }
+            number
         } else {
             f64::NAN
         };
@@ -256,6 +281,72 @@ fn clean_tag(tag: &str) -> String {
     };
     clean_name(&rendered)
 }
+
+/// Why an expression reads nothing from series that exist: its function does not apply to
+/// their type (`quantile` of a counter, `value` of a timer).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{function}() reads {wanted}; '{selector}' is {found}{hint}")]
+pub struct TypeMismatch {
+    /// The function, as written.
+    pub function: &'static str,
+    /// The types it reads (`timers`, `counters or timers`).
+    pub wanted: String,
+    /// The selector, as written.
+    pub selector: String,
+    /// The types of the series it picks (`a counter`).
+    pub found: String,
+    /// Functions that do read them.
+    pub hint: String,
+}
+
+impl Store {
+    /// `Err` when some function of `expr` picks series that exist but are all of types it
+    /// does not read: an answer with no points would look like "no data".
+    pub fn check_types(&self, expr: &Expr) -> Result<(), TypeMismatch> {
+        match expr {
+            Expr::Cumulative(inner) => self.check_types(inner),
+            Expr::Call(function, selector, _) => {
+                let mut found: Vec<Kind> = self.select(selector).iter().map(|series| series.key.kind).collect();
+                found.sort_by_key(|kind| kind.as_str());
+                found.dedup();
+                if found.is_empty() || found.iter().any(|kind| function.kinds().contains(kind)) {
+                    return Ok(());
+                }
+                let plural = |kind: &Kind| format!("{}s", kind.as_str());
+                let wanted: Vec<String> = function.kinds().iter().map(plural).collect();
+                let found_names: Vec<String> = found.iter().map(|kind| format!("a {}", kind.as_str())).collect();
+                let suggestions: Vec<&str> = ALL_FUNCTIONS
+                    .iter()
+                    .filter(|f| f.kinds().iter().any(|kind| found.contains(kind)))
+                    .map(|f| f.name())
+                    .collect();
+                Err(TypeMismatch {
+                    function: function.name(),
+                    wanted: wanted.join(" or "),
+                    selector: selector.to_string(),
+                    found: found_names.join(" and "),
+                    hint: format!(": try {}", suggestions.join(", ")),
+                })
+            }
+        }
+    }
+}
+
+/// Every function, in the order the documentation lists them.
+const ALL_FUNCTIONS: [Function; 12] = [
+    Function::Quantile,
+    Function::InverseQuantile,
+    Function::CountAbove,
+    Function::CountBelow,
+    Function::Count,
+    Function::Sum,
+    Function::Mean,
+    Function::Min,
+    Function::Max,
+    Function::Rate,
+    Function::Value,
+    Function::Cardinality,
+];
 
 /// One step's merged rows, or nothing.
 type Step = Option<Row>;
@@ -465,10 +556,17 @@ mod tests {
             ("quantile(\u{a0}x\u{2003})", "expected ','"),
             ("rate(x\u{a0}\u{a0}", "expected ')'"),
             ("\u{a0}", "expected '('"),
+            ("quantile(x, 1.5)", "a share from 0 to 1 (0.99 for p99), not 1.5"),
+            ("quantile(x, 99)", "not 99"),
+            ("quantile(x, -0.1)", "not -0.1"),
+            ("cumulative(quantile(x, 2))", "not 2"),
         ];
         for (text, want) in cases {
             let error = parse(text).unwrap_err();
             assert!(error.to_string().contains(want), "{text}: {error}");
+        }
+        for edge in ["quantile(x, 0)", "quantile(x, 1)", "quantile(x, 0.999)", "inverse_quantile(x, 1500)"] {
+            assert!(parse(edge).is_ok(), "{edge}");
         }
     }
 }

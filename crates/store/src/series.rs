@@ -85,6 +85,17 @@ pub struct Selector {
     pub tags: Vec<String>,
 }
 
+impl std::fmt::Display for Selector {
+    /// As a query writes it: `name` or `name{k=v,k2}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)?;
+        if !self.tags.is_empty() {
+            write!(f, "{{{}}}", self.tags.join(","))?;
+        }
+        Ok(())
+    }
+}
+
 impl Selector {
     /// True when `series` has the name and every tag.
     pub fn matches(&self, series: &SeriesKey) -> bool {

@@ -195,6 +195,33 @@ fn series_with_tags_stay_apart_and_merge_on_request() {
     assert_eq!(count("max(req{route:/home})"), 100.0);
 }
 
+/// Issue 18: a function that does not read the picked series' type says so instead of
+/// answering no points (which reads as "no data").
+#[test]
+fn a_function_of_the_wrong_type_says_so() {
+    let mut f = fixture("types", Retention::default());
+    f.flush(START + 10, "hits:1|c\nlat:5|ms\ntemp:20|g\nusers:a|s\nboth:1|c\nboth:2|ms\n");
+    let check = |expr: &str| f.store.check_types(&parse(expr).unwrap()).map_err(|e| e.to_string());
+    let cases: &[(&str, Option<&str>)] = &[
+        ("quantile(hits, 0.9)", Some("quantile() reads timers; 'hits' is a counter: try count, sum, rate")),
+        ("value(lat)", Some("value() reads gauges; 'lat' is a timer: try quantile, inverse_quantile")),
+        ("cumulative(cardinality(temp))", Some("cardinality() reads sets; 'temp' is a gauge: try min, max, value")),
+        ("rate(users{k=v})", None), // no such series: an empty answer, not a type error
+        ("rate(hits)", None),
+        ("quantile(lat, 0.5)", None),
+        ("count(lat)", None),
+        ("quantile(both, 0.5)", None), // a counter and a timer: the timer answers
+        ("value(both)", Some("value() reads gauges; 'both' is a counter and a timer")),
+    ];
+    for (expr, want) in cases {
+        match (check(expr), want) {
+            (Ok(()), None) => {}
+            (Err(error), Some(want)) => assert!(error.contains(want), "{expr}: {error}"),
+            (got, want) => panic!("{expr}: got {got:?}, wanted {want:?}"),
+        }
+    }
+}
+
 /// Issue 19 B1: a write that failed inside its transaction left the series it had created in
 /// the id map; SQLite gave a rolled-back id to the next new series, and the stale entry wrote
 /// another series' rows under it (a counter that received nothing showed 5).

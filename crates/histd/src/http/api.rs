@@ -156,6 +156,7 @@ fn series_answer(query: &HashMap<String, String>, store: &store::Store) -> Resul
 fn query_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
     let text = required(query, "expr")?;
     let expr = store::parse(&text).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
+    store.check_types(&expr).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
     let (from, to, step) = window(query, now)?;
     let points = store.query(&expr, from, to, step).map_err(internal)?;
     let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();

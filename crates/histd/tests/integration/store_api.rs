@@ -143,6 +143,9 @@ fn the_api_answers_from_the_store() {
         ("/api/v1/query?expr=count(x)&from=now&to=-1h", "`from`"),
         ("/api/v1/histogram", "`name`"),
         ("/api/v1/heatmap?name=x&step=1s&from=-1d", "`step`"),
+        // Issue 18: answers that used to be empty 200s.
+        ("/api/v1/query?expr=quantile(api.latency,%201.5)", "a share from 0 to 1"),
+        ("/api/v1/query?expr=value(api.latency)", "value() reads gauges; 'api.latency' is a timer"),
     ] {
         let (status, body) = daemon.http_get(path);
         assert_eq!(status, 400, "{path}: {body}");
@@ -167,6 +170,12 @@ fn the_api_answers_from_the_store() {
     assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
     let csv = String::from_utf8(cli.stdout).unwrap();
     assert!(csv.starts_with("time,value\n") && csv.trim_end().ends_with(",2000"), "{csv}");
+    let wrong_type = Command::new(env!("CARGO_BIN_EXE_histd"))
+        .args(["query", "value(api.latency)", "--url", &http])
+        .output()
+        .unwrap();
+    assert_eq!(wrong_type.status.code(), Some(2), "a wrong expression is exit 2");
+    assert!(String::from_utf8_lossy(&wrong_type.stderr).contains("reads gauges"), "{wrong_type:?}");
     let listed = daemon.http_json("/api/v1/series?match=*&limit=2");
     assert_eq!(listed["series"].as_array().unwrap().len(), 2, "{listed}");
     assert!(listed["truncated"] == true && listed["total"].as_u64().unwrap() > 2, "{listed}");
