@@ -743,6 +743,17 @@ mod tests {
     }
 
     #[test]
+    fn tags_in_any_order_name_one_series() {
+        // The scanner's path, the full parser's (a set, a `/` to sanitise) and mixed orders.
+        let table = table_of(
+            "c:1|c|#b:2,a:1\nc:2|c|#a:1,b:2\nu:x|s|#b:2,a:1\nu:y|s|#a:1,b:2\nr:1|c|#z:/x,a:1\nr:1|c|#a:1,z:/x",
+        );
+        assert_eq!(table.counters.get("c;a=1;b=2"), Some(3.0));
+        assert_eq!(table.sets["u;a=1;b=2"].len(), 2);
+        assert_eq!(table.counters.get("r;a=1;z=-x"), Some(2.0));
+    }
+
+    #[test]
     fn sanitises_keys() {
         let table = table_of("a b/c!d:1|c\ntg:1|c|#env:prod,role;x\n\u{1}!:1|c");
         assert!(table.counters.get("a_b-cd").is_some());

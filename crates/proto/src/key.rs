@@ -10,10 +10,51 @@ use crate::Tags;
 /// [`push_sanitized`]; without it the bytes are kept (invalid UTF-8 becomes U+FFFD).
 pub fn push_series_key(out: &mut String, name: &[u8], tags: Tags<'_>, sanitize: bool) {
     let push = if sanitize { push_sanitized } else { push_lossy };
+    let start = out.len();
     push(out, name);
+    let name_end = out.len();
     for tag in tags.iter() {
         out.push(';');
         push_tag(out, tag, push);
+    }
+    if out[start..name_end].contains(';') {
+        return; // a `;` in the name: the tags cannot be told apart from it, kept as they came
+    }
+    sort_tags(&mut out[start..]);
+}
+
+/// Puts the tags of `key` (the `;`-separated parts after the name) in byte order, so a series has one key whatever order its tags arrived in:
+/// `lat;route=-login;env=prod` and `lat;env=prod;route=-login` are one series (Graphite orders a
+/// tagged name's tags too; Etsy statsd kept arrival order and sent the same Graphite series
+/// twice per flush, the second overwriting the first). Keys already in order cost one pass of
+/// comparisons; nothing is allocated.
+pub fn sort_tags(key: &mut str) {
+    let Some(first) = key.find(';') else { return };
+    // SAFETY: every part begins with the ASCII byte `;` and the rotations below move whole
+    // parts, so the bytes stay the same multiset of complete UTF-8 sequences: valid UTF-8.
+    let tags = unsafe { key[first..].as_bytes_mut() };
+    let part_end =
+        |tags: &[u8], at: usize| tags[at + 1..].iter().position(|&b| b == b';').map_or(tags.len(), |p| at + 1 + p);
+    loop {
+        let mut moved = false;
+        let mut a = 0;
+        while a < tags.len() {
+            let b = part_end(tags, a);
+            if b == tags.len() {
+                break;
+            }
+            let c = part_end(tags, b);
+            if tags[a + 1..b] > tags[b + 1..c] {
+                tags[a..c].rotate_left(b - a);
+                moved = true;
+                a += c - b;
+            } else {
+                a = b;
+            }
+        }
+        if !moved {
+            return;
+        }
     }
 }
 
@@ -116,6 +157,26 @@ mod tests {
         let mut out = String::new();
         push_sanitized(&mut out, raw);
         out
+    }
+
+    #[test]
+    fn sorts_tags_into_one_order() {
+        let cases = [
+            ("lat", "lat"),
+            ("lat;a=1", "lat;a=1"),
+            ("lat;b=2;a=1", "lat;a=1;b=2"),
+            ("lat;a=1;b=2", "lat;a=1;b=2"),
+            ("lat;c;b=2;a=1;a", "lat;a;a=1;b=2;c"),
+            ("lat;route=-login;env=prod", "lat;env=prod;route=-login"),
+            ("x;é=1;a=é", "x;a=é;é=1"),
+            ("x;a=1;a=1", "x;a=1;a=1"),
+            ("x;;b;", "x;;;b"),
+        ];
+        for (key, want) in cases {
+            let mut out = key.to_string();
+            sort_tags(&mut out);
+            assert_eq!(out, want, "{key}");
+        }
     }
 
     #[test]

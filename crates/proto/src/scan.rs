@@ -40,6 +40,7 @@ impl SimpleMetric<'_> {
     /// Appends the series key: the name, then `;tag` for each tag with its `:` turned into `=`
     /// (what [`crate::key::push_series_key`] gives for these tags, sanitised or not).
     pub fn push_key(&self, out: &mut String) {
+        let start = out.len();
         out.push_str(self.name);
         for tag in self.tags.split(',').filter(|_| !self.tags.is_empty()) {
             out.push(';');
@@ -51,6 +52,9 @@ impl SimpleMetric<'_> {
                 }
                 None => out.push_str(tag),
             }
+        }
+        if !self.name.contains(';') {
+            crate::key::sort_tags(&mut out[start..]); // as push_series_key: tags in one order
         }
     }
 }

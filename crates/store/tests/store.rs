@@ -195,6 +195,27 @@ fn series_with_tags_stay_apart_and_merge_on_request() {
     assert_eq!(count("max(req{route:/home})"), 100.0);
 }
 
+/// Issue 18: one counter sent with its tags in two orders was two aggregator keys, which the
+/// store merged into one series adding their interval lengths (20 s for a 10 s flush), so
+/// `rate()` was halved. Tags are put in one order when the key is built.
+#[test]
+fn tags_in_any_order_are_one_series() {
+    let mut f = fixture("tag-order", Retention::default());
+    f.flush(
+        START + 10,
+        "tagc:10|c|#a:1,b:2\ntagc:10|c|#b:2,a:1\nlat:5|ms|#b:2,a:1\nlat:7|ms|#a:1,b:2\nlat:9|ms|#c,b:2,a:1\n",
+    );
+    let keys: Vec<String> = f.store.series(None, usize::MAX).unwrap().0.iter().map(|s| s.key.to_string()).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).filter(|k| !k.starts_with("statsd.")).collect();
+    assert_eq!(keys, ["lat{a=1,b=2}", "lat{a=1,b=2,c}", "tagc{a=1,b=2}"]);
+    let at = |expr: &str| f.query(expr, START, START + 20, 10)[0].1;
+    assert_eq!(at("rate(tagc)"), 2.0, "20 increments over one 10 s flush");
+    assert_eq!(at("rate(tagc{b=2,a=1})"), 2.0);
+    assert_eq!(at("count(tagc{a:1})"), 20.0);
+    assert_eq!(at("count(lat{b=2})"), 3.0);
+    assert_eq!(at("max(lat{a=1,b=2})"), 9.0);
+}
+
 /// Issue 18: a function that does not read the picked series' type says so instead of
 /// answering no points (which reads as "no data").
 #[test]
