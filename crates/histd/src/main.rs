@@ -78,7 +78,13 @@ fn check_config(file: &std::path::Path) -> ExitCode {
     match Config::from_file(file) {
         Ok(config) => {
             println!("{}", serde_json::to_string_pretty(&config.effective()).unwrap_or_default());
-            ExitCode::SUCCESS
+            for key in &config.ignored_keys {
+                eprintln!("histd: `{key}`: {}", config::keys::why_unused(key));
+            }
+            match config.ignored_keys.iter().any(|key| config::keys::is_unknown(key)) {
+                true => ExitCode::from(1), // a typo would otherwise pass unnoticed
+                false => ExitCode::SUCCESS,
+            }
         }
         Err(error) => {
             eprintln!("histd: invalid config: {error:#}");

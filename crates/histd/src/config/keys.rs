@@ -191,8 +191,46 @@ pub fn why_unused(path: &str) -> String {
     match doc_of(path) {
         Some(doc) if doc.origin == Origin::EtsyUnused => format!("Etsy's key, not used by histd: {}", doc.meaning),
         Some(_) => "not used where it stands (another key takes precedence)".to_string(),
-        None => "not a key histd or Etsy statsd knows: ignored (a typo, or another backend's settings)".to_string(),
+        None => match suggestion(path) {
+            Some(known) => format!("not a key histd or Etsy statsd knows (did you mean `{known}`?): ignored"),
+            None => "not a key histd or Etsy statsd knows: ignored (a typo, or another backend's settings)".to_string(),
+        },
     }
+}
+
+/// True when `path` is a key neither histd nor Etsy statsd knows (a typo, or a third-party
+/// backend's settings).
+pub fn is_unknown(path: &str) -> bool {
+    doc_of(path).is_none()
+}
+
+/// The known key closest to `path` when it is close enough to be what was meant: at most two
+/// edits away (three for keys over 12 characters), letter case ignored.
+pub fn suggestion(path: &str) -> Option<&'static str> {
+    let typed = without_indices(path).to_ascii_lowercase();
+    let allowed = if typed.len() > 12 { 3 } else { 2 };
+    KEYS.iter()
+        .flat_map(|doc| doc.keys.iter().copied())
+        .map(|known| (edit_distance(&typed, &known.to_ascii_lowercase()), known))
+        .filter(|(distance, _)| *distance <= allowed)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, known)| known)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions; a swap of neighbours counts 2).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// README's configuration table, rendered from [`KEYS`].

@@ -150,6 +150,24 @@ fn unread_keys_are_reported_not_fatal() {
     }
 }
 
+#[test]
+fn typos_get_a_suggestion() {
+    let cases = [
+        ("flushIntreval", Some("flushInterval")),
+        ("flushinterval", Some("flushInterval")),
+        ("graphite.globalPrefx", Some("graphite.globalPrefix")),
+        ("servers[3].prot", Some("servers[].port")),
+        ("percentThresold", Some("percentThreshold")),
+        ("influxdb", None),
+        ("librato", None),
+    ];
+    for (path, want) in cases {
+        assert_eq!(super::keys::suggestion(path), want, "{path}");
+    }
+    assert!(super::keys::why_unused("flushIntreval").contains("did you mean `flushInterval`?"));
+    assert!(super::keys::is_unknown("flushIntreval") && !super::keys::is_unknown("title"));
+}
+
 /// Configs that set every documented key between them (`servers` and the top-level listener
 /// keys are each read only when the other form is absent, an address only without a socket).
 const EVERY_KEY: [&str; 3] = [

@@ -69,6 +69,19 @@ fn bad_configs_name_the_key_and_exit_two() {
     }
 }
 
+/// Issue 18: a typo used to pass `check-config` with exit 0 (only listed inside its JSON).
+#[test]
+fn check_config_exits_one_on_unknown_keys_and_suggests_the_key_meant() {
+    let typo = check_config("{ flushIntreval: 1000, port: 8125 }");
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert_eq!(typo.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("`flushIntreval`") && stderr.contains("did you mean `flushInterval`?"), "{stderr}");
+    let etsy_only = check_config("{ title: 'statsd', port: 8125 }");
+    let stderr = String::from_utf8_lossy(&etsy_only.stderr);
+    assert!(etsy_only.status.success(), "Etsy's own unused keys are accepted: {stderr}");
+    assert!(stderr.contains("`title`: Etsy's key, not used by histd"), "{stderr}");
+}
+
 #[test]
 fn run_without_a_config_prints_help() {
     let output = Command::new(env!("CARGO_BIN_EXE_histd")).args(["run", "--help"]).output().unwrap();
