@@ -24,6 +24,32 @@ pub enum Listener {
     UnixDatagram(UnixPath),
 }
 
+impl Listener {
+    /// The listener as an Etsy `servers` entry (for `check-config`): the user's terms.
+    pub fn effective(&self) -> Value {
+        let network = |server: &str, address: &SocketAddr| serde_json::json!({ "server": server, "address": address.ip().to_string(), "port": address.port() });
+        let unix = |server: &str, socket: &UnixPath| {
+            let mut entry = serde_json::json!({ "server": server, "socket": socket.path.display().to_string() });
+            if let Some(mode) = socket.mode {
+                entry["socket_mod"] = Value::String(format!("{mode:04o}"));
+            }
+            entry
+        };
+        match self {
+            Listener::Udp(address, buffer) => {
+                let mut entry = network("./servers/udp", address);
+                if let Some(bytes) = buffer {
+                    entry["recvBufferSize"] = Value::from(*bytes);
+                }
+                entry
+            }
+            Listener::Tcp(address) => network("./servers/tcp", address),
+            Listener::UnixStream(socket) => unix("./servers/tcp", socket),
+            Listener::UnixDatagram(socket) => unix("./servers/udp", socket),
+        }
+    }
+}
+
 /// A Unix socket path and the mode to give it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnixPath {

@@ -136,14 +136,14 @@ impl Config {
     pub fn effective(&self) -> Value {
         let agg = &self.agg;
         json!({
-            "listeners": self.listeners.iter().map(|l| format!("{l:?}")).collect::<Vec<_>>(),
+            "servers": self.listeners.iter().map(Listener::effective).collect::<Vec<_>>(),
             "ingest": self.ingest.effective(),
             "mgmt": self.mgmt.to_string(),
             "backends": self.backends.iter().map(|b| b.name()).collect::<Vec<_>>(),
             "flushInterval": agg.flush_interval.as_millis() as u64,
             "percentThreshold": agg.thresholds.iter().map(|t| t.percent).collect::<Vec<_>>(),
             "calculatedTimerMetrics": agg.calculated_timer_metrics,
-            "histogram": agg.histograms.iter().map(|h| json!({"metric": h.metric, "bins": format!("{:?}", h.bins)})).collect::<Vec<_>>(),
+            "histogram": agg.histograms.iter().map(|h| json!({"metric": h.metric, "bins": etsy_bins(&h.bins)})).collect::<Vec<_>>(),
             "deleteCounters": agg.delete_counters,
             "deleteTimers": agg.delete_timers,
             "deleteSets": agg.delete_sets,
@@ -164,6 +164,16 @@ impl Config {
             "ignoredKeys": self.ignored_keys,
         })
     }
+}
+
+/// Histogram bins as Etsy's config writes them: numbers, and `'inf'`.
+fn etsy_bins(bins: &[agg::BinLimit]) -> Vec<Value> {
+    bins.iter()
+        .map(|limit| match limit {
+            agg::BinLimit::Below(upper) => json!(upper),
+            agg::BinLimit::Infinity => json!("inf"),
+        })
+        .collect()
 }
 
 fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {

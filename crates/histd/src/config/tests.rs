@@ -150,6 +150,28 @@ fn unread_keys_are_reported_not_fatal() {
     }
 }
 
+/// Issue 18: check-config's JSON in the user's terms, not Rust's (`Udp(…, None)`, `Below(50.0)`).
+#[test]
+fn the_effective_config_speaks_etsys_terms() {
+    let config = parse(
+        "{ servers: [ { server: './servers/udp', address: '127.0.0.1', port: 8125, recvBufferSize: 4096 }, \
+                      { server: './servers/tcp', address: '::1', port: 8125 }, \
+                      { server: './servers/tcp', socket: '/tmp/s.sock', socket_mod: '0660' } ], \
+           histogram: [ { metric: 'a', bins: [0.5, 50, 'inf'] } ] }",
+    );
+    let effective = config.effective();
+    assert_eq!(
+        effective["servers"],
+        serde_json::json!([
+            { "server": "./servers/udp", "address": "127.0.0.1", "port": 8125, "recvBufferSize": 4096 },
+            { "server": "./servers/tcp", "address": "::1", "port": 8125 },
+            { "server": "./servers/tcp", "socket": "/tmp/s.sock", "socket_mod": "0660" },
+        ])
+    );
+    assert_eq!(effective["histogram"][0]["bins"], serde_json::json!([0.5, 50.0, "inf"]));
+    assert!(!effective.to_string().contains("Some(") && !effective.to_string().contains("Below("));
+}
+
 #[test]
 fn typos_get_a_suggestion() {
     let cases = [

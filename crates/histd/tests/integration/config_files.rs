@@ -32,7 +32,11 @@ fn etsys_example_config_is_accepted_as_is() {
     let effective: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(effective["graphite"]["host"], "graphite.example.com");
     assert_eq!(effective["graphite"]["legacyNamespace"], false);
-    assert_eq!(effective["listeners"][0], "Udp(0.0.0.0:8125, None)");
+    assert_eq!(
+        effective["servers"][0],
+        serde_json::json!({ "server": "./servers/udp", "address": "0.0.0.0", "port": 8125 }),
+        "in Etsy's terms, not Rust's (issue 18)"
+    );
     assert_eq!(effective["ingest"]["udpReaderMode"], "reuseport");
     assert_eq!(effective["mgmt"], "127.0.0.1:8126");
 }
