@@ -518,7 +518,16 @@ pub fn free_port() -> u16 {
 
 /// The resident memory of a daemon started with [`Daemon::start_process`], in KiB.
 pub fn rss_kib(daemon: &Daemon) -> u64 {
+    status_kib(daemon, "VmRSS:")
+}
+
+/// The most resident memory the daemon has had so far, in KiB.
+pub fn peak_rss_kib(daemon: &Daemon) -> u64 {
+    status_kib(daemon, "VmHWM:")
+}
+
+fn status_kib(daemon: &Daemon, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.pid())).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
