@@ -79,10 +79,7 @@ impl KeyIndex {
     /// after [`KeyIndex::prefetch`], to prefetch what the id points at).
     #[inline]
     pub fn likely_id(&self, hash: u64) -> Option<u32> {
-        match self.slots.get(self.slots.home(hash)) {
-            Some(slot) if self.slots.is_large() => slot.checked_sub(1),
-            _ => None,
-        }
+        self.slots.home_if_large(hash)?.checked_sub(1)
     }
 
     /// Starts loading the key numbered `id`.

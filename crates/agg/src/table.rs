@@ -210,7 +210,8 @@ impl TimerSamples {
             self.bin_waiting_in_order();
         }
         sort_like_etsy(&mut self.values);
-        self.bin_waiting_sorted();
+        bin_sorted(&mut self.histogram, &self.values[..self.waiting]); // all of them, or none
+        self.waiting = 0;
     }
 
     /// Bins the waiting values after sorting them (their order is lost).
@@ -296,30 +297,17 @@ fn sort_like_etsy(values: &mut [f64]) {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
 }
 
-/// Bins sorted values at weight 1, one insert per run of values in the same bin.
+/// Bins sorted values at weight 1: a value equal to the one before reuses its bin, and the
+/// histogram appends bins that arrive in order without a search.
 fn bin_sorted(histogram: &mut circllhist::Histogram, sorted: &[f64]) {
-    let mut run: Option<(circllhist::Bucket, u64)> = None;
-    let mut previous = f64::NAN;
+    let mut previous: Option<(u64, circllhist::Bucket)> = None;
     for &value in sorted {
-        if value.to_bits() == previous.to_bits() {
-            if let Some((_, count)) = &mut run {
-                *count += 1;
-                continue;
-            }
-        }
-        previous = value;
-        let bucket = bucket_exactly(value);
-        match &mut run {
-            Some((current, count)) if *current == bucket => *count += 1,
-            _ => {
-                if let Some((current, count)) = run.replace((bucket, 1)) {
-                    histogram.insert_bucket(current, count);
-                }
-            }
-        }
-    }
-    if let Some((current, count)) = run {
-        histogram.insert_bucket(current, count);
+        let bucket = match previous {
+            Some((bits, bucket)) if bits == value.to_bits() => bucket,
+            _ => bucket_exactly(value),
+        };
+        previous = Some((value.to_bits(), bucket));
+        histogram.insert_bucket(bucket, 1);
     }
 }
 

@@ -123,7 +123,8 @@ impl GraphiteNames {
         }
         for timer in &snapshot.timers {
             // The name and tags are the same for every statistic: built once per timer.
-            let tags = self.head(&mut head, &self.timer, &timer.key);
+            head.clear();
+            let tags = self.push_name(&mut head, &self.timer, &timer.key);
             for &(which, value) in &timer.stats {
                 let line = out.line();
                 line.push_str(&head);
@@ -162,21 +163,9 @@ impl GraphiteNames {
         push_value_and_time(out, value, ts);
     }
 
-    /// `prefix` + key without tags in `head` (emptied first); returns the key's `;tags`.
-    fn head<'k>(&self, head: &mut String, prefix: &str, key: &'k str) -> &'k str {
-        let (name, tags) = key.split_at(key.find(';').unwrap_or(key.len()));
-        head.clear();
-        head.push_str(prefix);
-        if self.sanitize_keys {
-            proto::key::push_sanitized(head, name.as_bytes());
-        } else {
-            head.push_str(name);
-        }
-        tags
-    }
-
-    /// `prefix` + key without tags + `stat` + suffix + `;tags`, then value and time.
-    fn line(&self, out: &mut String, prefix: &str, key: &str, stat: &str, value: f64, ts: u64) {
+    /// Appends `prefix` + the key without its tags (sanitised when keys are not already);
+    /// returns the key's `;tags`, which go after the stat and suffix.
+    fn push_name<'k>(&self, out: &mut String, prefix: &str, key: &'k str) -> &'k str {
         let (name, tags) = key.split_at(key.find(';').unwrap_or(key.len()));
         out.push_str(prefix);
         if self.sanitize_keys {
@@ -184,6 +173,12 @@ impl GraphiteNames {
         } else {
             out.push_str(name);
         }
+        tags
+    }
+
+    /// `prefix` + key without tags + `stat` + suffix + `;tags`, then value and time.
+    fn line(&self, out: &mut String, prefix: &str, key: &str, stat: &str, value: f64, ts: u64) {
+        let tags = self.push_name(out, prefix, key);
         out.push_str(stat);
         out.push_str(&self.suffix);
         out.push_str(tags);
