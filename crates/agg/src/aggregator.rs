@@ -11,6 +11,8 @@ use proto::ParseError;
 
 use crate::config::AggConfig;
 use crate::counters::{CounterStore, ReaderMap};
+use crate::distinct::Distinct;
+use crate::mergeable::{ForwardedGauge, Mergeable};
 use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
 use crate::table::{IngestCounts, Table, TakenInterval, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
@@ -35,11 +37,28 @@ macro_rules! clear_returning_memory {
     }};
 }
 
-/// A gauge's value and how many more flushes it lives without an update.
+/// A gauge's value, how many more flushes it lives without an update, and when it was last
+/// updated.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct GaugeState {
     value: f64,
     ttl: u32,
+    /// Unix seconds of the last update (0 for histd's own gauges).
+    updated_unix_s: u64,
+    /// Updated during the current interval.
+    updated_in_interval: bool,
+}
+
+impl GaugeState {
+    fn updated(value: f64, ttl: u32, updated_unix_s: u64) -> Self {
+        GaugeState { value, ttl, updated_unix_s, updated_in_interval: true }
+    }
+
+    /// True when a forwarded `gauge` is newer than this state: a later update time, or at the
+    /// same second the larger value's bits (so the winner does not depend on arrival order).
+    fn is_older_than(&self, gauge: &ForwardedGauge) -> bool {
+        (self.updated_unix_s, self.value.to_bits()) < (gauge.updated_unix_s, gauge.value.to_bits())
+    }
 }
 
 /// The four metric types, for the management commands.
@@ -62,7 +81,7 @@ pub struct Aggregator {
     counters: CounterStore,
     timers: KeyedMap<TimerSamples>,
     gauges: KeyedMap<GaugeState>,
-    sets: KeyedMap<HashSet<Box<[u8]>>>,
+    sets: KeyedMap<Distinct>,
     internal: InternalNames,
     interval: IngestCounts,
     totals: IngestCounts,
@@ -114,6 +133,26 @@ impl InternalNames {
         .any(|k| ***k == *key)
             || self.bad_lines_by_reason.iter().any(|k| **k == *key)
     }
+}
+
+/// True when `key` is one of histd's own metrics under `prefixStats` (Etsy's three counters,
+/// `timestamp_lag`, histd's self metrics): what a local does not forward, since the global
+/// counts its own.
+pub fn is_internal_key(prefix_stats: &str, key: &str) -> bool {
+    let Some(name) = key.strip_prefix(prefix_stats).and_then(|rest| rest.strip_prefix('.')) else {
+        return false;
+    };
+    const NAMES: [&str; 7] = [
+        "bad_lines_seen",
+        "packets_received",
+        "metrics_received",
+        "timestamp_lag",
+        "timers_over_sample_limit",
+        "kernel_drops",
+        "truncated_datagrams",
+    ];
+    NAMES.contains(&name)
+        || name.strip_prefix("bad_lines.").is_some_and(|reason| ParseError::ALL.iter().any(|r| r.as_str() == reason))
 }
 
 impl Aggregator {
@@ -176,13 +215,37 @@ impl Aggregator {
             value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
         }
         let ttl = self.config.gauges_max_ttl;
-        for (key, update) in table.gauges {
+        for (key, gauge) in table.gauges {
             let state = self.gauges.get(&*key).map(|state| state.value);
-            let value = update.apply(state);
-            *value_for(&mut self.gauges, &key, || GaugeState { value, ttl }) = GaugeState { value, ttl };
+            let updated = GaugeState::updated(gauge.update.apply(state), ttl, gauge.last_unix_s);
+            *value_for(&mut self.gauges, &key, || updated) = updated;
         }
         for (key, members) in table.sets {
-            value_for(&mut self.sets, &key, HashSet::new).extend(members);
+            value_for(&mut self.sets, &key, Distinct::default).extend(members);
+        }
+    }
+
+    /// Merges another histd's interval (forwarded to this one) into the current interval:
+    /// counters add, timers merge (raw values kept while they fit `timerSampleLimit`), a gauge
+    /// takes the forwarded value when it is newer ([`ForwardedGauge`]), sets unite.
+    pub fn absorb_mergeable(&mut self, interval: Mergeable) {
+        for (key, amount) in interval.counters {
+            self.counters.add_key(&key, amount);
+        }
+        let limit = self.config.timer_sample_limit;
+        for (key, samples) in interval.timers {
+            value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
+        }
+        let ttl = self.config.gauges_max_ttl;
+        for (key, gauge) in interval.gauges {
+            let updated = GaugeState::updated(gauge.value, ttl, gauge.updated_unix_s);
+            let state = value_for(&mut self.gauges, &key, || updated);
+            if state.is_older_than(&gauge) {
+                *state = updated;
+            }
+        }
+        for (key, distinct) in interval.sets {
+            value_for(&mut self.sets, &key, Distinct::default).merge(distinct);
         }
     }
 
@@ -213,7 +276,8 @@ impl Aggregator {
         let timestamp = self.flush_timestamp(now_ms);
         if let Some(previous) = self.previous_flush_s {
             let lag = timestamp as f64 - previous as f64 - self.config.interval_seconds();
-            self.gauges.insert(self.internal.timestamp_lag.clone(), GaugeState { value: lag, ttl: u32::MAX });
+            let state = GaugeState { value: lag, ttl: u32::MAX, updated_unix_s: 0, updated_in_interval: false };
+            self.gauges.insert(self.internal.timestamp_lag.clone(), state);
         }
         self.previous_flush_s = Some(timestamp);
         self.count_timers_over_limit();
@@ -222,12 +286,8 @@ impl Aggregator {
             interval: self.config.flush_interval,
             counters: self.counter_points(),
             timers: self.timer_points(),
-            gauges: sorted(self.gauges.iter().map(|(key, s)| GaugePoint { key: key.clone(), value: s.value }), |p| {
-                &p.key
-            }),
-            sets: sorted(self.sets.iter().map(|(key, m)| SetPoint { key: key.clone(), count: m.len() as u64 }), |p| {
-                &p.key
-            }),
+            gauges: self.gauge_points(),
+            sets: self.set_points(),
             thresholds: self.config.thresholds.clone(),
             histograms: self.config.histograms.clone(),
             ingest: std::mem::take(&mut self.interval),
@@ -260,6 +320,27 @@ impl Aggregator {
         }
     }
 
+    fn gauge_points(&self) -> Vec<GaugePoint> {
+        let point = |(key, state): (&CompactString, &GaugeState)| GaugePoint {
+            key: key.clone(),
+            value: state.value,
+            updated_unix_s: state.updated_in_interval.then_some(state.updated_unix_s),
+        };
+        sorted(self.gauges.iter().map(point), |p| &p.key)
+    }
+
+    /// The sets' counts; with `keep_mergeable`, their members (or sketch) move into the points.
+    fn set_points(&mut self) -> Vec<SetPoint> {
+        let keep = self.config.keep_mergeable;
+        let point = |(key, distinct): (&CompactString, &mut Distinct)| SetPoint {
+            key: key.clone(),
+            count: distinct.count(),
+            estimated: distinct.is_estimate(),
+            distinct: keep.then(|| std::mem::take(distinct)),
+        };
+        sorted(self.sets.iter_mut().map(point), |p| &p.key)
+    }
+
     fn counter_points(&mut self) -> crate::Counters {
         self.counters.flush_points(self.config.interval_seconds())
     }
@@ -280,11 +361,16 @@ impl Aggregator {
             let exact_percentiles = samples.is_complete();
             let totals = totals_of(samples);
             let distribution = std::mem::take(&mut samples.histogram);
+            let values = match config.keep_mergeable && exact_percentiles {
+                true => std::mem::take(&mut samples.values),
+                false => Vec::new(),
+            };
             TimerPoint {
                 key: key.clone(),
                 stats,
                 bins,
                 distribution,
+                values,
                 totals,
                 exact_percentiles,
                 milliseconds: samples.milliseconds,
@@ -305,8 +391,14 @@ impl Aggregator {
         if config.delete_sets {
             self.released |= clear_returning_memory!(&mut self.sets);
         }
-        for members in self.sets.values_mut() {
-            self.released |= clear_returning_memory!(members);
+        for distinct in self.sets.values_mut() {
+            match distinct {
+                Distinct::Members(members) => self.released |= clear_returning_memory!(members),
+                Distinct::Sketch(_) => *distinct = Distinct::default(),
+            }
+        }
+        for state in self.gauges.values_mut() {
+            state.updated_in_interval = false;
         }
         if config.delete_gauges {
             self.gauges.retain(|key, state| {
@@ -353,9 +445,11 @@ impl Aggregator {
         sorted(self.gauges.iter().map(|(k, s)| (k.clone(), s.value)), |(k, _)| k)
     }
 
-    /// Current set members (this interval so far), each set's members sorted.
+    /// Current set members (this interval so far), each set's members sorted (none for a set
+    /// whose count is a forwarded sketch's estimate).
     pub fn set_members(&self) -> Vec<(CompactString, Vec<String>)> {
-        let members = |set: &HashSet<Box<[u8]>>| {
+        let members = |set: &Distinct| {
+            let Distinct::Members(set) = set else { return Vec::new() };
             let mut list: Vec<String> = set.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect();
             list.sort();
             list

@@ -37,6 +37,10 @@ pub struct AggConfig {
     /// `truncated_datagrams`, `timers_over_sample_limit`) are aggregated and flushed like any
     /// counter (`histdSelfMetrics`); off, the flushed names and `numStats` are Etsy's.
     pub self_metrics: bool,
+    /// Snapshots carry what another histd needs to merge an interval exactly: timers' raw
+    /// values (while complete), sets' members or sketch, gauges' update times (on with the
+    /// `forward` backend).
+    pub keep_mergeable: bool,
 }
 
 /// The default `timerSampleLimit`: 8192 values (64 KiB) per timer and interval.
@@ -58,6 +62,7 @@ impl Default for AggConfig {
             key_name_sanitize: true,
             timer_sample_limit: DEFAULT_TIMER_SAMPLE_LIMIT,
             self_metrics: false,
+            keep_mergeable: false,
         }
     }
 }

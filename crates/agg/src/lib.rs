@@ -10,8 +10,10 @@
 mod aggregator;
 pub mod config;
 mod counters;
+pub mod distinct;
 pub mod jsfmt;
 mod key_index;
+mod mergeable;
 mod run;
 mod series;
 mod snapshot;
@@ -19,10 +21,12 @@ mod table;
 mod timer;
 mod timers;
 
-pub use aggregator::{Aggregator, MetricType};
+pub use aggregator::{is_internal_key, Aggregator, MetricType};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
+pub use distinct::{Distinct, Hll};
+pub use mergeable::{ForwardedGauge, Mergeable};
 pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
 };
-pub use table::{apply_delta, GaugeUpdate, IngestCounts, Table, TakenInterval, TimerSamples};
+pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval, TimerSamples};

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::config::{HistogramRule, Threshold};
 use crate::counters::Counters;
+use crate::distinct::Distinct;
 use crate::table::IngestCounts;
 
 /// The metrics of one flush, with Etsy's derived values.
@@ -51,11 +52,18 @@ impl Snapshot {
                     + heap(&timer.key)
                     + timer.stats.len() * std::mem::size_of::<(TimerStat, f64)>()
                     + timer.distribution.bin_count() * 10
+                    + timer.values.len() * 8
                     + timer.bins.as_ref().map_or(0, |bins| bins.counts.len() * 8)
             })
             .sum();
         let gauges: usize = self.gauges.iter().map(|g| std::mem::size_of::<GaugePoint>() + heap(&g.key)).sum();
-        let sets: usize = self.sets.iter().map(|s| std::mem::size_of::<SetPoint>() + heap(&s.key)).sum();
+        let sets: usize = self
+            .sets
+            .iter()
+            .map(|s| {
+                std::mem::size_of::<SetPoint>() + heap(&s.key) + s.distinct.as_ref().map_or(0, Distinct::heap_bytes)
+            })
+            .sum();
         std::mem::size_of::<Snapshot>() + self.counters.len() * 12 + timers + gauges + sets
     }
 
@@ -105,6 +113,9 @@ pub struct TimerPoint {
     pub bins: Option<BinCounts>,
     /// Every value of the interval as a circllhist, counts weighted by `1 / rate`.
     pub distribution: circllhist::Histogram,
+    /// The raw values, sorted, when [`crate::AggConfig::keep_mergeable`] is on and every value
+    /// was kept (`exact_percentiles`); empty otherwise.
+    pub values: Vec<f64>,
     /// Exact totals of the interval, whatever `calculatedTimerMetrics` filters from `stats`.
     pub totals: TimerTotals,
     /// True when the percentile statistics are Etsy's exact ones (every raw value was kept);
@@ -148,6 +159,8 @@ pub struct GaugePoint {
     pub key: CompactString,
     /// The current value (gauges persist between flushes).
     pub value: f64,
+    /// Unix seconds of its last update when it was updated during this interval.
+    pub updated_unix_s: Option<u64>,
 }
 
 /// A set's interval.
@@ -155,8 +168,12 @@ pub struct GaugePoint {
 pub struct SetPoint {
     /// The series key.
     pub key: CompactString,
-    /// Distinct members this interval.
+    /// Distinct members this interval (an estimate when `estimated`).
     pub count: u64,
+    /// True when `count` is a HyperLogLog estimate (a forwarded sketch was merged in).
+    pub estimated: bool,
+    /// The members or sketch, when [`crate::AggConfig::keep_mergeable`] is on.
+    pub distinct: Option<Distinct>,
 }
 
 /// One timer statistic.

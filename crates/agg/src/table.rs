@@ -85,6 +85,16 @@ impl GaugeUpdate {
     }
 }
 
+/// A gauge's updates within one interval, and when the last of them arrived (what a global
+/// histd compares when several hosts set the same gauge: the latest wins).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GaugeInterval {
+    /// The updates.
+    pub update: GaugeUpdate,
+    /// Unix seconds of the packet that brought the last update.
+    pub last_unix_s: u64,
+}
+
 impl Default for GaugeUpdate {
     /// No update yet.
     fn default() -> Self {
@@ -265,6 +275,35 @@ impl TimerSamples {
         self.weight_carry += other.weight_carry;
     }
 
+    /// A timer interval from its parts, as another histd forwards it: `histogram` holds every
+    /// value (weighted), `values` the raw values when all `totals.received` of them were kept,
+    /// else none. `None` when the parts disagree (some values but not all, a count below
+    /// zero, min above max).
+    pub fn from_parts(
+        totals: &crate::TimerTotals,
+        values: Vec<f64>,
+        histogram: circllhist::Histogram,
+        milliseconds: bool,
+    ) -> Option<TimerSamples> {
+        let consistent = (values.is_empty() || values.len() as u64 == totals.received)
+            && totals.count >= 0.0
+            && (totals.received == 0 || totals.min <= totals.max)
+            && values.iter().all(|v| v.is_finite());
+        consistent.then(|| TimerSamples {
+            received: totals.received,
+            // Raw values stand for the whole interval only when there is one per value received.
+            values,
+            count: totals.count,
+            sum: totals.sum,
+            sum_squares: totals.sum_squares,
+            min: totals.min,
+            max: totals.max,
+            milliseconds,
+            histogram,
+            ..TimerSamples::default()
+        })
+    }
+
     fn keep_values_within(&mut self, limit: usize) {
         if self.values.len() > limit || !self.is_complete() {
             self.bin_waiting_sorted();
@@ -330,9 +369,11 @@ fn bucket_exactly(value: f64) -> circllhist::Bucket {
 pub struct Table {
     pub(crate) counters: ReaderCounters,
     pub(crate) timers: ReaderTimers,
-    pub(crate) gauges: SeriesMap<GaugeUpdate>,
+    pub(crate) gauges: SeriesMap<GaugeInterval>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
+    /// Unix seconds of the packet being read (a gauge update's time).
+    now_unix_s: u64,
     sanitize: bool,
     timer_sample_limit: usize,
     key_scratch: String,
@@ -350,6 +391,7 @@ impl Table {
             gauges: SeriesMap::default(),
             sets: SeriesMap::default(),
             ingest: IngestCounts::default(),
+            now_unix_s: 0,
             sanitize,
             timer_sample_limit,
             key_scratch: String::new(),
@@ -379,6 +421,7 @@ impl Table {
     pub fn insert_packet(&mut self, now_unix_s: u64, packet: &[u8]) {
         self.ingest.packets += 1;
         self.ingest.last_packet_unix_s = now_unix_s;
+        self.now_unix_s = now_unix_s;
         let mut run = Run::new(std::mem::take(&mut self.run_keys));
         for line in proto::scan_lines(packet) {
             self.ingest.lines += 1;
@@ -446,10 +489,11 @@ impl Table {
             match metric.kind {
                 Kind::Counter => self.counters.add(hash, key, number / metric.sample_rate),
                 Kind::Gauge => {
-                    let gauge = self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default);
+                    let gauge = self.gauges.get_or_insert_with(hash, key, GaugeInterval::default);
+                    gauge.last_unix_s = self.now_unix_s;
                     match metric.value {
-                        Value::GaugeDelta(delta) => gauge.add_delta(delta),
-                        _ => *gauge = GaugeUpdate::Set(number),
+                        Value::GaugeDelta(delta) => gauge.update.add_delta(delta),
+                        _ => gauge.update = GaugeUpdate::Set(number),
                     }
                 }
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
@@ -508,10 +552,13 @@ impl Table {
                 timer.milliseconds |= metric.kind == Kind::Timer;
             }
             (Kind::Gauge, Value::Number(number)) => {
-                *self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default) = GaugeUpdate::Set(number)
+                let gauge = self.gauges.get_or_insert_with(hash, key, GaugeInterval::default);
+                (gauge.update, gauge.last_unix_s) = (GaugeUpdate::Set(number), self.now_unix_s);
             }
             (Kind::Gauge, Value::GaugeDelta(delta)) => {
-                self.gauges.get_or_insert_with(hash, key, GaugeUpdate::default).add_delta(delta)
+                let gauge = self.gauges.get_or_insert_with(hash, key, GaugeInterval::default);
+                gauge.update.add_delta(delta);
+                gauge.last_unix_s = self.now_unix_s;
             }
             (Kind::Set, Value::Member(member)) => {
                 let members = self.sets.get_or_insert_with(hash, key, HashSet::new);
@@ -534,7 +581,7 @@ const SECOND_STAGE_LAG: usize = 10;
 pub struct TakenInterval {
     pub(crate) counters: CounterDelta,
     pub(crate) timers: Vec<(CompactString, TimerSamples)>,
-    pub(crate) gauges: SeriesMap<GaugeUpdate>,
+    pub(crate) gauges: SeriesMap<GaugeInterval>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
 }
@@ -585,7 +632,7 @@ mod tests {
         ];
         for (packet, earlier, want) in cases {
             let table = table_of(packet);
-            assert_eq!(table.gauges["g"].apply(*earlier), *want, "packet {packet:?} on {earlier:?}");
+            assert_eq!(table.gauges["g"].update.apply(*earlier), *want, "packet {packet:?} on {earlier:?}");
         }
     }
 
@@ -718,6 +765,7 @@ mod tests {
             let mut full = Table::new(true, 4);
             full.ingest.packets += 1;
             full.ingest.last_packet_unix_s = 1;
+            full.now_unix_s = 1;
             for line in proto::lines(packet.as_bytes()) {
                 full.ingest.lines += 1;
                 full.insert_line(line);

@@ -18,13 +18,15 @@ use crate::accept::ConnectionSlots;
 use crate::admin::{self, AdminState};
 use crate::config::{Backend, Config, Listener, UnixPath};
 use crate::flush::{unix_now_ms, Aggregation, Flusher};
+use crate::global::Global;
 use crate::http::{self, HttpState};
 use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
     PendingBudget, Stopping, StreamContext, Tap, UdpSettings,
 };
+use crate::sinks::forward::encode::CutSettings;
 use crate::sinks::graphite::GraphiteNames;
-use crate::sinks::{console, graphite, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
+use crate::sinks::{console, forward, graphite, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
 use crate::telemetry::EdgeCounters;
 
 /// How long sinks get to deliver the final flush.
@@ -133,7 +135,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         started_unix_s: startup_s,
         sinks: sinks.iter().flat_map(|sink| std::iter::once(&sink.telemetry).chain(&sink.targets).cloned()).collect(),
         raw_config: config.raw.clone(),
-        edges: edge_counters,
+        edges: edge_counters.clone(),
         idle_timeout: config.ingest.idle_timeout,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
@@ -141,6 +143,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
         reader: Mutex::new(None),
         prometheus,
+        global: Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)),
         admin: admin_state,
     });
     let limits = http::Limits {
@@ -188,11 +191,16 @@ impl Serving {
             _ = stop.wait_for(|stopped| *stopped) => {}
         }
         stop_edges(self.edges, &self.stop, &self.stopping).await;
+        // Forwarded batches the HTTP server acknowledged are in the final flush: it has
+        // stopped accepting and finished the requests in hand (within 5 s) first.
+        let mut http_task = self.http_task;
+        if tokio::time::timeout(Duration::from_secs(6), &mut http_task).await.is_err() {
+            http_task.abort();
+        }
         self.flusher.flush(unix_now_ms());
         drop(self.flusher);
         finish_sinks(self.sinks).await;
         self.admin_task.abort();
-        self.http_task.abort();
     }
 }
 
@@ -244,6 +252,17 @@ fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<Started> {
                 let (sink, series) = prometheus::spawn(config.prometheus.clone(), own, targets.collect());
                 sinks.push(sink);
                 exposed = Some(series);
+            }
+            Backend::Forward => {
+                let settings = CutSettings {
+                    source: config.forward.source.clone(),
+                    prefix_stats: config.agg.prefix_stats.clone(),
+                    set_members_limit: config.forward.set_members_limit,
+                    raw_values_limit: config.forward.raw_values_limit.unwrap_or(config.agg.timer_sample_limit),
+                    max_batch_bytes: config.forward.max_batch_bytes,
+                };
+                let telemetry = telemetry(backend, EtsyStatus::None, queue_limit);
+                sinks.push(forward::spawn(config.forward.clone(), settings, telemetry)?);
             }
         }
     }

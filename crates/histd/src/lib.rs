@@ -22,6 +22,7 @@ mod admin;
 mod cross_protocol;
 mod daemon;
 mod flush;
+mod global;
 mod http;
 mod ingest;
 mod sinks;

@@ -20,6 +20,8 @@ pub enum Backend {
     Store,
     /// Prometheus: `/metrics` and remote write.
     Prometheus,
+    /// Each flush's mergeable state to global histd nodes.
+    Forward,
 }
 
 impl Backend {
@@ -31,6 +33,7 @@ impl Backend {
             Backend::Repeater => "repeater",
             Backend::Store => "store",
             Backend::Prometheus => "prometheus",
+            Backend::Forward => "forward",
         }
     }
 }
@@ -52,9 +55,11 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             "repeater" => Backend::Repeater,
             "store" => Backend::Store,
             "prometheus" => Backend::Prometheus,
+            "forward" => Backend::Forward,
             other => {
-                let message =
-                    format!("unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus)");
+                let message = format!(
+                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward)"
+                );
                 return Err(ConfigError { key, message });
             }
         };

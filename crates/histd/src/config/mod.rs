@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use agg::AggConfig;
 
+use crate::sinks::forward::{ForwardConfig, GlobalConfig};
 use crate::sinks::prometheus::PrometheusConfig;
 use serde_json::{json, Map, Value};
 
@@ -50,6 +51,10 @@ pub struct Config {
     pub repeater: RepeaterConfig,
     /// The `prometheus` backend.
     pub prometheus: PrometheusConfig,
+    /// The `forward` backend (a local histd's global nodes).
+    pub forward: ForwardConfig,
+    /// What this histd does with batches other histd forward to it.
+    pub global: GlobalConfig,
     /// The embedded store and the HTTP API.
     pub store: StoreConfig,
     /// `debug`: log at debug level.
@@ -111,12 +116,16 @@ impl Config {
             Some(text) => listen::parse_ip(&text)
                 .ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
         };
+        let backends = backends::backends(&top)?;
+        let forwarding = backends.contains(&Backend::Forward);
         let config = Config {
             listeners: listen::listeners(&top)?,
             ingest: ingest::ingest(&top)?,
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
-            backends: backends::backends(&top)?,
-            agg: agg_config(&top)?,
+            agg: AggConfig { keep_mergeable: forwarding, ..agg_config(&top)? },
+            forward: crate::sinks::forward::config::forward(&top, forwarding)?,
+            global: crate::sinks::forward::config::global(&top)?,
+            backends,
             graphite: backends::graphite(&top)?,
             console: backends::console(&top)?,
             repeater: backends::repeater(&top)?,
@@ -157,6 +166,8 @@ impl Config {
             "console": { "prettyprint": self.console.prettyprint },
             "repeater": self.repeater.effective(),
             "prometheus": self.prometheus.effective(),
+            "forward": self.forward.effective(),
+            "global": self.global.effective(),
             "store": self.store.effective(),
             "debug": self.debug,
             "healthStatus": if self.healthy_at_start { "up" } else { "down" },
@@ -193,6 +204,7 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         key_name_sanitize: top.bool("keyNameSanitize", true)?,
         timer_sample_limit: timer_sample_limit(top)?,
         self_metrics: top.bool("histdSelfMetrics", false)?,
+        keep_mergeable: false,
     })
 }
 

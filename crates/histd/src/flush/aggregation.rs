@@ -59,6 +59,14 @@ impl Aggregation {
     }
 }
 
+impl Aggregation {
+    /// Merges another histd's forwarded interval into the current one (the readers' tables
+    /// are left to the next flush: their order does not matter to a merge).
+    pub fn absorb_mergeable(&self, interval: agg::Mergeable) {
+        lock(&self.gathered).aggregator.absorb_mergeable(interval);
+    }
+}
+
 impl Deref for Gathered {
     type Target = Aggregator;
     fn deref(&self) -> &Aggregator {

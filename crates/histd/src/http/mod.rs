@@ -9,6 +9,7 @@
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
+//! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md) | `{"merged", "duplicate"}`; 503 unless `global.accept`, 400 for a malformed batch, 413 past `global.maxBatchBytes` |
 //! | `GET /metrics` | `Accept` picks text 0.0.4 or OpenMetrics 1.0 | histd's own metrics; with the prometheus backend, every series |
 //! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off) |
 //!
@@ -17,6 +18,7 @@
 //! steps durations (`10s`, `1m`, `1h`, `1d`).
 
 mod api;
+mod forward;
 mod metrics;
 pub mod params;
 mod ui;
@@ -26,6 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -49,13 +52,22 @@ pub struct HttpState {
     pub reader: Mutex<Option<store::Store>>,
     /// The prometheus backend's series, when it is on.
     pub prometheus: Option<Arc<crate::sinks::prometheus::Exposed>>,
+    /// Where forwarded batches are merged (`global.accept`).
+    pub global: Arc<crate::global::Global>,
     /// Counters and health, shared with the management interface.
     pub admin: Arc<AdminState>,
 }
 
 /// The API's routes (each is in `openapi.json`; a test checks both ways).
-const API_ROUTES: [&str; 6] =
-    ["/health", "/api/v1/series", "/api/v1/query", "/api/v1/histogram", "/api/v1/heatmap", "/api/v1/openapi.json"];
+const API_ROUTES: [&str; 7] = [
+    "/health",
+    "/api/v1/series",
+    "/api/v1/query",
+    "/api/v1/histogram",
+    "/api/v1/heatmap",
+    "/api/v1/openapi.json",
+    "/api/v1/forward",
+];
 
 /// The HTTP server's bounds (`httpMaxConnections`, `httpHeaderTimeoutMs`).
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +108,8 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits,
 }
 
 fn router(state: Arc<HttpState>) -> Router {
-    let [health, series, query, histogram, heatmap, openapi] = API_ROUTES;
+    let [health, series, query, histogram, heatmap, openapi, forward] = API_ROUTES;
+    let forward_limit = DefaultBodyLimit::max(state.global.max_body_bytes());
     Router::new()
         .route(health, get(api::health))
         .route(series, get(api::series))
@@ -104,6 +117,7 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(histogram, get(api::histogram))
         .route(heatmap, get(api::heatmap))
         .route(openapi, get(api::openapi))
+        .route(forward, post(forward::receive).layer(forward_limit))
         .route("/metrics", get(metrics::metrics))
         .route("/-/clear", post(metrics::clear))
         .route("/", get(ui::index))
@@ -147,7 +161,8 @@ mod tests {
         assert_eq!(routed, documented);
         let table = include_str!("mod.rs");
         for route in super::API_ROUTES {
-            assert!(table.contains(&format!("| `GET {route}` |")), "{route} is missing from the route table");
+            let listed = ["GET", "POST"].iter().any(|method| table.contains(&format!("| `{method} {route}` |")));
+            assert!(listed, "{route} is missing from the route table");
         }
     }
 }

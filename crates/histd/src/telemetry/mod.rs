@@ -78,6 +78,17 @@ pub struct EdgeCounters {
     pub shutdown_cut_connections: Counter,
     /// Bytes of partial lines (no newline yet) held across every stream connection.
     pub stream_pending_bytes: Gauge,
+    /// Forwarded batches merged (`global.accept`).
+    pub forward_batches_merged: Counter,
+    /// Series those batches held.
+    pub forward_series_merged: Counter,
+    /// Forwarded batches acknowledged without merging: their identity was merged before.
+    pub forward_batches_duplicate: Counter,
+    /// Forwarded bodies refused: malformed (HTTP 400), another encoding (415), or sent while
+    /// `global.accept` is off (503).
+    pub forward_batches_refused: Counter,
+    /// Batch identities forgotten to stay within `global.dedupBatches`.
+    pub forward_ids_forgotten: Counter,
     /// The smallest UDP receive buffer as the kernel reads it back (`SO_RCVBUF`: twice what
     /// was set, half being its bookkeeping); 0 without UDP listeners.
     pub receive_buffer_bytes: Gauge,
@@ -99,7 +110,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 10] {
+    pub fn entries(&self) -> [(&'static str, u64); 15] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -109,6 +120,11 @@ impl EdgeCounters {
             ("http_header_timeouts", self.http_header_timeouts.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
             ("shutdown_cut_connections", self.shutdown_cut_connections.get()),
+            ("forward_batches_merged", self.forward_batches_merged.get()),
+            ("forward_series_merged", self.forward_series_merged.get()),
+            ("forward_batches_duplicate", self.forward_batches_duplicate.get()),
+            ("forward_batches_refused", self.forward_batches_refused.get()),
+            ("forward_ids_forgotten", self.forward_ids_forgotten.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),
             ("receive_buffer_bytes", self.receive_buffer_bytes.get()),
         ]

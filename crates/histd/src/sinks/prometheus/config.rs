@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::mapping::Mapper;
 use crate::config::reader::{ConfigError, Reader};
+use crate::sinks::http_client::HttpUrl;
 
 /// Prometheus' `DefBuckets`, in seconds.
 pub const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -47,61 +48,6 @@ impl HistogramMode {
             HistogramMode::Classic => "classic",
             HistogramMode::Vmrange => "vmrange",
             HistogramMode::Native => "native",
-        }
-    }
-}
-
-/// Where a remote-write target is: `http://host:port/path`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpUrl {
-    /// The host name or address.
-    pub host: String,
-    /// The port (80 when the URL has none).
-    pub port: u16,
-    /// The path and query (`/api/v1/write`).
-    pub path: String,
-}
-
-impl HttpUrl {
-    /// Reads `http://host[:port][/path]`; https is refused with the reason.
-    pub fn parse(url: &str) -> Result<HttpUrl, String> {
-        if url.starts_with("https://") {
-            return Err("https is not supported yet: give an http:// URL (a local TLS proxy can add TLS)".into());
-        }
-        let rest = url.strip_prefix("http://").ok_or("expected a URL starting with http://")?;
-        let (authority, path) = match rest.find('/') {
-            Some(slash) => (&rest[..slash], &rest[slash..]),
-            None => (rest, "/"),
-        };
-        // `[v6]` or `[v6]:port`, else `host` or `host:port`.
-        let (host, port) = match authority.strip_prefix('[') {
-            Some(bracketed) => {
-                let (host, after) = bracketed.split_once(']').ok_or("an IPv6 address lacks its closing ']'")?;
-                match after {
-                    "" => (host, None),
-                    _ => (host, Some(after.strip_prefix(':').ok_or(format!("'{after}' after ']' is not ':port'"))?)),
-                }
-            }
-            None => match authority.rsplit_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (authority, None),
-            },
-        };
-        let port = match port {
-            Some(port) => port.parse::<u16>().map_err(|_| format!("'{port}' is not a port"))?,
-            None => 80,
-        };
-        if host.is_empty() {
-            return Err("the URL has no host".into());
-        }
-        Ok(HttpUrl { host: host.to_string(), port, path: path.to_string() })
-    }
-
-    /// `host:port`, as the `Host` header has it.
-    pub fn authority(&self) -> String {
-        match self.host.contains(':') {
-            true => format!("[{}]:{}", self.host, self.port),
-            false => format!("{}:{}", self.host, self.port),
         }
     }
 }
@@ -315,35 +261,4 @@ fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteT
         timeout,
         retry_buffer_bytes,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::HttpUrl;
-
-    #[test]
-    fn urls_are_read_or_refused_with_the_reason() {
-        let url = |host: &str, port, path: &str| Ok(HttpUrl { host: host.into(), port, path: path.into() });
-        let cases: &[(&str, Result<HttpUrl, String>)] = &[
-            ("http://127.0.0.1:8428/api/v1/write", url("127.0.0.1", 8428, "/api/v1/write")),
-            ("http://vm/api/v1/write?extra_label=a", url("vm", 80, "/api/v1/write?extra_label=a")),
-            ("http://[::1]:9090/api/v1/write", url("::1", 9090, "/api/v1/write")),
-            ("http://[::1]/api/v1/write", url("::1", 80, "/api/v1/write")),
-            ("http://localhost:9090", url("localhost", 9090, "/")),
-        ];
-        for (text, want) in cases {
-            assert_eq!(&HttpUrl::parse(text), want, "{text}");
-        }
-        for bad in [
-            "https://vm/api/v1/write",
-            "vm:8428/api/v1/write",
-            "http://:80/",
-            "http://vm:port/",
-            "http://[::1/",
-            "http://[::1]x/",
-        ] {
-            assert!(HttpUrl::parse(bad).is_err(), "{bad}");
-        }
-        assert_eq!(HttpUrl::parse("http://[::1]:9090/").unwrap().authority(), "[::1]:9090");
-    }
 }

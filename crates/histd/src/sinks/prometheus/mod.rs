@@ -16,7 +16,6 @@
 //! sample rate; native histograms re-bin (`native.rs` says how and what it costs); a
 //! mapping's `observer_type: summary` gets quantiles of the window's circllhist bins.
 
-mod client;
 pub mod config;
 pub mod encode;
 pub mod exposition;

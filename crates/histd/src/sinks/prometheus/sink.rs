@@ -15,12 +15,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::client::{Client, Outcome};
 use super::config::{HistogramMode, PrometheusConfig, RemoteWriteTarget};
 use super::encode::{encode, Flush, Request};
 use super::samples::Layout;
 use super::state::Registry;
 use crate::ingest::unix_now_s;
+use crate::sinks::http_client::{Client, Outcome};
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 /// Flushes' requests a target may have waiting to enter its retry buffer.
@@ -140,6 +140,16 @@ fn apply(
         .collect()
 }
 
+/// Remote write 1.0's headers, then the target's own.
+fn remote_write_headers(own: &[(String, String)]) -> Vec<(String, String)> {
+    let fixed = [
+        ("content-encoding", "snappy"),
+        ("content-type", "application/x-protobuf"),
+        ("x-prometheus-remote-write-version", "0.1.0"),
+    ];
+    fixed.iter().map(|(name, value)| (name.to_string(), value.to_string())).chain(own.iter().cloned()).collect()
+}
+
 /// One target's sender and retry buffer.
 struct Delivery {
     name: String,
@@ -160,7 +170,7 @@ impl Delivery {
     fn new(target: &RemoteWriteTarget, telemetry: Arc<SinkTelemetry>) -> Delivery {
         Delivery {
             name: target.name.clone(),
-            client: Client::new(target.url.clone(), target.headers.clone(), target.timeout),
+            client: Client::new(target.url.clone(), remote_write_headers(&target.headers), target.timeout),
             buffer: VecDeque::new(),
             buffered_bytes: 0,
             limit: target.retry_buffer_bytes,

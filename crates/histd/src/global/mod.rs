@@ -1,0 +1,184 @@
+//! The global tier: batches forwarded by local histd (the `forward` backend) are merged into
+//! this histd's own aggregation, so its backends, store, `/metrics`, web page and query API
+//! show the fleet's series. `POST /api/v1/forward` (http/forward.rs) hands bodies here.
+//!
+//! Each batch identity (source, interval start, part, chunk) is merged once: a copy (a retry
+//! whose answer was lost, a spool replayed after the local crashed) is acknowledged and
+//! skipped. The last `global.dedupBatches` identities are remembered, the oldest forgotten
+//! first (`forward_ids_forgotten` counts them). The memory is this process's: a global that
+//! restarts merges a copy sent to it again once.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use agg::Mergeable;
+use compact_str::CompactString;
+use hashbrown::HashSet;
+
+use crate::flush::Aggregation;
+use crate::sinks::forward::config::GlobalConfig;
+use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
+use crate::telemetry::EdgeCounters;
+
+/// What a global does with forwarded batches.
+#[derive(Debug)]
+pub struct Global {
+    config: GlobalConfig,
+    aggregation: Arc<Aggregation>,
+    edges: Arc<EdgeCounters>,
+    seen: Mutex<SeenBatches>,
+}
+
+/// How a batch was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Merged: this many series.
+    Merged(usize),
+    /// Its identity was merged before: nothing done.
+    Duplicate,
+}
+
+impl Global {
+    /// Merges into `aggregation`, counting into `edges`.
+    pub fn new(config: GlobalConfig, aggregation: Arc<Aggregation>, edges: Arc<EdgeCounters>) -> Global {
+        let seen = Mutex::new(SeenBatches::new(config.dedup_batches));
+        Global { config, aggregation, edges, seen }
+    }
+
+    /// True when `global.accept` is on.
+    pub fn accepts(&self) -> bool {
+        self.config.accept
+    }
+
+    /// The largest body taken, compressed (a batch is never larger compressed than this,
+    /// with snappy's worst case).
+    pub fn max_body_bytes(&self) -> usize {
+        self.config.max_batch_bytes + self.config.max_batch_bytes / 6 + 64
+    }
+
+    /// Decodes a body and merges it once; a bad body is counted and merges nothing.
+    pub fn receive(&self, body: &[u8]) -> Result<Received, FormatError> {
+        let batch = format::decode(body, self.config.max_batch_bytes).inspect_err(|_| {
+            self.edges.forward_batches_refused.add(1);
+        })?;
+        Ok(self.merge(batch))
+    }
+
+    /// Merges a decoded batch unless its identity was merged before.
+    pub fn merge(&self, batch: Batch) -> Received {
+        let Batch { id, mut interval } = batch;
+        let forgotten = {
+            let mut seen = crate::ingest::shards_lock(&self.seen);
+            match seen.insert(&id) {
+                None => {
+                    self.edges.forward_batches_duplicate.add(1);
+                    return Received::Duplicate;
+                }
+                Some(forgotten) => forgotten,
+            }
+        };
+        self.edges.forward_ids_forgotten.add(forgotten);
+        if let Some(tag) = &self.config.tag_source {
+            tag_series(&mut interval, tag, &id.source);
+        }
+        let series = interval.len();
+        self.aggregation.absorb_mergeable(interval);
+        self.edges.forward_batches_merged.add(1);
+        self.edges.forward_series_merged.add(series as u64);
+        Received::Merged(series)
+    }
+}
+
+/// Batch identities merged, oldest first, bounded.
+#[derive(Debug)]
+struct SeenBatches {
+    set: HashSet<BatchId>,
+    order: VecDeque<BatchId>,
+    limit: usize,
+}
+
+impl SeenBatches {
+    fn new(limit: usize) -> Self {
+        SeenBatches { set: HashSet::new(), order: VecDeque::new(), limit: limit.max(1) }
+    }
+
+    /// Remembers `id`: `None` when it was remembered already, else how many older identities
+    /// were forgotten to make room.
+    fn insert(&mut self, id: &BatchId) -> Option<u64> {
+        if self.set.contains(id) {
+            return None;
+        }
+        let mut forgotten = 0;
+        while self.order.len() >= self.limit {
+            if let Some(oldest) = self.order.pop_front() {
+                self.set.remove(&oldest);
+                forgotten += 1;
+            }
+        }
+        self.set.insert(id.clone());
+        self.order.push_back(id.clone());
+        Some(forgotten)
+    }
+}
+
+/// Adds the tag `<tag>=<source>` to every series key, in sorted place as a client's tag would
+/// be (at the end of a key whose parts are not all `k=v` tags: a `;` in the name).
+fn tag_series(interval: &mut Mergeable, tag: &str, source: &str) {
+    let mut value = String::new();
+    proto::key::push_sanitized(&mut value, source.as_bytes());
+    let value = value.replace([';', '='], "_");
+    let retag = |key: &mut CompactString| {
+        let mut tagged = String::with_capacity(key.len() + tag.len() + value.len() + 2);
+        tagged.push_str(key);
+        tagged.push(';');
+        tagged.push_str(tag);
+        tagged.push('=');
+        tagged.push_str(&value);
+        if key.split(';').skip(1).all(|part| part.contains('=')) {
+            proto::key::sort_tags(&mut tagged);
+        }
+        *key = CompactString::from(tagged);
+    };
+    interval.counters.iter_mut().for_each(|(key, _)| retag(key));
+    interval.timers.iter_mut().for_each(|(key, _)| retag(key));
+    interval.gauges.iter_mut().for_each(|(key, _)| retag(key));
+    interval.sets.iter_mut().for_each(|(key, _)| retag(key));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(source: &str, start: u64, part: &str) -> BatchId {
+        BatchId { source: source.into(), interval_start_ms: start, interval_ms: 10_000, part: part.into(), chunk: 0 }
+    }
+
+    #[test]
+    fn an_identity_is_merged_once_and_the_oldest_are_forgotten_first() {
+        let mut seen = SeenBatches::new(2);
+        assert_eq!(seen.insert(&id("a", 0, "n1")), Some(0));
+        assert_eq!(seen.insert(&id("a", 0, "n1")), None);
+        assert_eq!(seen.insert(&id("a", 0, "n2")), Some(0), "another part of the same interval");
+        assert_eq!(seen.insert(&id("b", 0, "n1")), Some(1));
+        assert_eq!(seen.insert(&id("a", 0, "n1")), Some(1), "forgotten, so merged again");
+    }
+
+    #[test]
+    fn the_source_tag_sits_in_sorted_place() {
+        let mut interval = Mergeable::default();
+        for key in ["req", "req;zone=b", "req;app=x", "odd;name;x=1"] {
+            interval.counters.push((key.into(), 1.0));
+        }
+        tag_series(&mut interval, "host", "web-1.example");
+        let keys: Vec<&str> = interval.counters.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "req;host=web-1.example",
+                "req;host=web-1.example;zone=b",
+                "req;app=x;host=web-1.example",
+                "odd;name;x=1;host=web-1.example"
+            ]
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! `forward` (a local histd sending its intervals to global ones) and `global` (a histd
+//! accepting them) sections.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::config::reader::{ConfigError, Reader};
+use crate::sinks::http_client::HttpUrl;
+
+/// Where batches are posted on a node given as `http://host:port` alone.
+pub const FORWARD_PATH: &str = "/api/v1/forward";
+/// The default `forward.spoolBytes`: 256 MiB.
+pub const DEFAULT_SPOOL_BYTES: u64 = 256 * 1024 * 1024;
+/// The default `forward.setMembersLimit`.
+pub const DEFAULT_SET_MEMBERS_LIMIT: usize = 1000;
+/// The default `global.maxBatchBytes`: 256 MiB decompressed.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 256 * 1024 * 1024;
+/// The default `global.dedupBatches`.
+pub const DEFAULT_DEDUP_BATCHES: usize = 100_000;
+
+/// The forward backend's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardConfig {
+    /// `forward.nodes` (required with the backend): the global nodes' HTTP URLs, as given
+    /// (their identity in the hash), with where batches go (`/api/v1/forward` unless a path
+    /// is given).
+    pub nodes: Vec<(String, HttpUrl)>,
+    /// `forward.source` (the host name): this histd's name in batch identities (and the
+    /// source tag at a global with `global.tagSource`). Must be unique in the fleet.
+    pub source: String,
+    /// `forward.checkInterval` (10000 ms): how often each node's `/health` is asked.
+    pub check_interval: Duration,
+    /// `forward.timeoutMs` (10000): one request's deadline.
+    pub timeout: Duration,
+    /// `forward.spoolDir` (none: batches wait in memory): batches are written here before
+    /// they are sent and removed once a node took them, so they survive a restart.
+    pub spool_dir: Option<PathBuf>,
+    /// `forward.spoolBytes` (256 MiB): what waits, on disk or in memory; past it the oldest
+    /// batches are dropped (`forward.dropped_points.buffer_full`).
+    pub spool_bytes: u64,
+    /// `forward.setMembersLimit` (1000): sets with more members are forwarded as a
+    /// HyperLogLog sketch (16 KiB, ~0.8% error).
+    pub set_members_limit: usize,
+    /// `forward.rawValuesLimit` (`timerSampleLimit`): timers with at most this many values
+    /// send them all, so the global computes Etsy's exact percentiles; busier ones send only
+    /// their histogram and exact totals.
+    pub raw_values_limit: Option<usize>,
+    /// `forward.maxBatchBytes` (8 MiB): a part larger than this before compression is sent in
+    /// several requests.
+    pub max_batch_bytes: usize,
+}
+
+/// The default `forward.maxBatchBytes`: 8 MiB before compression.
+pub const DEFAULT_PART_BYTES: usize = 8 * 1024 * 1024;
+
+impl Default for ForwardConfig {
+    fn default() -> Self {
+        ForwardConfig {
+            nodes: Vec::new(),
+            source: host_name(),
+            check_interval: Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+            spool_dir: None,
+            spool_bytes: DEFAULT_SPOOL_BYTES,
+            set_members_limit: DEFAULT_SET_MEMBERS_LIMIT,
+            raw_values_limit: None,
+            max_batch_bytes: DEFAULT_PART_BYTES,
+        }
+    }
+}
+
+impl ForwardConfig {
+    /// The settings as `histd check-config` prints them.
+    pub fn effective(&self) -> Value {
+        json!({
+            "nodes": self.nodes.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "source": self.source,
+            "checkInterval": self.check_interval.as_millis() as u64,
+            "timeoutMs": self.timeout.as_millis() as u64,
+            "spoolDir": self.spool_dir,
+            "spoolBytes": self.spool_bytes,
+            "setMembersLimit": self.set_members_limit,
+            "rawValuesLimit": self.raw_values_limit,
+            "maxBatchBytes": self.max_batch_bytes,
+        })
+    }
+}
+
+/// The host name (`/proc/sys/kernel/hostname`), or `histd` when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "histd".to_string())
+}
+
+/// Reads `forward.*`; `required` (the backend is on) makes `nodes` mandatory.
+pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, ConfigError> {
+    let section = top.object("forward")?;
+    let defaults = ForwardConfig::default();
+    let mut nodes = Vec::new();
+    for (index, node) in section.array("nodes")?.iter().enumerate() {
+        let key = format!("nodes[{index}]");
+        let text = node.as_str().ok_or_else(|| section.error(&key, format!("expected a URL string, got {node}")))?;
+        let mut url = HttpUrl::parse(text).map_err(|message| section.error(&key, message))?;
+        if url.path == "/" {
+            url.path = FORWARD_PATH.to_string();
+        }
+        if nodes.iter().any(|(name, _)| name == text) {
+            return Err(section.error(&key, format!("'{text}' is listed twice")));
+        }
+        nodes.push((text.to_string(), url));
+    }
+    if required && nodes.is_empty() {
+        return Err(
+            section.error("nodes", "the forward backend needs at least one global node: [\"http://host:8127\"]")
+        );
+    }
+    let source = section.string("source")?.unwrap_or(defaults.source);
+    if source.is_empty() || source.len() > 255 {
+        return Err(section.error("source", "expected a name of 1 to 255 bytes"));
+    }
+    Ok(ForwardConfig {
+        nodes,
+        source,
+        check_interval: milliseconds(&section, "checkInterval", defaults.check_interval)?,
+        timeout: milliseconds(&section, "timeoutMs", defaults.timeout)?,
+        spool_dir: section.string("spoolDir")?.map(PathBuf::from),
+        spool_bytes: whole(&section, "spoolBytes", defaults.spool_bytes, 1024)?,
+        set_members_limit: whole(&section, "setMembersLimit", defaults.set_members_limit as u64, 0)? as usize,
+        raw_values_limit: match section.raw("rawValuesLimit") {
+            None => None,
+            Some(_) => Some(whole(&section, "rawValuesLimit", 0, 0)? as usize),
+        },
+        max_batch_bytes: whole(&section, "maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
+    })
+}
+
+/// What a global histd does with forwarded batches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GlobalConfig {
+    /// `global.accept` (false): `POST /api/v1/forward` merges batches from local histd
+    /// (refused with 403 otherwise).
+    pub accept: bool,
+    /// `global.tagSource` (none): a tag name; each forwarded series gets the tag
+    /// `<name>=<source>`, so hosts stay apart instead of merging.
+    pub tag_source: Option<String>,
+    /// `global.dedupBatches` (100000): batch identities remembered so that a batch sent twice
+    /// (a retry, a spool replayed after a crash) merges once; the oldest are forgotten first
+    /// (`forward_ids_forgotten`).
+    pub dedup_batches: usize,
+    /// `global.maxBatchBytes` (256 MiB): the largest batch accepted, decompressed.
+    pub max_batch_bytes: usize,
+}
+
+impl Default for GlobalConfig {
+    fn default() -> Self {
+        GlobalConfig {
+            accept: false,
+            tag_source: None,
+            dedup_batches: DEFAULT_DEDUP_BATCHES,
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+impl GlobalConfig {
+    /// The settings as `histd check-config` prints them.
+    pub fn effective(&self) -> Value {
+        json!({
+            "accept": self.accept, "tagSource": self.tag_source,
+            "dedupBatches": self.dedup_batches, "maxBatchBytes": self.max_batch_bytes,
+        })
+    }
+}
+
+/// Reads `global.*`.
+pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
+    let section = top.object("global")?;
+    let defaults = GlobalConfig::default();
+    let tag_source = section.string("tagSource")?;
+    if let Some(tag) = &tag_source {
+        let valid = !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(section.error("tagSource", format!("'{tag}' is not a tag name ([A-Za-z0-9_-]+)")));
+        }
+    }
+    Ok(GlobalConfig {
+        accept: section.bool("accept", defaults.accept)?,
+        tag_source,
+        dedup_batches: whole(&section, "dedupBatches", defaults.dedup_batches as u64, 1)? as usize,
+        max_batch_bytes: whole(&section, "maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize,
+    })
+}
+
+/// A whole number of at least `least`, `default` when absent.
+fn whole(section: &Reader<'_>, key: &str, default: u64, least: u64) -> Result<u64, ConfigError> {
+    match section.number(key)? {
+        None => Ok(default),
+        Some(n) if n.fract() == 0.0 && n >= least as f64 && n < 1e18 => Ok(n as u64),
+        Some(n) => Err(section.error(key, format!("expected a whole number of at least {least}, got {n}"))),
+    }
+}
+
+/// Milliseconds, at least 1.
+fn milliseconds(section: &Reader<'_>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
+    match section.number(key)? {
+        None => Ok(default),
+        Some(ms) if (1.0..=86_400_000.0).contains(&ms) => Ok(Duration::from_millis(ms as u64)),
+        Some(ms) => Err(section.error(key, format!("expected milliseconds from 1 to 86400000, got {ms}"))),
+    }
+}

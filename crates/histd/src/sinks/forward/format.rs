@@ -1,0 +1,372 @@
+//! The forwarding wire format, version 1: one source's interval (or a part of it) in the form
+//! that merges exactly. docs/forward-format.md is the specification; this file follows it
+//! field by field.
+//!
+//! ```text
+//! batch    = "HFWD" version:u8=1 source:bytes interval_start_ms:varint interval_ms:varint
+//!            part:bytes chunk:varint
+//!            n:varint counter*n  n:varint timer*n  n:varint gauge*n  n:varint set*n
+//! counter  = key:bytes value:f64
+//! timer    = key:bytes flags:u8 (1 = statsd `ms` timer, 2 = raw values follow)
+//!            received:varint count:f64 sum:f64 sum_squares:f64 min:f64 max:f64
+//!            [n:varint value:f64*n]  histogram:bytes (libcircllhist's binary serialisation)
+//! gauge    = key:bytes value:f64 updated_unix_s:varint
+//! set      = key:bytes 0 n:varint member:bytes*n  |  key:bytes 1 precision:u8=14 register:u8*16384
+//! bytes    = length:varint byte*length        varint = unsigned LEB128    f64 = IEEE 754, little-endian
+//! ```
+//!
+//! The HTTP body is the batch compressed with snappy's block format (`Content-Encoding: snappy`).
+//! A batch's identity is (source, interval_start_ms, part, chunk): a receiver merges each
+//! identity once, so retries and copies cost nothing.
+
+use agg::{Distinct, ForwardedGauge, Hll, Mergeable, TimerPoint, TimerSamples, TimerTotals};
+use compact_str::CompactString;
+
+/// The first bytes of every batch.
+pub const MAGIC: &[u8; 4] = b"HFWD";
+/// The version this histd writes and reads.
+pub const VERSION: u8 = 1;
+/// The content type of a forwarded batch.
+pub const CONTENT_TYPE: &str = "application/x-histd-forward";
+/// The longest key a batch may hold.
+const MAX_KEY_BYTES: usize = 65_536;
+const TIMER_MS: u8 = 1;
+const TIMER_VALUES: u8 = 2;
+const SET_MEMBERS: u8 = 0;
+const SET_SKETCH: u8 = 1;
+
+/// Who sent a batch and which part of which interval it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BatchId {
+    /// The sending histd (`forward.source`).
+    pub source: String,
+    /// Unix milliseconds of the interval's start.
+    pub interval_start_ms: u64,
+    /// The interval's length in milliseconds.
+    pub interval_ms: u64,
+    /// The node the part was cut for (its URL): a source's interval splits into one part per
+    /// node that owns some of its series.
+    pub part: String,
+    /// Parts too big for one request go in numbered chunks.
+    pub chunk: u64,
+}
+
+/// A decoded batch.
+#[derive(Debug)]
+pub struct Batch {
+    /// Its identity.
+    pub id: BatchId,
+    /// Its series.
+    pub interval: Mergeable,
+}
+
+/// Writes one batch, section by section (series of every kind may be added in any order).
+#[derive(Debug)]
+pub struct BatchWriter {
+    id: BatchId,
+    sections: [Vec<u8>; 4],
+    counts: [u64; 4],
+}
+
+impl BatchWriter {
+    /// An empty batch with identity `id`.
+    pub fn new(id: BatchId) -> Self {
+        BatchWriter { id, sections: Default::default(), counts: [0; 4] }
+    }
+
+    /// Series written so far.
+    pub fn series(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Bytes of series written so far (before compression).
+    pub fn bytes(&self) -> usize {
+        self.sections.iter().map(Vec::len).sum()
+    }
+
+    /// Adds a counter's interval sum.
+    pub fn counter(&mut self, key: &str, value: f64) {
+        let out = self.section(0);
+        put_bytes(out, key.as_bytes());
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+
+    /// Adds a timer: its totals, its histogram, and its raw values when the point carries them
+    /// and there are at most `raw_values_limit`.
+    pub fn timer(&mut self, point: &TimerPoint, raw_values_limit: usize) {
+        let with_values = !point.values.is_empty() && point.values.len() <= raw_values_limit;
+        let out = self.section(1);
+        put_bytes(out, point.key.as_bytes());
+        out.push(if point.milliseconds { TIMER_MS } else { 0 } | if with_values { TIMER_VALUES } else { 0 });
+        let totals = &point.totals;
+        put_varint(out, totals.received);
+        for number in [totals.count, totals.sum, totals.sum_squares, totals.min, totals.max] {
+            out.extend_from_slice(&number.to_le_bytes());
+        }
+        if with_values {
+            put_varint(out, point.values.len() as u64);
+            point.values.iter().for_each(|value| out.extend_from_slice(&value.to_le_bytes()));
+        }
+        let histogram = point.distribution.to_bytes();
+        put_bytes(out, &histogram);
+    }
+
+    /// Adds a gauge set at `updated_unix_s`.
+    pub fn gauge(&mut self, key: &str, value: f64, updated_unix_s: u64) {
+        let out = self.section(2);
+        put_bytes(out, key.as_bytes());
+        out.extend_from_slice(&value.to_le_bytes());
+        put_varint(out, updated_unix_s);
+    }
+
+    /// Adds a set: its members while there are at most `members_limit`, else its sketch.
+    pub fn set(&mut self, key: &str, distinct: &Distinct, members_limit: usize) {
+        let out = self.section(3);
+        put_bytes(out, key.as_bytes());
+        match distinct {
+            Distinct::Members(members) if members.len() <= members_limit => {
+                out.push(SET_MEMBERS);
+                put_varint(out, members.len() as u64);
+                members.iter().for_each(|member| put_bytes(out, member));
+            }
+            _ => {
+                out.push(SET_SKETCH);
+                out.push(agg::distinct::HLL_PRECISION as u8);
+                out.extend_from_slice(distinct.sketch().registers());
+            }
+        }
+    }
+
+    fn section(&mut self, index: usize) -> &mut Vec<u8> {
+        self.counts[index] += 1;
+        &mut self.sections[index]
+    }
+
+    /// The batch, uncompressed.
+    pub fn finish(self) -> Vec<u8> {
+        let id = &self.id;
+        let mut out = Vec::with_capacity(self.bytes() + 64 + id.source.len() + id.part.len());
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        put_bytes(&mut out, id.source.as_bytes());
+        put_varint(&mut out, id.interval_start_ms);
+        put_varint(&mut out, id.interval_ms);
+        put_bytes(&mut out, id.part.as_bytes());
+        put_varint(&mut out, id.chunk);
+        for (count, section) in self.counts.iter().zip(&self.sections) {
+            put_varint(&mut out, *count);
+            out.extend_from_slice(section);
+        }
+        out
+    }
+}
+
+/// Compresses a finished batch for its HTTP body.
+pub fn compress(batch: &[u8]) -> Vec<u8> {
+    snap::raw::Encoder::new().compress_vec(batch).unwrap_or_else(|_| unreachable!("snappy takes any input under 4 GiB"))
+}
+
+/// Why a body is not a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    /// Not snappy's block format, or larger than allowed once decompressed.
+    Compression(String),
+    /// Not a batch of a version this histd reads.
+    Header(String),
+    /// A field is cut short or out of range (the byte offset).
+    Field { at: usize, what: &'static str },
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::Compression(why) => write!(f, "body is not a snappy-compressed batch: {why}"),
+            FormatError::Header(why) => write!(f, "{why}"),
+            FormatError::Field { at, what } => write!(f, "bad {what} at byte {at} of the decompressed batch"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// Decompresses and reads a body, refusing one larger than `max_bytes` decompressed.
+pub fn decode(body: &[u8], max_bytes: usize) -> Result<Batch, FormatError> {
+    let length = snap::raw::decompress_len(body).map_err(|e| FormatError::Compression(e.to_string()))?;
+    if length > max_bytes {
+        return Err(FormatError::Compression(format!("{length} bytes decompressed, over the limit of {max_bytes}")));
+    }
+    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| FormatError::Compression(e.to_string()))?;
+    read_batch(&raw)
+}
+
+/// Reads an uncompressed batch.
+pub fn read_batch(raw: &[u8]) -> Result<Batch, FormatError> {
+    let mut input = Input { bytes: raw, at: 0 };
+    if input.take(4, "magic")? != MAGIC {
+        return Err(FormatError::Header("not a histd forward batch (no HFWD magic)".into()));
+    }
+    let version = input.byte("version")?;
+    if version != VERSION {
+        return Err(FormatError::Header(format!("batch version {version}: this histd reads version {VERSION}")));
+    }
+    let id = BatchId {
+        source: input.text("source")?,
+        interval_start_ms: input.varint("interval start")?,
+        interval_ms: input.varint("interval length")?,
+        part: input.text("part")?,
+        chunk: input.varint("chunk")?,
+    };
+    let mut interval = Mergeable::default();
+    let count = input.count(9, "counter count")?;
+    interval.counters =
+        (0..count).map(|_| Ok((input.key()?, input.f64("counter value")?))).collect::<Result<_, _>>()?;
+    let count = input.count(51, "timer count")?;
+    interval.timers = (0..count).map(|_| input.timer()).collect::<Result<_, _>>()?;
+    let count = input.count(10, "gauge count")?;
+    interval.gauges = (0..count).map(|_| input.gauge()).collect::<Result<_, _>>()?;
+    let count = input.count(3, "set count")?;
+    interval.sets = (0..count).map(|_| Ok((input.key()?, input.distinct()?))).collect::<Result<_, _>>()?;
+    if input.at != raw.len() {
+        return Err(FormatError::Field { at: input.at, what: "trailing bytes" });
+    }
+    Ok(Batch { id, interval })
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// A cursor over a batch: every read checks what is left.
+struct Input<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Input<'a> {
+    fn error(&self, what: &'static str) -> FormatError {
+        FormatError::Field { at: self.at, what }
+    }
+
+    fn take(&mut self, length: usize, what: &'static str) -> Result<&'a [u8], FormatError> {
+        let end = self.at.checked_add(length).filter(|&end| end <= self.bytes.len()).ok_or(self.error(what))?;
+        let taken = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(taken)
+    }
+
+    fn byte(&mut self, what: &'static str) -> Result<u8, FormatError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn varint(&mut self, what: &'static str) -> Result<u64, FormatError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.byte(what)?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(self.error(what))
+    }
+
+    /// A count of entries of at least `smallest` bytes each: no more than the bytes left hold.
+    fn count(&mut self, smallest: usize, what: &'static str) -> Result<usize, FormatError> {
+        let count = self.varint(what)?;
+        let left = (self.bytes.len() - self.at) as u64;
+        match count.checked_mul(smallest as u64) {
+            Some(bytes) if bytes <= left => Ok(count as usize),
+            _ => Err(self.error(what)),
+        }
+    }
+
+    fn bytes(&mut self, limit: usize, what: &'static str) -> Result<&'a [u8], FormatError> {
+        let length = self.varint(what)?;
+        if length > limit as u64 {
+            return Err(self.error(what));
+        }
+        self.take(length as usize, what)
+    }
+
+    fn text(&mut self, what: &'static str) -> Result<String, FormatError> {
+        let bytes = self.bytes(MAX_KEY_BYTES, what)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| self.error(what))
+    }
+
+    fn key(&mut self) -> Result<CompactString, FormatError> {
+        let bytes = self.bytes(MAX_KEY_BYTES, "key")?;
+        match std::str::from_utf8(bytes) {
+            Ok(key) if !key.is_empty() => Ok(CompactString::from(key)),
+            _ => Err(self.error("key")),
+        }
+    }
+
+    fn f64(&mut self, what: &'static str) -> Result<f64, FormatError> {
+        let bytes = self.take(8, what)?;
+        Ok(f64::from_le_bytes(bytes.try_into().unwrap_or_else(|_| unreachable!("8 bytes taken"))))
+    }
+
+    fn timer(&mut self) -> Result<(CompactString, TimerSamples), FormatError> {
+        let key = self.key()?;
+        let flags = self.byte("timer flags")?;
+        let received = self.varint("timer received")?;
+        let mut numbers = [0.0; 5];
+        for number in &mut numbers {
+            *number = self.f64("timer totals")?;
+        }
+        let [count, sum, sum_squares, min, max] = numbers;
+        let totals = TimerTotals { count, received, sum, sum_squares, min, max };
+        let values = match flags & TIMER_VALUES {
+            0 => Vec::new(),
+            _ => {
+                let n = self.count(8, "timer value count")?;
+                (0..n).map(|_| self.f64("timer value")).collect::<Result<_, _>>()?
+            }
+        };
+        let at = self.at;
+        let histogram = self.bytes(usize::MAX, "histogram")?;
+        let histogram =
+            circllhist::Histogram::from_bytes(histogram).map_err(|_| FormatError::Field { at, what: "histogram" })?;
+        let samples = TimerSamples::from_parts(&totals, values, histogram, flags & TIMER_MS != 0)
+            .ok_or(FormatError::Field { at, what: "timer (values, count or min/max disagree)" })?;
+        Ok((key, samples))
+    }
+
+    fn gauge(&mut self) -> Result<(CompactString, ForwardedGauge), FormatError> {
+        let key = self.key()?;
+        let value = self.f64("gauge value")?;
+        let updated_unix_s = self.varint("gauge update time")?;
+        Ok((key, ForwardedGauge { value, updated_unix_s }))
+    }
+
+    fn distinct(&mut self) -> Result<Distinct, FormatError> {
+        match self.byte("set kind")? {
+            SET_MEMBERS => {
+                let n = self.count(1, "set member count")?;
+                let mut members = hashbrown::HashSet::with_capacity(n);
+                for _ in 0..n {
+                    members.insert(Box::<[u8]>::from(self.bytes(MAX_KEY_BYTES, "set member")?));
+                }
+                Ok(Distinct::Members(members))
+            }
+            SET_SKETCH => {
+                if u32::from(self.byte("sketch precision")?) != agg::distinct::HLL_PRECISION {
+                    return Err(self.error("sketch precision (histd reads 14)"));
+                }
+                let registers = self.take(agg::distinct::HLL_REGISTERS, "sketch registers")?;
+                let sketch = Hll::from_registers(registers).ok_or(self.error("sketch register"))?;
+                Ok(Distinct::Sketch(Box::new(sketch)))
+            }
+            _ => Err(self.error("set kind")),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The task: each flush is cut into parts (encode.rs), queued in the spool (on disk first
+//! with `forward.spoolDir`), and sent oldest first, each to the node it was cut for, or while
+//! that node is down to the live node that scores highest for it (ring.rs). A health task asks
+//! every node's `/health` each `forward.checkInterval`; a node that fails a request or a check
+//! is down until a check succeeds, and the spool is sent as soon as one comes back.
+//!
+//! 5xx, 429 and no answer mark the node down and the batch is tried on the next node; with no
+//! node up it waits (retried with backoff from 0.25 s to 5 s). Any other 4xx refuses the
+//! batch for good (`dropped_points.rejected`). At stop, what is left after 5 s stays in
+//! `forward.spoolDir` for the next start, or without one is counted as
+//! `dropped_points.shutdown`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agg::Snapshot;
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+use super::config::ForwardConfig;
+use super::encode::{cut, CutSettings, Part};
+use super::format::CONTENT_TYPE;
+use super::ring::{Node, Ring};
+use super::spool::{Dropped, Spool};
+use crate::ingest::unix_now_s;
+use crate::sinks::http_client::{Client, Outcome};
+use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// At stop, how long the backend keeps sending what waits.
+const FINAL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Starts the backend; fails when `forward.spoolDir` cannot be opened.
+pub fn spawn(
+    config: ForwardConfig,
+    settings: CutSettings,
+    telemetry: Arc<SinkTelemetry>,
+) -> anyhow::Result<SinkHandle> {
+    let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes).map_err(|error| {
+        anyhow::anyhow!(
+            "forward.spoolDir {}: {error}",
+            config.spool_dir.as_deref().unwrap_or_else(|| "".as_ref()).display()
+        )
+    })?;
+    telemetry.drop_points(DropReason::Rejected, dropped.series);
+    if !spool.is_empty() {
+        tracing::info!(
+            batches = spool.len(),
+            bytes = spool.bytes(),
+            "forward: sending the batches an earlier run left in the spool"
+        );
+    }
+    let ring =
+        Arc::new(Ring::new(config.nodes.iter().map(|(name, url)| Node::new(name.clone(), url.clone())).collect()));
+    let node_came_back = Arc::new(Notify::new());
+    let health =
+        tokio::spawn(check_health(ring.clone(), config.check_interval, config.timeout, node_came_back.clone()));
+    let headers = vec![
+        ("content-type".to_string(), CONTENT_TYPE.to_string()),
+        ("content-encoding".to_string(), "snappy".to_string()),
+    ];
+    let clients =
+        ring.nodes().iter().map(|node| Client::new(node.url.clone(), headers.clone(), config.timeout)).collect();
+    let delivery = Delivery {
+        ring,
+        clients,
+        spool: Some(spool),
+        settings: Arc::new(settings),
+        telemetry: telemetry.clone(),
+        backoff: FIRST_BACKOFF,
+        retry_at: None,
+        failing: false,
+    };
+    let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+    let task = tokio::spawn(async move {
+        delivery.run(receiver, node_came_back).await;
+        health.abort();
+    });
+    Ok(SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task })
+}
+
+/// Asks each node's `/health` every `interval`; wakes the delivery when one comes back.
+async fn check_health(ring: Arc<Ring>, interval: Duration, timeout: Duration, came_back: Arc<Notify>) {
+    let mut clients: Vec<Client> =
+        ring.nodes().iter().map(|node| Client::new(node.url.clone(), Vec::new(), timeout.min(interval))).collect();
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        for (node, client) in ring.nodes().iter().zip(&mut clients) {
+            let outcome = client.get("/health").await;
+            let up = outcome == Outcome::Delivered;
+            if node.set_up(up) {
+                match up {
+                    true => tracing::info!(node = %node.name, "forward: node is back"),
+                    false => tracing::warn!(node = %node.name, ?outcome, "forward: node failed its health check"),
+                }
+            }
+            if up {
+                came_back.notify_one();
+            }
+        }
+    }
+}
+
+/// The spool and the clients that empty it.
+struct Delivery {
+    ring: Arc<Ring>,
+    clients: Vec<Client>,
+    /// Always `Some` but while a blocking thread writes to it.
+    spool: Option<Spool>,
+    settings: Arc<CutSettings>,
+    telemetry: Arc<SinkTelemetry>,
+    backoff: Duration,
+    retry_at: Option<Instant>,
+    /// Failing since the last delivery (logged once per run of failures).
+    failing: bool,
+}
+
+impl Delivery {
+    async fn run(mut self, mut snapshots: mpsc::Receiver<Arc<Snapshot>>, node_came_back: Arc<Notify>) {
+        loop {
+            let retry_at = self.retry_at;
+            tokio::select! {
+                snapshot = snapshots.recv() => match snapshot {
+                    Some(snapshot) => {
+                        self.telemetry.dequeued(snapshot.queue_bytes, snapshots.len());
+                        self.take(snapshot).await;
+                        if self.retry_at.is_none() {
+                            self.deliver().await;
+                        }
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                    self.telemetry.retries.add(1);
+                    self.deliver().await;
+                }
+                () = node_came_back.notified() => if !self.spool().is_empty() {
+                    self.deliver().await;
+                }
+            }
+        }
+        self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
+        self.report_left_at_stop();
+    }
+
+    fn spool(&mut self) -> &mut Spool {
+        self.spool.as_mut().unwrap_or_else(|| unreachable!("the spool is back after every write"))
+    }
+
+    /// Cuts a flush and queues its parts, on a blocking thread (encoding and file writes).
+    async fn take(&mut self, snapshot: Arc<Snapshot>) {
+        let mut spool = self.spool.take().unwrap_or_else(|| unreachable!("the spool is back after every write"));
+        let (ring, settings) = (self.ring.clone(), self.settings.clone());
+        let queued = tokio::task::spawn_blocking(move || {
+            let parts = cut(&snapshot, &settings, &ring);
+            let result = queue(&mut spool, &ring, parts);
+            (spool, result)
+        })
+        .await;
+        let Ok((spool, result)) = queued else {
+            unreachable!("cutting a flush does not panic");
+        };
+        self.spool = Some(spool);
+        match result {
+            Ok(dropped) => self.count_dropped(dropped),
+            Err(error) => {
+                self.telemetry.failed(unix_now_s());
+                tracing::error!(%error, "forward: cannot write to forward.spoolDir: this flush is lost (dropped_points.rejected)");
+            }
+        }
+        let bytes = self.spool().bytes();
+        self.telemetry.buffered_bytes.set(bytes);
+    }
+
+    fn count_dropped(&self, dropped: Dropped) {
+        if dropped.batches > 0 {
+            self.telemetry.drop_points(DropReason::BufferFull, dropped.series);
+            tracing::warn!(batches = dropped.batches, series = dropped.series, "forward: spool full (forward.spoolBytes): the oldest batches were dropped (dropped_points.buffer_full)");
+        }
+    }
+
+    /// Sends what waits, oldest first, until no node takes it.
+    async fn deliver(&mut self) {
+        loop {
+            let Some(front) = self.spool().front().cloned() else { break };
+            let owner = self.node_of(&front.part);
+            let destination = self.ring.destination(owner).unwrap_or(owner);
+            let body = match self.spool().front_body() {
+                Ok(Some(body)) => body,
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::error!(%error, "forward: a spooled batch cannot be read: dropped (dropped_points.rejected)");
+                    self.telemetry.drop_points(DropReason::Rejected, front.series);
+                    self.pop_front();
+                    continue;
+                }
+            };
+            match self.clients[destination].post(body).await {
+                Outcome::Delivered => {
+                    self.telemetry.points_out.add(front.series);
+                    self.telemetry.bytes_out.add(front.bytes);
+                    self.telemetry.succeeded(unix_now_s());
+                    (self.backoff, self.failing) = (FIRST_BACKOFF, false);
+                    self.pop_front();
+                }
+                Outcome::Rejected(reason) => {
+                    self.telemetry.failed(unix_now_s());
+                    self.telemetry.drop_points(DropReason::Rejected, front.series);
+                    let node = &self.ring.nodes()[destination].name;
+                    tracing::warn!(%node, series = front.series, %reason, "forward: a node refused a batch: dropped (dropped_points.rejected)");
+                    self.pop_front();
+                }
+                Outcome::Retry(reason) => {
+                    self.telemetry.failed(unix_now_s());
+                    let node = &self.ring.nodes()[destination];
+                    if node.set_up(false) || !self.failing {
+                        tracing::warn!(node = %node.name, %reason, "forward: node is down; its batches go to the next node, or wait in the spool");
+                    }
+                    self.failing = true;
+                    if self.ring.destination(owner).is_none() {
+                        self.retry_at = Some(Instant::now() + self.backoff);
+                        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                        return;
+                    }
+                }
+            }
+        }
+        self.retry_at = None;
+    }
+
+    /// The ring index of the node a part was cut for; a node no longer configured hands its
+    /// parts to the node that owns its name.
+    fn node_of(&self, part: &str) -> usize {
+        let nodes = self.ring.nodes();
+        nodes.iter().position(|node| node.name == part).unwrap_or_else(|| self.ring.owner(part.as_bytes()))
+    }
+
+    fn pop_front(&mut self) {
+        if let Err(error) = self.spool().pop_front() {
+            tracing::error!(%error, "forward: cannot remove a sent batch from forward.spoolDir (it will be sent again and merged once)");
+        }
+        let bytes = self.spool().bytes();
+        self.telemetry.buffered_bytes.set(bytes);
+    }
+
+    async fn deliver_before(&mut self, deadline: Instant) {
+        while !self.spool().is_empty() && Instant::now() < deadline {
+            self.deliver().await;
+            if let Some(retry_at) = self.retry_at {
+                tokio::time::sleep_until(retry_at.min(deadline)).await;
+            }
+        }
+    }
+
+    fn report_left_at_stop(&mut self) {
+        let spool = self.spool();
+        if spool.is_empty() {
+            return;
+        }
+        let (batches, bytes, on_disk) = (spool.len(), spool.bytes(), spool.on_disk());
+        if on_disk {
+            tracing::warn!(
+                batches,
+                bytes,
+                "forward: no node took these batches before the stop: they wait in forward.spoolDir for the next start"
+            );
+            return;
+        }
+        let mut series = 0;
+        while let Ok(Some(batch)) = self.spool().pop_front() {
+            series += batch.series;
+        }
+        self.telemetry.drop_points(DropReason::Shutdown, series);
+        tracing::error!(batches, series, "forward: no node took these batches before the stop and there is no forward.spoolDir: lost (dropped_points.shutdown)");
+    }
+}
+
+/// Queues a flush's parts, each under the name of the node it was cut for.
+fn queue(spool: &mut Spool, ring: &Ring, parts: Vec<Part>) -> std::io::Result<Dropped> {
+    let mut dropped = Dropped::default();
+    for part in parts {
+        let more = spool.push(&ring.nodes()[part.node].name, part.series, part.body)?;
+        dropped.batches += more.batches;
+        dropped.series += more.series;
+    }
+    Ok(dropped)
+}

@@ -1,0 +1,276 @@
+//! Batches waiting to be sent, oldest first, bounded in bytes: in memory, or with
+//! `forward.spoolDir` in files that outlive the process.
+//!
+//! On disk each batch is one file, `<sequence, 16 hex digits>.batch`, written to a temporary
+//! name, synced and renamed (a crash leaves a whole file or none), and removed once a node
+//! took it. A file holds `HSPL`, version 1, the node the part was cut for (u16 length + its
+//! name), the series it holds (u64 LE), then the compressed batch. At start the files left
+//! behind are sent first, in sequence order. A batch sent but not yet removed when the
+//! process died is sent again: the global merges its identity once.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+const FILE_MAGIC: &[u8; 4] = b"HSPL";
+const FILE_VERSION: u8 = 1;
+
+/// One waiting batch.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    /// Order of arrival (the file's name on disk).
+    pub sequence: u64,
+    /// The node the part was cut for (its `forward.nodes` URL).
+    pub part: String,
+    /// Series it holds.
+    pub series: u64,
+    /// Compressed bytes.
+    pub bytes: u64,
+    /// The compressed batch, in memory (on disk it is read when sent).
+    body: Option<Bytes>,
+}
+
+/// The queue.
+#[derive(Debug)]
+pub struct Spool {
+    dir: Option<PathBuf>,
+    waiting: VecDeque<Waiting>,
+    bytes: u64,
+    limit: u64,
+    next_sequence: u64,
+}
+
+/// Batches the spool gave up: dropped to stay within its bytes, or unreadable at start.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// Batches.
+    pub batches: u64,
+    /// Series they held.
+    pub series: u64,
+}
+
+impl Spool {
+    /// A spool bounded by `limit` bytes, in `dir` when given (created if missing; batches
+    /// left there by an earlier run wait first). Files that cannot be read are renamed
+    /// `*.corrupt` and counted.
+    pub fn open(dir: Option<PathBuf>, limit: u64) -> io::Result<(Spool, Dropped)> {
+        let mut spool = Spool { dir, waiting: VecDeque::new(), bytes: 0, limit, next_sequence: 0 };
+        let mut dropped = Dropped::default();
+        if let Some(dir) = spool.dir.clone() {
+            std::fs::create_dir_all(&dir)?;
+            for (sequence, path) in batch_files(&dir)? {
+                match read_header(&path) {
+                    Ok((part, series, bytes)) => {
+                        spool.waiting.push_back(Waiting { sequence, part, series, bytes, body: None });
+                        spool.bytes += bytes;
+                    }
+                    Err(error) => {
+                        tracing::error!(file = %path.display(), %error, "forward spool: unreadable batch file set aside as .corrupt");
+                        let _ = std::fs::rename(&path, path.with_extension("corrupt"));
+                        dropped.batches += 1;
+                    }
+                }
+                spool.next_sequence = sequence + 1;
+            }
+        }
+        Ok((spool, dropped))
+    }
+
+    /// Batches waiting.
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// True when nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Compressed bytes waiting.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// True when batches are kept on disk.
+    pub fn on_disk(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Queues a batch (written and synced first on disk), then drops the oldest while over the
+    /// limit (never the newest).
+    pub fn push(&mut self, part: &str, series: u64, body: Vec<u8>) -> io::Result<Dropped> {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let bytes = body.len() as u64;
+        let body = match &self.dir {
+            Some(dir) => {
+                write_file(dir, sequence, part, series, &body)?;
+                None
+            }
+            None => Some(Bytes::from(body)),
+        };
+        self.waiting.push_back(Waiting { sequence, part: part.to_string(), series, bytes, body });
+        self.bytes += bytes;
+        let mut dropped = Dropped::default();
+        while self.bytes > self.limit && self.waiting.len() > 1 {
+            if let Some(oldest) = self.pop_front()? {
+                dropped.batches += 1;
+                dropped.series += oldest.series;
+            }
+        }
+        Ok(dropped)
+    }
+
+    /// The oldest batch.
+    pub fn front(&self) -> Option<&Waiting> {
+        self.waiting.front()
+    }
+
+    /// The compressed body of the oldest batch.
+    pub fn front_body(&self) -> io::Result<Option<Bytes>> {
+        let Some(front) = self.waiting.front() else { return Ok(None) };
+        match (&front.body, &self.dir) {
+            (Some(body), _) => Ok(Some(body.clone())),
+            (None, Some(dir)) => {
+                let bytes = std::fs::read(file_path(dir, front.sequence))?;
+                let start = body_offset(&bytes).ok_or_else(|| io::Error::other("batch file header is damaged"))?;
+                Ok(Some(Bytes::from(bytes).slice(start..)))
+            }
+            (None, None) => unreachable!("a batch in memory keeps its body"),
+        }
+    }
+
+    /// Removes the oldest batch (its file too).
+    pub fn pop_front(&mut self) -> io::Result<Option<Waiting>> {
+        let Some(front) = self.waiting.pop_front() else { return Ok(None) };
+        self.bytes -= front.bytes;
+        if let Some(dir) = &self.dir {
+            match std::fs::remove_file(file_path(dir, front.sequence)) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
+        }
+        Ok(Some(front))
+    }
+}
+
+fn file_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{sequence:016x}.batch"))
+}
+
+/// The batch files in `dir`, by sequence; temporary files of an interrupted write are removed.
+fn batch_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(&path);
+        } else if let Some(sequence) = name.strip_suffix(".batch").and_then(|hex| u64::from_str_radix(hex, 16).ok()) {
+            files.push((sequence, path));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn write_file(dir: &Path, sequence: u64, part: &str, series: u64, body: &[u8]) -> io::Result<()> {
+    let path = file_path(dir, sequence);
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    let part = &part.as_bytes()[..part.len().min(u16::MAX as usize)];
+    file.write_all(FILE_MAGIC)?;
+    file.write_all(&[FILE_VERSION])?;
+    file.write_all(&(part.len() as u16).to_le_bytes())?;
+    file.write_all(part)?;
+    file.write_all(&series.to_le_bytes())?;
+    file.write_all(body)?;
+    file.sync_data()?;
+    std::fs::rename(&temporary, &path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Where the body starts in a batch file, when its header is whole.
+fn body_offset(file: &[u8]) -> Option<usize> {
+    if file.get(..4)? != FILE_MAGIC || *file.get(4)? != FILE_VERSION {
+        return None;
+    }
+    let part_length = u16::from_le_bytes(file.get(5..7)?.try_into().ok()?) as usize;
+    let start = 7 + part_length + 8;
+    (file.len() >= start).then_some(start)
+}
+
+/// A file's part, series and body size.
+fn read_header(path: &Path) -> io::Result<(String, u64, u64)> {
+    let file = std::fs::read(path)?;
+    let start = body_offset(&file).ok_or_else(|| io::Error::other("not a histd spool file (HSPL 1)"))?;
+    let part = std::str::from_utf8(&file[7..start - 8]).map_err(|_| io::Error::other("the part name is not UTF-8"))?;
+    let series = u64::from_le_bytes(file[start - 8..start].try_into().map_err(io::Error::other)?);
+    Ok((part.to_string(), series, (file.len() - start) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("histd-spool-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn batches_on_disk_outlive_the_spool_in_order() {
+        let dir = scratch("reopen");
+        let (mut spool, _) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+        for i in 0..3u8 {
+            spool.push("http://g1:8127", 10 + u64::from(i), vec![i; 100]).unwrap();
+        }
+        assert_eq!(spool.pop_front().unwrap().unwrap().sequence, 0);
+        drop(spool);
+        std::fs::write(dir.join("0000000000000009.tmp"), b"half written").unwrap();
+        let (mut spool, dropped) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+        assert_eq!(dropped, Dropped::default());
+        assert_eq!((spool.len(), spool.bytes()), (2, 200));
+        let front = spool.front().unwrap().clone();
+        assert_eq!((front.sequence, front.part.as_str(), front.series), (1, "http://g1:8127", 11));
+        assert_eq!(&spool.front_body().unwrap().unwrap()[..], &[1u8; 100][..]);
+        spool.push("http://g2:8127", 5, vec![9; 10]).unwrap();
+        assert_eq!(spool.waiting.back().unwrap().sequence, 3, "numbering goes on after the files left");
+        assert!(!dir.join("0000000000000009.tmp").exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_oldest_go_first_past_the_limit_and_are_counted() {
+        for dir in [None, Some(scratch("limit"))] {
+            let (mut spool, _) = Spool::open(dir.clone(), 250).unwrap();
+            let mut dropped = Dropped::default();
+            for i in 0..4 {
+                let more = spool.push("n", 7, vec![i; 100]).unwrap();
+                dropped.batches += more.batches;
+                dropped.series += more.series;
+            }
+            assert_eq!(dropped, Dropped { batches: 2, series: 14 });
+            assert_eq!((spool.len(), spool.bytes()), (2, 200));
+            assert_eq!(&spool.front_body().unwrap().unwrap()[..], &[2u8; 100][..]);
+            if let Some(dir) = dir {
+                assert_eq!(batch_files(&dir).unwrap().len(), 2);
+                std::fs::remove_dir_all(dir).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_file_is_set_aside_and_counted() {
+        let dir = scratch("damaged");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("0000000000000004.batch"), b"HSP").unwrap();
+        let (spool, dropped) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+        assert_eq!((spool.len(), dropped.batches), (0, 1));
+        assert!(dir.join("0000000000000004.corrupt").exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,149 @@
+//! A flush cut, decoded and merged elsewhere gives the statistics one histd that saw every
+//! line gives; bad bodies are refused with the field at fault.
+
+use agg::{AggConfig, Aggregator, Snapshot, Table, TimerStat};
+
+use super::encode::{cut, CutSettings};
+use super::format::{self, FormatError};
+use super::ring::{Node, Ring};
+use crate::sinks::http_client::HttpUrl;
+
+fn ring(names: &[&str]) -> Ring {
+    Ring::new(names.iter().map(|n| Node::new(n.to_string(), HttpUrl::parse(n).unwrap())).collect())
+}
+
+fn settings(source: &str) -> CutSettings {
+    CutSettings {
+        source: source.into(),
+        prefix_stats: "statsd".into(),
+        set_members_limit: 100,
+        raw_values_limit: 8192,
+        max_batch_bytes: 1 << 20,
+    }
+}
+
+fn aggregator(keep_mergeable: bool) -> Aggregator {
+    Aggregator::new(AggConfig { keep_mergeable, ..AggConfig::default() })
+}
+
+fn feed(aggregator: &mut Aggregator, at_unix_s: u64, packet: &str) {
+    let mut table = Table::new(true, aggregator.config().timer_sample_limit);
+    table.insert_packet(at_unix_s, packet.as_bytes());
+    aggregator.absorb(table);
+}
+
+/// Lines of one host: timers, counters, a gauge set at `at`, a set.
+fn host_lines(host: u32) -> String {
+    let mut lines = String::new();
+    for i in 0..300 {
+        lines.push_str(&format!("api.latency:{}|ms\n", (i * 7 + host * 13) % 997));
+        lines.push_str(&format!("api.hits;route=r{}:1|c\n", i % 5));
+    }
+    lines.push_str(&format!("pool.size:{}|g\n", 10 + host));
+    for user in 0..(40 + host * 300) {
+        lines.push_str(&format!("users:u{user}|s\n"));
+    }
+    lines
+}
+
+fn stats(snapshot: &Snapshot, key: &str) -> Vec<(TimerStat, f64)> {
+    snapshot.timers.iter().find(|t| t.key == key).unwrap().stats.clone()
+}
+
+fn forward_into(global: &mut Aggregator, host: u32, nodes: &Ring) {
+    let mut local = aggregator(true);
+    feed(&mut local, 1000 + u64::from(host), &host_lines(host));
+    let snapshot = local.flush(1_010_000);
+    for part in cut(&snapshot, &settings(&format!("host-{host}")), nodes) {
+        let batch = format::decode(&part.body, 1 << 26).expect("a batch we wrote reads back");
+        assert_eq!(batch.id.part, nodes.nodes()[part.node].name);
+        global.absorb_mergeable(batch.interval);
+    }
+}
+
+#[test]
+fn three_hosts_forwarded_give_what_one_histd_fed_every_line_gives() {
+    let nodes = ring(&["http://127.0.0.1:1"]);
+    let mut global = aggregator(false);
+    let mut single = aggregator(false);
+    for host in 0..3 {
+        forward_into(&mut global, host, &nodes);
+        feed(&mut single, 1000 + u64::from(host), &host_lines(host));
+    }
+    let (global, single) = (global.flush(1_020_000), single.flush(1_020_000));
+    assert_eq!(stats(&global, "api.latency"), stats(&single, "api.latency"), "Etsy-exact from forwarded raw values");
+    let distribution = |s: &Snapshot| s.timers.iter().find(|t| t.key == "api.latency").unwrap().distribution.clone();
+    assert_eq!(distribution(&global), distribution(&single), "the same circllhist bins");
+    let counters = |s: &Snapshot| s.counters.iter().map(|c| (c.key.to_string(), c.count)).collect::<Vec<_>>();
+    assert_eq!(counters(&global).iter().filter(|(k, _)| k.starts_with("api")).count(), 5);
+    for (key, count) in counters(&single).into_iter().filter(|(k, _)| k.starts_with("api")) {
+        assert!(counters(&global).contains(&(key, count)));
+    }
+    let gauge = global.gauges.iter().find(|g| g.key == "pool.size").unwrap();
+    assert_eq!(gauge.value, 12.0, "the latest update (host 2, at 1002 s) wins");
+    let set = |s: &Snapshot| s.sets.iter().find(|p| p.key == "users").map(|p| (p.count, p.estimated)).unwrap();
+    let (count, estimated) = set(&global);
+    assert!(estimated, "host 1 and 2 sent sketches (over 100 members)");
+    assert!((count as f64 - 640.0).abs() < 640.0 * 0.03, "{count} of 640 distinct users");
+    assert_eq!(set(&single), (640, false));
+}
+
+#[test]
+fn series_are_cut_by_owner_and_internal_metrics_stay_home() {
+    let nodes = ring(&["http://10.0.0.1:8127", "http://10.0.0.2:8127", "http://10.0.0.3:8127"]);
+    let mut local = aggregator(true);
+    let lines: String = (0..600).map(|i| format!("k{i}:1|c\nt{i}:{i}|ms\n")).collect();
+    feed(&mut local, 5, &lines);
+    let snapshot = local.flush(10_000);
+    let parts = cut(&snapshot, &settings("h"), &nodes);
+    assert_eq!(parts.len(), 3);
+    let mut total = 0;
+    for part in &parts {
+        let batch = format::decode(&part.body, 1 << 26).unwrap();
+        for (key, _) in &batch.interval.counters {
+            assert_eq!(nodes.owner(key.as_bytes()), part.node, "{key}");
+            assert!(!key.starts_with("statsd."), "{key} is histd's own");
+        }
+        assert_eq!(batch.interval.len() as u64, part.series);
+        assert_eq!((batch.id.interval_start_ms, batch.id.interval_ms), (0, 10_000));
+        total += part.series;
+    }
+    assert_eq!(total, 1200);
+}
+
+#[test]
+fn a_big_part_goes_in_numbered_chunks() {
+    let nodes = ring(&["http://10.0.0.1:8127"]);
+    let mut local = aggregator(true);
+    let lines: String = (0..5000).map(|i| format!("a.rather.long.counter.name.number.{i}:1|c\n")).collect();
+    feed(&mut local, 5, &lines);
+    let snapshot = local.flush(10_000);
+    let parts = cut(&snapshot, &CutSettings { max_batch_bytes: 65_536, ..settings("h") }, &nodes);
+    assert!(parts.len() > 2, "{} parts", parts.len());
+    let chunks: Vec<u64> = parts.iter().map(|p| format::decode(&p.body, 1 << 26).unwrap().id.chunk).collect();
+    assert_eq!(chunks, (0..parts.len() as u64).collect::<Vec<_>>());
+    assert_eq!(parts.iter().map(|p| p.series).sum::<u64>(), 5000);
+}
+
+#[test]
+fn bad_bodies_are_refused_with_the_reason() {
+    let nodes = ring(&["http://10.0.0.1:8127"]);
+    let mut local = aggregator(true);
+    feed(&mut local, 5, "t:1|ms\nt:2|ms\nc:1|c\ng:1|g\ns:x|s");
+    let snapshot = local.flush(10_000);
+    let body = cut(&snapshot, &settings("h"), &nodes).remove(0).body;
+    let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
+    let compress = |raw: &[u8]| format::compress(raw);
+    assert!(matches!(format::decode(b"not snappy at all", 1 << 20), Err(FormatError::Compression(_))));
+    assert!(matches!(format::decode(&body, 10), Err(FormatError::Compression(_))), "over the size limit");
+    let mut wrong_version = raw.clone();
+    wrong_version[4] = 9;
+    assert!(matches!(format::decode(&compress(&wrong_version), 1 << 20), Err(FormatError::Header(_))));
+    for cut_at in 5..raw.len() {
+        let result = format::decode(&compress(&raw[..cut_at]), 1 << 20);
+        assert!(matches!(result, Err(FormatError::Field { .. })), "cut at {cut_at}: {result:?}");
+    }
+    let mut trailing = raw.clone();
+    trailing.push(0);
+    assert!(format::decode(&compress(&trailing), 1 << 20).is_err());
+}

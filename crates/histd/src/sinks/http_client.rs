@@ -1,0 +1,194 @@
+//! What the HTTP sinks share: a target URL ([`HttpUrl`]) and a [`Client`], one HTTP/1.1
+//! connection kept open between requests and made anew when it closes or fails.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx.
+    Delivered,
+    /// 5xx or 429, or no answer (connection refused, reset, timed out): try again later.
+    Retry(String),
+    /// Another status: the receiver refuses this request for good.
+    Rejected(String),
+}
+
+/// An HTTP target: `http://host:port/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// The host name or address.
+    pub host: String,
+    /// The port (80 when the URL has none).
+    pub port: u16,
+    /// The path and query (`/api/v1/write`).
+    pub path: String,
+}
+
+impl HttpUrl {
+    /// Reads `http://host[:port][/path]`; https is refused with the reason.
+    pub fn parse(url: &str) -> Result<HttpUrl, String> {
+        if url.starts_with("https://") {
+            return Err("https is not supported yet: give an http:// URL (a local TLS proxy can add TLS)".into());
+        }
+        let rest = url.strip_prefix("http://").ok_or("expected a URL starting with http://")?;
+        let (authority, path) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], &rest[slash..]),
+            None => (rest, "/"),
+        };
+        // `[v6]` or `[v6]:port`, else `host` or `host:port`.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(bracketed) => {
+                let (host, after) = bracketed.split_once(']').ok_or("an IPv6 address lacks its closing ']'")?;
+                match after {
+                    "" => (host, None),
+                    _ => (host, Some(after.strip_prefix(':').ok_or(format!("'{after}' after ']' is not ':port'"))?)),
+                }
+            }
+            None => match authority.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
+        };
+        let port = match port {
+            Some(port) => port.parse::<u16>().map_err(|_| format!("'{port}' is not a port"))?,
+            None => 80,
+        };
+        if host.is_empty() {
+            return Err("the URL has no host".into());
+        }
+        Ok(HttpUrl { host: host.to_string(), port, path: path.to_string() })
+    }
+
+    /// `host:port`, as the `Host` header has it.
+    pub fn authority(&self) -> String {
+        match self.host.contains(':') {
+            true => format!("[{}]:{}", self.host, self.port),
+            false => format!("{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// A client for one URL.
+pub struct Client {
+    url: HttpUrl,
+    headers: Vec<(String, String)>,
+    timeout: Duration,
+    connection: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl Client {
+    /// A client that sends `headers` with every request (the content's type and encoding
+    /// among them) and waits `timeout` for each.
+    pub fn new(url: HttpUrl, headers: Vec<(String, String)>, timeout: Duration) -> Client {
+        Client { url, headers, timeout, connection: None }
+    }
+
+    /// POSTs `body` to the URL's path.
+    pub async fn post(&mut self, body: Bytes) -> Outcome {
+        let path = self.url.path.clone();
+        self.request(Method::POST, &path, body).await
+    }
+
+    /// GETs `path` on the URL's host (a health check).
+    pub async fn get(&mut self, path: &str) -> Outcome {
+        self.request(Method::GET, path, Bytes::new()).await
+    }
+
+    async fn request(&mut self, method: Method, path: &str, body: Bytes) -> Outcome {
+        match tokio::time::timeout(self.timeout, self.try_request(method, path, body)).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => {
+                self.connection = None;
+                Outcome::Retry(error)
+            }
+            Err(_) => {
+                self.connection = None;
+                Outcome::Retry(format!("no answer within {} ms", self.timeout.as_millis()))
+            }
+        }
+    }
+
+    async fn try_request(&mut self, method: Method, path: &str, body: Bytes) -> Result<Outcome, String> {
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(path)
+            .header("host", self.url.authority())
+            .header("user-agent", concat!("histd/", env!("CARGO_PKG_VERSION")));
+        if method == Method::POST {
+            for (name, value) in &self.headers {
+                builder = builder.header(name, value);
+            }
+        }
+        let request = builder.body(Full::new(body)).map_err(|e| format!("bad request header: {e}"))?;
+        let sender = self.connected().await?;
+        let response = sender.send_request(request).await.map_err(|e| format!("request failed: {e}"))?;
+        let status = response.status();
+        let body = response.into_body().collect().await.map_err(|e| format!("reading the answer: {e}"))?;
+        let text = String::from_utf8_lossy(&body.to_bytes()).chars().take(300).collect::<String>();
+        Ok(match status.as_u16() {
+            200..=299 => Outcome::Delivered,
+            429 | 500..=599 => Outcome::Retry(format!("HTTP {status}: {}", text.trim())),
+            _ => Outcome::Rejected(format!("HTTP {status}: {}", text.trim())),
+        })
+    }
+
+    async fn connected(&mut self) -> Result<&mut SendRequest<Full<Bytes>>, String> {
+        if let Some(sender) = &mut self.connection {
+            if sender.ready().await.is_err() {
+                self.connection = None;
+            }
+        }
+        if self.connection.is_none() {
+            let address = (self.url.host.as_str(), self.url.port);
+            let stream = TcpStream::connect(address).await.map_err(|e| format!("cannot connect: {e}"))?;
+            let _ = stream.set_nodelay(true);
+            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            self.connection = Some(sender);
+        }
+        Ok(self.connection.as_mut().unwrap_or_else(|| unreachable!("set above")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpUrl;
+
+    #[test]
+    fn urls_are_read_or_refused_with_the_reason() {
+        let url = |host: &str, port, path: &str| Ok(HttpUrl { host: host.into(), port, path: path.into() });
+        let cases: &[(&str, Result<HttpUrl, String>)] = &[
+            ("http://127.0.0.1:8428/api/v1/write", url("127.0.0.1", 8428, "/api/v1/write")),
+            ("http://vm/api/v1/write?extra_label=a", url("vm", 80, "/api/v1/write?extra_label=a")),
+            ("http://[::1]:9090/api/v1/write", url("::1", 9090, "/api/v1/write")),
+            ("http://[::1]/api/v1/write", url("::1", 80, "/api/v1/write")),
+            ("http://localhost:9090", url("localhost", 9090, "/")),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&HttpUrl::parse(text), want, "{text}");
+        }
+        for bad in [
+            "https://vm/api/v1/write",
+            "vm:8428/api/v1/write",
+            "http://:80/",
+            "http://vm:port/",
+            "http://[::1/",
+            "http://[::1]x/",
+        ] {
+            assert!(HttpUrl::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(HttpUrl::parse("http://[::1]:9090/").unwrap().authority(), "[::1]:9090");
+    }
+}
