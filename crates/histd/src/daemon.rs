@@ -139,11 +139,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         idle_timeout: config.ingest.idle_timeout,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
+    let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
     let http_state = Arc::new(HttpState {
         database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
         reader: Mutex::new(None),
         prometheus,
-        global: Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)),
+        global: global.clone(),
         admin: admin_state,
     });
     let limits = http::Limits {
@@ -154,6 +155,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let flusher = Flusher {
         aggregation,
         sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),
+        journal: global.journal(),
     };
     let serving = Serving { flusher, sinks, edges, stopping, stop: stop_sender.clone(), admin_task, http_task };
     let task = tokio::spawn(serving.run(startup_s * 1000, config.agg.flush_interval, stop));

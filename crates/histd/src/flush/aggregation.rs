@@ -29,13 +29,16 @@ pub struct Aggregation {
 pub struct Gathered {
     aggregator: Aggregator,
     reader_maps: HashMap<u64, ReaderMap>,
+    /// Journaled forwarded batches merged since the last flush (`global.journalDir`).
+    journaled: Vec<u64>,
 }
 
 impl Aggregation {
     /// No readers and an empty aggregator configured by `config`.
     pub fn new(config: AggConfig) -> Self {
         let shards = Arc::new(Shards::new(config.key_name_sanitize, config.timer_sample_limit));
-        let gathered = Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new() };
+        let gathered =
+            Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new(), journaled: Vec::new() };
         Aggregation {
             shards,
             flushes: Counter::default(),
@@ -47,7 +50,7 @@ impl Aggregation {
     /// The aggregator with every reader's interval so far absorbed, locked.
     pub fn current(&self) -> MutexGuard<'_, Gathered> {
         let mut gathered = lock(&self.gathered);
-        let Gathered { aggregator, reader_maps } = &mut *gathered;
+        let Gathered { aggregator, reader_maps, .. } = &mut *gathered;
         self.shards.take_all(|taken| {
             let mut map = reader_maps.remove(&taken.shard).unwrap_or_default();
             aggregator.absorb_taken(&mut map, taken.interval);
@@ -61,9 +64,19 @@ impl Aggregation {
 
 impl Aggregation {
     /// Merges another histd's forwarded interval into the current one (the readers' tables
-    /// are left to the next flush: their order does not matter to a merge).
-    pub fn absorb_mergeable(&self, interval: agg::Mergeable) {
-        lock(&self.gathered).aggregator.absorb_mergeable(interval);
+    /// are left to the next flush: their order does not matter to a merge), noting the
+    /// journal file it came from, if any, for the flush that carries it.
+    pub fn absorb_mergeable(&self, interval: agg::Mergeable, journaled: Option<u64>) {
+        let mut gathered = lock(&self.gathered);
+        gathered.aggregator.absorb_mergeable(interval);
+        gathered.journaled.extend(journaled);
+    }
+}
+
+impl Gathered {
+    /// The journaled batches merged since the last call (the flush takes them).
+    pub fn take_journaled(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.journaled)
     }
 }
 

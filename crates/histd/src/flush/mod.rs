@@ -22,16 +22,18 @@ pub struct Flusher {
     /// One queue per sink that reads snapshots, with the sink's telemetry (the flusher counts
     /// what it could not queue).
     pub sinks: Vec<(Arc<SinkTelemetry>, mpsc::Sender<Arc<Snapshot>>)>,
+    /// Where a global keeps forwarded batches until a flush carried them.
+    pub journal: Option<Arc<crate::global::Journal>>,
 }
 
 impl Flusher {
     /// Flushes now (`now_ms`: unix milliseconds).
     pub fn flush(&self, now_ms: u64) {
         let started = Instant::now();
-        let (mut snapshot, released) = {
+        let (mut snapshot, released, journaled) = {
             let mut aggregator = self.aggregation.current();
             let snapshot = aggregator.flush(now_ms);
-            (snapshot, aggregator.take_released())
+            (snapshot, aggregator.take_released(), aggregator.take_journaled())
         };
         if released {
             return_freed_memory();
@@ -51,6 +53,9 @@ impl Flusher {
                 tracing::warn!(sink, timestamp, bytes, "sink is behind: flush dropped for it (queue_full_drops)");
             }
             telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
+        }
+        if let Some(journal) = &self.journal {
+            journal.remove(&journaled);
         }
     }
 
@@ -106,6 +111,7 @@ mod tests {
         let flusher = Flusher {
             aggregation: Arc::new(Aggregation::new(AggConfig::default())),
             sinks: vec![(telemetry.clone(), sender)],
+            journal: None,
         };
         for second in 1..=5 {
             flusher.flush(second * 1000);

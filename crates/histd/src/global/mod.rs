@@ -5,8 +5,12 @@
 //! Each batch identity (source, interval start, part, chunk) is merged once: a copy (a retry
 //! whose answer was lost, a spool replayed after the local crashed) is acknowledged and
 //! skipped. The last `global.dedupBatches` identities are remembered, the oldest forgotten
-//! first (`forward_ids_forgotten` counts them). The memory is this process's: a global that
-//! restarts merges a copy sent to it again once.
+//! first (`forward_ids_forgotten` counts them). With `global.journalDir` (journal.rs) every
+//! batch is written there before it is acknowledged and kept until a flush carried it, so a
+//! global killed in between loses nothing; without it, a killed global loses what it merged
+//! since its last flush, and forgets the identities it had seen.
+
+mod journal;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,8 @@ use crate::sinks::forward::config::GlobalConfig;
 use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
 use crate::telemetry::EdgeCounters;
 
+pub use journal::Journal;
+
 /// What a global does with forwarded batches.
 #[derive(Debug)]
 pub struct Global {
@@ -27,6 +33,25 @@ pub struct Global {
     aggregation: Arc<Aggregation>,
     edges: Arc<EdgeCounters>,
     seen: Mutex<SeenBatches>,
+    journal: Option<Arc<Journal>>,
+}
+
+/// Why a batch was not taken.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The body is not a batch (HTTP 400).
+    Malformed(FormatError),
+    /// It could not be journaled (HTTP 503: the local keeps it and tries again).
+    Journal(std::io::Error),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Malformed(error) => write!(f, "{error}"),
+            Refusal::Journal(error) => write!(f, "cannot write to global.journalDir: {error}"),
+        }
+    }
 }
 
 /// How a batch was taken.
@@ -39,10 +64,58 @@ pub enum Received {
 }
 
 impl Global {
-    /// Merges into `aggregation`, counting into `edges`.
-    pub fn new(config: GlobalConfig, aggregation: Arc<Aggregation>, edges: Arc<EdgeCounters>) -> Global {
+    /// Merges into `aggregation`, counting into `edges`; with `global.journalDir`, first
+    /// merges the batches an earlier run acknowledged and did not flush.
+    pub fn new(
+        config: GlobalConfig,
+        aggregation: Arc<Aggregation>,
+        edges: Arc<EdgeCounters>,
+    ) -> anyhow::Result<Global> {
         let seen = Mutex::new(SeenBatches::new(config.dedup_batches));
-        Global { config, aggregation, edges, seen }
+        let (journal, left) = match &config.journal_dir {
+            None => (None, Vec::new()),
+            Some(dir) => {
+                let (journal, left) = Journal::open(dir.clone())
+                    .map_err(|error| anyhow::anyhow!("global.journalDir {}: {error}", dir.display()))?;
+                (Some(Arc::new(journal)), left)
+            }
+        };
+        let global = Global { config, aggregation, edges, seen, journal };
+        global.replay(left);
+        Ok(global)
+    }
+
+    /// The journal, for the flusher to remove what each flush carried.
+    pub fn journal(&self) -> Option<Arc<Journal>> {
+        self.journal.clone()
+    }
+
+    fn replay(&self, left: Vec<journal::Left>) {
+        let Some(journal) = &self.journal else { return };
+        let (mut merged, mut series) = (0, 0);
+        for journal::Left { sequence, body } in left {
+            match format::decode(&body, self.config.max_batch_bytes) {
+                Ok(batch) => {
+                    if self.remember(&batch.id) {
+                        series += self.absorb(batch, Some(sequence));
+                        merged += 1;
+                    } else {
+                        journal.remove(&[sequence]);
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(sequence, %error, "global.journalDir: a batch cannot be read: set aside as .corrupt");
+                    journal.set_aside(sequence);
+                }
+            }
+        }
+        if merged > 0 {
+            tracing::info!(
+                batches = merged,
+                series,
+                "global: merged the batches the last run acknowledged and did not flush"
+            );
+        }
     }
 
     /// True when `global.accept` is on.
@@ -56,36 +129,51 @@ impl Global {
         self.config.max_batch_bytes + self.config.max_batch_bytes / 6 + 64
     }
 
-    /// Decodes a body and merges it once; a bad body is counted and merges nothing.
-    pub fn receive(&self, body: &[u8]) -> Result<Received, FormatError> {
-        let batch = format::decode(body, self.config.max_batch_bytes).inspect_err(|_| {
+    /// Decodes a body and merges it once (journaled first, with `global.journalDir`); a
+    /// refused body is counted and merges nothing.
+    pub fn receive(&self, body: &[u8]) -> Result<Received, Refusal> {
+        let batch = format::decode(body, self.config.max_batch_bytes).map_err(|error| {
             self.edges.forward_batches_refused.add(1);
+            Refusal::Malformed(error)
         })?;
-        Ok(self.merge(batch))
+        if !self.remember(&batch.id) {
+            self.edges.forward_batches_duplicate.add(1);
+            return Ok(Received::Duplicate);
+        }
+        let sequence = match &self.journal {
+            None => None,
+            Some(journal) => match journal.write(body) {
+                Ok(sequence) => Some(sequence),
+                Err(error) => {
+                    crate::ingest::shards_lock(&self.seen).forget(&batch.id);
+                    self.edges.forward_batches_refused.add(1);
+                    return Err(Refusal::Journal(error));
+                }
+            },
+        };
+        Ok(Received::Merged(self.absorb(batch, sequence)))
     }
 
-    /// Merges a decoded batch unless its identity was merged before.
-    pub fn merge(&self, batch: Batch) -> Received {
+    /// Remembers a batch identity: false when it was merged before.
+    fn remember(&self, id: &BatchId) -> bool {
+        let inserted = crate::ingest::shards_lock(&self.seen).insert(id);
+        if let Some(forgotten) = inserted {
+            self.edges.forward_ids_forgotten.add(forgotten);
+        }
+        inserted.is_some()
+    }
+
+    /// Merges a batch (journaled as `sequence`); the series it held.
+    fn absorb(&self, batch: Batch, sequence: Option<u64>) -> usize {
         let Batch { id, mut interval } = batch;
-        let forgotten = {
-            let mut seen = crate::ingest::shards_lock(&self.seen);
-            match seen.insert(&id) {
-                None => {
-                    self.edges.forward_batches_duplicate.add(1);
-                    return Received::Duplicate;
-                }
-                Some(forgotten) => forgotten,
-            }
-        };
-        self.edges.forward_ids_forgotten.add(forgotten);
         if let Some(tag) = &self.config.tag_source {
             tag_series(&mut interval, tag, &id.source);
         }
         let series = interval.len();
-        self.aggregation.absorb_mergeable(interval);
+        self.aggregation.absorb_mergeable(interval, sequence);
         self.edges.forward_batches_merged.add(1);
         self.edges.forward_series_merged.add(series as u64);
-        Received::Merged(series)
+        series
     }
 }
 
@@ -118,6 +206,15 @@ impl SeenBatches {
         self.set.insert(id.clone());
         self.order.push_back(id.clone());
         Some(forgotten)
+    }
+
+    /// Forgets the newest identity again (it could not be journaled, so it was not merged).
+    fn forget(&mut self, id: &BatchId) {
+        if self.set.remove(id) {
+            if let Some(at) = self.order.iter().rposition(|seen| seen == id) {
+                self.order.remove(at);
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use axum::Json;
 use serde_json::json;
 
 use super::HttpState;
-use crate::global::Received;
+use crate::global::{Received, Refusal};
 
 pub async fn receive(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: Bytes) -> Response {
     let global = state.global.clone();
@@ -29,7 +29,13 @@ pub async fn receive(State(state): State<Arc<HttpState>>, headers: HeaderMap, bo
     match tokio::task::spawn_blocking(move || global.receive(&body)).await {
         Ok(Ok(Received::Merged(series))) => Json(json!({ "merged": series, "duplicate": false })).into_response(),
         Ok(Ok(Received::Duplicate)) => Json(json!({ "merged": 0, "duplicate": true })).into_response(),
-        Ok(Err(error)) => (StatusCode::BAD_REQUEST, Json(json!({ "error": error.to_string() }))).into_response(),
+        Ok(Err(refusal @ Refusal::Malformed(_))) => {
+            (StatusCode::BAD_REQUEST, Json(json!({ "error": refusal.to_string() }))).into_response()
+        }
+        Ok(Err(refusal @ Refusal::Journal(_))) => {
+            tracing::error!(%refusal, "global: a forwarded batch was refused (the local keeps it)");
+            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": refusal.to_string() }))).into_response()
+        }
         Err(_) => {
             (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({ "error": "merging the batch failed" }))).into_response()
         }

@@ -34,6 +34,9 @@ pub struct ForwardConfig {
     pub check_interval: Duration,
     /// `forward.timeoutMs` (10000): one request's deadline.
     pub timeout: Duration,
+    /// `forward.redirectAfterMs` (60000): how long batches already cut for a node that went
+    /// down wait for it before they go to the next node.
+    pub redirect_after: Duration,
     /// `forward.spoolDir` (none: batches wait in memory): batches are written here before
     /// they are sent and removed once a node took them, so they survive a restart.
     pub spool_dir: Option<PathBuf>,
@@ -62,6 +65,7 @@ impl Default for ForwardConfig {
             source: host_name(),
             check_interval: Duration::from_secs(10),
             timeout: Duration::from_secs(10),
+            redirect_after: Duration::from_secs(60),
             spool_dir: None,
             spool_bytes: DEFAULT_SPOOL_BYTES,
             set_members_limit: DEFAULT_SET_MEMBERS_LIMIT,
@@ -79,6 +83,7 @@ impl ForwardConfig {
             "source": self.source,
             "checkInterval": self.check_interval.as_millis() as u64,
             "timeoutMs": self.timeout.as_millis() as u64,
+            "redirectAfterMs": self.redirect_after.as_millis() as u64,
             "spoolDir": self.spool_dir,
             "spoolBytes": self.spool_bytes,
             "setMembersLimit": self.set_members_limit,
@@ -128,6 +133,7 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
         source,
         check_interval: milliseconds(&section, "checkInterval", defaults.check_interval)?,
         timeout: milliseconds(&section, "timeoutMs", defaults.timeout)?,
+        redirect_after: milliseconds(&section, "redirectAfterMs", defaults.redirect_after)?,
         spool_dir: section.string("spoolDir")?.map(PathBuf::from),
         spool_bytes: whole(&section, "spoolBytes", defaults.spool_bytes, 1024)?,
         set_members_limit: whole(&section, "setMembersLimit", defaults.set_members_limit as u64, 0)? as usize,
@@ -154,6 +160,9 @@ pub struct GlobalConfig {
     pub dedup_batches: usize,
     /// `global.maxBatchBytes` (256 MiB): the largest batch accepted, decompressed.
     pub max_batch_bytes: usize,
+    /// `global.journalDir` (none): batches are written here before they are acknowledged and
+    /// removed once a flush carried them, so a global killed in between loses nothing.
+    pub journal_dir: Option<PathBuf>,
 }
 
 impl Default for GlobalConfig {
@@ -163,6 +172,7 @@ impl Default for GlobalConfig {
             tag_source: None,
             dedup_batches: DEFAULT_DEDUP_BATCHES,
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+            journal_dir: None,
         }
     }
 }
@@ -173,6 +183,7 @@ impl GlobalConfig {
         json!({
             "accept": self.accept, "tagSource": self.tag_source,
             "dedupBatches": self.dedup_batches, "maxBatchBytes": self.max_batch_bytes,
+            "journalDir": self.journal_dir,
         })
     }
 }
@@ -193,6 +204,7 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
         tag_source,
         dedup_batches: whole(&section, "dedupBatches", defaults.dedup_batches as u64, 1)? as usize,
         max_batch_bytes: whole(&section, "maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize,
+        journal_dir: section.string("journalDir")?.map(PathBuf::from),
     })
 }
 

@@ -6,10 +6,18 @@
 //! as configured, `key` the series key, FNV-1a 64 and MurmurHash3's `fmix64` as in
 //! docs/forward-format.md; the owner is the live node with the highest score (ties: the
 //! earlier node in `forward.nodes`). Any tool can compute the same owner.
+//!
+//! Ownership is decided when a flush is cut, with the health known then, so each series'
+//! interval goes whole to one node. A part already cut for a node that goes down waits for it
+//! (the node merges a copy of what it took before dying once: its journal keeps the
+//! identities), for `forward.redirectAfterMs` at most; then it goes to the next node.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use agg::distinct::{fmix64, fnv1a64};
+
+use crate::flush::unix_now_ms;
 
 use crate::sinks::http_client::HttpUrl;
 
@@ -23,12 +31,14 @@ pub struct Node {
     /// `fnv1a64(name)`.
     hash: u64,
     up: AtomicBool,
+    /// Unix milliseconds since when it is down (0 while up).
+    down_since_ms: AtomicU64,
 }
 
 impl Node {
     /// A node, up until a request or a health check fails.
     pub fn new(name: String, url: HttpUrl) -> Node {
-        Node { hash: fnv1a64(name.as_bytes()), name, url, up: AtomicBool::new(true) }
+        Node { hash: fnv1a64(name.as_bytes()), name, url, up: AtomicBool::new(true), down_since_ms: AtomicU64::new(0) }
     }
 
     /// Believed up.
@@ -38,7 +48,18 @@ impl Node {
 
     /// Records a health check's or a request's outcome; true when that changed the belief.
     pub fn set_up(&self, up: bool) -> bool {
-        self.up.swap(up, Ordering::Relaxed) != up
+        let changed = self.up.swap(up, Ordering::Relaxed) != up;
+        if changed {
+            let since = if up { 0 } else { unix_now_ms().max(1) };
+            self.down_since_ms.store(since, Ordering::Relaxed);
+        }
+        changed
+    }
+
+    /// True when it has been down for `at_least`.
+    pub fn down_for(&self, at_least: Duration) -> bool {
+        let since = self.down_since_ms.load(Ordering::Relaxed);
+        since != 0 && unix_now_ms().saturating_sub(since) >= at_least.as_millis() as u64
     }
 }
 
@@ -67,12 +88,16 @@ impl Ring {
         self.best(key_hash, true).or_else(|| self.best(key_hash, false)).unwrap_or(0)
     }
 
-    /// Where a part cut for node `part_owner` goes now: that node while it is up, else the live
-    /// node that scores highest for the part owner's name; `None` when no node is up.
-    pub fn destination(&self, part_owner: usize) -> Option<usize> {
+    /// Where a part cut for node `part_owner` goes now: that node while it is up; once it has
+    /// been down for `redirect_after`, the live node that scores highest for the part owner's
+    /// name; `None` until then, or when no node is up.
+    pub fn destination(&self, part_owner: usize, redirect_after: Duration) -> Option<usize> {
         let owner = self.nodes.get(part_owner)?;
         if owner.is_up() {
             return Some(part_owner);
+        }
+        if !owner.down_for(redirect_after) {
+            return None;
         }
         self.best(owner.hash, true)
     }
@@ -139,16 +164,18 @@ mod tests {
     }
 
     #[test]
-    fn a_part_fails_over_while_its_node_is_down_and_waits_when_all_are() {
+    fn a_part_waits_for_its_node_then_is_redirected_and_waits_when_all_are_down() {
         let ring = ring(3);
-        assert_eq!(ring.destination(2), Some(2));
+        let (soon, never) = (Duration::ZERO, Duration::from_secs(3600));
+        assert_eq!(ring.destination(2, never), Some(2));
         ring.nodes()[2].set_up(false);
-        let elsewhere = ring.destination(2).unwrap();
+        assert_eq!(ring.destination(2, never), None, "not down for long enough");
+        let elsewhere = ring.destination(2, soon).unwrap();
         assert_ne!(elsewhere, 2);
         ring.nodes().iter().for_each(|n| {
             n.set_up(false);
         });
-        assert_eq!(ring.destination(2), None);
+        assert_eq!(ring.destination(2, soon), None);
         assert!(ring.owner(b"k") < 3);
     }
 }

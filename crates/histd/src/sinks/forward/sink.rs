@@ -1,12 +1,13 @@
-//! The task: each flush is cut into parts (encode.rs), queued in the spool (on disk first
-//! with `forward.spoolDir`), and sent oldest first, each to the node it was cut for, or while
-//! that node is down to the live node that scores highest for it (ring.rs). A health task asks
-//! every node's `/health` each `forward.checkInterval`; a node that fails a request or a check
-//! is down until a check succeeds, and the spool is sent as soon as one comes back.
+//! The task: each flush is cut into parts (encode.rs) by the nodes up at that moment, queued
+//! in the spool (on disk first with `forward.spoolDir`), and sent oldest first, each to the
+//! node it was cut for (ring.rs). A health task asks every node's `/health` each
+//! `forward.checkInterval`; a node that fails a request or a check is down until a check
+//! succeeds, and the spool is sent as soon as one comes back.
 //!
-//! 5xx, 429 and no answer mark the node down and the batch is tried on the next node; with no
-//! node up it waits (retried with backoff from 0.25 s to 5 s). Any other 4xx refuses the
-//! batch for good (`dropped_points.rejected`). At stop, what is left after 5 s stays in
+//! 5xx, 429 and no answer mark the node down: its batches wait (retried with backoff from
+//! 0.25 s to 5 s), for `forward.redirectAfterMs` at most, then go to the next node, while
+//! the other nodes' batches go on. Any other 4xx refuses the batch for good
+//! (`dropped_points.rejected`). At stop, what is left after 5 s stays in
 //! `forward.spoolDir` for the next start, or without one is counted as
 //! `dropped_points.shutdown`.
 
@@ -68,6 +69,7 @@ pub fn spawn(
         spool: Some(spool),
         settings: Arc::new(settings),
         telemetry: telemetry.clone(),
+        redirect_after: config.redirect_after,
         backoff: FIRST_BACKOFF,
         retry_at: None,
         failing: false,
@@ -112,6 +114,7 @@ struct Delivery {
     spool: Option<Spool>,
     settings: Arc<CutSettings>,
     telemetry: Arc<SinkTelemetry>,
+    redirect_after: Duration,
     backoff: Duration,
     retry_at: Option<Instant>,
     /// Failing since the last delivery (logged once per run of failures).
@@ -182,53 +185,55 @@ impl Delivery {
         }
     }
 
-    /// Sends what waits, oldest first, until no node takes it.
+    /// Sends what waits, oldest first, each batch to its node (or, once that node has been
+    /// down for `redirectAfterMs`, the next one); batches whose node is down stay, in order.
     async fn deliver(&mut self) {
-        loop {
-            let Some(front) = self.spool().front().cloned() else { break };
-            let owner = self.node_of(&front.part);
-            let destination = self.ring.destination(owner).unwrap_or(owner);
-            let body = match self.spool().front_body() {
-                Ok(Some(body)) => body,
-                Ok(None) => break,
+        let mut left = false;
+        for batch in self.spool().waiting() {
+            let owner = self.node_of(&batch.part);
+            let Some(destination) = self.ring.destination(owner, self.redirect_after) else {
+                left = true;
+                continue;
+            };
+            let body = match self.spool().body(&batch) {
+                Ok(body) => body,
                 Err(error) => {
                     tracing::error!(%error, "forward: a spooled batch cannot be read: dropped (dropped_points.rejected)");
-                    self.telemetry.drop_points(DropReason::Rejected, front.series);
-                    self.pop_front();
+                    self.telemetry.drop_points(DropReason::Rejected, batch.series);
+                    self.remove(batch.sequence);
                     continue;
                 }
             };
             match self.clients[destination].post(body).await {
                 Outcome::Delivered => {
-                    self.telemetry.points_out.add(front.series);
-                    self.telemetry.bytes_out.add(front.bytes);
+                    self.telemetry.points_out.add(batch.series);
+                    self.telemetry.bytes_out.add(batch.bytes);
                     self.telemetry.succeeded(unix_now_s());
                     (self.backoff, self.failing) = (FIRST_BACKOFF, false);
-                    self.pop_front();
+                    self.remove(batch.sequence);
                 }
                 Outcome::Rejected(reason) => {
                     self.telemetry.failed(unix_now_s());
-                    self.telemetry.drop_points(DropReason::Rejected, front.series);
+                    self.telemetry.drop_points(DropReason::Rejected, batch.series);
                     let node = &self.ring.nodes()[destination].name;
-                    tracing::warn!(%node, series = front.series, %reason, "forward: a node refused a batch: dropped (dropped_points.rejected)");
-                    self.pop_front();
+                    tracing::warn!(%node, series = batch.series, %reason, "forward: a node refused a batch: dropped (dropped_points.rejected)");
+                    self.remove(batch.sequence);
                 }
                 Outcome::Retry(reason) => {
                     self.telemetry.failed(unix_now_s());
                     let node = &self.ring.nodes()[destination];
                     if node.set_up(false) || !self.failing {
-                        tracing::warn!(node = %node.name, %reason, "forward: node is down; its batches go to the next node, or wait in the spool");
+                        tracing::warn!(node = %node.name, %reason, "forward: node is down: new flushes go to the other nodes, its batches wait in the spool");
                     }
                     self.failing = true;
-                    if self.ring.destination(owner).is_none() {
-                        self.retry_at = Some(Instant::now() + self.backoff);
-                        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                        return;
-                    }
+                    left = true;
                 }
             }
         }
-        self.retry_at = None;
+        self.retry_at = left.then(|| Instant::now() + self.backoff);
+        if left {
+            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        }
     }
 
     /// The ring index of the node a part was cut for; a node no longer configured hands its
@@ -238,8 +243,8 @@ impl Delivery {
         nodes.iter().position(|node| node.name == part).unwrap_or_else(|| self.ring.owner(part.as_bytes()))
     }
 
-    fn pop_front(&mut self) {
-        if let Err(error) = self.spool().pop_front() {
+    fn remove(&mut self, sequence: u64) {
+        if let Err(error) = self.spool().remove(sequence) {
             tracing::error!(%error, "forward: cannot remove a sent batch from forward.spoolDir (it will be sent again and merged once)");
         }
         let bytes = self.spool().bytes();

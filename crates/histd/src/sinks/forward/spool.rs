@@ -123,20 +123,19 @@ impl Spool {
         Ok(dropped)
     }
 
-    /// The oldest batch.
-    pub fn front(&self) -> Option<&Waiting> {
-        self.waiting.front()
+    /// What waits, oldest first (bodies in memory are shared, not copied).
+    pub fn waiting(&self) -> Vec<Waiting> {
+        self.waiting.iter().cloned().collect()
     }
 
-    /// The compressed body of the oldest batch.
-    pub fn front_body(&self) -> io::Result<Option<Bytes>> {
-        let Some(front) = self.waiting.front() else { return Ok(None) };
-        match (&front.body, &self.dir) {
-            (Some(body), _) => Ok(Some(body.clone())),
+    /// The compressed body of a waiting batch.
+    pub fn body(&self, batch: &Waiting) -> io::Result<Bytes> {
+        match (&batch.body, &self.dir) {
+            (Some(body), _) => Ok(body.clone()),
             (None, Some(dir)) => {
-                let bytes = std::fs::read(file_path(dir, front.sequence))?;
+                let bytes = std::fs::read(file_path(dir, batch.sequence))?;
                 let start = body_offset(&bytes).ok_or_else(|| io::Error::other("batch file header is damaged"))?;
-                Ok(Some(Bytes::from(bytes).slice(start..)))
+                Ok(Bytes::from(bytes).slice(start..))
             }
             (None, None) => unreachable!("a batch in memory keeps its body"),
         }
@@ -144,24 +143,34 @@ impl Spool {
 
     /// Removes the oldest batch (its file too).
     pub fn pop_front(&mut self) -> io::Result<Option<Waiting>> {
-        let Some(front) = self.waiting.pop_front() else { return Ok(None) };
-        self.bytes -= front.bytes;
+        match self.waiting.front() {
+            Some(front) => self.remove(front.sequence),
+            None => Ok(None),
+        }
+    }
+
+    /// Removes the batch numbered `sequence` (its file too).
+    pub fn remove(&mut self, sequence: u64) -> io::Result<Option<Waiting>> {
+        let Some(at) = self.waiting.iter().position(|batch| batch.sequence == sequence) else { return Ok(None) };
+        let Some(batch) = self.waiting.remove(at) else { return Ok(None) };
+        self.bytes -= batch.bytes;
         if let Some(dir) = &self.dir {
-            match std::fs::remove_file(file_path(dir, front.sequence)) {
+            match std::fs::remove_file(file_path(dir, sequence)) {
                 Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
                 _ => {}
             }
         }
-        Ok(Some(front))
+        Ok(Some(batch))
     }
 }
 
-fn file_path(dir: &Path, sequence: u64) -> PathBuf {
+/// `<dir>/<sequence as 16 hex digits>.batch`.
+pub fn file_path(dir: &Path, sequence: u64) -> PathBuf {
     dir.join(format!("{sequence:016x}.batch"))
 }
 
 /// The batch files in `dir`, by sequence; temporary files of an interrupted write are removed.
-fn batch_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+pub fn batch_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -177,16 +186,20 @@ fn batch_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 }
 
 fn write_file(dir: &Path, sequence: u64, part: &str, series: u64, body: &[u8]) -> io::Result<()> {
+    let part = &part.as_bytes()[..part.len().min(u16::MAX as usize)];
+    let header = [&FILE_MAGIC[..], &[FILE_VERSION], &(part.len() as u16).to_le_bytes(), part, &series.to_le_bytes()];
+    write_durably(dir, sequence, &[&header.concat(), body])
+}
+
+/// Writes `pieces` to batch file `sequence` in `dir` so that a crash leaves the whole file or
+/// none: a temporary file, synced, renamed, the directory synced.
+pub fn write_durably(dir: &Path, sequence: u64, pieces: &[&[u8]]) -> io::Result<()> {
     let path = file_path(dir, sequence);
     let temporary = path.with_extension("tmp");
     let mut file = std::fs::File::create(&temporary)?;
-    let part = &part.as_bytes()[..part.len().min(u16::MAX as usize)];
-    file.write_all(FILE_MAGIC)?;
-    file.write_all(&[FILE_VERSION])?;
-    file.write_all(&(part.len() as u16).to_le_bytes())?;
-    file.write_all(part)?;
-    file.write_all(&series.to_le_bytes())?;
-    file.write_all(body)?;
+    for piece in pieces {
+        file.write_all(piece)?;
+    }
     file.sync_data()?;
     std::fs::rename(&temporary, &path)?;
     std::fs::File::open(dir)?.sync_all()
@@ -234,11 +247,14 @@ mod tests {
         let (mut spool, dropped) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
         assert_eq!(dropped, Dropped::default());
         assert_eq!((spool.len(), spool.bytes()), (2, 200));
-        let front = spool.front().unwrap().clone();
+        let front = spool.waiting()[0].clone();
         assert_eq!((front.sequence, front.part.as_str(), front.series), (1, "http://g1:8127", 11));
-        assert_eq!(&spool.front_body().unwrap().unwrap()[..], &[1u8; 100][..]);
+        assert_eq!(&spool.body(&front).unwrap()[..], &[1u8; 100][..]);
+        assert_eq!(spool.remove(2).unwrap().unwrap().series, 12, "a batch behind others can go first");
+        assert_eq!(spool.waiting().len(), 1);
         spool.push("http://g2:8127", 5, vec![9; 10]).unwrap();
         assert_eq!(spool.waiting.back().unwrap().sequence, 3, "numbering goes on after the files left");
+        assert_eq!(batch_files(&dir).unwrap().len(), 2);
         assert!(!dir.join("0000000000000009.tmp").exists());
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -255,7 +271,7 @@ mod tests {
             }
             assert_eq!(dropped, Dropped { batches: 2, series: 14 });
             assert_eq!((spool.len(), spool.bytes()), (2, 200));
-            assert_eq!(&spool.front_body().unwrap().unwrap()[..], &[2u8; 100][..]);
+            assert_eq!(&spool.body(&spool.waiting()[0]).unwrap()[..], &[2u8; 100][..]);
             if let Some(dir) = dir {
                 assert_eq!(batch_files(&dir).unwrap().len(), 2);
                 std::fs::remove_dir_all(dir).unwrap();
