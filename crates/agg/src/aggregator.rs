@@ -283,6 +283,7 @@ impl Aggregator {
         self.count_timers_over_limit();
         let snapshot = Snapshot {
             timestamp,
+            flushed_at_ms: now_ms,
             interval: self.config.flush_interval,
             counters: self.counter_points(),
             timers: self.timer_points(),

@@ -16,6 +16,8 @@ use crate::table::IngestCounts;
 pub struct Snapshot {
     /// The flush time in unix seconds (rounded, as Etsy's `Math.round(Date.now()/1000)`).
     pub timestamp: u64,
+    /// The flush time in unix milliseconds, as the flusher gave it.
+    pub flushed_at_ms: u64,
     /// The flush interval the rates are per second of.
     pub interval: Duration,
     /// Counters, sorted by key.

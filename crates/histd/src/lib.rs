@@ -41,4 +41,8 @@ pub mod api {
 pub mod prometheus {
     pub use crate::sinks::prometheus::{config, encode, exposition, mapping, samples, state};
 }
+/// The forwarding wire format (docs/forward-format.md), for tests, fuzzing and other tools.
+pub mod forward {
+    pub use crate::sinks::forward::format;
+}
 pub use daemon::{run, start, Bound, Listening, Running};

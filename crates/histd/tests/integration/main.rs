@@ -7,6 +7,7 @@ mod concurrency;
 mod config_files;
 mod external;
 mod faults;
+mod forwarding;
 mod graphite_output;
 mod harness;
 mod lifecycle;

@@ -24,6 +24,8 @@ pub struct CutSettings {
 /// One compressed batch and where it was cut for.
 #[derive(Debug)]
 pub struct Part {
+    /// The interval start in its identity.
+    pub interval_start_ms: u64,
     /// The index in the ring of the node that owns its series.
     pub node: usize,
     /// Series it holds.
@@ -34,8 +36,10 @@ pub struct Part {
 
 /// Cuts a flush: counters with a non-zero sum, timers that received values, gauges updated in
 /// the interval, sets with members; each series in the part of the node that owns its key.
-pub fn cut(snapshot: &Snapshot, settings: &CutSettings, ring: &Ring) -> Vec<Part> {
-    let mut parts = Parts::new(snapshot, settings, ring);
+/// `interval_start_ms` names the interval in the batch identities: the flush time less the
+/// interval, and after `previous_start_ms` (the last cut's), so every cut has its own.
+pub fn cut(snapshot: &Snapshot, settings: &CutSettings, ring: &Ring, previous_start_ms: u64) -> Vec<Part> {
+    let mut parts = Parts::new(snapshot, settings, ring, previous_start_ms);
     let internal = |key: &str| agg::is_internal_key(&settings.prefix_stats, key);
     for counter in snapshot.counters.iter().filter(|c| c.count != 0.0 && !internal(c.key)) {
         parts.writer(counter.key).counter(counter.key, counter.count);
@@ -73,13 +77,14 @@ struct Parts<'a> {
 }
 
 impl<'a> Parts<'a> {
-    fn new(snapshot: &Snapshot, settings: &'a CutSettings, ring: &'a Ring) -> Self {
+    fn new(snapshot: &Snapshot, settings: &'a CutSettings, ring: &'a Ring, previous_start_ms: u64) -> Self {
         let interval_ms = snapshot.interval.as_millis() as u64;
+        let start_ms = snapshot.flushed_at_ms.saturating_sub(interval_ms).max(previous_start_ms + 1);
         let nodes = ring.nodes().len();
         Parts {
             ring,
             settings,
-            interval_start_ms: (snapshot.timestamp * 1000).saturating_sub(interval_ms),
+            interval_start_ms: start_ms,
             interval_ms,
             writers: (0..nodes).map(|_| None).collect(),
             chunks: vec![0; nodes],
@@ -117,7 +122,7 @@ impl<'a> Parts<'a> {
         if let Some(writer) = self.writers[node].take() {
             let series = writer.series();
             let raw = writer.finish();
-            self.done.push(Part { node, series, body: compress(&raw) });
+            self.done.push(Part { interval_start_ms: self.interval_start_ms, node, series, body: compress(&raw) });
             self.chunks[node] += 1;
         }
     }

@@ -70,6 +70,7 @@ pub fn spawn(
         settings: Arc::new(settings),
         telemetry: telemetry.clone(),
         redirect_after: config.redirect_after,
+        last_start_ms: 0,
         backoff: FIRST_BACKOFF,
         retry_at: None,
         failing: false,
@@ -115,6 +116,8 @@ struct Delivery {
     settings: Arc<CutSettings>,
     telemetry: Arc<SinkTelemetry>,
     redirect_after: Duration,
+    /// The interval start of the last flush cut (each cut's is later: its own identity).
+    last_start_ms: u64,
     backoff: Duration,
     retry_at: Option<Instant>,
     /// Failing since the last delivery (logged once per run of failures).
@@ -156,17 +159,19 @@ impl Delivery {
     /// Cuts a flush and queues its parts, on a blocking thread (encoding and file writes).
     async fn take(&mut self, snapshot: Arc<Snapshot>) {
         let mut spool = self.spool.take().unwrap_or_else(|| unreachable!("the spool is back after every write"));
-        let (ring, settings) = (self.ring.clone(), self.settings.clone());
+        let (ring, settings, previous_start_ms) = (self.ring.clone(), self.settings.clone(), self.last_start_ms);
         let queued = tokio::task::spawn_blocking(move || {
-            let parts = cut(&snapshot, &settings, &ring);
+            let parts = cut(&snapshot, &settings, &ring, previous_start_ms);
+            let start_ms = parts.iter().map(|part| part.interval_start_ms).max();
             let result = queue(&mut spool, &ring, parts);
-            (spool, result)
+            (spool, start_ms, result)
         })
         .await;
-        let Ok((spool, result)) = queued else {
+        let Ok((spool, start_ms, result)) = queued else {
             unreachable!("cutting a flush does not panic");
         };
         self.spool = Some(spool);
+        self.last_start_ms = start_ms.unwrap_or(self.last_start_ms);
         match result {
             Ok(dropped) => self.count_dropped(dropped),
             Err(error) => {

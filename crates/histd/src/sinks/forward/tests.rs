@@ -54,7 +54,7 @@ fn forward_into(global: &mut Aggregator, host: u32, nodes: &Ring) {
     let mut local = aggregator(true);
     feed(&mut local, 1000 + u64::from(host), &host_lines(host));
     let snapshot = local.flush(1_010_000);
-    for part in cut(&snapshot, &settings(&format!("host-{host}")), nodes) {
+    for part in cut(&snapshot, &settings(&format!("host-{host}")), nodes, 0) {
         let batch = format::decode(&part.body, 1 << 26).expect("a batch we wrote reads back");
         assert_eq!(batch.id.part, nodes.nodes()[part.node].name);
         global.absorb_mergeable(batch.interval);
@@ -95,7 +95,7 @@ fn series_are_cut_by_owner_and_internal_metrics_stay_home() {
     let lines: String = (0..600).map(|i| format!("k{i}:1|c\nt{i}:{i}|ms\n")).collect();
     feed(&mut local, 5, &lines);
     let snapshot = local.flush(10_000);
-    let parts = cut(&snapshot, &settings("h"), &nodes);
+    let parts = cut(&snapshot, &settings("h"), &nodes, 0);
     assert_eq!(parts.len(), 3);
     let mut total = 0;
     for part in &parts {
@@ -105,10 +105,28 @@ fn series_are_cut_by_owner_and_internal_metrics_stay_home() {
             assert!(!key.starts_with("statsd."), "{key} is histd's own");
         }
         assert_eq!(batch.interval.len() as u64, part.series);
-        assert_eq!((batch.id.interval_start_ms, batch.id.interval_ms), (0, 10_000));
+        assert_eq!((batch.id.interval_start_ms, batch.id.interval_ms), (1, 10_000), "after the previous cut's 0");
         total += part.series;
     }
     assert_eq!(total, 1200);
+}
+
+#[test]
+fn flushes_in_the_same_second_have_identities_of_their_own() {
+    let nodes = ring(&["http://10.0.0.1:8127"]);
+    let mut local = Aggregator::new(AggConfig {
+        keep_mergeable: true,
+        flush_interval: std::time::Duration::from_millis(300),
+        ..AggConfig::default()
+    });
+    let mut previous = 0;
+    for flush_ms in [5_000_100, 5_000_400, 5_000_400, 5_000_700] {
+        feed(&mut local, 5000, "c:1|c");
+        let snapshot = local.flush(flush_ms);
+        let part = cut(&snapshot, &settings("h"), &nodes, previous).remove(0);
+        assert!(part.interval_start_ms > previous, "{flush_ms}: {} after {previous}", part.interval_start_ms);
+        previous = part.interval_start_ms;
+    }
 }
 
 #[test]
@@ -118,7 +136,7 @@ fn a_big_part_goes_in_numbered_chunks() {
     let lines: String = (0..5000).map(|i| format!("a.rather.long.counter.name.number.{i}:1|c\n")).collect();
     feed(&mut local, 5, &lines);
     let snapshot = local.flush(10_000);
-    let parts = cut(&snapshot, &CutSettings { max_batch_bytes: 65_536, ..settings("h") }, &nodes);
+    let parts = cut(&snapshot, &CutSettings { max_batch_bytes: 65_536, ..settings("h") }, &nodes, 0);
     assert!(parts.len() > 2, "{} parts", parts.len());
     let chunks: Vec<u64> = parts.iter().map(|p| format::decode(&p.body, 1 << 26).unwrap().id.chunk).collect();
     assert_eq!(chunks, (0..parts.len() as u64).collect::<Vec<_>>());
@@ -131,7 +149,7 @@ fn bad_bodies_are_refused_with_the_reason() {
     let mut local = aggregator(true);
     feed(&mut local, 5, "t:1|ms\nt:2|ms\nc:1|c\ng:1|g\ns:x|s");
     let snapshot = local.flush(10_000);
-    let body = cut(&snapshot, &settings("h"), &nodes).remove(0).body;
+    let body = cut(&snapshot, &settings("h"), &nodes, 0).remove(0).body;
     let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
     let compress = |raw: &[u8]| format::compress(raw);
     assert!(matches!(format::decode(b"not snappy at all", 1 << 20), Err(FormatError::Compression(_))));
