@@ -127,7 +127,10 @@ impl BatchWriter {
             Distinct::Members(members) if members.len() <= members_limit => {
                 out.push(SET_MEMBERS);
                 put_varint(out, members.len() as u64);
-                members.iter().for_each(|member| put_bytes(out, member));
+                // Sorted: the same set is the same bytes.
+                let mut sorted: Vec<&[u8]> = members.iter().map(|member| &**member).collect();
+                sorted.sort_unstable();
+                sorted.into_iter().for_each(|member| put_bytes(out, member));
             }
             _ => {
                 out.push(SET_SKETCH);

@@ -165,3 +165,25 @@ fn bad_bodies_are_refused_with_the_reason() {
     trailing.push(0);
     assert!(format::decode(&compress(&trailing), 1 << 20).is_err());
 }
+
+/// Version 1's bytes for a fixed interval: a change to the format shows here (rewrite the file
+/// with HISTD_BLESS=1 only with a new version number). The file is also the decoder's fuzz seed.
+#[test]
+fn version_1_bytes_are_stable() {
+    let nodes = ring(&["http://10.0.0.1:8127"]);
+    let mut local = aggregator(true);
+    let users: String = (0..150).map(|u| format!("big:u{u}|s\n")).collect();
+    feed(&mut local, 7, &format!("t:1|ms\nt:2.5|ms\nh:3|h|@0.5\nc:4|c\ng:5|g\ns:a|s\ns:b|s\n{users}"));
+    let snapshot = local.flush(10_000);
+    let body = cut(&snapshot, &settings("golden"), &nodes, 0).remove(0).body;
+    let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus-seeds/forward_batch/v1.batch");
+    if std::env::var_os("HISTD_BLESS").is_some() {
+        std::fs::write(&path, &raw).unwrap();
+    }
+    let golden = std::fs::read(&path).expect("the golden batch (HISTD_BLESS=1 writes it)");
+    assert!(golden == raw, "forward format version 1 changed: {} bytes, golden {}", raw.len(), golden.len());
+    let batch = format::read_batch(&golden).unwrap();
+    assert_eq!((batch.interval.counters.len(), batch.interval.timers.len()), (1, 2));
+    assert_eq!((batch.interval.gauges.len(), batch.interval.sets.len()), (1, 2));
+}
