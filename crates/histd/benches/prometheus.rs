@@ -3,7 +3,6 @@
 //! histogram mode (protobuf + snappy), and `/metrics` text. Bytes are printed once per mode.
 //! Run: `cargo bench -p histd --bench prometheus`.
 
-use agg::{AggConfig, Aggregator, Snapshot, Table};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use histd::prometheus::config::{HistogramMode, DEFAULT_BUCKETS};
 use histd::prometheus::encode::{encode, Flush};
@@ -11,43 +10,14 @@ use histd::prometheus::exposition::Exposition;
 use histd::prometheus::samples::Layout;
 use histd::prometheus::state::Registry;
 
-const COUNTERS: usize = 90_000;
-const TIMERS: usize = 10_000;
+#[path = "flush_of_100k.rs"]
+mod flush_of_100k;
 
-/// One flush: every counter once, every timer with values spread over ~100 circllhist bins
-/// (1 ms to 10 s, log-spaced), from a deterministic generator.
-fn snapshot(flush_ms: u64) -> Snapshot {
-    let config = AggConfig::default();
-    let mut aggregator = Aggregator::new(config.clone());
-    let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
-    let mut packet = String::new();
-    let mut send = |line: String, table: &mut Table| {
-        packet.push_str(&line);
-        packet.push('\n');
-        if packet.len() > 1200 {
-            table.insert_packet(1, packet.as_bytes());
-            packet.clear();
-        }
-    };
-    for i in 0..COUNTERS {
-        send(format!("app.requests.{i}:1|c|#route:r{}", i % 50), &mut table);
-    }
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    for i in 0..TIMERS {
-        for _ in 0..150 {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            let value = 10f64.powf((state >> 11) as f64 / (1u64 << 53) as f64 * 4.0);
-            send(format!("app.latency.{i}:{value:.3}|ms"), &mut table);
-        }
-    }
-    table.insert_packet(1, packet.as_bytes());
-    aggregator.absorb(table);
-    aggregator.flush(flush_ms)
-}
+use flush_of_100k::{snapshot, TIMERS};
 
 fn flush_costs(c: &mut Criterion) {
-    let first = snapshot(1_000_000);
-    let second = snapshot(1_010_000);
+    let first = snapshot(1_000_000, false);
+    let second = snapshot(1_010_000, false);
     let mut registry = Registry::new(true, Some(5), None);
     registry.apply(&first);
     registry.apply(&second);

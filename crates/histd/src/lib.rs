@@ -41,8 +41,10 @@ pub mod api {
 pub mod prometheus {
     pub use crate::sinks::prometheus::{config, encode, exposition, mapping, samples, state};
 }
-/// The forwarding wire format (docs/forward-format.md), for tests, fuzzing and other tools.
+/// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
+/// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
 pub mod forward {
-    pub use crate::sinks::forward::format;
+    pub use crate::sinks::forward::{encode, format, ring};
+    pub use crate::sinks::http_client::HttpUrl;
 }
 pub use daemon::{run, start, Bound, Listening, Running};
