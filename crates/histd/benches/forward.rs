@@ -9,13 +9,12 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 use histd::forward::encode::{cut, CutSettings};
 use histd::forward::format;
 use histd::forward::ring::{Node, Ring};
-use histd::forward::HttpUrl;
 
 #[path = "flush_of_100k.rs"]
 mod flush_of_100k;
 
 fn ring() -> Ring {
-    let node = |name: &str| Node::new(name.to_string(), HttpUrl::parse(name).unwrap());
+    let node = |name: &str| Node::new(name.to_string());
     Ring::new(vec![node("http://10.0.0.5:8127"), node("http://10.0.0.6:8127")])
 }
 

@@ -45,6 +45,5 @@ pub mod prometheus {
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
 pub mod forward {
     pub use crate::sinks::forward::{encode, format, ring};
-    pub use crate::sinks::http_client::HttpUrl;
 }
 pub use daemon::{run, start, Bound, Listening, Running};

@@ -19,15 +19,12 @@ use agg::distinct::{fmix64, fnv1a64};
 
 use crate::flush::unix_now_ms;
 
-use crate::sinks::http_client::HttpUrl;
-
-/// One global node and whether it is believed up.
+/// One node and whether it is believed up.
 #[derive(Debug)]
 pub struct Node {
-    /// The URL as configured (its identity in the hash).
+    /// Its name (its identity in the hash): a global's URL as configured, a proxy's
+    /// aggregator as `host:port`.
     pub name: String,
-    /// Where batches are posted.
-    pub url: HttpUrl,
     /// `fnv1a64(name)`.
     hash: u64,
     up: AtomicBool,
@@ -37,8 +34,8 @@ pub struct Node {
 
 impl Node {
     /// A node, up until a request or a health check fails.
-    pub fn new(name: String, url: HttpUrl) -> Node {
-        Node { hash: fnv1a64(name.as_bytes()), name, url, up: AtomicBool::new(true), down_since_ms: AtomicU64::new(0) }
+    pub fn new(name: String) -> Node {
+        Node { hash: fnv1a64(name.as_bytes()), name, up: AtomicBool::new(true), down_since_ms: AtomicU64::new(0) }
     }
 
     /// Believed up.
@@ -63,7 +60,7 @@ impl Node {
     }
 }
 
-/// The nodes of `forward.nodes`, in config order.
+/// The nodes, in config order.
 #[derive(Debug)]
 pub struct Ring {
     nodes: Vec<Node>,
@@ -114,10 +111,7 @@ mod tests {
     use super::*;
 
     fn ring(count: usize) -> Ring {
-        let node = |i: usize| {
-            let name = format!("http://10.0.0.{i}:8127");
-            Node::new(name.clone(), HttpUrl::parse(&name).unwrap())
-        };
+        let node = |i: usize| Node::new(format!("http://10.0.0.{i}:8127"));
         Ring::new((1..=count).map(node).collect())
     }
 

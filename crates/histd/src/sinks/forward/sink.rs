@@ -24,7 +24,7 @@ use super::format::CONTENT_TYPE;
 use super::ring::{Node, Ring};
 use super::spool::{Dropped, Spool};
 use crate::ingest::unix_now_s;
-use crate::sinks::http_client::{Client, Outcome};
+use crate::sinks::http_client::{Client, HttpUrl, Outcome};
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -52,17 +52,17 @@ pub fn spawn(
             "forward: sending the batches an earlier run left in the spool"
         );
     }
-    let ring =
-        Arc::new(Ring::new(config.nodes.iter().map(|(name, url)| Node::new(name.clone(), url.clone())).collect()));
+    let ring = Arc::new(Ring::new(config.nodes.iter().map(|(name, _)| Node::new(name.clone())).collect()));
+    let urls: Vec<HttpUrl> = config.nodes.iter().map(|(_, url)| url.clone()).collect();
     let node_came_back = Arc::new(Notify::new());
-    let health =
-        tokio::spawn(check_health(ring.clone(), config.check_interval, config.timeout, node_came_back.clone()));
+    let checks =
+        check_health(ring.clone(), urls.clone(), config.check_interval, config.timeout, node_came_back.clone());
+    let health = tokio::spawn(checks);
     let headers = vec![
         ("content-type".to_string(), CONTENT_TYPE.to_string()),
         ("content-encoding".to_string(), "snappy".to_string()),
     ];
-    let clients =
-        ring.nodes().iter().map(|node| Client::new(node.url.clone(), headers.clone(), config.timeout)).collect();
+    let clients = urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout)).collect();
     let delivery = Delivery {
         ring,
         clients,
@@ -84,9 +84,15 @@ pub fn spawn(
 }
 
 /// Asks each node's `/health` every `interval`; wakes the delivery when one comes back.
-async fn check_health(ring: Arc<Ring>, interval: Duration, timeout: Duration, came_back: Arc<Notify>) {
+async fn check_health(
+    ring: Arc<Ring>,
+    urls: Vec<HttpUrl>,
+    interval: Duration,
+    timeout: Duration,
+    came_back: Arc<Notify>,
+) {
     let mut clients: Vec<Client> =
-        ring.nodes().iter().map(|node| Client::new(node.url.clone(), Vec::new(), timeout.min(interval))).collect();
+        urls.into_iter().map(|url| Client::new(url, Vec::new(), timeout.min(interval))).collect();
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -6,10 +6,9 @@ use agg::{AggConfig, Aggregator, Snapshot, Table, TimerStat};
 use super::encode::{cut, CutSettings};
 use super::format::{self, FormatError};
 use super::ring::{Node, Ring};
-use crate::sinks::http_client::HttpUrl;
 
 fn ring(names: &[&str]) -> Ring {
-    Ring::new(names.iter().map(|n| Node::new(n.to_string(), HttpUrl::parse(n).unwrap())).collect())
+    Ring::new(names.iter().map(|n| Node::new(n.to_string())).collect())
 }
 
 fn settings(source: &str) -> CutSettings {
