@@ -15,6 +15,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod proxy;
 pub mod query_cli;
 
 mod accept;

@@ -35,6 +35,15 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Route statsd lines to several aggregators by series (reads Etsy's proxyConfig.js).
+    Proxy {
+        /// The proxy's config file (Etsy's proxyConfig.js keys: nodes, host, port, ...).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Log level: error, warn, info, debug, trace (default info).
+        #[arg(long)]
+        log_level: Option<tracing::Level>,
+    },
     /// Validate a config file and print the effective settings as JSON.
     CheckConfig {
         /// The config file.
@@ -57,6 +66,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Run { config, log_level, data_dir } => run(config, log_level, data_dir),
+        Command::Proxy { config, log_level } => proxy(&config, log_level),
         Command::Query(args) => match query_cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => {
@@ -134,6 +144,39 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir
         Err(error) => {
             tracing::error!("{error:#}");
             eprintln!("histd: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn proxy(path: &std::path::Path, log_level: Option<tracing::Level>) -> ExitCode {
+    let config = match histd::proxy::ProxyConfig::from_file(path) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("histd proxy: invalid config: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let level = log_level.unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
+    for key in &config.ignored_keys {
+        tracing::warn!(key, "proxy config key ignored");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("histd proxy: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let shutdown = shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+        histd::proxy::run(config, shutdown).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("histd proxy: {error:#}");
             ExitCode::FAILURE
         }
     }

@@ -5,7 +5,7 @@
 mod backends;
 mod ingest;
 pub mod keys;
-mod listen;
+pub(crate) mod listen;
 pub(crate) mod reader;
 mod store;
 mod timers;
@@ -21,6 +21,7 @@ use crate::sinks::prometheus::PrometheusConfig;
 use serde_json::{json, Map, Value};
 
 pub use backends::{Backend, ConsoleConfig, GraphiteConfig, GraphiteProtocol, RepeaterConfig, RepeaterProtocol};
+pub(crate) use ingest::ingest as ingest_config;
 pub use ingest::IngestConfig;
 pub use listen::{Listener, UnixPath};
 pub use reader::ConfigError;

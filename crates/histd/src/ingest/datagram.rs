@@ -37,7 +37,8 @@ pub enum DatagramSocket {
 }
 
 impl DatagramSocket {
-    fn fd(&self) -> RawFd {
+    /// The socket's descriptor.
+    pub(crate) fn fd(&self) -> RawFd {
         match self {
             DatagramSocket::Udp(socket) => socket.as_raw_fd(),
             DatagramSocket::Unix(socket) => socket.as_raw_fd(),
@@ -67,8 +68,13 @@ impl DatagramSource {
         Ok(Arc::new(DatagramSource { socket, kernel_drops_seen: AtomicU64::new(0) }))
     }
 
+    /// The socket.
+    pub(crate) fn socket(&self) -> &DatagramSocket {
+        &self.socket
+    }
+
     /// The drops new since the last report, from the kernel's cumulative counter.
-    fn new_drops(&self, cumulative: u32) -> u64 {
+    pub(crate) fn new_drops(&self, cumulative: u32) -> u64 {
         let cumulative = u64::from(cumulative);
         cumulative.saturating_sub(self.kernel_drops_seen.fetch_max(cumulative, Ordering::Relaxed))
     }

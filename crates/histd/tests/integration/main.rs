@@ -13,5 +13,6 @@ mod harness;
 mod lifecycle;
 mod listeners;
 mod prometheus;
+mod proxy;
 mod store_api;
 mod timer_histograms;
