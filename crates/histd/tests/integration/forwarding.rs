@@ -11,6 +11,9 @@ use circllhist::Histogram;
 use crate::harness::{eventually, free_port, http, temp_dir, url_encode, wait_until, Daemon};
 
 const FLUSH_MS: u64 = 300;
+/// Latencies and hits per round and local.
+const LATENCIES: u64 = 200;
+const HITS: u64 = 20;
 /// How long both globals stay down (the outage).
 const OUTAGE: Duration = Duration::from_secs(20);
 
@@ -78,16 +81,16 @@ fn reference() -> Daemon {
     )
 }
 
-/// Round `round`'s lines for local `host`: 20 latencies (some fractional), 5 hits, and a hit
-/// for each of 16 more counters (so that both globals own some series).
+/// Round `round`'s lines for local `host`: 200 latencies (some fractional), 20 hits, and a
+/// hit for each of 16 more counters (so that both globals own some series).
 fn lines(round: u64, host: u64) -> String {
     let mut out = String::new();
-    for i in 0..20 {
+    for i in 0..LATENCIES {
         let x = (round * 7919 + host * 104_729 + i * 1_299_709) % 10_007;
         let value = if i % 4 == 0 { format!("{}.25", x % 3000) } else { (x % 5000).to_string() };
         out.push_str(&format!("api.latency:{value}|ms\n"));
     }
-    for _ in 0..5 {
+    for _ in 0..HITS {
         out.push_str("api.hits:1|c\n");
     }
     for k in 0..16 {
@@ -169,13 +172,13 @@ fn three_locals_two_globals_lose_nothing_through_a_kill_and_an_outage() {
     send(40..50, &locals, &reference);
 
     locals.iter().for_each(wait_spool_empty);
-    let truth_hits = 50.0 * 3.0 * 5.0;
+    let truth_hits = (50 * 3 * HITS) as f64;
     let addresses = [g1.daemon().address("http"), g2.daemon().address("http")];
     let all_stored = eventually(|| {
         addresses.iter().map(|a| stored_hits(a)).sum::<f64>() == truth_hits
             && stored_hits(&reference.address("http")) == truth_hits
-            && merged(&addresses.iter().map(|a| stored_histogram(a)).collect::<Vec<_>>()).count() == 50 * 3 * 20
-            && stored_histogram(&reference.address("http")).count() == 50 * 3 * 20
+            && merged(&addresses.iter().map(|a| stored_histogram(a)).collect::<Vec<_>>()).count() == 50 * 3 * LATENCIES
+            && stored_histogram(&reference.address("http")).count() == 50 * 3 * LATENCIES
     });
     let fleet = merged(&addresses.iter().map(|a| stored_histogram(a)).collect::<Vec<_>>());
     let hits: Vec<f64> = addresses.iter().map(|a| stored_hits(a)).collect();
@@ -187,7 +190,7 @@ fn three_locals_two_globals_lose_nothing_through_a_kill_and_an_outage() {
         all_stored,
         "hits per global {hits:?} of {truth_hits}, {} of {} latencies; g1: {}; g2: {}; locals: {:?}",
         fleet.count(),
-        50 * 3 * 20,
+        50 * 3 * LATENCIES,
         counters(g1.daemon()),
         counters(g2.daemon()),
         locals.iter().map(counters).collect::<Vec<_>>()
@@ -219,9 +222,9 @@ fn a_local_killed_with_a_full_spool_sends_it_after_its_restart() {
     let local = Daemon::start_process("local-killed", &config);
     wait_spool_empty(&local);
     let address = global.daemon().address("http");
-    let sent = 10.0 * 5.0;
+    let sent = (10 * HITS) as f64;
     assert!(eventually(|| stored_hits(&address) == sent), "{} of {sent} hits stored", stored_hits(&address));
-    assert_eq!(stored_histogram(&address).count(), 10 * 20);
+    assert_eq!(stored_histogram(&address).count(), 10 * LATENCIES);
     assert_nothing_dropped(&local);
 }
 
