@@ -123,30 +123,9 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir
         tracing::warn!(key, "config key ignored: {}", config::keys::why_unused(key));
     }
     return_large_blocks_to_the_system();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(yield_to_readers)
-        .enable_all()
-        .build();
-    let runtime = match runtime {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("histd: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let running = runtime.block_on(async {
-        let shutdown = shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
-        histd::run(config, shutdown).await
-    });
-    match running {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("histd: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).on_thread_start(yield_to_readers);
+    serve_until_signal("histd", builder, |shutdown| histd::run(config, shutdown))
 }
 
 fn proxy(path: &std::path::Path, log_level: Option<tracing::Level>) -> ExitCode {
@@ -162,21 +141,37 @@ fn proxy(path: &std::path::Path, log_level: Option<tracing::Level>) -> ExitCode 
     for key in &config.ignored_keys {
         tracing::warn!(key, "proxy config key ignored");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(1);
+    serve_until_signal("histd proxy", builder, |shutdown| histd::proxy::run(config, shutdown))
+}
+
+/// Runs `serve` on a runtime from `builder` until SIGTERM or SIGINT: exit code 0 after a clean
+/// stop, 1 when it failed (the error printed after `who`).
+fn serve_until_signal<Serving>(
+    who: &str,
+    mut builder: tokio::runtime::Builder,
+    serve: impl FnOnce(Shutdown) -> Serving,
+) -> ExitCode
+where
+    Serving: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("histd proxy: cannot start the runtime: {error}");
+            eprintln!("{who}: cannot start the runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
     let result = runtime.block_on(async {
         let shutdown = shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
-        histd::proxy::run(config, shutdown).await
+        serve(shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("histd proxy: {error:#}");
+            tracing::error!("{error:#}");
+            eprintln!("{who}: {error:#}");
             ExitCode::FAILURE
         }
     }
@@ -205,15 +200,18 @@ fn return_large_blocks_to_the_system() {
     }
 }
 
+/// Completes on SIGTERM or SIGINT.
+type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Installs the handlers now (so that a signal arriving while histd starts up is not lost to
 /// the default action) and returns a future that completes on SIGTERM or SIGINT. SIGHUP is
 /// logged and ignored (config reload is not done).
-fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+fn shutdown_signal() -> std::io::Result<Shutdown> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    Ok(async move {
+    Ok(Box::pin(async move {
         loop {
             tokio::select! {
                 _ = term.recv() => return,
@@ -221,5 +219,5 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
                 _ = hup.recv() => tracing::warn!("SIGHUP: config reload is not supported; restart histd to apply a new config"),
             }
         }
-    })
+    }))
 }

@@ -74,20 +74,13 @@ pub struct Config {
 impl Config {
     /// Reads and validates the config file at `path`.
     pub fn from_file(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
-        Config::from_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        read_file(path, Config::from_text)
     }
 
     /// Reads and validates a config from its text (JSON5 or JSON; JavaScript's object literal
     /// syntax as Etsy configs use it).
     pub fn from_text(text: &str) -> anyhow::Result<Config> {
-        let value: Value =
-            json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
-        match value {
-            Value::Object(raw) => Ok(Config::from_object(raw)?),
-            other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
-        }
+        Ok(Config::from_object(object_literal(text)?)?)
     }
 
     /// The defaults of `histd run` with no config file: UDP and TCP on 127.0.0.1:8125, the
@@ -175,6 +168,23 @@ impl Config {
             "sinkQueueBytes": self.sink_queue_bytes,
             "ignoredKeys": self.ignored_keys,
         })
+    }
+}
+
+/// Reads the file at `path` and makes something of its text; errors name the file.
+pub fn read_file<T>(path: &Path, from_text: impl FnOnce(&str) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
+    from_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// A config's text as an object: a JavaScript object literal (Etsy's configs), JSON5 or JSON.
+pub fn object_literal(text: &str) -> anyhow::Result<Map<String, Value>> {
+    let value: Value =
+        json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
+    match value {
+        Value::Object(raw) => Ok(raw),
+        other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
     }
 }
 

@@ -54,19 +54,12 @@ pub struct ProxyConfig {
 impl ProxyConfig {
     /// Reads and validates a proxy config file.
     pub fn from_file(path: &Path) -> anyhow::Result<ProxyConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
-        ProxyConfig::from_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        crate::config::read_file(path, ProxyConfig::from_text)
     }
 
     /// Reads and validates a proxy config from its text (a JavaScript object literal).
     pub fn from_text(text: &str) -> anyhow::Result<ProxyConfig> {
-        let value: Value =
-            json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
-        match value {
-            Value::Object(raw) => Ok(ProxyConfig::from_object(&raw)?),
-            other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
-        }
+        Ok(ProxyConfig::from_object(&crate::config::object_literal(text)?)?)
     }
 
     /// Validates a config object.
