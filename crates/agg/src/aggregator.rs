@@ -431,6 +431,42 @@ impl Aggregator {
         }
     }
 
+    /// Every series' interval so far (unsorted), with timers' samples at or above `threshold`.
+    /// Settles the timers ([`TimerSamples::settle`]): what waited for the flush is binned now.
+    pub fn live_series(&mut self, threshold: Option<f64>) -> Vec<LiveSeries> {
+        let mut series: Vec<LiveSeries> = Vec::with_capacity(self.timers.len() + self.gauges.len() + self.sets.len());
+        let plain = |key: &CompactString, kind, value| LiveSeries {
+            key: key.clone(),
+            kind,
+            value,
+            quantiles: None,
+            at_or_above: None,
+        };
+        for (key, value) in self.counters.live_values() {
+            series.push(LiveSeries { key, kind: MetricType::Counters, value, quantiles: None, at_or_above: None });
+        }
+        for (key, samples) in self.timers.iter_mut() {
+            samples.settle();
+            let histogram = &samples.histogram;
+            let quantiles = (!histogram.is_empty()).then(|| (histogram.quantile(0.5), histogram.quantile(0.99)));
+            series.push(LiveSeries {
+                quantiles,
+                at_or_above: threshold.map(|t| histogram.count_above(t, true)),
+                ..plain(key, MetricType::Timers, samples.count)
+            });
+        }
+        series.extend(self.gauges.iter().map(|(key, state)| plain(key, MetricType::Gauges, state.value)));
+        series.extend(self.sets.iter().map(|(key, set)| plain(key, MetricType::Sets, set.count() as f64)));
+        series
+    }
+
+    /// A timer's histogram of the interval so far (settled first).
+    pub fn live_histogram(&mut self, key: &str) -> Option<circllhist::Histogram> {
+        let samples = self.timers.get_mut(key)?;
+        samples.settle();
+        Some(samples.histogram.clone())
+    }
+
     /// Current counters (this interval so far), sorted.
     pub fn counter_values(&mut self) -> Vec<(CompactString, f64)> {
         self.counters.live_values()
@@ -457,6 +493,22 @@ impl Aggregator {
         };
         sorted(self.sets.iter().map(|(k, s)| (k.clone(), members(s))), |(k, _)| k)
     }
+}
+
+/// One series' interval so far, for live views (`histd top`, `/api/v1/live`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSeries {
+    /// The series key.
+    pub key: CompactString,
+    /// Its type.
+    pub kind: MetricType,
+    /// Counters: the sum of `value / rate`; timers: the weighted count; gauges: the value;
+    /// sets: distinct members.
+    pub value: f64,
+    /// Timers: the median and the 99th percentile of the interval's histogram.
+    pub quantiles: Option<(f64, f64)>,
+    /// Timers, with a threshold: samples at or above it (weighted).
+    pub at_or_above: Option<u64>,
 }
 
 /// A timer's exact totals (min and max NaN when nothing arrived).

@@ -21,7 +21,7 @@ mod table;
 mod timer;
 mod timers;
 
-pub use aggregator::{is_internal_key, Aggregator, MetricType};
+pub use aggregator::{is_internal_key, Aggregator, LiveSeries, MetricType};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
 pub use distinct::{Distinct, Hll};

@@ -20,6 +20,9 @@ pub struct Aggregation {
     pub flushes: Counter,
     /// How long the last flush took to derive its snapshot, in microseconds.
     pub last_flush_us: Gauge,
+    /// Unix milliseconds of the last flush (0 before the first): where the current interval
+    /// began.
+    pub last_flush_unix_ms: Gauge,
     gathered: Mutex<Gathered>,
 }
 
@@ -43,6 +46,7 @@ impl Aggregation {
             shards,
             flushes: Counter::default(),
             last_flush_us: Gauge::default(),
+            last_flush_unix_ms: Gauge::default(),
             gathered: Mutex::new(gathered),
         }
     }

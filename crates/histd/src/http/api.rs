@@ -34,6 +34,11 @@ impl Failure {
     pub fn message(&self) -> &str {
         &self.1
     }
+
+    /// A 500 with `message`.
+    pub fn internal(message: &str) -> Failure {
+        Failure(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+    }
 }
 
 impl IntoResponse for Failure {
@@ -72,7 +77,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
 
 /// Each sink's telemetry under its name, as the `stats` reply has it (histd's names only:
 /// Etsy's spellings of the same values are for `stats`).
-fn sinks_json(sinks: &[Arc<SinkTelemetry>]) -> Value {
+pub(super) fn sinks_json(sinks: &[Arc<SinkTelemetry>]) -> Value {
     let now = unix_now_s();
     let object = sinks
         .iter()
@@ -202,7 +207,8 @@ fn selector(query: &HashMap<String, String>) -> Result<(String, store::Selector)
     Ok((name, selector))
 }
 
-fn bins_json(histogram: &circllhist::Histogram) -> Vec<Value> {
+/// A histogram's bins as `[[lower, upper, count]]`, as every answer writes them.
+pub(super) fn bins_json(histogram: &circllhist::Histogram) -> Vec<Value> {
     store::bins_of(histogram).into_iter().map(|(lower, upper, count)| json!([lower, upper, count])).collect()
 }
 

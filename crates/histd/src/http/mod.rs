@@ -7,6 +7,7 @@
 //! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}` |
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
+//! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold` | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
 //! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md) | `{"merged", "duplicate"}`; 503 unless `global.accept`, 400 for a malformed batch, 413 past `global.maxBatchBytes` |
@@ -19,6 +20,7 @@
 
 mod api;
 mod forward;
+mod live;
 mod metrics;
 pub mod params;
 mod ui;
@@ -59,7 +61,7 @@ pub struct HttpState {
 }
 
 /// The API's routes (each is in `openapi.json`; a test checks both ways).
-const API_ROUTES: [&str; 7] = [
+const API_ROUTES: [&str; 8] = [
     "/health",
     "/api/v1/series",
     "/api/v1/query",
@@ -67,6 +69,7 @@ const API_ROUTES: [&str; 7] = [
     "/api/v1/heatmap",
     "/api/v1/openapi.json",
     "/api/v1/forward",
+    "/api/v1/live",
 ];
 
 /// The HTTP server's bounds (`httpMaxConnections`, `httpHeaderTimeoutMs`).
@@ -108,7 +111,7 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits,
 }
 
 fn router(state: Arc<HttpState>) -> Router {
-    let [health, series, query, histogram, heatmap, openapi, forward] = API_ROUTES;
+    let [health, series, query, histogram, heatmap, openapi, forward, live] = API_ROUTES;
     let forward_limit = DefaultBodyLimit::max(state.global.max_body_bytes());
     Router::new()
         .route(health, get(api::health))
@@ -118,6 +121,7 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(heatmap, get(api::heatmap))
         .route(openapi, get(api::openapi))
         .route(forward, post(forward::receive).layer(forward_limit))
+        .route(live, get(live::live))
         .route("/metrics", get(metrics::metrics))
         .route("/-/clear", post(metrics::clear))
         .route("/", get(ui::index))

@@ -1,0 +1,375 @@
+//! `GET /api/v1/live`: the current interval so far, for `histd top` (and anyone polling): the
+//! header figures (cumulative input counts, flushes, receive buffer, memory, store size, each
+//! sink's telemetry), the busiest series with their rate, p50, p99 and samples at or above a
+//! threshold, cardinality by metric name and tag key, and the hottest name prefixes.
+//!
+//! Cost: one pass over every series under the aggregation lock (timers' waiting values are
+//! binned then, as the flush would), a sort of what matched, histograms cloned for the rows
+//! returned only. BENCHMARKS.md measures it at 100k series.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agg::{LiveSeries, MetricType};
+use axum::extract::{Query, State};
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+use super::api::{bins_json, sinks_json, Failure};
+use super::params::{count, BadParameter};
+use super::HttpState;
+use crate::flush::unix_now_ms;
+use crate::ingest::unix_now_s;
+
+/// Rows returned when `limit` is not given, and at most.
+const DEFAULT_LIMIT: usize = 50;
+const MOST_ROWS: usize = 1000;
+/// Names and prefixes listed in the cardinality and prefix tables.
+const TOP_NAMES: usize = 20;
+/// The longest `match` regex.
+const MAX_PATTERN_BYTES: usize = 1024;
+
+/// What to sort the rows by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    /// Name, ascending.
+    Name,
+    /// Counter increments or timer samples per second.
+    Rate,
+    /// The interval's value (counter sum, timer count, gauge value, set size).
+    Value,
+    /// Median.
+    P50,
+    /// 99th percentile.
+    P99,
+    /// Samples at or above the threshold.
+    Above,
+}
+
+impl SortBy {
+    fn parse(text: Option<&str>) -> Result<SortBy, BadParameter> {
+        Ok(match text.unwrap_or("rate") {
+            "name" => SortBy::Name,
+            "rate" => SortBy::Rate,
+            "value" => SortBy::Value,
+            "p50" => SortBy::P50,
+            "p99" => SortBy::P99,
+            "above" => SortBy::Above,
+            other => {
+                let message = format!("'{other}' is not name, rate, value, p50, p99 or above");
+                return Err(BadParameter { name: "sort", message });
+            }
+        })
+    }
+
+    /// The row's sort figure (higher first; names sort apart).
+    fn figure(self, row: &LiveSeries) -> f64 {
+        let figure = match self {
+            SortBy::Name => 0.0,
+            SortBy::Rate if matches!(row.kind, MetricType::Counters | MetricType::Timers) => row.value,
+            SortBy::Rate => f64::NEG_INFINITY,
+            SortBy::Value => row.value,
+            SortBy::P50 => row.quantiles.map_or(f64::NEG_INFINITY, |q| q.0),
+            SortBy::P99 => row.quantiles.map_or(f64::NEG_INFINITY, |q| q.1),
+            SortBy::Above => row.at_or_above.map_or(f64::NEG_INFINITY, |n| n as f64),
+        };
+        if figure.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            figure
+        }
+    }
+}
+
+/// The parameters, read.
+struct Asked {
+    limit: usize,
+    sort: SortBy,
+    pattern: Option<regex::Regex>,
+    threshold: Option<f64>,
+}
+
+fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
+    let pattern = match query.get("match").map(String::as_str) {
+        None | Some("") => None,
+        Some(text) if text.len() > MAX_PATTERN_BYTES => {
+            return Err(BadParameter { name: "match", message: format!("longer than {MAX_PATTERN_BYTES} bytes") })
+        }
+        Some(text) => Some(
+            regex::RegexBuilder::new(text)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| BadParameter { name: "match", message: format!("not a regex: {e}") })?,
+        ),
+    };
+    let threshold = match query.get("threshold") {
+        None => None,
+        Some(text) => Some(text.trim().parse::<f64>().ok().filter(|t| t.is_finite()).ok_or_else(|| BadParameter {
+            name: "threshold",
+            message: format!("'{text}' is not a number"),
+        })?),
+    };
+    Ok(Asked {
+        limit: count("limit", query.get("limit").map(String::as_str), DEFAULT_LIMIT, MOST_ROWS)?,
+        sort: SortBy::parse(query.get("sort").map(String::as_str))?,
+        pattern,
+        threshold,
+    })
+}
+
+pub async fn live(State(state): State<Arc<HttpState>>, Query(query): Query<HashMap<String, String>>) -> Result<Json<Value>, Failure> {
+    let asked = asked(&query)?;
+    let answered = tokio::task::spawn_blocking(move || answer(&state, &asked)).await;
+    answered.map(Json).map_err(|_| Failure::internal("building the live view failed"))
+}
+
+fn answer(state: &HttpState, asked: &Asked) -> Value {
+    let aggregation = &state.admin.aggregation;
+    let last_flush_ms = aggregation.last_flush_unix_ms.get();
+    let started_ms = if last_flush_ms == 0 { state.admin.started_unix_s * 1000 } else { last_flush_ms };
+    let elapsed_s = (unix_now_ms().saturating_sub(started_ms) as f64 / 1000.0).max(0.001);
+    let (interval_s, totals, mut series, histograms) = {
+        let mut aggregator = aggregation.current();
+        let interval_s = aggregator.config().interval_seconds();
+        let mut series = aggregator.live_series(asked.threshold);
+        let totals = aggregator.totals().clone();
+        let matched_rows = select(&mut series, asked, elapsed_s);
+        let histograms: Vec<Option<circllhist::Histogram>> = series[..matched_rows.min(asked.limit)]
+            .iter()
+            .map(|row| if row.kind == MetricType::Timers { aggregator.live_histogram(&row.key) } else { None })
+            .collect();
+        (interval_s, totals, series, (histograms, matched_rows))
+    };
+    let (histograms, matched) = histograms;
+    let cardinality = cardinality(&series);
+    let prefixes = prefixes(&series, elapsed_s);
+    series.truncate(matched.min(asked.limit));
+    let rows: Vec<Value> = series.iter().zip(&histograms).map(|(row, histogram)| row_json(row, histogram, elapsed_s)).collect();
+    json!({
+        "now_ms": unix_now_ms(),
+        "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),
+        "interval": { "seconds": interval_s, "elapsed_s": elapsed_s },
+        "totals": {
+            "packets": totals.packets,
+            "lines": totals.lines,
+            "bad_lines": proto::ParseError::ALL.iter().zip(totals.bad_by_reason).map(|(r, n)| (r.as_str().to_string(), json!(n))).collect::<Map<_, _>>(),
+            "kernel_drops": totals.kernel_drops,
+            "truncated_datagrams": totals.truncated_datagrams,
+        },
+        "receive_buffer_bytes": state.admin.edges.receive_buffer_bytes.get(),
+        "rss_bytes": rss_bytes(),
+        "flushes": aggregation.flushes.get(),
+        "last_flush_duration_ms": aggregation.last_flush_us.get() as f64 / 1000.0,
+        "store_bytes": store_bytes(state),
+        "series_count": series_counts(&cardinality.1),
+        "sinks": sinks_json(&state.admin.sinks),
+        "series": rows,
+        "matched": matched,
+        "truncated": matched > asked.limit,
+        "cardinality": cardinality.0,
+        "prefixes": prefixes,
+    })
+}
+
+/// Keeps the rows `asked.pattern` matches at the front, sorted; how many matched. (The rest
+/// stays behind them for the cardinality and prefix tables, which count every series.)
+fn select(series: &mut [LiveSeries], asked: &Asked, elapsed_s: f64) -> usize {
+    let _ = elapsed_s; // rates are values over the same elapsed time: they sort as the values
+    let matches = |row: &LiveSeries| asked.pattern.as_ref().is_none_or(|p| p.is_match(&row.key));
+    let mut matched = 0;
+    for index in 0..series.len() {
+        if matches(&series[index]) {
+            series.swap(matched, index);
+            matched += 1;
+        }
+    }
+    let sort = asked.sort;
+    let rows = &mut series[..matched];
+    if sort == SortBy::Name {
+        rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    } else {
+        rows.sort_unstable_by(|a, b| sort.figure(b).total_cmp(&sort.figure(a)).then_with(|| a.key.cmp(&b.key)));
+    }
+    matched
+}
+
+fn row_json(row: &LiveSeries, histogram: &Option<circllhist::Histogram>, elapsed_s: f64) -> Value {
+    let rate = matches!(row.kind, MetricType::Counters | MetricType::Timers).then(|| row.value / elapsed_s);
+    let mut value = json!({
+        "name": row.key.as_str(),
+        "type": type_name(row.kind),
+        "value": finite(row.value),
+        "rate": rate.and_then(finite),
+        "p50": row.quantiles.and_then(|q| finite(q.0)),
+        "p99": row.quantiles.and_then(|q| finite(q.1)),
+        "at_or_above": row.at_or_above,
+    });
+    if let Some(histogram) = histogram {
+        value["bins"] = Value::Array(bins_json(histogram));
+    }
+    value
+}
+
+fn finite(value: f64) -> Option<f64> {
+    value.is_finite().then_some(value)
+}
+
+fn type_name(kind: MetricType) -> &'static str {
+    match kind {
+        MetricType::Counters => "counter",
+        MetricType::Timers => "timer",
+        MetricType::Gauges => "gauge",
+        MetricType::Sets => "set",
+    }
+}
+
+/// Metric names by number of series (the busiest `TOP_NAMES`, then one "other" row), each
+/// with the distinct values of each tag key; and the number of series of each type.
+fn cardinality(series: &[LiveSeries]) -> (Value, [usize; 4]) {
+    let mut names: HashMap<&str, (usize, HashMap<&str, hashbrown::HashSet<&str>>)> = HashMap::new();
+    let mut per_type = [0usize; 4];
+    for row in series {
+        per_type[type_index(row.kind)] += 1;
+        let mut parts = row.key.split(';');
+        let name = parts.next().unwrap_or_default();
+        let entry = names.entry(name).or_default();
+        entry.0 += 1;
+        for tag in parts {
+            let (key, value) = tag.split_once('=').unwrap_or((tag, ""));
+            entry.1.entry(key).or_default().insert(value);
+        }
+    }
+    let mut ranked: Vec<(&str, (usize, HashMap<&str, hashbrown::HashSet<&str>>))> = names.into_iter().collect();
+    ranked.sort_unstable_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(b.0)));
+    let other: usize = ranked.iter().skip(TOP_NAMES).map(|(_, (n, _))| n).sum();
+    let other_names = ranked.len().saturating_sub(TOP_NAMES);
+    let rows: Vec<Value> = ranked
+        .iter()
+        .take(TOP_NAMES)
+        .map(|(name, (count, tags))| {
+            let mut tags: Vec<(&str, usize)> = tags.iter().map(|(k, v)| (*k, v.len())).collect();
+            tags.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            json!({ "name": name, "series": count, "tags": tags.iter().map(|(k, n)| json!([k, n])).collect::<Vec<_>>() })
+        })
+        .collect();
+    (json!({ "names": rows, "other": { "names": other_names, "series": other } }), per_type)
+}
+
+fn type_index(kind: MetricType) -> usize {
+    match kind {
+        MetricType::Counters => 0,
+        MetricType::Timers => 1,
+        MetricType::Gauges => 2,
+        MetricType::Sets => 3,
+    }
+}
+
+fn series_counts(per_type: &[usize; 4]) -> Value {
+    json!({ "counter": per_type[0], "timer": per_type[1], "gauge": per_type[2], "set": per_type[3] })
+}
+
+/// The hottest first segments of names (`api` of `api.latency`), and first two (`api.latency`),
+/// by counter increments plus timer samples per second, with their share of the whole.
+fn prefixes(series: &[LiveSeries], elapsed_s: f64) -> Value {
+    let mut volume: HashMap<&str, f64> = HashMap::new();
+    let mut total = 0.0;
+    for row in series.iter().filter(|r| matches!(r.kind, MetricType::Counters | MetricType::Timers)) {
+        let amount = row.value.abs();
+        if !amount.is_finite() {
+            continue;
+        }
+        total += amount;
+        let name = row.key.split(';').next().unwrap_or_default();
+        let mut dots = name.match_indices('.').map(|(at, _)| at);
+        for end in [dots.next(), dots.next()].into_iter().flatten() {
+            *volume.entry(&name[..end]).or_default() += amount;
+        }
+    }
+    let mut ranked: Vec<(&str, f64)> = volume.into_iter().collect();
+    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let rows: Vec<Value> = ranked
+        .iter()
+        .take(TOP_NAMES)
+        .map(|(prefix, amount)| {
+            let share = if total > 0.0 { amount / total } else { 0.0 };
+            json!({ "prefix": prefix, "rate": amount / elapsed_s, "share": share })
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// This process's resident memory, from /proc/self/status.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or_default();
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse::<u64>().ok()).map_or(0, |kib| kib * 1024)
+}
+
+/// The store's files (database and write-ahead log), when the store is on.
+fn store_bytes(state: &HttpState) -> Option<u64> {
+    let database = state.database.as_ref()?;
+    let size = |suffix: &str| {
+        let mut path = database.clone().into_os_string();
+        path.push(suffix);
+        std::fs::metadata(path).map_or(0, |m| m.len())
+    };
+    Some(size("") + size("-wal"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use compact_str::CompactString;
+
+    fn row(key: &str, kind: MetricType, value: f64, p99: Option<f64>) -> LiveSeries {
+        LiveSeries {
+            key: CompactString::from(key),
+            kind,
+            value,
+            quantiles: p99.map(|p| (p / 2.0, p)),
+            at_or_above: p99.map(|p| p as u64),
+        }
+    }
+
+    fn rows() -> Vec<LiveSeries> {
+        vec![
+            row("api.latency;route=/a", MetricType::Timers, 10.0, Some(900.0)),
+            row("api.latency;route=/b", MetricType::Timers, 30.0, Some(100.0)),
+            row("api.hits;route=/a", MetricType::Counters, 500.0, None),
+            row("db.pool", MetricType::Gauges, 7000.0, None),
+            row("users", MetricType::Sets, 3.0, None),
+        ]
+    }
+
+    fn asked(sort: SortBy, pattern: Option<&str>) -> Asked {
+        Asked { limit: 10, sort, pattern: pattern.map(|p| regex::Regex::new(p).unwrap()), threshold: None }
+    }
+
+    #[test]
+    fn rows_sort_by_the_column_asked_and_match_filters_them() {
+        let cases: &[(SortBy, Option<&str>, &[&str])] = &[
+            (SortBy::Rate, None, &["api.hits;route=/a", "api.latency;route=/b", "api.latency;route=/a", "db.pool", "users"]),
+            (SortBy::P99, None, &["api.latency;route=/a", "api.latency;route=/b", "api.hits;route=/a", "db.pool", "users"]),
+            (SortBy::Name, Some("latency"), &["api.latency;route=/a", "api.latency;route=/b"]),
+            (SortBy::Value, Some("^(db|users)"), &["db.pool", "users"]),
+        ];
+        for (sort, pattern, want) in cases {
+            let mut series = rows();
+            let matched = select(&mut series, &asked(*sort, *pattern), 2.0);
+            let got: Vec<&str> = series[..matched].iter().map(|r| r.key.as_str()).collect();
+            assert_eq!(&got, want, "{sort:?} {pattern:?}");
+        }
+    }
+
+    #[test]
+    fn cardinality_counts_series_per_name_and_values_per_tag() {
+        let mut series = rows();
+        series.push(row("api.latency;route=/c;env=prod", MetricType::Timers, 1.0, Some(1.0)));
+        let (table, per_type) = cardinality(&series);
+        assert_eq!(per_type, [1, 3, 1, 1]);
+        assert_eq!(table["names"][0], json!({"name": "api.latency", "series": 3, "tags": [["route", 3], ["env", 1]]}));
+        let prefixes = prefixes(&series, 2.0);
+        assert_eq!(prefixes[0]["prefix"], "api");
+        assert_eq!(prefixes[0]["rate"], json!((10.0 + 30.0 + 500.0 + 1.0) / 2.0));
+    }
+}
