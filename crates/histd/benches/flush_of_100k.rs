@@ -13,6 +13,11 @@ pub const TIMERS: usize = 10_000;
 /// One flush (with `keep_mergeable`, as the forward backend has it): every counter once, every timer with values spread over ~100 circllhist bins
 /// (1 ms to 10 s, log-spaced), from a deterministic generator.
 pub fn snapshot(flush_ms: u64, keep_mergeable: bool) -> Snapshot {
+    aggregator(keep_mergeable).flush(flush_ms)
+}
+
+/// The aggregator holding that flush's interval, not flushed yet.
+pub fn aggregator(keep_mergeable: bool) -> Aggregator {
     let config = AggConfig { keep_mergeable, ..AggConfig::default() };
     let mut aggregator = Aggregator::new(config.clone());
     let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
@@ -38,5 +43,5 @@ pub fn snapshot(flush_ms: u64, keep_mergeable: bool) -> Snapshot {
     }
     table.insert_packet(1, packet.as_bytes());
     aggregator.absorb(table);
-    aggregator.flush(flush_ms)
+    aggregator
 }

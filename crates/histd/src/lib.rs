@@ -17,6 +17,7 @@ pub mod bench;
 pub mod config;
 pub mod proxy;
 pub mod query_cli;
+pub mod top;
 
 mod accept;
 mod admin;

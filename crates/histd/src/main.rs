@@ -53,6 +53,8 @@ enum Command {
     ConfigKeys,
     /// Evaluate an expression over the store, from a running histd or a data directory.
     Query(query_cli::QueryArgs),
+    /// The live terminal view of a running histd (`--once` for one snapshot on stdout).
+    Top(histd::top::TopArgs),
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
     Bench(bench::BenchArgs),
 }
@@ -72,6 +74,13 @@ fn main() -> ExitCode {
             Err(failure) => {
                 eprintln!("histd query: {failure}");
                 ExitCode::from(failure.exit_code())
+            }
+        },
+        Command::Top(args) => match histd::top::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("histd top: {error:#}");
+                ExitCode::FAILURE
             }
         },
         Command::Bench(args) => match bench::run(&args) {

@@ -129,7 +129,7 @@ fn from_http(url: &str, expr: &str, from: i64, to: i64, step: i64) -> Result<Val
 }
 
 /// A plain HTTP/1.1 GET: status and body.
-fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
+pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let mut stream = TcpStream::connect(host)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
@@ -140,7 +140,8 @@ fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
     Ok((status, body.to_string()))
 }
 
-fn percent_encode(text: &str) -> String {
+/// `text` percent-encoded for a query string.
+pub(crate) fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),

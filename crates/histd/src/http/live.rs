@@ -104,10 +104,13 @@ fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
     };
     let threshold = match query.get("threshold") {
         None => None,
-        Some(text) => Some(text.trim().parse::<f64>().ok().filter(|t| t.is_finite()).ok_or_else(|| BadParameter {
-            name: "threshold",
-            message: format!("'{text}' is not a number"),
-        })?),
+        Some(text) => Some(
+            text.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite())
+                .ok_or_else(|| BadParameter { name: "threshold", message: format!("'{text}' is not a number") })?,
+        ),
     };
     Ok(Asked {
         limit: count("limit", query.get("limit").map(String::as_str), DEFAULT_LIMIT, MOST_ROWS)?,
@@ -117,7 +120,10 @@ fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
     })
 }
 
-pub async fn live(State(state): State<Arc<HttpState>>, Query(query): Query<HashMap<String, String>>) -> Result<Json<Value>, Failure> {
+pub async fn live(
+    State(state): State<Arc<HttpState>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, Failure> {
     let asked = asked(&query)?;
     let answered = tokio::task::spawn_blocking(move || answer(&state, &asked)).await;
     answered.map(Json).map_err(|_| Failure::internal("building the live view failed"))
@@ -144,7 +150,8 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
     let cardinality = cardinality(&series);
     let prefixes = prefixes(&series, elapsed_s);
     series.truncate(matched.min(asked.limit));
-    let rows: Vec<Value> = series.iter().zip(&histograms).map(|(row, histogram)| row_json(row, histogram, elapsed_s)).collect();
+    let rows: Vec<Value> =
+        series.iter().zip(&histograms).map(|(row, histogram)| row_json(row, histogram, elapsed_s)).collect();
     json!({
         "now_ms": unix_now_ms(),
         "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),
@@ -223,10 +230,13 @@ fn type_name(kind: MetricType) -> &'static str {
     }
 }
 
+/// A metric name's series, and the distinct values of each of its tag keys.
+type NameTally<'a> = (usize, HashMap<&'a str, hashbrown::HashSet<&'a str>>);
+
 /// Metric names by number of series (the busiest `TOP_NAMES`, then one "other" row), each
 /// with the distinct values of each tag key; and the number of series of each type.
 fn cardinality(series: &[LiveSeries]) -> (Value, [usize; 4]) {
-    let mut names: HashMap<&str, (usize, HashMap<&str, hashbrown::HashSet<&str>>)> = HashMap::new();
+    let mut names: HashMap<&str, NameTally<'_>> = HashMap::new();
     let mut per_type = [0usize; 4];
     for row in series {
         per_type[type_index(row.kind)] += 1;
@@ -239,7 +249,7 @@ fn cardinality(series: &[LiveSeries]) -> (Value, [usize; 4]) {
             entry.1.entry(key).or_default().insert(value);
         }
     }
-    let mut ranked: Vec<(&str, (usize, HashMap<&str, hashbrown::HashSet<&str>>))> = names.into_iter().collect();
+    let mut ranked: Vec<(&str, NameTally<'_>)> = names.into_iter().collect();
     ranked.sort_unstable_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(b.0)));
     let other: usize = ranked.iter().skip(TOP_NAMES).map(|(_, (n, _))| n).sum();
     let other_names = ranked.len().saturating_sub(TOP_NAMES);
@@ -348,8 +358,16 @@ mod tests {
     #[test]
     fn rows_sort_by_the_column_asked_and_match_filters_them() {
         let cases: &[(SortBy, Option<&str>, &[&str])] = &[
-            (SortBy::Rate, None, &["api.hits;route=/a", "api.latency;route=/b", "api.latency;route=/a", "db.pool", "users"]),
-            (SortBy::P99, None, &["api.latency;route=/a", "api.latency;route=/b", "api.hits;route=/a", "db.pool", "users"]),
+            (
+                SortBy::Rate,
+                None,
+                &["api.hits;route=/a", "api.latency;route=/b", "api.latency;route=/a", "db.pool", "users"],
+            ),
+            (
+                SortBy::P99,
+                None,
+                &["api.latency;route=/a", "api.latency;route=/b", "api.hits;route=/a", "db.pool", "users"],
+            ),
             (SortBy::Name, Some("latency"), &["api.latency;route=/a", "api.latency;route=/b"]),
             (SortBy::Value, Some("^(db|users)"), &["db.pool", "users"]),
         ];

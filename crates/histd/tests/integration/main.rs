@@ -16,3 +16,4 @@ mod prometheus;
 mod proxy;
 mod store_api;
 mod timer_histograms;
+mod top;

@@ -1,0 +1,125 @@
+//! `histd top`: the live terminal view of a running histd, polling `/api/v1/live` every
+//! `--interval`: the header (input rates, losses, memory, flush, series, store, sinks), the
+//! busiest series (rate, p50, p99, samples at or above `--threshold`, a heat strip), a series'
+//! detail (histogram bars, rate and p99 sparklines), and cardinality (series per name and tag
+//! key, hot prefixes). `--once` prints one snapshot and exits.
+//!
+//! model.rs holds the state and what each key does; text.rs lays screens out as lines; tui.rs
+//! draws them with ratatui and reads keys with crossterm.
+
+mod live;
+mod model;
+mod text;
+mod tui;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use live::Live;
+use model::Model;
+
+/// `histd top`'s command line.
+#[derive(Debug, clap::Args)]
+pub struct TopArgs {
+    /// The running histd's HTTP API (default: from --config, else http://127.0.0.1:8127).
+    #[arg(long)]
+    url: Option<String>,
+    /// The daemon's config file, for its HTTP address.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Seconds between refreshes.
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Count timer samples at or above this value, and highlight series whose p99 reaches it.
+    #[arg(long)]
+    threshold: Option<f64>,
+    /// Append a line to this file whenever a series' p99 crosses the threshold.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Print one snapshot (two polls `--interval` apart, for the rates) and exit.
+    #[arg(long)]
+    once: bool,
+    /// Columns of the `--once` output.
+    #[arg(long, default_value_t = 120)]
+    width: usize,
+    /// Series rows asked for.
+    #[arg(long, default_value_t = 200)]
+    limit: usize,
+    /// Sort column at start: name, rate, value, p50, p99, above.
+    #[arg(long, default_value = "rate")]
+    sort: String,
+    /// A regex on series keys at start.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+/// Runs `histd top`.
+pub fn run(args: &TopArgs) -> anyhow::Result<()> {
+    let host = host_of(args)?;
+    let mut model = Model::new(args.threshold, args.limit.clamp(1, 1000));
+    model.sort = model::Column::ALL
+        .into_iter()
+        .find(|c| c.parameter() == args.sort)
+        .with_context(|| format!("--sort {}: not name, rate, value, p50, p99 or above", args.sort))?;
+    model.filter = args.filter.clone();
+    let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));
+    let mut poller = Poller { host, log: args.log.clone() };
+    if args.once {
+        poller.poll(&mut model)?;
+        std::thread::sleep(interval);
+        poller.poll(&mut model)?;
+        let mut out = std::io::stdout().lock();
+        for line in text::screen(&model, args.width) {
+            writeln!(out, "{}", line.text)?;
+        }
+        return Ok(());
+    }
+    tui::run(&mut model, &mut poller, interval)
+}
+
+/// Asks the daemon and feeds the model.
+pub struct Poller {
+    host: String,
+    log: Option<PathBuf>,
+}
+
+impl Poller {
+    /// One answer into the model; crossings appended to `--log`.
+    pub fn poll(&mut self, model: &mut Model) -> anyhow::Result<()> {
+        let live = self.fetch(&model.query())?;
+        let crossed = model.update(live);
+        if let (Some(path), false) = (&self.log, crossed.is_empty()) {
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("--log {}", path.display()))?;
+            crossed.iter().try_for_each(|line| writeln!(file, "{line}"))?;
+        }
+        Ok(())
+    }
+
+    fn fetch(&self, path: &str) -> anyhow::Result<Live> {
+        let (status, body) = crate::query_cli::http_get(&self.host, path)
+            .with_context(|| format!("cannot reach histd at http://{} (is it running? --url)", self.host))?;
+        if status != 200 {
+            anyhow::bail!("http://{}{path}: HTTP {status}: {body}", self.host);
+        }
+        serde_json::from_str(&body).with_context(|| format!("not the live view from http://{}: {body}", self.host))
+    }
+}
+
+/// `host:port` of the daemon: `--url`, else `--config`'s HTTP address, else 127.0.0.1:8127.
+fn host_of(args: &TopArgs) -> anyhow::Result<String> {
+    if let Some(url) = &args.url {
+        let host = url.strip_prefix("http://").context("--url: only http:// URLs are supported")?;
+        return Ok(host.trim_end_matches('/').to_string());
+    }
+    match &args.config {
+        Some(path) => Ok(crate::config::Config::from_file(path)?.store.http.to_string()),
+        None => Ok("127.0.0.1:8127".to_string()),
+    }
+}

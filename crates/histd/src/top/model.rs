@@ -1,0 +1,479 @@
+//! The view model: what `histd top` shows, from the last two answers of `/api/v1/live`, and
+//! what each key does. No terminal here: the text and TUI renderers read it, tests drive it.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::live::{Live, SeriesRow};
+
+/// Points of rate and p99 kept per series for the detail view's sparklines.
+const HISTORY: usize = 600;
+
+/// A column the rows can be sorted by (the server sorts, so the busiest rows are the ones sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// The series key.
+    Name,
+    /// Counter increments or timer samples per second.
+    Rate,
+    /// The interval's value.
+    Value,
+    /// Median.
+    P50,
+    /// 99th percentile.
+    P99,
+    /// Samples at or above the threshold.
+    Above,
+}
+
+impl Column {
+    /// In key order: `1` is the first.
+    pub const ALL: [Column; 6] = [Column::Name, Column::Rate, Column::Value, Column::P50, Column::P99, Column::Above];
+
+    /// The `sort` parameter of `/api/v1/live`.
+    pub fn parameter(self) -> &'static str {
+        match self {
+            Column::Name => "name",
+            Column::Rate => "rate",
+            Column::Value => "value",
+            Column::P50 => "p50",
+            Column::P99 => "p99",
+            Column::Above => "above",
+        }
+    }
+
+    fn next(self) -> Column {
+        let at = Column::ALL.iter().position(|&c| c == self).unwrap_or(0);
+        Column::ALL[(at + 1) % Column::ALL.len()]
+    }
+}
+
+/// Which screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum View {
+    /// The series table.
+    Series,
+    /// One series: its histogram and sparklines.
+    Detail(String),
+    /// Series per name and tag key; hot prefixes.
+    Cardinality,
+}
+
+/// A key the views react to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// A character.
+    Char(char),
+    /// Enter.
+    Enter,
+    /// Escape.
+    Esc,
+    /// Backspace.
+    Backspace,
+    /// Arrow up.
+    Up,
+    /// Arrow down.
+    Down,
+    /// Ctrl-C.
+    Interrupt,
+}
+
+/// What a key asks of the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Draw again.
+    Redraw,
+    /// Ask the daemon again (the sort or filter changed), then draw.
+    Refetch,
+    /// Leave.
+    Quit,
+}
+
+/// Everything the screen shows and the keys change.
+#[derive(Debug)]
+pub struct Model {
+    /// The sort column.
+    pub sort: Column,
+    /// Ascending instead of the column's natural order.
+    pub reverse: bool,
+    /// The regex on series keys (`/`).
+    pub filter: Option<String>,
+    /// The filter being typed, while `/` is open.
+    pub typing: Option<String>,
+    /// No new answers are shown (space).
+    pub frozen: bool,
+    /// The screen.
+    pub view: View,
+    /// The highlighted row.
+    pub selected: usize,
+    /// Samples at or above this are counted; a p99 at or above it is highlighted.
+    pub threshold: Option<f64>,
+    /// Rows asked for.
+    pub limit: usize,
+    latest: Option<Live>,
+    previous: Option<Live>,
+    history: HashMap<String, VecDeque<(f64, f64)>>,
+    crossing: HashMap<String, bool>,
+}
+
+impl Model {
+    /// A model sorted by rate, with `threshold`, asking for `limit` rows.
+    pub fn new(threshold: Option<f64>, limit: usize) -> Model {
+        Model {
+            sort: Column::Rate,
+            reverse: false,
+            filter: None,
+            typing: None,
+            frozen: false,
+            view: View::Series,
+            selected: 0,
+            threshold,
+            limit,
+            latest: None,
+            previous: None,
+            history: HashMap::new(),
+            crossing: HashMap::new(),
+        }
+    }
+
+    /// The path and query to ask the daemon.
+    pub fn query(&self) -> String {
+        let mut path = format!("/api/v1/live?limit={}&sort={}", self.limit, self.sort.parameter());
+        if let Some(filter) = &self.filter {
+            path.push_str(&format!("&match={}", crate::query_cli::percent_encode(filter)));
+        }
+        if let Some(threshold) = self.threshold {
+            path.push_str(&format!("&threshold={threshold}"));
+        }
+        path
+    }
+
+    /// Takes a new answer (ignored while frozen); returns the series that crossed the
+    /// threshold since the last answer, as log lines.
+    pub fn update(&mut self, live: Live) -> Vec<String> {
+        if self.frozen {
+            return Vec::new();
+        }
+        let mut crossed = Vec::new();
+        for row in &live.series {
+            let history = self.history.entry(row.name.clone()).or_default();
+            if history.len() == HISTORY {
+                history.pop_front();
+            }
+            history.push_back((row.rate.unwrap_or(0.0), row.p99.unwrap_or(0.0)));
+            let over = self.is_over(row);
+            let was_over = self.crossing.insert(row.name.clone(), over).unwrap_or(false);
+            if over && !was_over {
+                crossed.push(crossing_line(row, self.threshold.unwrap_or(0.0), live.now_ms));
+            }
+        }
+        self.selected = self.selected.min(live.series.len().saturating_sub(1));
+        self.previous = self.latest.replace(live);
+        crossed
+    }
+
+    /// The last answer.
+    pub fn latest(&self) -> Option<&Live> {
+        self.latest.as_ref()
+    }
+
+    /// True when a row's p99 is at or above the threshold.
+    pub fn is_over(&self, row: &SeriesRow) -> bool {
+        match (self.threshold, row.p99) {
+            (Some(threshold), Some(p99)) => p99 >= threshold,
+            _ => false,
+        }
+    }
+
+    /// The rows in display order.
+    pub fn rows(&self) -> Vec<&SeriesRow> {
+        let mut rows: Vec<&SeriesRow> = self.latest.iter().flat_map(|live| &live.series).collect();
+        if self.reverse {
+            rows.reverse();
+        }
+        rows
+    }
+
+    /// A series' rate and p99 over the answers seen.
+    pub fn history(&self, name: &str) -> Vec<(f64, f64)> {
+        self.history.get(name).map(|h| h.iter().copied().collect()).unwrap_or_default()
+    }
+
+    /// Per second between the last two answers of a cumulative figure of the header.
+    fn per_second(&self, figure: impl Fn(&Live) -> u64) -> Option<f64> {
+        let (latest, previous) = (self.latest.as_ref()?, self.previous.as_ref()?);
+        let seconds = latest.now_ms.saturating_sub(previous.now_ms) as f64 / 1000.0;
+        (seconds > 0.0).then(|| figure(latest).saturating_sub(figure(previous)) as f64 / seconds)
+    }
+
+    /// The header lines: input rates, losses, memory, flush, series, store, sinks.
+    pub fn header(&self) -> Vec<String> {
+        let Some(live) = &self.latest else { return vec!["waiting for the first answer...".to_string()] };
+        let rate = |figure: &dyn Fn(&Live) -> u64| self.per_second(figure).map_or("-".to_string(), human);
+        let bad: u64 = live.totals.bad_lines.values().sum();
+        let mut lines = vec![
+            format!(
+                "up {}  interval {}s ({:.1}s in)  flushes {}  last flush {:.1} ms",
+                duration(live.uptime_s),
+                live.interval.seconds,
+                live.interval.elapsed_s,
+                live.flushes,
+                live.last_flush_duration_ms
+            ),
+            format!(
+                "lines {}/s  packets {}/s  bad {}/s  kernel drops {}/s  receive buffer {}  RSS {}",
+                rate(&|l| l.totals.lines),
+                rate(&|l| l.totals.packets),
+                rate(&|l| l.totals.bad_lines.values().sum()),
+                rate(&|l| l.totals.kernel_drops),
+                bytes(live.receive_buffer_bytes),
+                bytes(live.rss_bytes)
+            ),
+        ];
+        let mut reasons: Vec<String> =
+            live.totals.bad_lines.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{r} {n}")).collect();
+        if bad > 0 {
+            reasons.truncate(6);
+            lines.push(format!("bad lines since start: {}", reasons.join(", ")));
+        }
+        let count = &live.series_count;
+        let store = live.store_bytes.map_or(String::new(), |b| format!("  store {}", bytes(b)));
+        lines.push(format!(
+            "series: {} counters, {} timers, {} gauges, {} sets{store}",
+            count.counter, count.timer, count.gauge, count.set
+        ));
+        for (sink, values) in &live.sinks {
+            let value = |name: &str| values.get(name).copied().unwrap_or(0.0);
+            lines.push(format!(
+                "sink {sink}: points out {}  queued {}  retries {}  errors {}  buffered {}",
+                human(value("points_out")),
+                value("queued"),
+                value("retries"),
+                value("errors"),
+                bytes(value("buffered_bytes") as u64)
+            ));
+        }
+        lines
+    }
+
+    /// Applies a key.
+    pub fn key(&mut self, key: Key) -> Action {
+        if let Some(typing) = &mut self.typing {
+            return match key {
+                Key::Enter => {
+                    let text = std::mem::take(typing);
+                    self.typing = None;
+                    self.filter = (!text.is_empty()).then_some(text);
+                    self.selected = 0;
+                    Action::Refetch
+                }
+                Key::Esc => {
+                    self.typing = None;
+                    Action::Redraw
+                }
+                Key::Backspace => {
+                    typing.pop();
+                    Action::Redraw
+                }
+                Key::Char(c) => {
+                    typing.push(c);
+                    Action::Redraw
+                }
+                Key::Interrupt => Action::Quit,
+                _ => Action::Redraw,
+            };
+        }
+        match key {
+            Key::Char('q') | Key::Interrupt => Action::Quit,
+            Key::Esc => match self.view {
+                View::Series => Action::Quit,
+                _ => {
+                    self.view = View::Series;
+                    Action::Redraw
+                }
+            },
+            Key::Char(digit @ '1'..='6') => {
+                self.sort = Column::ALL[digit as usize - '1' as usize];
+                Action::Refetch
+            }
+            Key::Char('s') => {
+                self.sort = self.sort.next();
+                Action::Refetch
+            }
+            Key::Char('r') => {
+                self.reverse = !self.reverse;
+                Action::Redraw
+            }
+            Key::Char('/') => {
+                self.typing = Some(self.filter.clone().unwrap_or_default());
+                Action::Redraw
+            }
+            Key::Char(' ') => {
+                self.frozen = !self.frozen;
+                Action::Redraw
+            }
+            Key::Char('t') => {
+                self.view = if self.view == View::Cardinality { View::Series } else { View::Cardinality };
+                Action::Redraw
+            }
+            Key::Enter => {
+                if let Some(row) = self.rows().get(self.selected) {
+                    self.view = View::Detail(row.name.clone());
+                }
+                Action::Redraw
+            }
+            Key::Up => {
+                self.selected = self.selected.saturating_sub(1);
+                Action::Redraw
+            }
+            Key::Down => {
+                self.selected = (self.selected + 1).min(self.rows().len().saturating_sub(1));
+                Action::Redraw
+            }
+            _ => Action::Redraw,
+        }
+    }
+}
+
+fn crossing_line(row: &SeriesRow, threshold: f64, now_ms: u64) -> String {
+    let p99 = row.p99.map_or("-".to_string(), number);
+    let above = row.at_or_above.map_or("-".to_string(), |n| n.to_string());
+    format!("{} {} p99 {p99} >= {} ({above} samples at or above)", timestamp(now_ms), row.name, number(threshold))
+}
+
+/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn timestamp(unix_ms: u64) -> String {
+    crate::timefmt::utc_rfc3339(unix_ms / 1000)
+}
+
+/// A number in at most 7 characters: `12.3`, `1.23k`, `45.6M`.
+pub fn human(value: f64) -> String {
+    let magnitude = value.abs();
+    let (scaled, unit) = match magnitude {
+        m if m >= 1e9 => (value / 1e9, "G"),
+        m if m >= 1e6 => (value / 1e6, "M"),
+        m if m >= 1e4 => (value / 1e3, "k"),
+        _ => (value, ""),
+    };
+    if unit.is_empty() && scaled.fract() == 0.0 {
+        format!("{scaled:.0}")
+    } else {
+        format!("{scaled:.1}{unit}")
+    }
+}
+
+/// A value as a statistic: up to 4 significant digits.
+pub fn number(value: f64) -> String {
+    if value.abs() >= 1e4 {
+        human(value)
+    } else if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        let text = format!("{value:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Bytes in KiB, MiB, GiB.
+pub fn bytes(value: u64) -> String {
+    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    units
+        .iter()
+        .find(|(_, size)| value >= *size)
+        .map_or(format!("{value} B"), |(unit, size)| format!("{:.1} {unit}", value as f64 / *size as f64))
+}
+
+/// Seconds as `3d4h`, `2h05m`, `4m07s`, `12s`.
+pub fn duration(seconds: u64) -> String {
+    let (d, h, m, s) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s:02}s"),
+        (0, _, _) => format!("{h}h{m:02}m"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, rate: f64, p99: Option<f64>) -> SeriesRow {
+        SeriesRow {
+            name: name.into(),
+            kind: if p99.is_some() { "timer" } else { "counter" }.into(),
+            value: Some(rate * 2.0),
+            rate: Some(rate),
+            p50: p99.map(|p| p / 2.0),
+            p99,
+            at_or_above: p99.map(|_| 3),
+            bins: Vec::new(),
+        }
+    }
+
+    fn live(now_ms: u64, lines: u64, series: Vec<SeriesRow>) -> Live {
+        let mut live = Live { now_ms, series, ..Live::default() };
+        live.totals.lines = lines;
+        live
+    }
+
+    #[test]
+    fn header_rates_come_from_the_last_two_answers() {
+        let mut model = Model::new(None, 10);
+        model.update(live(1_000, 100, vec![]));
+        assert!(model.header()[1].starts_with("lines -/s"), "{:?}", model.header());
+        model.update(live(3_000, 20_100, vec![]));
+        assert!(model.header()[1].starts_with("lines 10.0k/s"), "{:?}", model.header());
+    }
+
+    #[test]
+    fn keys_sort_filter_freeze_and_open_the_detail() {
+        let mut model = Model::new(Some(500.0), 10);
+        model.update(live(1_000, 0, vec![row("a", 5.0, Some(900.0)), row("b", 1.0, None)]));
+        let cases: &[(Key, Action)] = &[(Key::Char('5'), Action::Refetch), (Key::Char('s'), Action::Refetch)];
+        for (key, want) in cases {
+            assert_eq!(model.key(*key), *want);
+        }
+        assert_eq!(model.sort, Column::Above);
+        assert!(model.query().contains("sort=above") && model.query().contains("threshold=500"));
+        model.key(Key::Char('r'));
+        assert_eq!(model.rows().iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["b", "a"]);
+        for key in [Key::Char('/'), Key::Char('^'), Key::Char('x'), Key::Backspace, Key::Char('a')] {
+            model.key(key);
+        }
+        assert_eq!(model.typing.as_deref(), Some("^a"));
+        assert_eq!(model.key(Key::Enter), Action::Refetch);
+        assert!(model.query().ends_with("&match=%5Ea&threshold=500"), "{}", model.query());
+        model.key(Key::Char(' '));
+        assert!(model.update(live(2_000, 0, vec![])).is_empty() && model.rows().len() == 2, "frozen");
+        model.key(Key::Char(' '));
+        model.key(Key::Down);
+        model.key(Key::Enter);
+        assert_eq!(model.view, View::Detail("a".into()), "reversed: the second row is a");
+        assert_eq!(model.key(Key::Esc), Action::Redraw);
+        assert_eq!(model.view, View::Series);
+        assert_eq!(model.key(Key::Char('t')), Action::Redraw);
+        assert_eq!(model.view, View::Cardinality);
+        assert_eq!(model.key(Key::Char('q')), Action::Quit);
+    }
+
+    #[test]
+    fn a_series_crossing_the_threshold_is_logged_once() {
+        let mut model = Model::new(Some(500.0), 10);
+        assert_eq!(model.update(live(1_000, 0, vec![row("a", 1.0, Some(100.0))])).len(), 0);
+        let crossed = model.update(live(2_000, 0, vec![row("a", 1.0, Some(700.0))]));
+        assert_eq!(crossed, ["1970-01-01T00:00:02Z a p99 700 >= 500 (3 samples at or above)"]);
+        assert!(model.update(live(3_000, 0, vec![row("a", 1.0, Some(800.0))])).is_empty(), "still over");
+        assert_eq!(model.history("a"), [(1.0, 100.0), (1.0, 700.0), (1.0, 800.0)]);
+    }
+
+    #[test]
+    fn numbers_fit_their_columns() {
+        let cases = [(0.0, "0"), (12.5, "12.5"), (1234.0, "1234"), (12_345.0, "12.3k"), (2.5e6, "2.5M")];
+        for (value, want) in cases {
+            assert_eq!(human(value), want, "{value}");
+        }
+        assert_eq!(number(0.1234), "0.123");
+        assert_eq!(bytes(16 << 20), "16.0 MiB");
+        assert_eq!(duration(3725), "1h02m");
+    }
+}
