@@ -98,6 +98,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http))?;
     let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
+    aggregation.last_flush_unix_ms.set(unix_now_ms()); // the first interval starts now
     let Started { sinks, tap, prometheus } = start_sinks(&config, startup_s)?;
     let (stop_sender, stop) = watch::channel(false);
     let edge_counters = Arc::new(EdgeCounters::default());
@@ -145,6 +146,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         reader: Mutex::new(None),
         prometheus,
         global: global.clone(),
+        udp_ports: {
+            let mut ports: Vec<u16> = bound.listening.udp.iter().map(|address| address.port()).collect();
+            ports.dedup();
+            ports
+        },
         admin: admin_state,
     });
     let limits = http::Limits {

@@ -8,7 +8,7 @@
 mod baseline;
 mod daemon_stats;
 mod send;
-mod socket_stats;
+pub(crate) mod socket_stats;
 mod workload;
 
 use std::net::SocketAddr;

@@ -131,22 +131,23 @@ pub async fn live(
 
 fn answer(state: &HttpState, asked: &Asked) -> Value {
     let aggregation = &state.admin.aggregation;
-    let last_flush_ms = aggregation.last_flush_unix_ms.get();
-    let started_ms = if last_flush_ms == 0 { state.admin.started_unix_s * 1000 } else { last_flush_ms };
+    let started_ms = aggregation.last_flush_unix_ms.get();
     let elapsed_s = (unix_now_ms().saturating_sub(started_ms) as f64 / 1000.0).max(0.001);
     let (interval_s, totals, mut series, histograms) = {
         let mut aggregator = aggregation.current();
         let interval_s = aggregator.config().interval_seconds();
+        let lag_key = format!("{}.timestamp_lag", aggregator.config().prefix_stats);
         let mut series = aggregator.live_series(asked.threshold);
+        let flush_lag = series.iter().find(|row| row.key == lag_key).map(|row| row.value);
         let totals = aggregator.totals().clone();
         let matched_rows = select(&mut series, asked, elapsed_s);
         let histograms: Vec<Option<circllhist::Histogram>> = series[..matched_rows.min(asked.limit)]
             .iter()
             .map(|row| if row.kind == MetricType::Timers { aggregator.live_histogram(&row.key) } else { None })
             .collect();
-        (interval_s, totals, series, (histograms, matched_rows))
+        (interval_s, totals, series, (histograms, matched_rows, flush_lag))
     };
-    let (histograms, matched) = histograms;
+    let (histograms, matched, flush_lag) = histograms;
     let cardinality = cardinality(&series);
     let prefixes = prefixes(&series, elapsed_s);
     series.truncate(matched.min(asked.limit));
@@ -164,6 +165,8 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
             "truncated_datagrams": totals.truncated_datagrams,
         },
         "receive_buffer_bytes": state.admin.edges.receive_buffer_bytes.get(),
+        "receive_queue_bytes": receive_queue_bytes(&state.udp_ports),
+        "flush_lag_s": flush_lag,
         "rss_bytes": rss_bytes(),
         "flushes": aggregation.flushes.get(),
         "last_flush_duration_ms": aggregation.last_flush_us.get() as f64 / 1000.0,
@@ -306,6 +309,11 @@ fn prefixes(series: &[LiveSeries], elapsed_s: f64) -> Value {
         })
         .collect();
     Value::Array(rows)
+}
+
+/// Bytes waiting in the UDP listeners' receive buffers (the kernel's count, /proc/net/udp).
+fn receive_queue_bytes(ports: &[u16]) -> u64 {
+    ports.iter().filter_map(|&port| crate::bench::socket_stats::counts(port).ok()).map(|c| c.queued_bytes).sum()
 }
 
 /// This process's resident memory, from /proc/self/status.

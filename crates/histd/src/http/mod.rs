@@ -54,6 +54,8 @@ pub struct HttpState {
     pub reader: Mutex<Option<store::Store>>,
     /// The prometheus backend's series, when it is on.
     pub prometheus: Option<Arc<crate::sinks::prometheus::Exposed>>,
+    /// The UDP ports histd listens on (the live view reads their receive queues).
+    pub udp_ports: Vec<u16>,
     /// Where forwarded batches are merged (`global.accept`).
     pub global: Arc<crate::global::Global>,
     /// Counters and health, shared with the management interface.

@@ -17,6 +17,12 @@ pub struct Live {
     pub totals: Totals,
     /// The smallest UDP receive buffer granted (kernel bytes).
     pub receive_buffer_bytes: u64,
+    /// Bytes waiting in the UDP receive buffers.
+    #[serde(default)]
+    pub receive_queue_bytes: u64,
+    /// How late the last flush ran past its grid point, in seconds (`timestamp_lag`).
+    #[serde(default)]
+    pub flush_lag_s: Option<f64>,
     /// The daemon's resident memory.
     pub rss_bytes: u64,
     /// Flushes done.

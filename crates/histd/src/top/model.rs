@@ -205,47 +205,76 @@ impl Model {
         (seconds > 0.0).then(|| figure(latest).saturating_sub(figure(previous)) as f64 / seconds)
     }
 
-    /// The header lines: input rates, losses, memory, flush, series, store, sinks.
+    /// Per second between the last two answers of a figure that is not cumulative in `u64`.
+    fn change_per_second(&self, figure: impl Fn(&Live) -> f64) -> Option<f64> {
+        let (latest, previous) = (self.latest.as_ref()?, self.previous.as_ref()?);
+        let seconds = latest.now_ms.saturating_sub(previous.now_ms) as f64 / 1000.0;
+        (seconds > 0.0).then(|| (figure(latest) - figure(previous)) / seconds)
+    }
+
+    /// The header lines: the flush, input rates and losses, bad lines by reason, series and
+    /// store, a line per sink.
     pub fn header(&self) -> Vec<String> {
         let Some(live) = &self.latest else { return vec!["waiting for the first answer...".to_string()] };
         let rate = |figure: &dyn Fn(&Live) -> u64| self.per_second(figure).map_or("-".to_string(), human);
-        let bad: u64 = live.totals.bad_lines.values().sum();
+        let lag = live.flush_lag_s.map_or(String::new(), |lag| format!("  lag {}s", number(lag)));
+        let queue_share = match live.receive_buffer_bytes {
+            0 => String::new(),
+            buffer => format!(" ({:.0}%)", live.receive_queue_bytes as f64 * 100.0 / buffer as f64),
+        };
         let mut lines = vec![
             format!(
-                "up {}  interval {}s ({:.1}s in)  flushes {}  last flush {:.1} ms",
+                "up {}  interval {}s ({:.1}s in)  flushes {}  last flush {:.1} ms{lag}  RSS {}",
                 duration(live.uptime_s),
                 live.interval.seconds,
                 live.interval.elapsed_s,
                 live.flushes,
-                live.last_flush_duration_ms
+                live.last_flush_duration_ms,
+                bytes(live.rss_bytes)
             ),
             format!(
-                "lines {}/s  packets {}/s  bad {}/s  kernel drops {}/s  receive buffer {}  RSS {}",
+                "lines {}/s  packets {}/s  bad {}/s  kernel drops {}/s  receive queue {} of {}{queue_share}",
                 rate(&|l| l.totals.lines),
                 rate(&|l| l.totals.packets),
                 rate(&|l| l.totals.bad_lines.values().sum()),
                 rate(&|l| l.totals.kernel_drops),
-                bytes(live.receive_buffer_bytes),
-                bytes(live.rss_bytes)
+                bytes(live.receive_queue_bytes),
+                bytes(live.receive_buffer_bytes)
             ),
         ];
-        let mut reasons: Vec<String> =
-            live.totals.bad_lines.iter().filter(|(_, n)| **n > 0).map(|(r, n)| format!("{r} {n}")).collect();
-        if bad > 0 {
-            reasons.truncate(6);
-            lines.push(format!("bad lines since start: {}", reasons.join(", ")));
+        let bad_reasons: Vec<String> = live
+            .totals
+            .bad_lines
+            .keys()
+            .filter_map(|reason| {
+                let per_second = self.per_second(|l| l.totals.bad_lines.get(reason).copied().unwrap_or(0))?;
+                (per_second > 0.0).then(|| format!("{reason} {}/s", human(per_second)))
+            })
+            .collect();
+        if !bad_reasons.is_empty() {
+            lines.push(format!("bad lines: {}", bad_reasons.join(", ")));
         }
         let count = &live.series_count;
-        let store = live.store_bytes.map_or(String::new(), |b| format!("  store {}", bytes(b)));
+        let store = live.store_bytes.map_or(String::new(), |b| {
+            let growth = self.change_per_second(|l| l.store_bytes.unwrap_or(0) as f64);
+            let growth = growth.map_or(String::new(), |g| format!(" (+{}/s)", bytes(g.max(0.0) as u64)));
+            format!("  store {}{growth}", bytes(b))
+        });
         lines.push(format!(
             "series: {} counters, {} timers, {} gauges, {} sets{store}",
             count.counter, count.timer, count.gauge, count.set
         ));
         for (sink, values) in &live.sinks {
             let value = |name: &str| values.get(name).copied().unwrap_or(0.0);
+            let out =
+                self.change_per_second(|l| l.sinks.get(sink).and_then(|v| v.get("points_out")).copied().unwrap_or(0.0));
+            let success = match value("seconds_since_success") {
+                s if s < 0.0 => "never".to_string(),
+                s => format!("{}s ago", number(s)),
+            };
             lines.push(format!(
-                "sink {sink}: points out {}  queued {}  retries {}  errors {}  buffered {}",
-                human(value("points_out")),
+                "sink {sink}: out {}/s  queued {}  retries {}  errors {}  buffered {}  last success {success}",
+                out.map_or("-".to_string(), human),
                 value("queued"),
                 value("retries"),
                 value("errors"),
@@ -421,8 +450,12 @@ mod tests {
         let mut model = Model::new(None, 10);
         model.update(live(1_000, 100, vec![]));
         assert!(model.header()[1].starts_with("lines -/s"), "{:?}", model.header());
-        model.update(live(3_000, 20_100, vec![]));
-        assert!(model.header()[1].starts_with("lines 10.0k/s"), "{:?}", model.header());
+        let mut next = live(3_000, 20_100, vec![]);
+        next.totals.bad_lines.insert("no_type".into(), 40);
+        model.update(next);
+        let header = model.header();
+        assert!(header[1].starts_with("lines 10.0k/s"), "{header:?}");
+        assert_eq!(header[2], "bad lines: no_type 20/s");
     }
 
     #[test]

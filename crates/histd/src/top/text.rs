@@ -98,7 +98,7 @@ fn series_table(model: &Model, width: usize) -> Vec<Line> {
 
 fn name_width(width: usize) -> usize {
     let fixed: usize = FIXED.iter().map(|(_, w)| w).sum();
-    width.saturating_sub(fixed).max(16)
+    width.saturating_sub(fixed).max(12)
 }
 
 /// One row: name, type, rate, value, p50, p99, samples at or above, heat strip.

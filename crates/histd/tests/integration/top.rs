@@ -46,6 +46,8 @@ fn row<'a>(output: &'a str, name: &str) -> Vec<&'a str> {
 fn top_once_finds_the_series_sent_with_their_values_and_quantiles() {
     let daemon = daemon("top-once");
     let fast = send_traffic(&daemon);
+    // A second into the interval, so that its length as printed (0.1 s steps) is close.
+    std::thread::sleep(Duration::from_secs(1));
     let output = Command::new(histd())
         .args(["top", "--once", "--interval", "0.2", "--width", "140", "--threshold", "500", "--filter", "^api"])
         .args(["--url", &format!("http://{}", daemon.address("http"))])
@@ -64,11 +66,21 @@ fn top_once_finds_the_series_sent_with_their_values_and_quantiles() {
     assert!(close(cells[4], truth.quantile(0.5)) && close(cells[5], truth.quantile(0.99)), "{cells:?} {text}");
     assert_eq!(cells[6], truth.count_above(500.0, true).to_string());
     let elapsed: f64 = text.split(" (").nth(1).and_then(|t| t.split('s').next()).unwrap().parse().unwrap();
-    let rate: f64 = cells[2].parse().unwrap();
+    let rate = human_number(cells[2]);
     assert!((rate * elapsed - 400.0).abs() < 400.0 * 0.1, "rate {rate} over {elapsed} s");
     assert_eq!(row(&text, "api.hits.a")[3], "30");
     assert!(!text.contains("statsd.metrics_received"), "--filter ^api");
     assert!(text.contains("series: 6 counters, 2 timers"), "{text}");
+}
+
+/// A number as `histd top` prints it (`12.5`, `1.2k`, `3.4M`).
+fn human_number(text: &str) -> f64 {
+    let (digits, scale) = match text.chars().last() {
+        Some('k') => (&text[..text.len() - 1], 1e3),
+        Some('M') => (&text[..text.len() - 1], 1e6),
+        _ => (text, 1.0),
+    };
+    digits.parse::<f64>().unwrap_or_else(|_| panic!("not a number: {text}")) * scale
 }
 
 /// A tmux server of this test's own (its socket named after the process).
