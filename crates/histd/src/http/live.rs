@@ -29,10 +29,10 @@ const TOP_NAMES: usize = 20;
 /// The longest `match` regex.
 const MAX_PATTERN_BYTES: usize = 1024;
 
-/// What to sort the rows by.
+/// A column the rows can be sorted by (`sort`); `histd top` names its columns with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortBy {
-    /// Name, ascending.
+    /// The series key, ascending.
     Name,
     /// Counter increments or timer samples per second.
     Rate,
@@ -47,18 +47,31 @@ pub enum SortBy {
 }
 
 impl SortBy {
+    /// In `histd top`'s key order: `1` is the first.
+    pub const ALL: [SortBy; 6] = [SortBy::Name, SortBy::Rate, SortBy::Value, SortBy::P50, SortBy::P99, SortBy::Above];
+
+    /// The `sort` parameter's value.
+    pub fn parameter(self) -> &'static str {
+        match self {
+            SortBy::Name => "name",
+            SortBy::Rate => "rate",
+            SortBy::Value => "value",
+            SortBy::P50 => "p50",
+            SortBy::P99 => "p99",
+            SortBy::Above => "above",
+        }
+    }
+
+    /// The column a `sort` value names.
+    pub fn named(text: &str) -> Option<SortBy> {
+        SortBy::ALL.into_iter().find(|column| column.parameter() == text)
+    }
+
     fn parse(text: Option<&str>) -> Result<SortBy, BadParameter> {
-        Ok(match text.unwrap_or("rate") {
-            "name" => SortBy::Name,
-            "rate" => SortBy::Rate,
-            "value" => SortBy::Value,
-            "p50" => SortBy::P50,
-            "p99" => SortBy::P99,
-            "above" => SortBy::Above,
-            other => {
-                let message = format!("'{other}' is not name, rate, value, p50, p99 or above");
-                return Err(BadParameter { name: "sort", message });
-            }
+        let text = text.unwrap_or("rate");
+        SortBy::named(text).ok_or_else(|| BadParameter {
+            name: "sort",
+            message: format!("'{text}' is not name, rate, value, p50, p99 or above"),
         })
     }
 

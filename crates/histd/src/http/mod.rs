@@ -20,7 +20,7 @@
 
 mod api;
 mod forward;
-mod live;
+pub(crate) mod live;
 mod metrics;
 pub mod params;
 mod ui;

@@ -60,9 +60,7 @@ pub struct TopArgs {
 pub fn run(args: &TopArgs) -> anyhow::Result<()> {
     let host = host_of(args)?;
     let mut model = Model::new(args.threshold, args.limit.clamp(1, 1000));
-    model.sort = model::Column::ALL
-        .into_iter()
-        .find(|c| c.parameter() == args.sort)
+    model.sort = model::Column::named(&args.sort)
         .with_context(|| format!("--sort {}: not name, rate, value, p50, p99 or above", args.sort))?;
     model.filter = args.filter.clone();
     let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));

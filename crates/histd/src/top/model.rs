@@ -8,43 +8,14 @@ use super::live::{Live, SeriesRow};
 /// Points of rate and p99 kept per series for the detail view's sparklines.
 const HISTORY: usize = 600;
 
-/// A column the rows can be sorted by (the server sorts, so the busiest rows are the ones sent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    /// The series key.
-    Name,
-    /// Counter increments or timer samples per second.
-    Rate,
-    /// The interval's value.
-    Value,
-    /// Median.
-    P50,
-    /// 99th percentile.
-    P99,
-    /// Samples at or above the threshold.
-    Above,
-}
+/// A column the rows can be sorted by (the daemon sorts, so the rows sent are the busiest by
+/// it).
+pub use crate::http::live::SortBy as Column;
 
-impl Column {
-    /// In key order: `1` is the first.
-    pub const ALL: [Column; 6] = [Column::Name, Column::Rate, Column::Value, Column::P50, Column::P99, Column::Above];
-
-    /// The `sort` parameter of `/api/v1/live`.
-    pub fn parameter(self) -> &'static str {
-        match self {
-            Column::Name => "name",
-            Column::Rate => "rate",
-            Column::Value => "value",
-            Column::P50 => "p50",
-            Column::P99 => "p99",
-            Column::Above => "above",
-        }
-    }
-
-    fn next(self) -> Column {
-        let at = Column::ALL.iter().position(|&c| c == self).unwrap_or(0);
-        Column::ALL[(at + 1) % Column::ALL.len()]
-    }
+/// The column after `column`, for `s`.
+fn next(column: Column) -> Column {
+    let at = Column::ALL.iter().position(|&c| c == column).unwrap_or(0);
+    Column::ALL[(at + 1) % Column::ALL.len()]
 }
 
 /// Which screen.
@@ -325,7 +296,7 @@ impl Model {
                 Action::Refetch
             }
             Key::Char('s') => {
-                self.sort = self.sort.next();
+                self.sort = next(self.sort);
                 Action::Refetch
             }
             Key::Char('r') => {
