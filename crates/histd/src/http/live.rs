@@ -100,6 +100,8 @@ struct Asked {
     sort: SortBy,
     pattern: Option<regex::Regex>,
     threshold: Option<f64>,
+    /// `tables=1`: the cardinality and prefix tables too (a pass over every key).
+    tables: bool,
 }
 
 fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
@@ -130,6 +132,7 @@ fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
         sort: SortBy::parse(query.get("sort").map(String::as_str))?,
         pattern,
         threshold,
+        tables: matches!(query.get("tables").map(String::as_str), Some("1" | "true")),
     })
 }
 
@@ -161,8 +164,11 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
         (interval_s, totals, series, (histograms, matched_rows, flush_lag))
     };
     let (histograms, matched, flush_lag) = histograms;
-    let cardinality = cardinality(&series);
-    let prefixes = prefixes(&series, elapsed_s);
+    let per_type = count_types(&series);
+    let (cardinality, prefixes) = match asked.tables {
+        true => (cardinality(&series), prefixes(&series, elapsed_s)),
+        false => (Value::Null, Value::Null),
+    };
     series.truncate(matched.min(asked.limit));
     let rows: Vec<Value> =
         series.iter().zip(&histograms).map(|(row, histogram)| row_json(row, histogram, elapsed_s)).collect();
@@ -184,12 +190,12 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
         "flushes": aggregation.flushes.get(),
         "last_flush_duration_ms": aggregation.last_flush_us.get() as f64 / 1000.0,
         "store_bytes": store_bytes(state),
-        "series_count": series_counts(&cardinality.1),
+        "series_count": series_counts(&per_type),
         "sinks": sinks_json(&state.admin.sinks),
         "series": rows,
         "matched": matched,
         "truncated": matched > asked.limit,
-        "cardinality": cardinality.0,
+        "cardinality": cardinality,
         "prefixes": prefixes,
     })
 }
@@ -249,13 +255,18 @@ fn type_name(kind: MetricType) -> &'static str {
 /// A metric name's series, and the distinct values of each of its tag keys.
 type NameTally<'a> = (usize, HashMap<&'a str, hashbrown::HashSet<&'a str>>);
 
-/// Metric names by number of series (the busiest `TOP_NAMES`, then one "other" row), each
-/// with the distinct values of each tag key; and the number of series of each type.
-fn cardinality(series: &[LiveSeries]) -> (Value, [usize; 4]) {
-    let mut names: HashMap<&str, NameTally<'_>> = HashMap::new();
+/// The number of series of each type.
+fn count_types(series: &[LiveSeries]) -> [usize; 4] {
     let mut per_type = [0usize; 4];
+    series.iter().for_each(|row| per_type[type_index(row.kind)] += 1);
+    per_type
+}
+
+/// Metric names by number of series (the busiest `TOP_NAMES`, then one "other" row), each
+/// with the distinct values of each tag key.
+fn cardinality(series: &[LiveSeries]) -> Value {
+    let mut names: HashMap<&str, NameTally<'_>> = HashMap::new();
     for row in series {
-        per_type[type_index(row.kind)] += 1;
         let mut parts = row.key.split(';');
         let name = parts.next().unwrap_or_default();
         let entry = names.entry(name).or_default();
@@ -278,7 +289,7 @@ fn cardinality(series: &[LiveSeries]) -> (Value, [usize; 4]) {
             json!({ "name": name, "series": count, "tags": tags.iter().map(|(k, n)| json!([k, n])).collect::<Vec<_>>() })
         })
         .collect();
-    (json!({ "names": rows, "other": { "names": other_names, "series": other } }), per_type)
+    json!({ "names": rows, "other": { "names": other_names, "series": other } })
 }
 
 fn type_index(kind: MetricType) -> usize {
@@ -373,7 +384,13 @@ mod tests {
     }
 
     fn asked(sort: SortBy, pattern: Option<&str>) -> Asked {
-        Asked { limit: 10, sort, pattern: pattern.map(|p| regex::Regex::new(p).unwrap()), threshold: None }
+        Asked {
+            limit: 10,
+            sort,
+            pattern: pattern.map(|p| regex::Regex::new(p).unwrap()),
+            threshold: None,
+            tables: false,
+        }
     }
 
     #[test]
@@ -404,8 +421,8 @@ mod tests {
     fn cardinality_counts_series_per_name_and_values_per_tag() {
         let mut series = rows();
         series.push(row("api.latency;route=/c;env=prod", MetricType::Timers, 1.0, Some(1.0)));
-        let (table, per_type) = cardinality(&series);
-        assert_eq!(per_type, [1, 3, 1, 1]);
+        let table = cardinality(&series);
+        assert_eq!(count_types(&series), [1, 3, 1, 1]);
         assert_eq!(table["names"][0], json!({"name": "api.latency", "series": 3, "tags": [["route", 3], ["env", 1]]}));
         let prefixes = prefixes(&series, 2.0);
         assert_eq!(prefixes[0]["prefix"], "api");

@@ -39,10 +39,21 @@ pub struct Live {
     pub series: Vec<SeriesRow>,
     /// Series the filter matched.
     pub matched: u64,
-    /// Series per name, distinct values per tag key.
+    /// Series per name, distinct values per tag key (asked with `tables=1`).
+    #[serde(default, deserialize_with = "null_as_default")]
     pub cardinality: Cardinality,
-    /// The hottest name prefixes.
+    /// The hottest name prefixes (asked with `tables=1`).
+    #[serde(default, deserialize_with = "null_as_default")]
     pub prefixes: Vec<Prefix>,
+}
+
+/// A `null` field read as its type's default.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// The interval.

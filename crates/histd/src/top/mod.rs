@@ -54,6 +54,9 @@ pub struct TopArgs {
     /// A regex on series keys at start.
     #[arg(long)]
     filter: Option<String>,
+    /// Start in the cardinality view (series per name and tag key, hot prefixes).
+    #[arg(long)]
+    cardinality: bool,
 }
 
 /// Runs `histd top`.
@@ -63,6 +66,9 @@ pub fn run(args: &TopArgs) -> anyhow::Result<()> {
     model.sort = model::Column::named(&args.sort)
         .with_context(|| format!("--sort {}: not name, rate, value, p50, p99 or above", args.sort))?;
     model.filter = args.filter.clone();
+    if args.cardinality {
+        model.view = model::View::Cardinality;
+    }
     let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));
     let mut poller = Poller { host, log: args.log.clone() };
     if args.once {

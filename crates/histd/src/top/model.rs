@@ -115,6 +115,9 @@ impl Model {
         if let Some(threshold) = self.threshold {
             path.push_str(&format!("&threshold={threshold}"));
         }
+        if self.view == View::Cardinality {
+            path.push_str("&tables=1"); // a pass over every key: only when shown
+        }
         path
     }
 
@@ -313,7 +316,7 @@ impl Model {
             }
             Key::Char('t') => {
                 self.view = if self.view == View::Cardinality { View::Series } else { View::Cardinality };
-                Action::Redraw
+                Action::Refetch
             }
             Key::Enter => {
                 if let Some(row) = self.rows().get(self.selected) {
@@ -455,8 +458,10 @@ mod tests {
         assert_eq!(model.view, View::Detail("a".into()), "reversed: the second row is a");
         assert_eq!(model.key(Key::Esc), Action::Redraw);
         assert_eq!(model.view, View::Series);
-        assert_eq!(model.key(Key::Char('t')), Action::Redraw);
+        assert!(!model.query().contains("tables"));
+        assert_eq!(model.key(Key::Char('t')), Action::Refetch);
         assert_eq!(model.view, View::Cardinality);
+        assert!(model.query().ends_with("&tables=1"), "the tables only while they are shown");
         assert_eq!(model.key(Key::Char('q')), Action::Quit);
     }
 
