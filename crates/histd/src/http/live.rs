@@ -156,7 +156,7 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
         let mut series = aggregator.live_series(asked.threshold);
         let flush_lag = series.iter().find(|row| row.key == lag_key).map(|row| row.value);
         let totals = aggregator.totals().clone();
-        let matched_rows = select(&mut series, asked, elapsed_s);
+        let matched_rows = select(&mut series, asked);
         let histograms: Vec<Option<circllhist::Histogram>> = series[..matched_rows.min(asked.limit)]
             .iter()
             .map(|row| if row.kind == MetricType::Timers { aggregator.live_histogram(&row.key) } else { None })
@@ -202,8 +202,7 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
 
 /// Keeps the rows `asked.pattern` matches at the front, sorted; how many matched. (The rest
 /// stays behind them for the cardinality and prefix tables, which count every series.)
-fn select(series: &mut [LiveSeries], asked: &Asked, elapsed_s: f64) -> usize {
-    let _ = elapsed_s; // rates are values over the same elapsed time: they sort as the values
+fn select(series: &mut [LiveSeries], asked: &Asked) -> usize {
     let matches = |row: &LiveSeries| asked.pattern.as_ref().is_none_or(|p| p.is_match(&row.key));
     let mut matched = 0;
     for index in 0..series.len() {
@@ -213,12 +212,17 @@ fn select(series: &mut [LiveSeries], asked: &Asked, elapsed_s: f64) -> usize {
         }
     }
     let sort = asked.sort;
+    let order = |a: &LiveSeries, b: &LiveSeries| match sort {
+        SortBy::Name => a.key.cmp(&b.key),
+        // Rates are values over the same elapsed time: they sort as the values.
+        _ => sort.figure(b).total_cmp(&sort.figure(a)).then_with(|| a.key.cmp(&b.key)),
+    };
+    // Only the rows returned are sorted: the first `limit` picked in linear time, then ordered.
     let rows = &mut series[..matched];
-    if sort == SortBy::Name {
-        rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    } else {
-        rows.sort_unstable_by(|a, b| sort.figure(b).total_cmp(&sort.figure(a)).then_with(|| a.key.cmp(&b.key)));
+    if asked.limit < rows.len() {
+        rows.select_nth_unstable_by(asked.limit, order);
     }
+    rows[..asked.limit.min(matched)].sort_unstable_by(order);
     matched
 }
 
@@ -411,9 +415,13 @@ mod tests {
         ];
         for (sort, pattern, want) in cases {
             let mut series = rows();
-            let matched = select(&mut series, &asked(*sort, *pattern), 2.0);
+            let matched = select(&mut series, &asked(*sort, *pattern));
             let got: Vec<&str> = series[..matched].iter().map(|r| r.key.as_str()).collect();
             assert_eq!(&got, want, "{sort:?} {pattern:?}");
+            let mut series = rows();
+            let top_two = select(&mut series, &Asked { limit: 2, ..asked(*sort, *pattern) });
+            let got: Vec<&str> = series[..top_two.min(2)].iter().map(|r| r.key.as_str()).collect();
+            assert_eq!(got, want[..want.len().min(2)], "the first 2 of {sort:?} {pattern:?}");
         }
     }
 
