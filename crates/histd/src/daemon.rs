@@ -62,8 +62,8 @@ pub struct Bound {
     pub listening: Listening,
     /// The management interface.
     pub mgmt: SocketAddr,
-    /// The HTTP API.
-    pub http: SocketAddr,
+    /// The HTTP API, when it is served (`StoreConfig::serve_http`).
+    pub http: Option<SocketAddr>,
 }
 
 /// A daemon running on the current tokio runtime: its addresses, and the way to stop it.
@@ -94,9 +94,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let admin_listener = TcpListener::bind(config.mgmt)
         .await
         .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt))?;
-    let http_listener = TcpListener::bind(config.store.http)
-        .await
-        .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http))?;
+    let http_listener =
+        match config.store.serve_http {
+            false => None,
+            true => Some(TcpListener::bind(config.store.http).await.with_context(|| {
+                format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http)
+            })?),
+        };
     let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
     aggregation.last_flush_unix_ms.set(unix_now_ms()); // the first interval starts now
     let Started { sinks, tap, prometheus } = start_sinks(&config, startup_s)?;
@@ -122,11 +126,13 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let bound = Bound {
         listening: edges.listening.clone(),
         mgmt: admin_listener.local_addr()?,
-        http: http_listener.local_addr()?,
+        http: http_listener.as_ref().map(TcpListener::local_addr).transpose()?,
     };
     tracing::info!(proto = %"mgmt", addr = %bound.mgmt, "listening");
-    tracing::info!(proto = %"http", addr = %bound.http, "listening");
-    tracing::info!(url = %format!("http://{}/", bound.http), "the web page, /health, /metrics and the query API");
+    if let Some(http) = bound.http {
+        tracing::info!(proto = %"http", addr = %http, "listening");
+        tracing::info!(url = %format!("http://{http}/"), "the web page, /health, /metrics and the query API");
+    }
     if config.backends.contains(&Backend::Store) {
         tracing::info!(data_dir = %config.store.data_dir.display(), "the embedded store keeps its data here");
     }
@@ -157,7 +163,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         max_connections: config.ingest.http_max_connections,
         header_timeout: config.ingest.http_header_timeout,
     };
-    let http_task = tokio::spawn(http::serve(http_listener, http_state, limits, stop.clone()));
+    let http_task = match http_listener {
+        Some(listener) => tokio::spawn(http::serve(listener, http_state, limits, stop.clone())),
+        None => tokio::spawn(async {}),
+    };
     let flusher = Flusher {
         aggregation,
         sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),

@@ -34,6 +34,8 @@ enum Command {
         /// Where the embedded store keeps its data (default ./histd-data, or `store.dataDir`).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        ports: Ports,
     },
     /// Route statsd lines to several aggregators by series (reads Etsy's proxyConfig.js).
     Proxy {
@@ -59,6 +61,43 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+/// `histd run`'s ports, over the config's.
+#[derive(Debug, clap::Args)]
+struct Ports {
+    /// The statsd port of every UDP and TCP listener (`port`, `servers[].port`).
+    #[arg(long)]
+    port: Option<u16>,
+    /// The management port (`mgmt_port`).
+    #[arg(long)]
+    mgmt_port: Option<u16>,
+    /// The HTTP port (`http_port`): the web page, /health, /metrics, the APIs; serves HTTP
+    /// even when nothing in the config uses it.
+    #[arg(long, conflicts_with = "no_http")]
+    http_port: Option<u16>,
+    /// Serve no HTTP at all (the store's web page and query API, /metrics and global.accept
+    /// then go unserved).
+    #[arg(long)]
+    no_http: bool,
+}
+
+impl Ports {
+    fn apply(&self, config: &mut Config) {
+        if let Some(port) = self.port {
+            config.set_listener_port(port);
+        }
+        if let Some(port) = self.mgmt_port {
+            config.mgmt.set_port(port);
+        }
+        if let Some(port) = self.http_port {
+            config.store.http.set_port(port);
+            config.store.serve_http = true;
+        }
+        if self.no_http {
+            config.store.serve_http = false;
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -67,7 +106,7 @@ fn main() -> ExitCode {
             print!("{}", config::keys::markdown_table());
             ExitCode::SUCCESS
         }
-        Command::Run { config, log_level, data_dir } => run(config, log_level, data_dir),
+        Command::Run { config, log_level, data_dir, ports } => run(config, log_level, data_dir, &ports),
         Command::Proxy { config, log_level } => proxy(&config, log_level),
         Command::Query(args) => match query_cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -112,7 +151,12 @@ fn check_config(file: &std::path::Path) -> ExitCode {
     }
 }
 
-fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir: Option<PathBuf>) -> ExitCode {
+fn run(
+    config_path: Option<PathBuf>,
+    log_level: Option<tracing::Level>,
+    data_dir: Option<PathBuf>,
+    ports: &Ports,
+) -> ExitCode {
     let mut config = match config_path {
         Some(path) => match Config::from_file(&path) {
             Ok(config) => config,
@@ -126,6 +170,7 @@ fn run(config_path: Option<PathBuf>, log_level: Option<tracing::Level>, data_dir
     if let Some(dir) = data_dir {
         config.store.data_dir = dir;
     }
+    ports.apply(&mut config);
     let level = log_level.unwrap_or(if config.debug { tracing::Level::DEBUG } else { tracing::Level::INFO });
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
     for key in &config.ignored_keys {
@@ -179,7 +224,6 @@ where
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error:#}");
             eprintln!("{who}: {error:#}");
             ExitCode::FAILURE
         }

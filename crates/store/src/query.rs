@@ -485,14 +485,34 @@ pub fn bins_of(histogram: &Histogram) -> Vec<(f64, f64, u64)> {
         .map(|(bucket, count)| {
             let left = bucket.left();
             let upper = if bucket == Bucket::ZERO { 0.0 } else { left + bucket.width() };
-            (left, upper, count)
+            (two_digits(left), two_digits(upper), count)
         })
         .collect()
+}
+
+/// A bin edge as the two-digit decimal it is (`7.2`, not the `7.199999999999999` that
+/// computing it in binary floating point gives): every circllhist edge is two significant
+/// digits times a power of ten.
+fn two_digits(edge: f64) -> f64 {
+    if edge == 0.0 || !edge.is_finite() {
+        return edge;
+    }
+    format!("{edge:.1e}").parse().unwrap_or(edge)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bin_edges_read_as_their_decimals() {
+        let mut histogram = Histogram::new();
+        for value in [7.25, 0.0123, -450.0, 99.5, 0.0] {
+            histogram.insert(value, 1);
+        }
+        let edges: Vec<(f64, f64)> = bins_of(&histogram).iter().map(|&(l, u, _)| (l, u)).collect();
+        assert_eq!(edges, [(-460.0, -450.0), (0.0, 0.0), (0.012, 0.013), (7.2, 7.3), (99.0, 100.0)]);
+    }
 
     #[test]
     fn parses_expressions() {

@@ -64,7 +64,7 @@ pub struct BenchArgs {
     /// Print the results as markdown table rows (for BENCHMARKS.md).
     #[arg(long)]
     markdown: bool,
-    /// No progress line.
+    /// No progress line (there is none either when standard error is not a terminal).
     #[arg(long)]
     quiet: bool,
 }
@@ -114,7 +114,7 @@ fn run_daemon(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> anyhow::Res
     let before =
         daemon_stats::settled(args.admin).map_err(|e| anyhow::anyhow!("cannot read stats from {}: {e}", args.admin))?;
     let cpu_before = args.pid.and_then(daemon_stats::cpu_ns);
-    let sent = send::send(args.target, pool, rate, Duration::from_secs_f64(args.duration), !args.quiet)?;
+    let sent = send::send(args.target, pool, rate, Duration::from_secs_f64(args.duration), show_progress(args))?;
     let after = daemon_stats::settled(args.admin)?;
     let cpu_after = args.pid.and_then(daemon_stats::cpu_ns);
     Ok(Outcome {
@@ -133,7 +133,7 @@ fn run_counted_by_kernel(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> 
     let port = args.target.port();
     let before = socket_stats::drained(port)?;
     let cpu_before = args.pid.and_then(daemon_stats::cpu_ns);
-    let sent = send::send(args.target, pool, rate, Duration::from_secs_f64(args.duration), !args.quiet)?;
+    let sent = send::send(args.target, pool, rate, Duration::from_secs_f64(args.duration), show_progress(args))?;
     let after = socket_stats::drained(port)?;
     let cpu_after = args.pid.and_then(daemon_stats::cpu_ns);
     anyhow::ensure!(
@@ -154,7 +154,7 @@ fn run_counted_by_kernel(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> 
 
 fn run_baseline(args: &BenchArgs, pool: &workload::Pool, rate: f64) -> anyhow::Result<Outcome> {
     let mut receiver = Baseline::start(args.baseline_buffer, args.baseline_cpu)?;
-    let sent = send::send(receiver.address, pool, rate, Duration::from_secs_f64(args.duration), !args.quiet)?;
+    let sent = send::send(receiver.address, pool, rate, Duration::from_secs_f64(args.duration), show_progress(args))?;
     let mut last = u64::MAX;
     while receiver.lines.load(std::sync::atomic::Ordering::Relaxed) != last {
         last = receiver.lines.load(std::sync::atomic::Ordering::Relaxed);
@@ -219,6 +219,12 @@ fn parse_rate(text: &str) -> anyhow::Result<f64> {
     };
     let value: f64 = number.parse().map_err(|_| anyhow::anyhow!("--rate: '{text}' is not a rate like 500k or 2M"))?;
     Ok(value * scale)
+}
+
+/// A progress line only for a person watching: not with `--quiet`, not into a pipe or a file.
+fn show_progress(args: &BenchArgs) -> bool {
+    use std::io::IsTerminal;
+    !args.quiet && std::io::stderr().is_terminal()
 }
 
 #[cfg(test)]

@@ -132,7 +132,20 @@ impl Config {
             raw: Map::new(),
         };
         let ignored_keys = keys::unread_keys(&raw, read);
-        Ok(Config { ignored_keys, raw, ..config })
+        let mut config = Config { ignored_keys, raw, ..config };
+        let uses_http = config.backends.iter().any(|b| matches!(b, Backend::Store | Backend::Prometheus));
+        config.store.serve_http |= uses_http || config.global.accept;
+        Ok(config)
+    }
+
+    /// Sets the port of every UDP and TCP listener (`histd run --port`).
+    pub fn set_listener_port(&mut self, port: u16) {
+        for listener in &mut self.listeners {
+            match listener {
+                Listener::Udp(address, _) | Listener::Tcp(address) => address.set_port(port),
+                Listener::UnixStream(_) | Listener::UnixDatagram(_) => {}
+            }
+        }
     }
 
     /// The effective settings, for `histd check-config`.
@@ -180,12 +193,27 @@ pub fn read_file<T>(path: &Path, from_text: impl FnOnce(&str) -> anyhow::Result<
 
 /// A config's text as an object: a JavaScript object literal (Etsy's configs), JSON5 or JSON.
 pub fn object_literal(text: &str) -> anyhow::Result<Map<String, Value>> {
-    let value: Value =
-        json5::from_str(text).map_err(|e| anyhow::anyhow!("not a JSON5/JavaScript object literal: {e}"))?;
+    let value: Value = json5::from_str(text).map_err(|error| syntax_error(text, error))?;
     match value {
         Value::Object(raw) => Ok(raw),
         other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
     }
+}
+
+/// A syntax error said where it is: the line and column, the line itself with a caret, and
+/// the usual causes (the parser's own expectation, "expected boolean, null, or string" for a
+/// missing comma, misleads more than it helps).
+fn syntax_error(text: &str, error: json5::Error) -> anyhow::Error {
+    let json5::Error::Message { msg, location } = error;
+    let Some(json5::Location { line, column }) = location else {
+        return anyhow::anyhow!("not a JavaScript object literal: {msg}");
+    };
+    let source = text.lines().nth(line.saturating_sub(1)).unwrap_or_default();
+    let caret = " ".repeat(column.saturating_sub(1));
+    anyhow::anyhow!(
+        "not a JavaScript object literal: syntax error at line {line}, column {column}:\n  {line:>4} | {source}\n       | {caret}^\n  \
+         (usually a missing comma between two entries, a missing colon, an unquoted string value or an unclosed brace, near the caret)"
+    )
 }
 
 /// Histogram bins as Etsy's config writes them: numbers, and `'inf'`.

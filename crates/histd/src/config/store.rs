@@ -22,6 +22,10 @@ pub struct StoreConfig {
     pub retention: store::Retention,
     /// `http_address` (127.0.0.1) and `http_port` (8127): the query API and `/health`.
     pub http: SocketAddr,
+    /// Whether the HTTP port is bound at all: when something uses it (the store, the
+    /// prometheus backend, `global.accept`), when `http_port` or `http_address` is given, or
+    /// with `--http-port`; never with `--no-http`.
+    pub serve_http: bool,
 }
 
 impl StoreConfig {
@@ -30,7 +34,7 @@ impl StoreConfig {
         json!({
             "dataDir": self.data_dir.display().to_string(),
             "retention": { "raw": self.retention.raw, "minute": self.retention.minute, "hour": self.retention.hour },
-            "http": self.http.to_string(),
+            "http": if self.serve_http { Value::String(self.http.to_string()) } else { Value::Null },
         })
     }
 }
@@ -53,6 +57,7 @@ pub fn store(top: &Reader<'_>) -> Result<StoreConfig, ConfigError> {
             hour: seconds(&retention, "hour", defaults.hour)?,
         },
         http: SocketAddr::new(http_ip, top.port("http_port", DEFAULT_HTTP_PORT)?),
+        serve_http: top.raw("http_port").is_some() || top.raw("http_address").is_some(),
     })
 }
 

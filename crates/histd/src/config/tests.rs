@@ -273,4 +273,29 @@ fn the_local_default_listens_on_loopback() {
     );
     assert_eq!(config.backends, [Backend::Store]);
     assert_eq!(config.store.http, "127.0.0.1:8127".parse().unwrap());
+    assert!(config.store.serve_http);
+}
+
+#[test]
+fn the_http_port_is_bound_only_when_something_uses_it() {
+    let cases = [
+        ("{ graphiteHost: 'carbon' }", false),
+        ("{ backends: ['console'] }", false),
+        ("{ backends: ['graphite', 'store'] }", true),
+        ("{ backends: ['prometheus'] }", true),
+        ("{ backends: ['console'], global: { accept: true } }", true),
+        ("{ backends: ['console'], http_port: 9000 }", true),
+        ("{ backends: ['console'], http_address: '0.0.0.0' }", true),
+    ];
+    for (text, serves) in cases {
+        assert_eq!(parse(text).store.serve_http, serves, "{text}");
+    }
+}
+
+#[test]
+fn a_syntax_error_points_at_its_line_and_column() {
+    let message = error("{ port: 8125\n  flushInterval: 1000 }");
+    assert!(message.contains("syntax error at line 1, column 9"), "{message}");
+    assert!(message.contains("   1 | { port: 8125\n       |         ^"), "{message}");
+    assert!(!message.contains("expected boolean"), "{message}");
 }

@@ -123,7 +123,15 @@ fn host_of(args: &TopArgs) -> anyhow::Result<String> {
         return Ok(host.trim_end_matches('/').to_string());
     }
     match &args.config {
-        Some(path) => Ok(crate::config::Config::from_file(path)?.store.http.to_string()),
+        Some(path) => {
+            let config = crate::config::Config::from_file(path)?;
+            anyhow::ensure!(
+                config.store.serve_http,
+                "{} serves no HTTP API: add http_port (or the store backend) to it",
+                path.display()
+            );
+            Ok(config.store.http.to_string())
+        }
         None => Ok("127.0.0.1:8127".to_string()),
     }
 }

@@ -253,7 +253,7 @@ fn addresses_of(bound: &histd::Bound) -> BTreeMap<String, Vec<String>> {
     addresses.insert("unixgram".to_string(), text(&listening.unix_datagram));
     addresses.insert("unix".to_string(), text(&listening.unix_stream));
     addresses.insert("mgmt".to_string(), vec![bound.mgmt.to_string()]);
-    addresses.insert("http".to_string(), vec![bound.http.to_string()]);
+    addresses.insert("http".to_string(), bound.http.iter().map(ToString::to_string).collect());
     addresses.retain(|_, list: &mut Vec<String>| !list.is_empty());
     addresses
 }
