@@ -244,7 +244,8 @@ impl GraphiteSink {
         let first = self.telemetry.errors.get() == 0;
         self.telemetry.failed(unix_now_s());
         if first {
-            tracing::warn!(%error, host = ?self.config.host, port = self.config.port, "graphite delivery failed; buffering");
+            let host = self.config.host.as_deref().unwrap_or_default();
+            tracing::warn!(%error, host, port = self.config.port, "graphite delivery failed; buffering");
         } else {
             tracing::debug!(%error, "graphite delivery failed again");
         }
