@@ -69,6 +69,20 @@ async function sendTraffic(udpAddress, seconds) {
   return sent;
 }
 
+/** 4000 values spread evenly in log from 10 to 1000: a log-uniform distribution, which a
+ * density histogram draws flat across every power of ten. */
+async function sendLogUniform(udpAddress) {
+  const [host, port] = [udpAddress.slice(0, udpAddress.lastIndexOf(":")), Number(udpAddress.slice(udpAddress.lastIndexOf(":") + 1))];
+  const socket = dgram.createSocket("udp4");
+  const values = Array.from({ length: 4000 }, (_, i) => Math.pow(10, 1 + (2 * (i + 0.5)) / 4000));
+  for (let i = 0; i < values.length; i += 40) {
+    const lines = values.slice(i, i + 40).map((v) => `api.loguniform:${v.toFixed(6)}|ms`);
+    await new Promise((resolve) => socket.send(lines.join("\n"), port, host, resolve));
+    await sleep(5);
+  }
+  socket.close();
+}
+
 async function api(http, route, params) {
   const response = await fetch(`http://${http}/api/v1/${route}?` + new URLSearchParams(params));
   return response.json();
@@ -84,6 +98,7 @@ async function main() {
   });
   try {
     const started = Math.floor(Date.now() / 1000);
+    await sendLogUniform(addresses.udp);
     await sendTraffic(addresses.udp, 10);
     await sleep(2500); // two more flushes: everything sent is stored
     const to = Math.floor(Date.now() / 1000) + 1;
@@ -134,11 +149,11 @@ async function main() {
     // Sweep the pointer across the plot until it is over a cell; the readout must name it.
     const box = await page.$eval("canvas#heatmap", (c) => { const r = c.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; });
     let readout = "";
-    for (let i = 1; i < 40 && !/samples$/.test(readout); i++) {
+    for (let i = 1; i < 40 && !/per decade\)$/.test(readout); i++) {
       await page.mouse.move(box.x + box.w * (0.2 + 0.02 * i), box.y + box.h * 0.6);
       readout = await page.textContent("#heatmap-readout");
     }
-    check("hovering a cell shows its time, range and count", /\[[^)]+\)\s+\d[\d,]* samples$/.test(readout), readout);
+    check("hovering a cell shows its time, range, count and density", /\[[^)]+\)\s+\d[\d,]* samples \([^)]+ per decade\)$/.test(readout), readout);
 
     // The SLO view: the count shown equals the API's count_above.
     await page.fill("#slo-input", "1000");
@@ -168,6 +183,20 @@ async function main() {
     await page.waitForLoadState("networkidle");
     const titles = await page.$$eval("#content h3", (nodes) => nodes.map((n) => n.textContent));
     check("a superseded render leaves nothing behind", titles.length === 1 && titles[0].startsWith("api.users:"), titles.join(" | "));
+
+    // Densities, not raw counts: a log-uniform input draws flat bars across 100 (circllhist's
+    // bins just above it are ten times wider on the log axis than those just below it).
+    await page.goto(base + `?series=api.loguniform&type=timer&range=custom&from=${window.from}&to=${window.to}&step=${window.step}`);
+    await page.waitForSelector("canvas#histogram[data-heights]");
+    const heights = JSON.parse(await page.$eval("canvas#histogram", (c) => c.dataset.heights));
+    const mean = (from, to) => {
+      const inside = heights.filter(([lower]) => lower >= from && lower < to).map(([, h]) => h);
+      return inside.reduce((a, b) => a + b, 0) / inside.length;
+    };
+    const [under100, over100] = [mean(50, 100), mean(100, 200)];
+    check("a log-uniform input draws a flat histogram (no step at 100)", over100 / under100 > 0.8 && over100 / under100 < 1.25, `per decade: ${under100.toFixed(0)} below 100, ${over100.toFixed(0)} above`);
+    const legend = await page.textContent(".heat-legend");
+    check("the heatmap's colours have a legend with their unit", legend.includes("samples per decade of value"), legend);
 
     // A shared link restores the view; a narrow window has no horizontal scroll.
     const narrow = await browser.newPage({ viewport: { width: 420, height: 800 } });

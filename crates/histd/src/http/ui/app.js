@@ -332,9 +332,18 @@ async function renderHeatmapPanel(panel, selector, heat, window, run) {
   const legend = element("div", { class: "legend" });
   panel.replaceChildren(element("h3", { text: `${selector}: distribution over time` }), toolbar, element("div", { class: "heatmap-wrap" }, canvas), legend, readout);
   const lines = await Promise.all(state.quantiles.map(async (q) => ({ q, points: (await run.get("query", { expr: `quantile(${selector}, ${q})`, ...window })).points })));
-  lines.forEach((line, i) => legend.append(element("span", {}, [element("i", { style: `background:${LINE_COLORS[i % LINE_COLORS.length]}` }), `p${+(line.q * 100).toPrecision(4)}`])));
+  lines.forEach((line) => legend.append(element("span", {}, [element("i", { style: `background:${quantileColor(line.q)}` }), `p${+(line.q * 100).toPrecision(4)}`])));
   const drawn = drawHeatmap(canvas, heat, lines, window);
+  panel.insertBefore(heatLegend(drawn.maxDensity), readout);
   canvas.addEventListener("mousemove", (event) => describeBin(event, canvas, drawn, readout));
+}
+
+/** A quantile's colour, the same whichever others are shown: the default quantiles keep theirs,
+ * others follow in order of value. */
+function quantileColor(q) {
+  const extra = state.quantiles.filter((x) => !DEFAULT_QUANTILES.includes(x));
+  const index = DEFAULT_QUANTILES.includes(q) ? DEFAULT_QUANTILES.indexOf(q) : DEFAULT_QUANTILES.length + extra.indexOf(q);
+  return LINE_COLORS[index % LINE_COLORS.length];
 }
 
 function toggleQuantile(q, on) {
@@ -358,13 +367,23 @@ function prepareCanvas(canvas, height) {
 }
 
 /** Draws bins as cells (time × log value, colour = count) and quantile lines over them. */
+/**
+ * Samples per decade of value: a bin's count over its width on the log axis. circllhist bins
+ * just above a power of ten are ten times wider on that axis than those just below it, so raw
+ * counts would draw a false cliff at every power of ten; densities draw the distribution.
+ */
+function density(lower, upper, count) {
+  const decades = lower > 0 && upper > lower ? Math.log10(upper / lower) : 1;
+  return count / decades;
+}
+
 function drawHeatmap(canvas, heat, lines, { from, to, step }) {
   const { context, width, height } = prepareCanvas(canvas, 320);
   const bins = heat.steps.flatMap((s) => s.bins);
   const positive = bins.filter((b) => b[1] > 0);
   const low = Math.max(Math.min(...positive.map((b) => Math.max(b[0], b[1] / 10))), 1e-12);
   const high = Math.max(...positive.map((b) => b[1]));
-  const maxCount = Math.max(...bins.map((b) => b[2]));
+  const maxDensity = Math.max(...bins.map((b) => density(...b)));
   const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
   const x = (t) => plot.x0 + ((t - from) / (to - from)) * (plot.x1 - plot.x0);
   const y = (v) => plot.y1 - ((Math.log10(Math.max(v, low)) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (plot.y1 - plot.y0);
@@ -373,24 +392,40 @@ function drawHeatmap(canvas, heat, lines, { from, to, step }) {
   for (const s of heat.steps) {
     for (const [lower, upper, count] of s.bins) {
       total += count;
-      const cell = { t: s.t, lower, upper, count, x0: x(s.t), x1: x(s.t + step), y0: y(upper), y1: y(Math.max(lower, low)) };
+      const perDecade = density(lower, upper, count);
+      const cell = { t: s.t, lower, upper, count, perDecade, x0: x(s.t), x1: x(s.t + step), y0: y(upper), y1: y(Math.max(lower, low)) };
       cells.push(cell);
-      context.fillStyle = heatColor(Math.log1p(count) / Math.log1p(maxCount));
+      context.fillStyle = heatColor(Math.log1p(perDecade) / Math.log1p(maxDensity));
       context.fillRect(cell.x0, cell.y0, Math.max(1, cell.x1 - cell.x0), Math.max(1, cell.y1 - cell.y0));
     }
   }
   drawAxes(context, plot, { from, to, low, high, x, y });
-  lines.forEach((line, i) => {
-    context.strokeStyle = LINE_COLORS[i % LINE_COLORS.length];
+  lines.forEach((line) => {
+    context.strokeStyle = quantileColor(line.q);
     context.lineWidth = 1.5;
     context.beginPath();
-    line.points.forEach(([t, v], j) => (j ? context.lineTo(x(t + step / 2), y(v)) : context.moveTo(x(t + step / 2), y(v))));
+    // A step with no samples has no point: the line breaks there rather than bridging it.
+    line.points.forEach(([t, v], j) => {
+      const joined = j > 0 && t - line.points[j - 1][0] <= step * 1.5;
+      joined ? context.lineTo(x(t + step / 2), y(v)) : context.moveTo(x(t + step / 2), y(v));
+    });
     context.stroke();
   });
   canvas.dataset.total = total;
   canvas.dataset.steps = heat.steps.length;
   canvas.dataset.cells = cells.length;
-  return { cells };
+  canvas.dataset.maxDensity = maxDensity;
+  return { cells, maxDensity };
+}
+
+/** The heatmap's colour scale, with its unit. */
+function heatLegend(maxDensity) {
+  const stops = [0, 0.25, 0.5, 0.75, 1].map((share) => `${heatColor(share)} ${share * 100}%`).join(", ");
+  return element("div", { class: "legend heat-legend" }, [
+    element("span", { text: "0" }),
+    element("span", { class: "scale", style: `background: linear-gradient(to right, ${stops})` }),
+    element("span", { text: `${formatNumber(maxDensity)} samples per decade of value, per step (log colour scale)` }),
+  ]);
 }
 
 function heatColor(share) {
@@ -428,7 +463,7 @@ function describeBin(event, canvas, drawn, readout) {
   const px = event.clientX - box.left, py = event.clientY - box.top;
   const cell = drawn.cells.find((c) => px >= c.x0 && px < c.x1 && py >= c.y0 && py <= c.y1);
   readout.textContent = cell
-    ? `${formatTime(cell.t, true)}   [${formatNumber(cell.lower)}, ${formatNumber(cell.upper)})   ${cell.count.toLocaleString("en-US")} samples`
+    ? `${formatTime(cell.t, true)}   [${formatNumber(cell.lower)}, ${formatNumber(cell.upper)})   ${cell.count.toLocaleString("en-US")} samples (${formatNumber(cell.perDecade)} per decade)`
     : "Hover the heatmap for a bin's count.";
 }
 
@@ -448,19 +483,22 @@ async function renderHistogram(panel, selector, { from, to }, run) {
   canvas.dataset.total = histogram.bins.reduce((t, b) => t + b[2], 0);
 }
 
+/** Bars over a log axis, each as tall as its bin's density (samples per decade of value). */
 function drawBars(canvas, bins) {
   const { context, width, height } = prepareCanvas(canvas, 200);
   const positive = bins.filter((b) => b[0] > 0);
   if (!positive.length) return;
   const low = Math.min(...positive.map((b) => b[0])), high = Math.max(...positive.map((b) => b[1]));
-  const maxCount = Math.max(...positive.map((b) => b[2]));
+  const heights = positive.map((b) => [b[0], density(...b)]);
+  const maxDensity = Math.max(...heights.map((h) => h[1]));
   const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
   const x = (v) => plot.x0 + ((Math.log10(v) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (plot.x1 - plot.x0);
   context.fillStyle = "#2563eb";
-  for (const [lower, upper, count] of positive) {
-    const h = (count / maxCount) * (plot.y1 - plot.y0);
+  positive.forEach(([lower, upper], i) => {
+    const h = (heights[i][1] / maxDensity) * (plot.y1 - plot.y0);
     context.fillRect(x(lower), plot.y1 - h, Math.max(1, x(upper) - x(lower) - 0.5), h);
-  }
+  });
+  canvas.dataset.heights = JSON.stringify(heights);
   context.fillStyle = "#6b7280";
   context.font = "11px system-ui, sans-serif";
   context.textAlign = "center";
@@ -469,7 +507,9 @@ function drawBars(canvas, bins) {
     if (v >= low && v <= high) context.fillText(formatNumber(v), x(v), plot.y1 + 15);
   }
   context.textAlign = "right";
-  context.fillText(formatNumber(maxCount), plot.x0 - 6, plot.y0 + 10);
+  context.fillText(formatNumber(maxDensity), plot.x0 - 6, plot.y0 + 10);
+  context.textAlign = "left";
+  context.fillText("samples per decade of value", plot.x0 + 4, plot.y0 + 10);
 }
 
 async function renderSlo(panel, selector, window, run) {
