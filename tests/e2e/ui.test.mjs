@@ -173,6 +173,11 @@ async function main() {
       await page.waitForSelector("#content .uplot");
       check(`${series} is drawn as a line chart`, (await page.$$("#content .uplot")).length === 1);
     }
+    // The charts' readout writes times as the heatmap's does (one format on the page).
+    const over = await page.$eval("#content .uplot .u-over", (o) => { const r = o.getBoundingClientRect(); return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; });
+    await page.mouse.move(over.x, over.y);
+    const legendTime = await page.$eval("#content .uplot .u-legend", (l) => l.textContent);
+    check("the charts write times as the heatmap does", /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/.test(legendTime) && !/[ap]m/.test(legendTime), legendTime.slice(0, 80));
     // A render still loading when another series is picked is abandoned: the page ends on
     // the last one picked, with nothing of the first.
     await page.evaluate(() => {
@@ -205,6 +210,12 @@ async function main() {
     const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     check("a narrow window needs no horizontal scroll", overflow <= 0, `${overflow}px`);
     await narrow.screenshot({ path: path.join(shots, "timer-420x800.png"), fullPage: true });
+    // Resizing redraws at the new width.
+    const before = await narrow.$eval("canvas#heatmap", (c) => c.width);
+    await narrow.setViewportSize({ width: 900, height: 800 });
+    await narrow.waitForFunction((old) => document.querySelector("canvas#heatmap[data-total]")?.width > old, before, { timeout: 5000 }).catch(() => {});
+    const after = await narrow.$eval("canvas#heatmap", (c) => c.width);
+    check("resizing the window redraws the heatmap at the new width", after > before, `${before} → ${after} px`);
 
     // Errors show in the page.
     await page.goto(base + `?series=api.latency&type=timer&range=custom&from=${window.to}&to=${window.from}`);

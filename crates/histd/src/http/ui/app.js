@@ -282,10 +282,15 @@ function lineChart(container, lines, step, height = 220) {
     data.push(times.map((t) => (byTime.has(t) ? byTime.get(t) : null)));
   }
   const width = Math.max(260, container.clientWidth - 8);
+  // Times as the heatmap writes them (one format on the page), dates only for long ranges.
+  const long = times.length > 1 && times[times.length - 1] - times[0] > 86400;
   const options = {
     width, height,
-    series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: LINE_COLORS[i % LINE_COLORS.length], width: 1.5, spanGaps: false }))],
-    axes: [{}, { values: (u, ticks) => ticks.map(formatNumber) }],
+    series: [
+      { value: (u, t) => (t === null ? "--" : formatTime(t, true)) },
+      ...lines.map((l, i) => ({ label: l.label, stroke: LINE_COLORS[i % LINE_COLORS.length], width: 1.5, spanGaps: false })),
+    ],
+    axes: [{ values: (u, ticks) => ticks.map((t) => formatTime(t, long)) }, { values: (u, ticks) => ticks.map(formatNumber) }],
   };
   const holder = element("div");
   container.append(holder);
@@ -615,6 +620,21 @@ function showCustom() {
   }
 }
 
+/** Draws the view again at the window's new width (once the resizing pauses). */
+function redrawOnResize() {
+  let pending = null;
+  let width = window.innerWidth;
+  window.addEventListener("resize", () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => {
+      if (window.innerWidth !== width) {
+        width = window.innerWidth;
+        renderView();
+      }
+    }, 250);
+  });
+}
+
 function scheduleRefresh() {
   clearInterval(refreshTimer);
   if (state.refresh > 0) {
@@ -629,3 +649,4 @@ setUpControls();
 loadSeries();
 renderView();
 scheduleRefresh();
+redrawOnResize();
