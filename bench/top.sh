@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Does polling the live view hurt ingest? The same 100k-name counter load twice in one run:
-# without a poller, then with `/api/v1/live` asked every second (as `histd top` does, limit 200,
-# sorted by rate). histd pinned to CPU 0, the generator and the poller on CPU 1; loss and CPU
-# per line as `histd bench` counts them (the management port, the kernel's drops).
+# What the live view (`histd top`, `/api/v1/live`) costs: first the criterion bench of one poll's
+# work under the aggregation lock at 100k series; then the same 100k-name counter load twice:
+# without a poller, then with `/api/v1/live` asked every second (as `histd top` does, limit
+# 200, sorted by rate). histd pinned to CPU 0, the generator and the poller on CPU 1; loss and
+# CPU per line as `histd bench` counts them (the management port, the kernel's drops).
 # Usage: bench/top.sh [seconds-per-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,9 @@ bin=target/release/histd
 port=18135 mgmt=18136 http=18137
 echo "# $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# sysctl: net.core.rmem_max=$(sysctl -n net.core.rmem_max); histd asks for a 16 MiB receive buffer (SO_RCVBUFFORCE as root)"
+echo; echo "## one poll at 100k series (90k counters, 10k timers of 150 values)"
+cargo bench -q -p histd --bench live -- --warm-up-time 2 --measurement-time 8 2>&1 | grep -E "time:|^live"
+
 cat > /tmp/histd-top-bench.js <<CONFIG
 { port: $port, address: '127.0.0.1', mgmt_port: $mgmt, http_port: $http, flushInterval: 10000, backends: [] }
 CONFIG

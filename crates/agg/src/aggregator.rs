@@ -442,9 +442,7 @@ impl Aggregator {
             quantiles: None,
             at_or_above: None,
         };
-        for (key, value) in self.counters.live_values() {
-            series.push(LiveSeries { key, kind: MetricType::Counters, value, quantiles: None, at_or_above: None });
-        }
+        series.extend(self.counters.live_values().iter().map(|(key, value)| plain(key, MetricType::Counters, *value)));
         for (key, samples) in self.timers.iter_mut() {
             samples.settle();
             let histogram = &samples.histogram;

@@ -163,10 +163,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         max_connections: config.ingest.http_max_connections,
         header_timeout: config.ingest.http_header_timeout,
     };
-    let http_task = match http_listener {
-        Some(listener) => tokio::spawn(http::serve(listener, http_state, limits, stop.clone())),
-        None => tokio::spawn(async {}),
-    };
+    let http_task = http_listener.map(|listener| tokio::spawn(http::serve(listener, http_state, limits, stop.clone())));
     let flusher = Flusher {
         aggregation,
         sinks: sinks.iter().filter_map(|s| Some((s.telemetry.clone(), s.snapshots.clone()?))).collect(),
@@ -196,7 +193,7 @@ struct Serving {
     stopping: Stopping,
     stop: watch::Sender<bool>,
     admin_task: tokio::task::JoinHandle<()>,
-    http_task: tokio::task::JoinHandle<()>,
+    http_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Serving {
@@ -210,9 +207,10 @@ impl Serving {
         stop_edges(self.edges, &self.stop, &self.stopping).await;
         // Forwarded batches the HTTP server acknowledged are in the final flush: it has
         // stopped accepting and finished the requests in hand (within 5 s) first.
-        let mut http_task = self.http_task;
-        if tokio::time::timeout(Duration::from_secs(6), &mut http_task).await.is_err() {
-            http_task.abort();
+        if let Some(mut http_task) = self.http_task {
+            if tokio::time::timeout(Duration::from_secs(6), &mut http_task).await.is_err() {
+                http_task.abort();
+            }
         }
         self.flusher.flush(unix_now_ms());
         drop(self.flusher);

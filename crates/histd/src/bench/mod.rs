@@ -6,7 +6,7 @@
 //! counts for its port instead of its management port.
 
 mod baseline;
-mod daemon_stats;
+pub(crate) mod daemon_stats;
 mod send;
 pub(crate) mod socket_stats;
 mod workload;

@@ -145,25 +145,38 @@ pub async fn live(
     answered.map(Json).map_err(|_| Failure::internal("building the live view failed"))
 }
 
+/// What is read under the aggregation lock.
+struct Taken {
+    interval_s: f64,
+    totals: agg::IngestCounts,
+    /// Every series; the matched ones first, the first `limit` of them sorted.
+    series: Vec<LiveSeries>,
+    matched: usize,
+    /// The histograms of the rows returned (timers).
+    histograms: Vec<Option<circllhist::Histogram>>,
+    flush_lag: Option<f64>,
+}
+
+/// Reads every series, selects and sorts the rows asked for, clones their histograms.
+fn take(aggregation: &crate::flush::Aggregation, asked: &Asked) -> Taken {
+    let mut aggregator = aggregation.current();
+    let lag_key = format!("{}.timestamp_lag", aggregator.config().prefix_stats);
+    let mut series = aggregator.live_series(asked.threshold);
+    let flush_lag = series.iter().find(|row| row.key == lag_key).map(|row| row.value);
+    let matched = select(&mut series, asked);
+    let histograms = series[..matched.min(asked.limit)]
+        .iter()
+        .map(|row| if row.kind == MetricType::Timers { aggregator.live_histogram(&row.key) } else { None })
+        .collect();
+    let interval_s = aggregator.config().interval_seconds();
+    Taken { interval_s, totals: aggregator.totals().clone(), series, matched, histograms, flush_lag }
+}
+
 fn answer(state: &HttpState, asked: &Asked) -> Value {
     let aggregation = &state.admin.aggregation;
     let started_ms = aggregation.last_flush_unix_ms.get();
     let elapsed_s = (unix_now_ms().saturating_sub(started_ms) as f64 / 1000.0).max(0.001);
-    let (interval_s, totals, mut series, histograms) = {
-        let mut aggregator = aggregation.current();
-        let interval_s = aggregator.config().interval_seconds();
-        let lag_key = format!("{}.timestamp_lag", aggregator.config().prefix_stats);
-        let mut series = aggregator.live_series(asked.threshold);
-        let flush_lag = series.iter().find(|row| row.key == lag_key).map(|row| row.value);
-        let totals = aggregator.totals().clone();
-        let matched_rows = select(&mut series, asked);
-        let histograms: Vec<Option<circllhist::Histogram>> = series[..matched_rows.min(asked.limit)]
-            .iter()
-            .map(|row| if row.kind == MetricType::Timers { aggregator.live_histogram(&row.key) } else { None })
-            .collect();
-        (interval_s, totals, series, (histograms, matched_rows, flush_lag))
-    };
-    let (histograms, matched, flush_lag) = histograms;
+    let Taken { interval_s, totals, mut series, matched, histograms, flush_lag } = take(aggregation, asked);
     let per_type = count_types(&series);
     let (cardinality, prefixes) = match asked.tables {
         true => (cardinality(&series), prefixes(&series, elapsed_s)),
@@ -186,7 +199,7 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
         "receive_buffer_bytes": state.admin.edges.receive_buffer_bytes.get(),
         "receive_queue_bytes": receive_queue_bytes(&state.udp_ports),
         "flush_lag_s": flush_lag,
-        "rss_bytes": rss_bytes(),
+        "rss_bytes": crate::bench::daemon_stats::memory(std::process::id()).map_or(0, |(rss, _)| rss),
         "flushes": aggregation.flushes.get(),
         "last_flush_duration_ms": aggregation.last_flush_us.get() as f64 / 1000.0,
         "store_bytes": store_bytes(state),
@@ -342,13 +355,6 @@ fn prefixes(series: &[LiveSeries], elapsed_s: f64) -> Value {
 /// Bytes waiting in the UDP listeners' receive buffers (the kernel's count, /proc/net/udp).
 fn receive_queue_bytes(ports: &[u16]) -> u64 {
     ports.iter().filter_map(|&port| crate::bench::socket_stats::counts(port).ok()).map(|c| c.queued_bytes).sum()
-}
-
-/// This process's resident memory, from /proc/self/status.
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or_default();
-    line.split_whitespace().nth(1).and_then(|kib| kib.parse::<u64>().ok()).map_or(0, |kib| kib * 1024)
 }
 
 /// The store's files (database and write-ahead log), when the store is on.

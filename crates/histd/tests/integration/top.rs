@@ -60,7 +60,6 @@ fn top_once_finds_the_series_sent_with_their_values_and_quantiles() {
         truth.insert_int_scale(v as i64, 0, 1);
     });
     let cells = row(&text, "api.latency;route=-fast");
-    assert_eq!(cells[1..4].len(), 3);
     assert_eq!((cells[1], cells[3]), ("timer", "400"), "{text}");
     let close = |printed: &str, want: f64| (printed.parse::<f64>().unwrap() - want).abs() <= want * 1e-3;
     assert!(close(cells[4], truth.quantile(0.5)) && close(cells[5], truth.quantile(0.99)), "{cells:?} {text}");
@@ -164,6 +163,5 @@ fn top_in_tmux_sorts_filters_opens_a_detail_and_quits() {
     tmux.keys(&["Escape", "t"]);
     tmux.until("the cardinality view", |s| s.contains("HOT PREFIX") && s.contains("api.latency"));
     tmux.keys(&["q"]);
-    wait_until(|| !tmux.run(&["has-session", "-t", "0"]).status.success() || tmux.screen().is_empty(), "top to quit");
-    std::thread::sleep(Duration::from_millis(50));
+    wait_until(|| !tmux.run(&["has-session", "-t", "0"]).status.success(), "top to quit (its session ends)");
 }

@@ -38,13 +38,10 @@ pub fn spawn(
     settings: CutSettings,
     telemetry: Arc<SinkTelemetry>,
 ) -> anyhow::Result<SinkHandle> {
-    let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes).map_err(|error| {
-        anyhow::anyhow!(
-            "forward.spoolDir {}: {error}",
-            config.spool_dir.as_deref().unwrap_or_else(|| "".as_ref()).display()
-        )
-    })?;
-    telemetry.drop_points(DropReason::Rejected, dropped.series);
+    let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
+        .map_err(|error| anyhow::anyhow!("forward.spoolDir: {error}"))?;
+    // Files set aside as unreadable: their series are unknown, so they count as errors.
+    telemetry.errors.add(dropped.batches);
     if !spool.is_empty() {
         tracing::info!(
             batches = spool.len(),
