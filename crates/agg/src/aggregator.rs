@@ -435,14 +435,11 @@ impl Aggregator {
     /// Settles the timers ([`TimerSamples::settle`]): what waited for the flush is binned now.
     pub fn live_series(&mut self, threshold: Option<f64>) -> Vec<LiveSeries> {
         let mut series: Vec<LiveSeries> = Vec::with_capacity(self.timers.len() + self.gauges.len() + self.sets.len());
-        let plain = |key: &CompactString, kind, value| LiveSeries {
-            key: key.clone(),
-            kind,
-            value,
-            quantiles: None,
-            at_or_above: None,
-        };
-        series.extend(self.counters.live_values().iter().map(|(key, value)| plain(key, MetricType::Counters, *value)));
+        let plain =
+            |key: CompactString, kind, value| LiveSeries { key, kind, value, quantiles: None, at_or_above: None };
+        series.extend(
+            self.counters.live_values().into_iter().map(|(key, value)| plain(key, MetricType::Counters, value)),
+        );
         for (key, samples) in self.timers.iter_mut() {
             samples.settle();
             let histogram = &samples.histogram;
@@ -450,11 +447,11 @@ impl Aggregator {
             series.push(LiveSeries {
                 quantiles,
                 at_or_above: threshold.map(|t| histogram.count_above(t, true)),
-                ..plain(key, MetricType::Timers, samples.count)
+                ..plain(key.clone(), MetricType::Timers, samples.count)
             });
         }
-        series.extend(self.gauges.iter().map(|(key, state)| plain(key, MetricType::Gauges, state.value)));
-        series.extend(self.sets.iter().map(|(key, set)| plain(key, MetricType::Sets, set.count() as f64)));
+        series.extend(self.gauges.iter().map(|(key, state)| plain(key.clone(), MetricType::Gauges, state.value)));
+        series.extend(self.sets.iter().map(|(key, set)| plain(key.clone(), MetricType::Sets, set.count() as f64)));
         series
     }
 
