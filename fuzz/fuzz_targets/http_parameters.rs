@@ -21,7 +21,7 @@ fn store() -> &'static Mutex<store::Store> {
         let dir = std::env::temp_dir().join(format!("histd-fuzz-http-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let mut store = store::Store::open(&dir.join("histd.db"), store::Retention::default()).unwrap();
+        let mut store = store::Store::open(&dir.join("histd.db"), store::Options::default()).unwrap();
         let mut aggregator = agg::Aggregator::new(agg::AggConfig::default());
         for flush in 0..6u64 {
             let mut table = agg::Table::new(true, 100);

@@ -217,8 +217,8 @@ impl Bucket {
     }
 
     /// The position in the C library's order (NaN, negatives from -∞, zero, positives), as a
-    /// dense integer in `0..COUNT`.
-    pub(crate) fn key(self) -> u16 {
+    /// dense integer in `0..COUNT`: neighbouring buckets have neighbouring keys.
+    pub fn key(self) -> u16 {
         let exp_index = (i16::from(self.exp) + 128) as u16;
         match self.val {
             0 => ZERO_KEY,

@@ -342,6 +342,20 @@ impl Histogram {
     pub(crate) fn raw(&self) -> (&[u16], &[u64]) {
         (&self.keys, &self.counts)
     }
+
+    /// The bins as dense keys ([`Bucket::key`]: ascending in the C library's order) and their
+    /// counts, side by side: what a storage codec writes.
+    pub fn keyed_bins(&self) -> (&[u16], &[u64]) {
+        self.raw()
+    }
+
+    /// The histogram of `(key, count)` bins in any order (duplicates add, zero counts are
+    /// dropped); `None` when a key is not below [`Bucket::COUNT`]. The inverse of
+    /// [`Histogram::keyed_bins`].
+    pub fn from_keyed_bins(bins: Vec<(u16, u64)>) -> Option<Histogram> {
+        let valid = bins.iter().all(|&(key, _)| usize::from(key) < Bucket::COUNT);
+        valid.then(|| Histogram::from_unsorted(bins))
+    }
 }
 
 /// Binary search without data-dependent branches (the loop runs log2(n) times whatever the

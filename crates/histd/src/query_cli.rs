@@ -99,7 +99,7 @@ fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, ste
         return Err(QueryFailure::BadInput(anyhow::anyhow!("no store at {} (--data-dir)", path.display())));
     }
     let unavailable = |error: store::StoreError| QueryFailure::Unavailable(error.into());
-    let store = store::Store::open(&path, store::Retention::default()).map_err(unavailable)?;
+    let store = store::Store::open_reader(&path).map_err(unavailable)?;
     store.check_types(&expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let points = store.query(&expr, from, to, step).map_err(unavailable)?;
     Ok(

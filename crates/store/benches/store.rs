@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use agg::{AggConfig, Aggregator, Table};
 use circllhist::Histogram;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use store::{parse, Kind, Resolution, Row, Selector, SeriesKey, Store};
+use store::{parse, Kind, Options, Resolution, Row, Selector, Store};
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("histd-store-bench-{}-{name}", std::process::id()));
@@ -16,8 +16,8 @@ fn temp(name: &str) -> PathBuf {
     dir.join("histd.db")
 }
 
-/// A flush of `series` counters and a few timers, as the daemon would write it.
-fn flush_rows(series: usize, ts: u64) -> Vec<(SeriesKey, Row)> {
+/// A flush of `series` counters, as the daemon would write it.
+fn flush_rows(series: usize, ts: u64) -> Vec<(Kind, String, Row)> {
     let mut aggregator = Aggregator::new(AggConfig::default());
     let mut table = Table::new(true, 8192);
     for start in (0..series).step_by(100) {
@@ -25,7 +25,12 @@ fn flush_rows(series: usize, ts: u64) -> Vec<(SeriesKey, Row)> {
         table.insert_packet(ts, packet.as_bytes());
     }
     aggregator.absorb(table);
-    store::rows_of(&aggregator.flush(ts * 1000))
+    let snapshot = aggregator.flush(ts * 1000);
+    store::rows_of(&snapshot).into_iter().map(|(kind, key, row)| (kind, key.to_string(), row)).collect()
+}
+
+fn borrowed(rows: &[(Kind, String, Row)]) -> Vec<(Kind, &str, Row)> {
+    rows.iter().map(|(kind, key, row)| (*kind, key.as_str(), row.clone())).collect()
 }
 
 /// A timer row at `ts`: 100 latency-like samples.
@@ -44,22 +49,21 @@ fn timer_row(ts: i64, seconds: f64) -> Row {
 
 /// One timer written every `every` seconds for `span` seconds ending at `end`.
 fn timer_store(name: &str, end: i64, span: i64, every: i64) -> Store {
-    let mut store =
-        Store::open(&temp(name), store::Retention { raw: 2 * 86_400, minute: 30 * 86_400, hour: 365 * 86_400 })
-            .unwrap();
-    let key = SeriesKey::from_key("api.latency", Kind::Timer);
+    let retention = store::Retention { raw: 2 * 86_400, minute: 30 * 86_400, hour: 365 * 86_400 };
+    let mut store = Store::open(&temp(name), Options { retention, ..Options::default() }).unwrap();
     let mut ts = end - span + every;
     while ts <= end {
-        store.write(ts, vec![(key.clone(), timer_row(ts, every as f64))]).unwrap();
+        store.write(ts, vec![(Kind::Timer, "api.latency", timer_row(ts, every as f64))]).unwrap();
         ts += every;
     }
+    store.load_series().unwrap();
     store
 }
 
 fn writes(c: &mut Criterion) {
-    let mut store = Store::open(&temp("writes"), store::Retention::default()).unwrap();
+    let mut store = Store::open(&temp("writes"), Options::default()).unwrap();
     let mut ts = 1_700_000_000;
-    store.write(ts, flush_rows(100_000, ts as u64)).unwrap(); // series created once
+    store.write(ts, borrowed(&flush_rows(100_000, ts as u64))).unwrap(); // series created once
     let mut group = c.benchmark_group("store");
     group.sample_size(10);
     group.bench_function("write a flush of 100k counter series", |b| {
@@ -68,7 +72,7 @@ fn writes(c: &mut Criterion) {
                 ts += 10;
                 (ts, flush_rows(100_000, ts as u64))
             },
-            |(at, rows)| store.write(at, rows).unwrap(),
+            |(at, rows)| store.write(at, borrowed(&rows)).unwrap(),
             BatchSize::LargeInput,
         )
     });

@@ -1,24 +1,32 @@
-//! histd's embedded store: every flush on SQLite (WAL, one writer), rolled up per minute and per
-//! hour by exact merges (counts add, min/max combine, circllhists merge bin by bin), trimmed
-//! per resolution by retention, and read back for queries.
+//! histd's embedded store: every flush on SQLite (WAL, one writer) as one compressed block per
+//! group of series, compacted every ten minutes into per-group blocks whose numbers and
+//! histograms are packed column by column (see `codec`), rolled up per minute and per hour by
+//! exact merges (counts add, min/max combine, circllhists merge bin by bin), trimmed per
+//! resolution by retention and to a disk budget, and read back for queries.
 //!
 //! Time is always an argument: nothing here reads a clock.
 
 #![deny(missing_docs)]
 
+mod blocks;
+pub mod codec;
+mod compact;
+mod migrate;
 pub mod query;
 mod read;
 mod row;
 mod schema;
 mod series;
+mod usage;
 mod write;
 
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::SeriesInfo;
 pub use row::Row;
-pub use schema::Resolution;
+pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
-pub use write::{rows_of, Retention, Store};
+pub use usage::Usage;
+pub use write::{rows_of, Options, Retention, Store, DEFAULT_MAX_BYTES};
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +34,19 @@ pub enum StoreError {
     /// SQLite refused (a full disk, a corrupt file, a locked database).
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    /// A stored histogram does not decode.
+    /// A stored block does not decode.
+    #[error("the {resolution:?} block of group {grp} at {start} is corrupt: {reason}")]
+    CorruptBlock {
+        /// Its resolution.
+        resolution: Resolution,
+        /// Its group.
+        grp: i64,
+        /// Its start, unix seconds.
+        start: i64,
+        /// What the decoder said.
+        reason: &'static str,
+    },
+    /// A histogram of a store of the first format does not decode (while migrating it).
     #[error("stored histogram of series {series} at {ts} is corrupt: {reason}")]
     CorruptHistogram {
         /// The series id.

@@ -410,6 +410,7 @@ impl Store {
         to: i64,
         step: i64,
     ) -> Result<Vec<(i64, Step)>, StoreError> {
+        let _snapshot = self.read_snapshot()?;
         let step = step.max(1);
         let first = from.div_euclid(step) * step;
         let count = ((to - first).max(0) + step - 1) / step;
@@ -438,7 +439,7 @@ impl Store {
         let mut rows = Vec::new();
         let mut start = from;
         for resolution in Resolution::ALL.into_iter().rev().filter(|r| *r <= coarsest) {
-            let until = self.rolled_until(resolution)?.min(to);
+            let until = self.rolled_until(series, resolution)?.min(to);
             if until > start {
                 rows.extend(self.rows(series, resolution, start, until)?);
                 start = until;

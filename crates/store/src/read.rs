@@ -1,9 +1,9 @@
-//! Reading: series by name pattern, and the rows of the series a selector picks.
+//! Reading: series by name pattern, and the rows of one series from its group's blocks.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
+use crate::codec::block;
 use crate::schema::Resolution;
-use crate::write::{decode, row_of, COLUMNS};
 use crate::{Row, Selector, SeriesKey, Store, StoreError};
 
 /// A series and its id.
@@ -23,7 +23,7 @@ impl Store {
         let mut statement = self.connection.prepare("SELECT id FROM series WHERE ?1 IS NULL OR name GLOB ?1")?;
         let ids = statement.query_map([pattern], |row| row.get::<_, i64>(0))?.collect::<Result<Vec<i64>, _>>()?;
         let mut found: Vec<(&SeriesKey, i64)> =
-            ids.into_iter().filter_map(|id| self.kinds.get(&id).map(|key| (key, id))).collect();
+            ids.into_iter().filter_map(|id| self.series.get(&id).map(|(key, _)| (key, id))).collect();
         let total = found.len();
         if found.len() > limit {
             found.select_nth_unstable_by(limit, |a, b| a.0.cmp(b.0));
@@ -36,10 +36,10 @@ impl Store {
     /// The series `selector` picks.
     pub fn select(&self, selector: &Selector) -> Vec<SeriesInfo> {
         let mut found: Vec<SeriesInfo> = self
-            .kinds
+            .series
             .iter()
-            .filter(|(_, key)| selector.matches(key))
-            .map(|(&id, key)| SeriesInfo { key: key.clone(), id })
+            .filter(|(_, (key, _))| selector.matches(key))
+            .map(|(&id, (key, _))| SeriesInfo { key: key.clone(), id })
             .collect();
         found.sort_by(|a, b| a.key.cmp(&b.key));
         found
@@ -47,27 +47,71 @@ impl Store {
 
     /// The rows of one series in `[from, to)` at `resolution`, by time.
     pub fn rows(&self, series: i64, resolution: Resolution, from: i64, to: i64) -> Result<Vec<Row>, StoreError> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM {} WHERE series = ?1 AND ts >= ?2 AND ts < ?3 ORDER BY ts",
-            resolution.table()
-        );
-        let mut statement = self.connection.prepare_cached(&sql)?;
-        let stored = statement.query_map(params![series, from, to], row_of)?;
-        stored.map(|row| decode(series, row?)).collect()
+        let _snapshot = self.read_snapshot()?;
+        let Some(&(ref key, grp)) = self.series.get(&series) else { return Ok(Vec::new()) };
+        let mut statement = self.connection.prepare_cached(
+            "SELECT start, data FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start >= ?3 AND start < ?4",
+        )?;
+        let earliest = from.saturating_sub(resolution.block_span());
+        let mut blocks = statement.query(params![resolution.code(), grp, earliest, to])?;
+        let mut rows: Vec<Row> = Vec::new();
+        while let Some(stored) = blocks.next()? {
+            let bytes = stored.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            let found = block::decode_one(bytes, series).map_err(|reason| StoreError::CorruptBlock {
+                resolution,
+                grp,
+                start: stored.get(0).unwrap_or(0),
+                reason: reason.0,
+            })?;
+            rows.extend(found.into_iter().filter(|row| (from..to).contains(&row.ts)));
+        }
+        rows.sort_by_key(|row| row.ts);
+        rows.dedup_by(|later, earlier| {
+            let same = later.ts == earlier.ts;
+            if same {
+                earlier.merge(later, key.kind);
+            }
+            same
+        });
+        Ok(rows)
     }
 
-    /// The start of the first period `resolution` has not rolled up yet (raw: never rolled,
-    /// so `i64::MAX`): rows before it are complete at that resolution.
-    pub fn rolled_until(&self, resolution: Resolution) -> Result<i64, StoreError> {
+    /// The start of the first period `resolution` holds no rollups for yet in the series'
+    /// group (raw: never rolled, so `i64::MAX`): rows before it are complete at that resolution.
+    pub fn rolled_until(&self, series: i64, resolution: Resolution) -> Result<i64, StoreError> {
         if resolution == Resolution::Raw {
             return Ok(i64::MAX);
         }
-        let mark = format!("rolled_{}", resolution.table());
-        let value = self.connection.query_row("SELECT value FROM meta WHERE key = ?1", [mark], |r| r.get(0));
-        match value {
-            Ok(value) => Ok(value),
-            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(i64::MIN),
-            Err(error) => Err(error.into()),
+        let Some(&(_, grp)) = self.series.get(&series) else { return Ok(i64::MIN) };
+        let until: Option<i64> = self
+            .connection
+            .prepare_cached("SELECT compacted_until FROM groups WHERE grp = ?1")?
+            .query_row([grp], |r| r.get(0))
+            .optional()?;
+        Ok(until.unwrap_or(i64::MIN))
+    }
+
+    /// One consistent view of the store until the guard drops (compaction moves rows between
+    /// blocks: a query reads either side of a move, never both or neither).
+    pub(crate) fn read_snapshot(&self) -> Result<ReadSnapshot<'_>, StoreError> {
+        let owner = self.connection.is_autocommit();
+        if owner {
+            self.connection.execute_batch("BEGIN")?;
+        }
+        Ok(ReadSnapshot { store: self, owner })
+    }
+}
+
+/// An open read transaction, ended when dropped (only by the call that began it).
+pub(crate) struct ReadSnapshot<'a> {
+    store: &'a Store,
+    owner: bool,
+}
+
+impl Drop for ReadSnapshot<'_> {
+    fn drop(&mut self) {
+        if self.owner {
+            let _ = self.store.connection.execute_batch("COMMIT");
         }
     }
 }

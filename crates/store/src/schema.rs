@@ -1,13 +1,18 @@
-//! The tables. One row per series and interval in `points_raw`; the same shape rolled up per
-//! minute and per hour in `points_1m` and `points_1h`.
+//! The tables (format 2).
 //!
-//! A row holds what every kind needs: `count` (counters: the interval's sum of increments;
-//! timers: samples, rate-weighted), `sum`, `sum_squares`, `min`, `max` (timers), `value`
-//! (gauges: the value; sets: distinct members), and `hist` (timers: the circllhist, binary).
+//! - `series`: one row per series (name, sorted tags, kind) and the group it belongs to.
+//! - `groups`: series are grouped by kind (up to [`group_size`] a group); a group's rows share
+//!   blocks. `compacted_until` is the end of the last period compacted for it: before it, minute
+//!   and hour rollups are complete; from it on, only raw rows exist.
+//! - `blocks`: one blob per (resolution, group, start, span) in the format of
+//!   [`crate::codec::block`]. Raw blocks with `span` 0 are the head: one per flush, written as
+//!   it arrives; compaction turns each [`PERIOD`] of them into one raw block of that span, and
+//!   merges their rollups into the hour's minute block and the day's hour block.
+//! - `meta`: the format version and settings readers need.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
-use crate::StoreError;
+use crate::{Kind, StoreError};
 
 /// The resolutions kept, finest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,15 +29,6 @@ impl Resolution {
     /// Every resolution, finest first.
     pub const ALL: [Resolution; 3] = [Resolution::Raw, Resolution::Minute, Resolution::Hour];
 
-    /// The table of this resolution.
-    pub fn table(self) -> &'static str {
-        match self {
-            Resolution::Raw => "points_raw",
-            Resolution::Minute => "points_1m",
-            Resolution::Hour => "points_1h",
-        }
-    }
-
     /// The width of one row in seconds (raw rows: 0, their width is the flush interval).
     pub fn seconds(self) -> i64 {
         match self {
@@ -41,51 +37,127 @@ impl Resolution {
             Resolution::Hour => 3600,
         }
     }
+
+    /// The number stored in `blocks.resolution`.
+    pub(crate) fn code(self) -> i64 {
+        self as i64
+    }
+
+    /// The time one compacted block of this resolution covers, seconds.
+    pub(crate) fn block_span(self) -> i64 {
+        match self {
+            Resolution::Raw => PERIOD,
+            Resolution::Minute => 3600,
+            Resolution::Hour => 86_400,
+        }
+    }
+
+    /// The start of the block holding a row at `ts`.
+    pub(crate) fn block_start(self, ts: i64) -> i64 {
+        ts.div_euclid(self.block_span()) * self.block_span()
+    }
+
+    /// The start of the row of this resolution that a finer row at `ts` rolls into.
+    pub(crate) fn row_start(self, ts: i64) -> i64 {
+        match self.seconds() {
+            0 => ts,
+            width => ts.div_euclid(width) * width,
+        }
+    }
 }
 
-const SERIES: &str = "CREATE TABLE IF NOT EXISTS series (
+/// The compaction period, seconds: the head holds at most about one period per group before
+/// it is compacted (a query's raw tail is at most this long).
+pub const PERIOD: i64 = 600;
+
+/// The format this version writes.
+pub const FORMAT: i64 = 2;
+
+/// Series a group holds: timers carry histograms, so their groups are smaller and a
+/// compaction's memory stays bounded.
+pub fn group_size(kind: Kind) -> i64 {
+    match kind {
+        Kind::Timer => 64,
+        _ => 1024,
+    }
+}
+
+const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS series (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
     tags TEXT NOT NULL,
     kind TEXT NOT NULL,
+    grp INTEGER,
     UNIQUE (name, tags, kind)
-)";
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS groups (
+    grp INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    members INTEGER NOT NULL,
+    compacted_until INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS blocks (
+    resolution INTEGER NOT NULL,
+    grp INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    span INTEGER NOT NULL,
+    points INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS blocks_key ON blocks (resolution, grp, start, span);
+CREATE INDEX IF NOT EXISTS blocks_start ON blocks (start);
+";
 
-const META: &str = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)";
-
-fn points(table: &str) -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS {table} (
-            series INTEGER NOT NULL,
-            ts INTEGER NOT NULL,
-            seconds REAL NOT NULL,
-            count REAL,
-            sum REAL,
-            sum_squares REAL,
-            min REAL,
-            max REAL,
-            value REAL,
-            hist BLOB,
-            PRIMARY KEY (series, ts)
-        ) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS {table}_ts ON {table} (ts)"
-    )
-}
-
-/// Creates what is missing and sets the connection up: WAL, normal sync (a crash loses at most
-/// the transaction in flight, never consistency).
-pub fn prepare(connection: &Connection) -> Result<(), StoreError> {
+/// Sets the writer's connection up and creates what is missing: WAL, normal sync (a crash
+/// loses at most the transaction in flight, never consistency), pages given back to the file
+/// system as data is dropped. Returns the format found (1 when a store of the first format is
+/// there to migrate).
+pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
+    let fresh = !table_exists(connection, "series")?;
+    if fresh {
+        // Only takes effect before the first table exists.
+        connection.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
-    // 64 MiB of page cache and memory-mapped reads: a flush touches every series' latest pages.
-    connection.pragma_update(None, "cache_size", -65_536)?;
-    connection.pragma_update(None, "mmap_size", 268_435_456)?;
-    connection.pragma_update(None, "foreign_keys", "OFF")?;
+    connection.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    // A flush touches a few pages a group: a small cache does.
+    connection.pragma_update(None, "cache_size", -8192)?;
     connection.busy_timeout(std::time::Duration::from_secs(5))?;
-    connection.execute_batch(SERIES)?;
-    connection.execute_batch(META)?;
-    for resolution in Resolution::ALL {
-        connection.execute_batch(&points(resolution.table()))?;
+    let old = table_exists(connection, "points_raw")?;
+    if old && !column_exists(connection, "series", "grp")? {
+        connection.execute_batch("ALTER TABLE series ADD COLUMN grp INTEGER")?;
     }
+    connection.execute_batch(TABLES)?;
+    if fresh {
+        connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?1)", [FORMAT])?;
+    }
+    Ok(if old { 1 } else { FORMAT })
+}
+
+/// Sets a reading connection up (it creates nothing).
+pub fn prepare_reader(connection: &Connection) -> Result<(), StoreError> {
+    connection.busy_timeout(std::time::Duration::from_secs(5))?;
+    connection.pragma_update(None, "cache_size", -16384)?;
     Ok(())
+}
+
+pub(crate) fn table_exists(connection: &Connection, name: &str) -> Result<bool, StoreError> {
+    let found = connection
+        .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", [name], |_| Ok(()))
+        .optional()?;
+    Ok(found.is_some())
+}
+
+fn column_exists(connection: &Connection, table: &str, column: &str) -> Result<bool, StoreError> {
+    let mut statement = connection.prepare(&format!("PRAGMA table_info({table})"))?;
+    let names = statement.query_map([], |row| row.get::<_, String>(1))?;
+    for name in names {
+        if name? == column {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

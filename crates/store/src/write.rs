@@ -1,13 +1,16 @@
-//! Writing: one transaction per flush holds its raw rows, the rollups of every minute and hour
-//! the flush completed, and the retention trim. A crash loses at most that transaction.
+//! Opening the store, and writing a flush: its rows go into one head block per group, in one
+//! transaction (a crash loses at most that flush). Compaction follows ([`crate::compact`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::time::Duration;
 
 use agg::Snapshot;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use crate::schema::{prepare, Resolution};
+use crate::blocks::{put_block, SeriesRows};
+use crate::schema::{group_size, prepare, Resolution};
+use crate::usage::Usage;
 use crate::{Kind, Row, SeriesKey, StoreError};
 
 /// How long each resolution is kept, seconds.
@@ -28,7 +31,7 @@ impl Default for Retention {
 }
 
 impl Retention {
-    fn of(&self, resolution: Resolution) -> i64 {
+    pub(crate) fn of(&self, resolution: Resolution) -> i64 {
         match resolution {
             Resolution::Raw => self.raw,
             Resolution::Minute => self.minute,
@@ -37,243 +40,262 @@ impl Retention {
     }
 }
 
-/// An open store.
+/// The default disk budget: 2 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
+
+/// How the writer keeps the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Time kept per resolution.
+    pub retention: Retention,
+    /// The most bytes the store may take on disk (database and its WAL); past it the oldest
+    /// blocks are dropped, and counted.
+    pub max_bytes: u64,
+    /// CPU time a flush may spend compacting finished periods, beyond the first group (a
+    /// backlog older than a period is compacted whatever it costs).
+    pub compaction_budget: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            retention: Retention::default(),
+            max_bytes: DEFAULT_MAX_BYTES,
+            compaction_budget: Duration::from_millis(20),
+        }
+    }
+}
+
+/// An open store: the writer's (open) or a reader's (open_reader).
 pub struct Store {
     pub(crate) connection: Connection,
-    ids: HashMap<SeriesKey, i64>,
-    pub(crate) kinds: HashMap<i64, SeriesKey>,
-    retention: Retention,
+    /// Readers: every series by id, with its group ([`Store::load_series`]).
+    pub(crate) series: HashMap<i64, (SeriesKey, i64)>,
+    /// The writer: series ids and groups by the aggregation key, one map per kind.
+    known: [HashMap<Box<str>, (i64, i64)>; 4],
+    /// The writer: the group taking new series of each kind, and its members.
+    open_groups: HashMap<Kind, (i64, i64)>,
+    /// The kind of every group.
+    pub(crate) group_kinds: HashMap<i64, Kind>,
+    /// Head periods not compacted yet: (period start, group).
+    pub(crate) pending: BTreeSet<(i64, i64)>,
+    pub(crate) options: Options,
+    pub(crate) usage: Usage,
 }
 
 impl Store {
-    /// Opens (creating if needed) the store at `path`.
-    pub fn open(path: &Path, retention: Retention) -> Result<Store, StoreError> {
+    /// Opens (creating if needed, migrating a store of the first format) the store at `path`
+    /// to write it.
+    pub fn open(path: &Path, options: Options) -> Result<Store, StoreError> {
         let connection = Connection::open(path)?;
-        prepare(&connection)?;
-        let mut store = Store { connection, ids: HashMap::new(), kinds: HashMap::new(), retention };
+        let format = prepare(&connection)?;
+        let mut store = Store::with(connection, options);
+        if format == 1 {
+            crate::migrate::from_format_1(&mut store)?;
+        }
+        store.load_groups()?;
+        store.load_pending()?;
+        store.usage = Usage::load(&store.connection, path)?;
+        Ok(store)
+    }
+
+    /// Opens the store at `path` to read it (nothing is created or migrated).
+    pub fn open_reader(path: &Path) -> Result<Store, StoreError> {
+        let connection = Connection::open(path)?;
+        crate::schema::prepare_reader(&connection)?;
+        let mut store = Store::with(connection, Options::default());
         store.load_series()?;
         Ok(store)
+    }
+
+    fn with(connection: Connection, options: Options) -> Store {
+        Store {
+            connection,
+            series: HashMap::new(),
+            known: Default::default(),
+            open_groups: HashMap::new(),
+            group_kinds: HashMap::new(),
+            pending: BTreeSet::new(),
+            options,
+            usage: Usage::default(),
+        }
     }
 
     /// Loads series written since the last call (readers call this before a query; ids only
     /// grow, so only new ones are read).
     pub fn load_series(&mut self) -> Result<(), StoreError> {
-        let known = self.kinds.keys().copied().max().unwrap_or(0);
-        let mut statement = self.connection.prepare("SELECT id, name, tags, kind FROM series WHERE id > ?1")?;
+        if !crate::schema::table_exists(&self.connection, "groups")? {
+            return Ok(()); // a store of the first format, not migrated yet
+        }
+        let known = self.series.keys().copied().max().unwrap_or(0);
+        let mut statement = self
+            .connection
+            .prepare("SELECT id, name, tags, kind, grp FROM series WHERE id > ?1 AND grp IS NOT NULL")?;
         let rows = statement.query_map([known], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?))
+            Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get::<_, String>(3)?, row.get::<_, i64>(4)?))
         })?;
         for row in rows {
-            let (id, name, tags, kind) = row?;
+            let (id, name, tags, kind, grp) = row?;
             let Some(kind) = Kind::parse(&kind) else { continue };
-            let key = SeriesKey { name, tags, kind };
-            self.ids.insert(key.clone(), id);
-            self.kinds.insert(id, key);
+            self.series.insert(id, (SeriesKey { name, tags, kind }, grp));
         }
         Ok(())
     }
 
-    /// Writes one flush taken at `now` (unix seconds): its rows, the rollups it completes, and
-    /// the retention trim, in one transaction.
-    pub fn write(&mut self, now: i64, rows: Vec<(SeriesKey, Row)>) -> Result<(), StoreError> {
-        let mut new_series = Vec::new();
-        let written = self.write_transaction(now, rows, &mut new_series);
-        if written.is_err() {
+    pub(crate) fn load_groups(&mut self) -> Result<(), StoreError> {
+        self.group_kinds.clear();
+        self.open_groups.clear();
+        let mut statement = self.connection.prepare("SELECT grp, kind, members FROM groups ORDER BY grp")?;
+        let rows =
+            statement.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
+        for row in rows {
+            let (grp, kind, members) = row?;
+            let Some(kind) = Kind::parse(&kind) else { continue };
+            self.group_kinds.insert(grp, kind);
+            self.open_groups.insert(kind, (grp, members)); // the last of each kind takes new series
+        }
+        Ok(())
+    }
+
+    fn load_pending(&mut self) -> Result<(), StoreError> {
+        let mut statement =
+            self.connection.prepare("SELECT DISTINCT grp, start FROM blocks WHERE resolution = 0 AND span = 0")?;
+        let heads = statement.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+        for head in heads {
+            let (grp, start) = head?;
+            self.pending.insert((Resolution::Raw.block_start(start), grp));
+        }
+        Ok(())
+    }
+
+    /// Writes one flush taken at `now` (unix seconds) in one transaction, then compacts what
+    /// finished periods it can within the budget and applies retention and the disk budget.
+    /// `Err` means the flush is not stored; trouble in the upkeep after it is counted in
+    /// [`Store::usage`] and retried at the next flush.
+    pub fn write(&mut self, now: i64, rows: Vec<(Kind, &str, Row)>) -> Result<(), StoreError> {
+        let mut created = Vec::new();
+        let written = self.write_transaction(rows, &mut created);
+        if let Err(error) = written {
             // The transaction rolled back: the series it created do not exist, and SQLite may
             // give their ids to other series. Forgetting them keeps a later flush from writing
             // one series' rows under another's id.
-            for (key, id) in new_series {
-                self.ids.remove(&key);
-                self.kinds.remove(&id);
+            for (kind, key) in created {
+                self.known[kind as usize].remove(&key);
             }
+            self.load_groups()?;
+            return Err(error);
         }
-        written
+        self.upkeep(now);
+        Ok(())
     }
 
-    /// The transaction of [`Store::write`]; `new_series` collects the series it creates.
     fn write_transaction(
         &mut self,
-        now: i64,
-        rows: Vec<(SeriesKey, Row)>,
-        new_series: &mut Vec<(SeriesKey, i64)>,
+        rows: Vec<(Kind, &str, Row)>,
+        created: &mut Vec<(Kind, Box<str>)>,
     ) -> Result<(), StoreError> {
         let transaction = self.connection.transaction()?;
-        for (key, row) in rows {
-            let id = match self.ids.get(&key) {
-                Some(&id) => id,
+        let mut by_group: HashMap<i64, Vec<(i64, Row)>> = HashMap::new();
+        for (kind, key, row) in rows {
+            let (id, grp) = match self.known[kind as usize].get(key) {
+                Some(&found) => found,
                 None => {
-                    transaction.execute(
-                        "INSERT INTO series (name, tags, kind) VALUES (?1, ?2, ?3)",
-                        params![key.name, key.tags, key.kind.as_str()],
-                    )?;
-                    let id = transaction.last_insert_rowid();
-                    new_series.push((key.clone(), id));
-                    self.ids.insert(key.clone(), id);
-                    self.kinds.insert(id, key.clone());
-                    id
+                    let found = series_id(&transaction, kind, key, &mut self.open_groups, &mut self.group_kinds)?;
+                    self.known[kind as usize].insert(key.into(), found);
+                    created.push((kind, key.into()));
+                    found
                 }
             };
-            upsert(&transaction, Resolution::Raw, id, &row, key.kind)?;
+            by_group.entry(grp).or_default().push((id, row));
         }
-        roll_up(&transaction, &self.kinds, Resolution::Raw, Resolution::Minute, now)?;
-        roll_up(&transaction, &self.kinds, Resolution::Minute, Resolution::Hour, now)?;
-        for resolution in Resolution::ALL {
-            let oldest = now - self.retention.of(resolution);
-            transaction.execute(&format!("DELETE FROM {} WHERE ts < ?1", resolution.table()), [oldest])?;
+        let mut points = 0;
+        for (grp, mut rows) in by_group {
+            let kind = self.group_kinds.get(&grp).copied().unwrap_or(Kind::Counter);
+            rows.sort_by_key(|(id, _)| *id);
+            let series = one_row_each(rows, kind);
+            let Some(ts) = series.first().map(|(_, rows)| rows[0].ts) else { continue };
+            let (gained, lost) = put_block(&transaction, Resolution::Raw, grp, ts, 0, kind, series)?;
+            points += gained;
+            self.usage.corrupt_points += lost;
+            self.pending.insert((Resolution::Raw.block_start(ts), grp));
         }
+        self.usage.points = self.usage.points.saturating_add_signed(points);
+        crate::usage::save_points(&transaction, self.usage.points)?;
         transaction.commit()?;
         Ok(())
     }
+
+    /// What the store holds and has dropped, as of the last write.
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
 }
 
-/// Inserts a row, or merges it into the row already there for the same series and time (a
-/// second flush in the same second, late data for a rolled-up period). Statements are cached:
-/// the common case is one prepared insert.
-fn upsert(
+/// The id and group of a series not seen since the store opened: the stored one, or a new
+/// one in the open group of its kind (a new group when that one is full).
+fn series_id(
     transaction: &Transaction<'_>,
-    resolution: Resolution,
-    id: i64,
-    row: &Row,
     kind: Kind,
-) -> Result<(), StoreError> {
-    let table = resolution.table();
-    let insert = format!("INSERT INTO {table} (series, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (series, ts) DO NOTHING");
-    if execute_row(transaction, &insert, id, row)? == 1 {
-        return Ok(());
+    key: &str,
+    open_groups: &mut HashMap<Kind, (i64, i64)>,
+    group_kinds: &mut HashMap<i64, Kind>,
+) -> Result<(i64, i64), StoreError> {
+    let canonical = SeriesKey::from_key(key, kind);
+    let stored = transaction
+        .query_row(
+            "SELECT id, grp FROM series WHERE name = ?1 AND tags = ?2 AND kind = ?3 AND grp IS NOT NULL",
+            params![canonical.name, canonical.tags, kind.as_str()],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?;
+    if let Some(found) = stored {
+        return Ok(found);
     }
-    let select = format!("SELECT {COLUMNS} FROM {table} WHERE series = ?1 AND ts = ?2");
-    let earlier = transaction.prepare_cached(&select)?.query_row(params![id, row.ts], row_of)?;
-    let mut merged = decode(id, earlier)?;
-    merged.merge(row, kind);
-    let replace =
-        format!("INSERT OR REPLACE INTO {table} (series, {COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-    execute_row(transaction, &replace, id, &merged)?;
-    Ok(())
-}
-
-fn execute_row(transaction: &Transaction<'_>, sql: &str, id: i64, row: &Row) -> Result<usize, StoreError> {
-    let mut statement = transaction.prepare_cached(sql)?;
-    let hist = row.hist.as_ref().map(|h| h.to_bytes());
-    Ok(statement.execute(params![
-        id,
-        row.ts,
-        row.seconds,
-        null(row.count),
-        null(row.sum),
-        null(row.sum_squares),
-        null(row.min),
-        null(row.max),
-        null(row.value),
-        hist
-    ])?)
-}
-
-/// The columns of a row, in `row_of`'s order.
-pub(crate) const COLUMNS: &str = "ts, seconds, count, sum, sum_squares, min, max, value, hist";
-
-/// A row as SQLite returns it, the histogram still encoded.
-pub(crate) struct StoredRow {
-    row: Row,
-    hist: Option<Vec<u8>>,
-}
-
-/// A row from a result whose columns are [`COLUMNS`].
-pub(crate) fn row_of(sql: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
-    row_at(sql, 0)
-}
-
-/// A row from a result whose [`COLUMNS`] start at column `first`.
-fn row_at(sql: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<StoredRow> {
-    let number =
-        |index: usize| -> rusqlite::Result<f64> { Ok(sql.get::<_, Option<f64>>(first + index)?.unwrap_or(f64::NAN)) };
-    let row = Row {
-        ts: sql.get(first)?,
-        seconds: sql.get(first + 1)?,
-        count: number(2)?,
-        sum: number(3)?,
-        sum_squares: number(4)?,
-        min: number(5)?,
-        max: number(6)?,
-        value: number(7)?,
-        hist: None,
+    let grp = match open_groups.get(&kind) {
+        Some(&(grp, members)) if members < group_size(kind) => grp,
+        _ => {
+            transaction
+                .execute("INSERT INTO groups (kind, members, compacted_until) VALUES (?1, 0, 0)", [kind.as_str()])?;
+            let grp = transaction.last_insert_rowid();
+            group_kinds.insert(grp, kind);
+            open_groups.insert(kind, (grp, 0));
+            grp
+        }
     };
-    Ok(StoredRow { row, hist: sql.get(first + 8)? })
-}
-
-pub(crate) fn decode(series: i64, stored: StoredRow) -> Result<Row, StoreError> {
-    let mut row = stored.row;
-    if let Some(bytes) = stored.hist {
-        let hist = circllhist::Histogram::from_bytes(&bytes).map_err(|reason| StoreError::CorruptHistogram {
-            series,
-            ts: row.ts,
-            reason,
-        })?;
-        row.hist = Some(hist);
+    transaction.execute("UPDATE groups SET members = members + 1 WHERE grp = ?1", [grp])?;
+    if let Some(open) = open_groups.get_mut(&kind) {
+        open.1 += 1;
     }
-    Ok(row)
+    transaction.execute(
+        "INSERT INTO series (name, tags, kind, grp) VALUES (?1, ?2, ?3, ?4)",
+        params![canonical.name, canonical.tags, kind.as_str(), grp],
+    )?;
+    Ok((transaction.last_insert_rowid(), grp))
 }
 
-fn null(value: f64) -> Option<f64> {
-    (!value.is_nan()).then_some(value)
-}
-
-/// Rolls every complete period of `to` (minute or hour) not yet rolled up from `from` rows:
-/// rows of one series and period merge into one. A watermark in `meta` remembers how far.
-fn roll_up(
-    transaction: &Transaction<'_>,
-    kinds: &HashMap<i64, SeriesKey>,
-    from: Resolution,
-    to: Resolution,
-    now: i64,
-) -> Result<(), StoreError> {
-    let width = to.seconds();
-    let current = now.div_euclid(width) * width;
-    let mark = format!("rolled_{}", to.table());
-    let rolled: i64 = transaction
-        .query_row("SELECT value FROM meta WHERE key = ?1", [&mark], |r| r.get(0))
-        .optional()?
-        .unwrap_or(i64::MIN);
-    if rolled >= current {
-        return Ok(());
-    }
-    let mut periods: HashMap<(i64, i64), Row> = HashMap::new();
-    {
-        let mut statement = transaction.prepare(&format!(
-            "SELECT series, {COLUMNS} FROM {} WHERE ts >= ?1 AND ts < ?2 ORDER BY series, ts",
-            from.table()
-        ))?;
-        let mut rows = statement.query(params![rolled.max(0), current])?;
-        while let Some(sql) = rows.next()? {
-            let series: i64 = sql.get(0)?;
-            let stored = row_at(sql, 1)?;
-            let row = decode(series, stored)?;
-            let Some(key) = kinds.get(&series) else { continue };
-            let start = row.ts.div_euclid(width) * width;
-            periods
-                .entry((series, start))
-                .and_modify(|period| period.merge(&row, key.kind))
-                .or_insert_with(|| Row { ts: start, ..row });
+/// Rows sorted by id, with a series' rows at the same time merged (two aggregation keys that
+/// differ only in tag order are one series).
+fn one_row_each(rows: Vec<(i64, Row)>, kind: Kind) -> Vec<SeriesRows> {
+    let mut series: Vec<SeriesRows> = Vec::with_capacity(rows.len());
+    for (id, row) in rows {
+        match series.last_mut() {
+            Some((last, rows)) if *last == id => crate::blocks::add_row(rows, row, kind),
+            _ => series.push((id, vec![row])),
         }
     }
-    for ((series, _), row) in &periods {
-        let kind = kinds.get(series).map_or(Kind::Counter, |k| k.kind);
-        upsert(transaction, to, *series, row, kind)?;
-    }
-    transaction.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", params![mark, current])?;
-    Ok(())
+    series
 }
 
-/// The rows of a flush: one per series (series whose keys differ only in tag order merge).
-pub fn rows_of(snapshot: &Snapshot) -> Vec<(SeriesKey, Row)> {
+/// The rows of a flush: one per series and kind, with the aggregation key it came under.
+pub fn rows_of(snapshot: &Snapshot) -> Vec<(Kind, &str, Row)> {
     let ts = snapshot.timestamp as i64;
     let seconds = snapshot.interval.as_secs_f64();
     let base = || Row { seconds, ..Row::empty(ts) };
-    let mut rows: HashMap<SeriesKey, Row> = HashMap::new();
-    let mut add = |key: SeriesKey, row: Row| {
-        rows.entry(key.clone()).and_modify(|existing| existing.merge(&row, key.kind)).or_insert(row);
-    };
+    let mut rows = Vec::with_capacity(
+        snapshot.counters.len() + snapshot.timers.len() + snapshot.gauges.len() + snapshot.sets.len(),
+    );
     for counter in &snapshot.counters {
-        add(SeriesKey::from_key(counter.key, Kind::Counter), Row { count: counter.count, ..base() });
+        rows.push((Kind::Counter, counter.key, Row { count: counter.count, ..base() }));
     }
     for timer in &snapshot.timers {
         let t = &timer.totals;
@@ -287,16 +309,14 @@ pub fn rows_of(snapshot: &Snapshot) -> Vec<(SeriesKey, Row)> {
             hist: Some(timer.distribution.clone()),
             ..base()
         };
-        add(SeriesKey::from_key(&timer.key, Kind::Timer), row);
+        rows.push((Kind::Timer, timer.key.as_str(), row));
     }
     for gauge in &snapshot.gauges {
-        add(
-            SeriesKey::from_key(&gauge.key, Kind::Gauge),
-            Row { value: gauge.value, min: gauge.value, max: gauge.value, ..base() },
-        );
+        let row = Row { value: gauge.value, min: gauge.value, max: gauge.value, ..base() };
+        rows.push((Kind::Gauge, gauge.key.as_str(), row));
     }
     for set in &snapshot.sets {
-        add(SeriesKey::from_key(&set.key, Kind::Set), Row { value: set.count as f64, ..base() });
+        rows.push((Kind::Set, set.key.as_str(), Row { value: set.count as f64, ..base() }));
     }
-    rows.into_iter().collect()
+    rows
 }

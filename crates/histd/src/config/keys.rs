@@ -92,6 +92,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "what graphite holds while carbon is slow or unreachable: flushes waiting to be encoded (estimated) and encoded lines waiting to be sent (always at least the newest ~1 MiB chunk); past it the oldest lines are dropped (`graphite.dropped_points.buffer_full`) and new flushes are not queued (`graphite.queue_full_drops`)"),
     histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
     histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
+    histd(&["store.maxBytes"], "`2GiB`", "the store's disk budget (database and log; `500MB`, `2GiB` or bytes, at least 16 MiB): past it the oldest blocks are dropped first, and counted (`store_budget_dropped_points`)"),
     histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
     histd(&["http_port"], "8127", "the HTTP API's port"),
     histd(&["udpReaders"], "the cores histd may run on", "reader threads per UDP listener"),

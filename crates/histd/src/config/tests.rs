@@ -204,7 +204,7 @@ const EVERY_KEY: [&str; 3] = [
        graphite: { legacyNamespace: false, globalPrefix: 'stats', prefixCounter: 'c', prefixTimer: 't', \
                    prefixGauge: 'g', prefixSet: 's', globalSuffix: 'x', retryBufferBytes: 1024 }, \
        console: { prettyprint: true }, repeater: [ { host: '127.0.0.1', port: 9 } ], repeaterProtocol: 'tcp', \
-       store: { dataDir: '/tmp/d', retention: { raw: '1h', minute: '1d', hour: '7d' } }, \
+       store: { dataDir: '/tmp/d', retention: { raw: '1h', minute: '1d', hour: '7d' }, maxBytes: '1GiB' }, \
        http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, maxStreamConnections: 10, connectionIdleTimeoutMs: 0, httpMaxConnections: 8, httpHeaderTimeoutMs: 500, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \

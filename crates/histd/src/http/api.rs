@@ -247,7 +247,7 @@ async fn with_store(
         };
         let mut reader = lock(&state.reader);
         if reader.is_none() {
-            *reader = Some(store::Store::open(path, store::Retention::default()).map_err(internal)?);
+            *reader = Some(store::Store::open_reader(path).map_err(internal)?);
         }
         let store = reader.as_mut().unwrap_or_else(|| unreachable!("opened above"));
         store.load_series().map_err(internal)?;

@@ -130,9 +130,8 @@ fn sink_metrics(state: &HttpState, out: &mut Exposition) {
     let now = unix_now_s();
     let sinks: Vec<(String, Vec<(String, f64)>)> =
         state.admin.sinks.iter().map(|sink| (sink.sink.to_string(), sink.histd_entries(now))).collect();
-    let Some((_, first)) = sinks.first() else { return };
     let mut bases: Vec<&str> = Vec::new();
-    for (name, _) in first {
+    for (name, _) in sinks.iter().flat_map(|(_, entries)| entries) {
         let base = name.split('.').next().unwrap_or(name);
         if !bases.contains(&base) {
             bases.push(base);

@@ -97,6 +97,8 @@ pub struct SinkTelemetry {
     pub last_flush_us: Gauge,
     /// The size of the last flush, in bytes.
     pub last_flush_bytes: Gauge,
+    /// Values one sink alone has (the store's size and drops), set by the sink once a flush.
+    details: std::sync::Mutex<Vec<(&'static str, f64)>>,
 }
 
 impl SinkTelemetry {
@@ -123,7 +125,13 @@ impl SinkTelemetry {
             last_error_unix_s: Gauge::default(),
             last_flush_us: Gauge::default(),
             last_flush_bytes: Gauge::default(),
+            details: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Replaces the sink's own values (see [`SinkTelemetry::is_level`] for which are levels).
+    pub fn set_details(&self, details: Vec<(&'static str, f64)>) {
+        *self.details.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = details;
     }
 
     /// The same telemetry with a byte limit for the queue (and retry buffer).
@@ -180,13 +188,21 @@ impl SinkTelemetry {
     /// True for the values of [`SinkTelemetry::histd_entries`] that are levels (what is held
     /// now, seconds since) rather than running totals: `/metrics` types them as gauges.
     pub fn is_level(name: &str) -> bool {
-        const LEVELS: [&str; 6] = [
+        const LEVELS: [&str; 14] = [
             "queued",
             "queued_bytes",
             "buffered_bytes",
             "resend_window_bytes",
             "seconds_since_success",
             "seconds_since_error",
+            "store_bytes",
+            "store_wal_bytes",
+            "store_max_bytes",
+            "store_points",
+            "store_bytes_per_point",
+            "store_growth_bytes_per_hour",
+            "store_compaction_backlog",
+            "store_last_upkeep_ms",
         ];
         LEVELS.contains(&name)
     }
@@ -214,6 +230,8 @@ impl SinkTelemetry {
         }
         entries.push(("seconds_since_success".to_string(), since(self.last_success_unix_s.get())));
         entries.push(("seconds_since_error".to_string(), since(self.last_error_unix_s.get())));
+        let details = self.details.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        entries.extend(details.iter().map(|&(name, value)| (name.to_string(), value)));
         entries
     }
 

@@ -1,5 +1,6 @@
-//! The store sink: every flush written to the embedded store by one writer thread, in one
-//! transaction each (rows, rollups, retention).
+//! The store sink: every flush written to the embedded store by one writer thread (one
+//! transaction a flush, then compaction, retention and the disk budget), with the store's size
+//! and drops published in the sink's telemetry.
 
 use std::fs::File;
 use std::path::Path;
@@ -23,8 +24,10 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
     })?;
     let lock = lock_data_dir(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
-    let mut store = store::Store::open(&path, config.retention)
-        .with_context(|| format!("cannot open the store {}", path.display()))?;
+    let options = store::Options { retention: config.retention, max_bytes: config.max_bytes, ..Default::default() };
+    let mut store =
+        store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
+    publish_usage(&telemetry, store.usage(), config.max_bytes);
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
     let counts = telemetry.clone();
     let task = tokio::task::spawn_blocking(move || {
@@ -32,6 +35,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
         while let Some(snapshot) = receiver.blocking_recv() {
             counts.dequeued(snapshot.queue_bytes, receiver.len());
             write_flush(&mut store, &snapshot, &counts);
+            publish_usage(&counts, store.usage(), options.max_bytes);
         }
     });
     Ok(SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task })
@@ -77,7 +81,13 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
     let started = Instant::now();
     let rows = store::rows_of(snapshot);
     let count = rows.len() as u64;
-    match store.write(snapshot.timestamp as i64, rows) {
+    let failures_before = store.usage().upkeep_failures;
+    let written = store.write(snapshot.timestamp as i64, rows);
+    if store.usage().upkeep_failures > failures_before {
+        let error = store.usage().last_upkeep_error.as_deref().unwrap_or("unknown");
+        tracing::error!(error, "store upkeep (compaction, retention, budget) failed; retried at the next flush");
+    }
+    match written {
         Ok(()) => {
             telemetry.points_out.add(count);
             telemetry.last_flush_us.set(started.elapsed().as_micros() as u64);
@@ -89,6 +99,26 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
             tracing::error!(%error, rows = count, "store write failed; this flush is not stored");
         }
     }
+}
+
+/// The store's size, growth and drops, as the sink's details (`/health`, `stats`,
+/// `/metrics`, the web page).
+fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64) {
+    let details = vec![
+        ("store_bytes", usage.bytes() as f64),
+        ("store_wal_bytes", usage.wal_bytes as f64),
+        ("store_max_bytes", max_bytes as f64),
+        ("store_points", usage.points as f64),
+        ("store_bytes_per_point", usage.bytes_per_point().unwrap_or(0.0)),
+        ("store_growth_bytes_per_hour", usage.growth_bytes_per_hour.unwrap_or(0.0)),
+        ("store_compaction_backlog", usage.backlog as f64),
+        ("store_last_upkeep_ms", usage.last_upkeep_us as f64 / 1000.0),
+        ("store_budget_dropped_points", usage.budget_dropped_points as f64),
+        ("store_budget_dropped_blocks", usage.budget_dropped_blocks as f64),
+        ("store_corrupt_points", usage.corrupt_points as f64),
+        ("store_upkeep_failures", usage.upkeep_failures as f64),
+    ];
+    telemetry.set_details(details);
 }
 
 #[cfg(test)]

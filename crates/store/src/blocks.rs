@@ -1,0 +1,124 @@
+//! The `blocks` table: writing a block (merged into the one already at its key), and the row
+//! arithmetic blocks need: adding a row to a series, merging two blocks' series, rolling rows
+//! up to a coarser resolution.
+
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use crate::codec::block;
+use crate::schema::Resolution;
+use crate::{Kind, Row, StoreError};
+
+pub use crate::codec::block::SeriesRows;
+
+/// Writes `series` as the block at (resolution, group, start, span), merged into the block
+/// already there (late rows, a second flush in the same second, the next hour of an hour
+/// block); returns how many points the table gained, and how many it lost because the block
+/// there did not decode (it is replaced: keeping it would fail every later merge).
+pub fn put_block(
+    transaction: &Transaction<'_>,
+    resolution: Resolution,
+    grp: i64,
+    start: i64,
+    span: i64,
+    kind: Kind,
+    series: Vec<SeriesRows>,
+) -> Result<(i64, u64), StoreError> {
+    let key = params![resolution.code(), grp, start, span];
+    let existing: Option<(Vec<u8>, i64)> = transaction
+        .prepare_cached(
+            "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start = ?3 AND span = ?4",
+        )?
+        .query_row(key, |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (merged, before, lost) = match existing {
+        None => (series, 0, 0),
+        Some((bytes, points)) => match block::decode_all(&bytes) {
+            Ok(stored) => (merge_series(stored, series, kind), points, 0),
+            Err(_) => (series, points, points.max(0) as u64),
+        },
+    };
+    let points: i64 = merged.iter().map(|(_, rows)| rows.len() as i64).sum();
+    let data = block::encode(&merged);
+    transaction
+        .prepare_cached(
+            "INSERT OR REPLACE INTO blocks (resolution, grp, start, span, points, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![resolution.code(), grp, start, span, points, data])?;
+    Ok((points - before, lost))
+}
+
+/// Adds `row` to a series' rows (sorted by time): merged into the row at the same time, or
+/// inserted in order.
+pub fn add_row(rows: &mut Vec<Row>, row: Row, kind: Kind) {
+    match rows.binary_search_by_key(&row.ts, |r| r.ts) {
+        Ok(at) => rows[at].merge(&row, kind),
+        Err(at) => rows.insert(at, row),
+    }
+}
+
+/// Two blocks' series (each sorted by id) as one: a series in both gets the later block's
+/// rows added to the earlier's.
+pub fn merge_series(earlier: Vec<SeriesRows>, later: Vec<SeriesRows>, kind: Kind) -> Vec<SeriesRows> {
+    let mut merged = Vec::with_capacity(earlier.len().max(later.len()));
+    let mut later = later.into_iter().peekable();
+    for (id, mut rows) in earlier {
+        while let Some(next) = later.next_if(|(other, _)| *other < id) {
+            merged.push(next);
+        }
+        if let Some((_, more)) = later.next_if(|(other, _)| *other == id) {
+            more.into_iter().for_each(|row| add_row(&mut rows, row, kind));
+        }
+        merged.push((id, rows));
+    }
+    merged.extend(later);
+    merged
+}
+
+/// Each series' rows merged per period of `to` (a minute or an hour), stamped with the
+/// period's start.
+pub fn roll_up(series: &[SeriesRows], to: Resolution, kind: Kind) -> Vec<SeriesRows> {
+    series
+        .iter()
+        .map(|(id, rows)| {
+            let mut rolled: Vec<Row> = Vec::new();
+            for row in rows {
+                let start = to.row_start(row.ts);
+                match rolled.last_mut() {
+                    Some(last) if last.ts == start => last.merge(row, kind),
+                    _ => rolled.push(Row { ts: start, ..row.clone() }),
+                }
+            }
+            (*id, rolled)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(ts: i64, count: f64) -> Row {
+        Row { seconds: 10.0, count, ..Row::empty(ts) }
+    }
+
+    #[test]
+    fn merges_and_rollups_add_up() {
+        let earlier = vec![(1, vec![count(10, 1.0), count(20, 2.0)]), (5, vec![count(10, 4.0)])];
+        let later = vec![(0, vec![count(30, 8.0)]), (1, vec![count(20, 16.0), count(70, 32.0)])];
+        let merged = merge_series(earlier, later, Kind::Counter);
+        type Summary = Vec<(i64, Vec<(i64, f64, f64)>)>;
+        let summary: Summary =
+            merged.iter().map(|(id, rows)| (*id, rows.iter().map(|r| (r.ts, r.count, r.seconds)).collect())).collect();
+        assert_eq!(
+            summary,
+            [
+                (0, vec![(30, 8.0, 10.0)]),
+                (1, vec![(10, 1.0, 10.0), (20, 18.0, 20.0), (70, 32.0, 10.0)]),
+                (5, vec![(10, 4.0, 10.0)])
+            ]
+        );
+        let minutes = roll_up(&merged, Resolution::Minute, Kind::Counter);
+        let rolled: Vec<(i64, f64)> = minutes[1].1.iter().map(|r| (r.ts, r.count)).collect();
+        assert_eq!(rolled, [(0, 19.0), (60, 32.0)]);
+    }
+}
