@@ -349,6 +349,21 @@ impl Histogram {
         self.raw()
     }
 
+    /// The histogram of bins given as ascending keys ([`Bucket::key`]) and their counts, all
+    /// non-zero: `None` when they are not (then [`Histogram::from_keyed_bins`] sorts them out).
+    pub fn from_sorted_bins(keys: Vec<u16>, counts: Vec<u64>) -> Option<Histogram> {
+        let sorted = keys.windows(2).all(|w| w[0] < w[1]);
+        let valid = keys.len() == counts.len()
+            && sorted
+            && keys.last().is_none_or(|&k| usize::from(k) < Bucket::COUNT)
+            && counts.iter().all(|&c| c > 0);
+        valid.then(|| {
+            let mut histogram = Histogram { keys, counts, directory: None };
+            histogram.reindex();
+            histogram
+        })
+    }
+
     /// The histogram of `(key, count)` bins in any order (duplicates add, zero counts are
     /// dropped); `None` when a key is not below [`Bucket::COUNT`]. The inverse of
     /// [`Histogram::keyed_bins`].

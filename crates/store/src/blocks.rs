@@ -23,33 +23,77 @@ pub fn put_block(
     kind: Kind,
     series: Vec<SeriesRows>,
 ) -> Result<(i64, u64), StoreError> {
-    let key = params![resolution.code(), grp, start, span];
-    let existing: Option<(Vec<u8>, i64)> = transaction
-        .prepare_cached(
-            "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start = ?3 AND span = ?4",
-        )?
-        .query_row(key, |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let (merged, before, lost) = match existing {
+    let key = BlockKey { resolution, grp, start, span };
+    let (merged, before, lost) = match stored_block(transaction, &key)? {
         None => (series, 0, 0),
         Some((bytes, points)) => match block::decode_all(&bytes) {
             Ok(stored) => (merge_series(stored, series, kind), points, 0),
             Err(_) => (series, points, points.max(0) as u64),
         },
     };
-    let points: i64 = merged.iter().map(|(_, rows)| rows.len() as i64).sum();
-    let data = block::encode(&merged);
+    let points = insert_block(transaction, &key, &merged)?;
+    Ok((points - before, lost))
+}
+
+/// Writes a flush's rows of one group (sorted by id, one a series) as its head block: encoded
+/// straight from the rows, unless a block is already there to merge with.
+pub fn put_head(
+    transaction: &Transaction<'_>,
+    grp: i64,
+    ts: i64,
+    kind: Kind,
+    rows: Vec<(i64, Row)>,
+) -> Result<(i64, u64), StoreError> {
+    let key = BlockKey { resolution: Resolution::Raw, grp, start: ts, span: 0 };
+    if stored_block(transaction, &key)?.is_some() {
+        let series = rows.into_iter().map(|(id, row)| (id, vec![row])).collect();
+        return put_block(transaction, Resolution::Raw, grp, ts, 0, kind, series);
+    }
+    let slices: Vec<(i64, &[Row])> = rows.iter().map(|(id, row)| (*id, std::slice::from_ref(row))).collect();
+    Ok((insert_block(transaction, &key, &slices)?, 0))
+}
+
+/// Where a block is.
+struct BlockKey {
+    resolution: Resolution,
+    grp: i64,
+    start: i64,
+    span: i64,
+}
+
+/// The block's bytes and points, if there is one.
+fn stored_block(transaction: &Transaction<'_>, key: &BlockKey) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
+    Ok(transaction
+        .prepare_cached(
+            "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start = ?3 AND span = ?4",
+        )?
+        .query_row(params![key.resolution.code(), key.grp, key.start, key.span], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// Encodes and writes a block (replacing one at its key); returns its points.
+fn insert_block<R: AsRef<[Row]>>(
+    transaction: &Transaction<'_>,
+    key: &BlockKey,
+    series: &[(i64, R)],
+) -> Result<i64, StoreError> {
+    let points: i64 = series.iter().map(|(_, rows)| rows.as_ref().len() as i64).sum();
+    let data = block::encode(series);
     transaction
         .prepare_cached(
             "INSERT OR REPLACE INTO blocks (resolution, grp, start, span, points, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?
-        .execute(params![resolution.code(), grp, start, span, points, data])?;
-    Ok((points - before, lost))
+        .execute(params![key.resolution.code(), key.grp, key.start, key.span, points, data])?;
+    Ok(points)
 }
 
 /// Adds `row` to a series' rows (sorted by time): merged into the row at the same time, or
 /// inserted in order.
 pub fn add_row(rows: &mut Vec<Row>, row: Row, kind: Kind) {
+    if rows.last().is_none_or(|last| last.ts < row.ts) {
+        rows.push(row); // rows mostly come in time order
+        return;
+    }
     match rows.binary_search_by_key(&row.ts, |r| r.ts) {
         Ok(at) => rows[at].merge(&row, kind),
         Err(at) => rows.insert(at, row),

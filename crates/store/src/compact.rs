@@ -12,6 +12,10 @@ use crate::codec::block;
 use crate::schema::{Resolution, PERIOD};
 use crate::{Kind, Store, StoreError};
 
+/// Flushes over which the groups of a finished period are compacted (half a period at 10 s
+/// flushes), so the work is spread and never piles up past the next period.
+const SPREAD: usize = 30;
+
 impl Store {
     /// Compacts, trims and keeps the budget; failures are counted and retried next time.
     pub(crate) fn upkeep(&mut self, now: i64) {
@@ -26,15 +30,19 @@ impl Store {
         self.usage.refresh_size();
     }
 
-    /// Compacts finished periods, oldest first: at least one group a flush, more while the
-    /// budget lasts, and all of a backlog older than one period.
+    /// Compacts finished periods, oldest first: enough groups a flush to clear what is due in
+    /// about [`SPREAD`] flushes, more while the budget lasts, and all of a backlog older than
+    /// one period.
     fn compact_due(&mut self, now: i64) -> Result<(), StoreError> {
         let current = Resolution::Raw.block_start(now);
+        let due = self.pending.range(..(current, i64::MIN)).count();
+        let least = due.div_ceil(SPREAD);
         let started = Instant::now();
         let mut done = 0;
         while let Some(&(period, grp)) = self.pending.first() {
             let behind = period < current - PERIOD;
-            if period >= current || (done > 0 && !behind && started.elapsed() >= self.options.compaction_budget) {
+            let spent = done >= least && started.elapsed() >= self.options.compaction_budget;
+            if period >= current || (spent && !behind) {
                 break;
             }
             self.compact(period, grp)?;
@@ -44,35 +52,32 @@ impl Store {
         Ok(())
     }
 
-    /// One group's head blocks of one period into a raw block and its rollups.
+    /// One group's head blocks of one period into a raw block and a minute block of the
+    /// period; then every hour of the group that is complete gets its minute blocks merged
+    /// into one, and its hour rows into the day's hour block.
     fn compact(&mut self, period: i64, grp: i64) -> Result<(), StoreError> {
         let kind = self.group_kinds.get(&grp).copied().unwrap_or(Kind::Counter);
         let transaction = self.connection.transaction()?;
-        let (series, corrupt) = read_heads(&transaction, grp, period, kind)?;
-        let mut gained = 0;
-        let mut lost = corrupt;
+        let (series, mut lost) = read_heads(&transaction, grp, period, kind)?;
         let minutes = roll_up(&series, Resolution::Minute, kind);
-        let hours = roll_up(&minutes, Resolution::Hour, kind);
-        for (resolution, rows) in [(Resolution::Raw, series), (Resolution::Minute, minutes), (Resolution::Hour, hours)]
-        {
-            let start = resolution.block_start(period);
-            let (points, dropped) =
-                put_block(&transaction, resolution, grp, start, resolution.block_span(), kind, rows)?;
+        let mut gained = 0;
+        for (resolution, rows) in [(Resolution::Raw, series), (Resolution::Minute, minutes)] {
+            let (points, dropped) = put_block(&transaction, resolution, grp, period, PERIOD, kind, rows)?;
             gained += points;
             lost += dropped;
         }
-        let removed: i64 = transaction
-            .prepare_cached(
-                "DELETE FROM blocks WHERE resolution = 0 AND grp = ?1 AND span = 0 AND start >= ?2 AND start < ?3 \
-                 RETURNING points",
-            )?
-            .query_map(params![grp, period, period + PERIOD], |r| r.get::<_, i64>(0))?
-            .sum::<Result<i64, _>>()?;
+        gained -= delete_blocks(&transaction, Resolution::Raw, grp, period, period + PERIOD, 0)?;
+        let hours_until = Resolution::Hour.block_start(period + PERIOD).max(hour_until(&transaction, grp)?);
+        for hour in unmerged_hours(&transaction, grp, hours_until)? {
+            let (points, dropped) = merge_hour(&transaction, grp, hour, kind)?;
+            gained += points;
+            lost += dropped;
+        }
         transaction.execute(
-            "UPDATE groups SET compacted_until = max(compacted_until, ?2) WHERE grp = ?1",
-            params![grp, period + PERIOD],
+            "UPDATE groups SET compacted_until = max(compacted_until, ?2), hour_until = ?3 WHERE grp = ?1",
+            params![grp, period + PERIOD, hours_until],
         )?;
-        let points = self.usage.points.saturating_add_signed(gained - removed);
+        let points = self.usage.points.saturating_add_signed(gained);
         crate::usage::save_points(&transaction, points)?;
         transaction.commit()?;
         self.usage.points = points;
@@ -136,6 +141,74 @@ impl Store {
     }
 }
 
+/// Deletes a group's blocks of one resolution and span starting in `[from, to)`; returns
+/// their points.
+fn delete_blocks(
+    transaction: &rusqlite::Transaction<'_>,
+    resolution: Resolution,
+    grp: i64,
+    from: i64,
+    to: i64,
+    span: i64,
+) -> Result<i64, StoreError> {
+    Ok(transaction
+        .prepare_cached(
+            "DELETE FROM blocks WHERE resolution = ?1 AND grp = ?2 AND span = ?3 AND start >= ?4 AND start < ?5 \
+             RETURNING points",
+        )?
+        .query_map(params![resolution.code(), grp, span, from, to], |r| r.get::<_, i64>(0))?
+        .sum::<Result<i64, _>>()?)
+}
+
+/// Where the group's hour rollups end.
+fn hour_until(transaction: &rusqlite::Transaction<'_>, grp: i64) -> Result<i64, StoreError> {
+    Ok(transaction.prepare_cached("SELECT hour_until FROM groups WHERE grp = ?1")?.query_row([grp], |r| r.get(0))?)
+}
+
+/// The hours before `until` that still have minute blocks of one period.
+fn unmerged_hours(transaction: &rusqlite::Transaction<'_>, grp: i64, until: i64) -> Result<Vec<i64>, StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "SELECT DISTINCT start - (start % 3600) FROM blocks \
+         WHERE resolution = ?1 AND grp = ?2 AND span = ?3 AND start < ?4 ORDER BY 1",
+    )?;
+    let hours = statement.query_map(params![Resolution::Minute.code(), grp, PERIOD, until], |r| r.get(0))?;
+    Ok(hours.collect::<Result<_, _>>()?)
+}
+
+/// An hour's minute blocks of one period each merged into the hour's minute block, and its
+/// hour rows into the day's hour block; returns points gained and lost to corruption.
+fn merge_hour(
+    transaction: &rusqlite::Transaction<'_>,
+    grp: i64,
+    hour: i64,
+    kind: Kind,
+) -> Result<(i64, u64), StoreError> {
+    let mut minutes: Vec<SeriesRows> = Vec::new();
+    let mut lost = 0;
+    {
+        let mut statement = transaction.prepare_cached(
+            "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND span = ?3 \
+             AND start >= ?4 AND start < ?5 ORDER BY start",
+        )?;
+        let mut rows = statement.query(params![Resolution::Minute.code(), grp, PERIOD, hour, hour + 3600])?;
+        while let Some(row) = rows.next()? {
+            let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+            match block::decode_all(bytes) {
+                Ok(series) => minutes = crate::blocks::merge_series(minutes, series, kind),
+                Err(_) => lost += row.get::<_, i64>(1)?.max(0) as u64,
+            }
+        }
+    }
+    let mut gained = -delete_blocks(transaction, Resolution::Minute, grp, hour, hour + 3600, PERIOD)?;
+    let hours = roll_up(&minutes, Resolution::Hour, kind);
+    let (points, dropped) = put_block(transaction, Resolution::Minute, grp, hour, 3600, kind, minutes)?;
+    gained += points;
+    lost += dropped;
+    let day = Resolution::Hour.block_start(hour);
+    let (points, dropped) = put_block(transaction, Resolution::Hour, grp, day, 86_400, kind, hours)?;
+    Ok((gained + points, lost + dropped))
+}
+
 /// A group's head rows of one period, per series in id order; and the points of head blocks
 /// that did not decode (dropped).
 fn read_heads(
@@ -149,19 +222,19 @@ fn read_heads(
          ORDER BY start",
     )?;
     let mut rows = statement.query(params![grp, period, period + PERIOD])?;
-    let mut series: std::collections::BTreeMap<i64, Vec<crate::Row>> = std::collections::BTreeMap::new();
+    let mut series: hashbrown::HashMap<i64, Vec<crate::Row>> = hashbrown::HashMap::new();
     let mut corrupt = 0u64;
     while let Some(row) = rows.next()? {
-        let bytes: Vec<u8> = row.get(0)?;
-        match block::decode_all(&bytes) {
-            Ok(decoded) => {
-                for (id, head_rows) in decoded {
-                    let entry = series.entry(id).or_default();
-                    head_rows.into_iter().for_each(|r| add_row(entry, r, kind));
-                }
-            }
-            Err(_) => corrupt += row.get::<_, i64>(1)?.max(0) as u64,
+        let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+        let decoded = block::decode_each(bytes, |id, head_row| {
+            let rows = series.entry(id).or_insert_with(|| Vec::with_capacity(64));
+            add_row(rows, head_row, kind);
+        });
+        if decoded.is_err() {
+            corrupt += row.get::<_, i64>(1)?.max(0) as u64;
         }
     }
-    Ok((series.into_iter().collect(), corrupt))
+    let mut series: Vec<SeriesRows> = series.into_iter().collect();
+    series.sort_unstable_by_key(|(id, _)| *id);
+    Ok((series, corrupt))
 }

@@ -25,7 +25,7 @@ pub use read::SeriesInfo;
 pub use row::Row;
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
-pub use usage::Usage;
+pub use usage::{Footprint, Usage};
 pub use write::{rows_of, Options, Retention, Store, DEFAULT_MAX_BYTES};
 
 /// What can go wrong in the store.

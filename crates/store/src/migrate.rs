@@ -35,7 +35,7 @@ pub(crate) fn from_format_1(store: &mut Store) -> Result<(), StoreError> {
         }
     }
     let transaction = store.connection.transaction()?;
-    transaction.execute("UPDATE groups SET compacted_until = ?1", [watermark.max(0)])?;
+    transaction.execute("UPDATE groups SET compacted_until = ?1, hour_until = ?1", [watermark.max(0)])?;
     let points: i64 = transaction.query_row("SELECT coalesce(sum(points), 0) FROM blocks", [], |r| r.get(0))?;
     crate::usage::save_points(&transaction, points.max(0) as u64)?;
     transaction.execute_batch(

@@ -83,11 +83,12 @@ impl Store {
             return Ok(i64::MAX);
         }
         let Some(&(_, grp)) = self.series.get(&series) else { return Ok(i64::MIN) };
-        let until: Option<i64> = self
-            .connection
-            .prepare_cached("SELECT compacted_until FROM groups WHERE grp = ?1")?
-            .query_row([grp], |r| r.get(0))
-            .optional()?;
+        let sql = match resolution {
+            Resolution::Hour => "SELECT hour_until FROM groups WHERE grp = ?1",
+            _ => "SELECT compacted_until FROM groups WHERE grp = ?1",
+        };
+        let until: Option<i64> =
+            self.connection.prepare_cached(sql)?.query_row([grp], |r| r.get(0)).optional()?;
         Ok(until.unwrap_or(i64::MIN))
     }
 

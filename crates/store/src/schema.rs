@@ -3,11 +3,13 @@
 //! - `series`: one row per series (name, sorted tags, kind) and the group it belongs to.
 //! - `groups`: series are grouped by kind (up to [`group_size`] a group); a group's rows share
 //!   blocks. `compacted_until` is the end of the last period compacted for it: before it, minute
-//!   and hour rollups are complete; from it on, only raw rows exist.
+//!   rollups are complete, from it on only raw rows exist; `hour_until` is where its hour
+//!   rollups end.
 //! - `blocks`: one blob per (resolution, group, start, span) in the format of
 //!   [`crate::codec::block`]. Raw blocks with `span` 0 are the head: one per flush, written as
-//!   it arrives; compaction turns each [`PERIOD`] of them into one raw block of that span, and
-//!   merges their rollups into the hour's minute block and the day's hour block.
+//!   it arrives. Compaction turns each [`PERIOD`] of them into one raw block and one minute
+//!   block of that span; once an hour is complete its minute blocks become one of an hour, and
+//!   its hour rows merge into the day's hour block.
 //! - `meta`: the format version and settings readers need.
 
 use rusqlite::{Connection, OptionalExtension};
@@ -96,7 +98,8 @@ CREATE TABLE IF NOT EXISTS groups (
     grp INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
     members INTEGER NOT NULL,
-    compacted_until INTEGER NOT NULL
+    compacted_until INTEGER NOT NULL,
+    hour_until INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS blocks (
     resolution INTEGER NOT NULL,

@@ -108,3 +108,57 @@ pub(crate) fn save_points(transaction: &Transaction<'_>, points: u64) -> Result<
         .execute([points as i64])?;
     Ok(())
 }
+
+/// What one kind of series takes at one resolution: blocks, points and bytes of block data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Footprint {
+    /// The kind.
+    pub kind: crate::Kind,
+    /// The resolution.
+    pub resolution: crate::Resolution,
+    /// Head blocks (one a flush, not compacted yet) or compacted ones.
+    pub head: bool,
+    /// Blocks.
+    pub blocks: u64,
+    /// Points in them.
+    pub points: u64,
+    /// Bytes of their data (SQLite's pages around them come on top).
+    pub bytes: u64,
+}
+
+impl crate::Store {
+    /// The store's data by kind, resolution, and head or compacted.
+    pub fn footprint(&self) -> Result<Vec<Footprint>, StoreError> {
+        let mut statement = self.connection.prepare(
+            "SELECT g.kind, b.resolution, b.span = 0, count(*), sum(b.points), sum(length(b.data)) \
+             FROM blocks b JOIN groups g ON g.grp = b.grp GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+        )?;
+        let rows = statement.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, bool>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+            ))
+        })?;
+        let mut found = Vec::new();
+        for row in rows {
+            let (kind, resolution, head, blocks, points, bytes) = row?;
+            let (Some(kind), Some(&resolution)) = (crate::Kind::parse(&kind), crate::Resolution::ALL.get(resolution as usize))
+            else {
+                continue;
+            };
+            found.push(Footprint {
+                kind,
+                resolution,
+                head,
+                blocks: blocks.max(0) as u64,
+                points: points.max(0) as u64,
+                bytes: bytes.max(0) as u64,
+            });
+        }
+        Ok(found)
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agg::Snapshot;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use crate::blocks::{put_block, SeriesRows};
+use crate::blocks::put_head;
 use crate::schema::{group_size, prepare, Resolution};
 use crate::usage::Usage;
 use crate::{Kind, Row, SeriesKey, StoreError};
@@ -72,9 +72,11 @@ pub struct Store {
     /// Readers: every series by id, with its group ([`Store::load_series`]).
     pub(crate) series: HashMap<i64, (SeriesKey, i64)>,
     /// The writer: series ids and groups by the aggregation key, one map per kind.
-    known: [HashMap<Box<str>, (i64, i64)>; 4],
+    known: [hashbrown::HashMap<Box<str>, (i64, i64)>; 4],
     /// The writer: the group taking new series of each kind, and its members.
     open_groups: HashMap<Kind, (i64, i64)>,
+    /// The writer: the last flush's series in the order they came.
+    last_order: LastOrder,
     /// The kind of every group.
     pub(crate) group_kinds: HashMap<i64, Kind>,
     /// Head periods not compacted yet: (period start, group).
@@ -113,6 +115,7 @@ impl Store {
             connection,
             series: HashMap::new(),
             known: Default::default(),
+            last_order: LastOrder::default(),
             open_groups: HashMap::new(),
             group_kinds: HashMap::new(),
             pending: BTreeSet::new(),
@@ -182,6 +185,7 @@ impl Store {
             for (kind, key) in created {
                 self.known[kind as usize].remove(&key);
             }
+            self.last_order = LastOrder::default();
             self.load_groups()?;
             return Err(error);
         }
@@ -195,9 +199,15 @@ impl Store {
         created: &mut Vec<(Kind, Box<str>)>,
     ) -> Result<(), StoreError> {
         let transaction = self.connection.transaction()?;
-        let mut by_group: HashMap<i64, Vec<(i64, Row)>> = HashMap::new();
-        for (kind, key, row) in rows {
-            let (id, grp) = match self.known[kind as usize].get(key) {
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut same_order = rows.len() == self.last_order.entries.len();
+        for (index, &(kind, key, _)) in rows.iter().enumerate() {
+            if let Some(found) = self.last_order.get(index, kind, key) {
+                ids.push(found);
+                continue;
+            }
+            same_order = false;
+            let found = match self.known[kind as usize].get(key) {
                 Some(&found) => found,
                 None => {
                     let found = series_id(&transaction, kind, key, &mut self.open_groups, &mut self.group_kinds)?;
@@ -206,15 +216,22 @@ impl Store {
                     found
                 }
             };
+            ids.push(found);
+        }
+        if !same_order {
+            self.last_order = LastOrder::of(&rows, &ids);
+        }
+        let mut by_group: HashMap<i64, Vec<(i64, Row)>> = HashMap::new();
+        for ((_, _, row), (id, grp)) in rows.into_iter().zip(ids) {
             by_group.entry(grp).or_default().push((id, row));
         }
         let mut points = 0;
         for (grp, mut rows) in by_group {
             let kind = self.group_kinds.get(&grp).copied().unwrap_or(Kind::Counter);
-            rows.sort_by_key(|(id, _)| *id);
-            let series = one_row_each(rows, kind);
-            let Some(ts) = series.first().map(|(_, rows)| rows[0].ts) else { continue };
-            let (gained, lost) = put_block(&transaction, Resolution::Raw, grp, ts, 0, kind, series)?;
+            rows.sort_unstable_by_key(|(id, _)| *id);
+            one_row_each(&mut rows, kind);
+            let Some(ts) = rows.first().map(|(_, row)| row.ts) else { continue };
+            let (gained, lost) = put_head(&transaction, grp, ts, kind, rows)?;
             points += gained;
             self.usage.corrupt_points += lost;
             self.pending.insert((Resolution::Raw.block_start(ts), grp));
@@ -231,6 +248,37 @@ impl Store {
     }
 }
 
+/// The ids of the last flush's rows in the order they came. The aggregator hands its series
+/// over in the same order flush after flush, so comparing each key with the one at the same
+/// place (both read front to back) finds its id without hashing it and chasing the hash
+/// table's memory; a key that differs falls back to the map.
+#[derive(Default)]
+struct LastOrder {
+    keys: String,
+    /// Per row: where its key starts in `keys`, its length, kind, id and group.
+    entries: Vec<(usize, usize, Kind, i64, i64)>,
+}
+
+impl LastOrder {
+    fn of(rows: &[(Kind, &str, Row)], ids: &[(i64, i64)]) -> LastOrder {
+        let mut order = LastOrder {
+            keys: String::with_capacity(rows.iter().map(|(_, key, _)| key.len()).sum()),
+            entries: Vec::with_capacity(rows.len()),
+        };
+        for ((kind, key, _), &(id, grp)) in rows.iter().zip(ids) {
+            order.entries.push((order.keys.len(), key.len(), *kind, id, grp));
+            order.keys.push_str(key);
+        }
+        order
+    }
+
+    fn get(&self, index: usize, kind: Kind, key: &str) -> Option<(i64, i64)> {
+        let &(start, length, stored_kind, id, grp) = self.entries.get(index)?;
+        let same = stored_kind == kind && self.keys.get(start..start + length) == Some(key);
+        same.then_some((id, grp))
+    }
+}
+
 /// The id and group of a series not seen since the store opened: the stored one, or a new
 /// one in the open group of its kind (a new group when that one is full).
 fn series_id(
@@ -242,11 +290,10 @@ fn series_id(
 ) -> Result<(i64, i64), StoreError> {
     let canonical = SeriesKey::from_key(key, kind);
     let stored = transaction
-        .query_row(
-            "SELECT id, grp FROM series WHERE name = ?1 AND tags = ?2 AND kind = ?3 AND grp IS NOT NULL",
-            params![canonical.name, canonical.tags, kind.as_str()],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
-        )
+        .prepare_cached("SELECT id, grp FROM series WHERE name = ?1 AND tags = ?2 AND kind = ?3 AND grp IS NOT NULL")?
+        .query_row(params![canonical.name, canonical.tags, kind.as_str()], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        })
         .optional()?;
     if let Some(found) = stored {
         return Ok(found);
@@ -262,28 +309,26 @@ fn series_id(
             grp
         }
     };
-    transaction.execute("UPDATE groups SET members = members + 1 WHERE grp = ?1", [grp])?;
+    transaction.prepare_cached("UPDATE groups SET members = members + 1 WHERE grp = ?1")?.execute([grp])?;
     if let Some(open) = open_groups.get_mut(&kind) {
         open.1 += 1;
     }
-    transaction.execute(
-        "INSERT INTO series (name, tags, kind, grp) VALUES (?1, ?2, ?3, ?4)",
-        params![canonical.name, canonical.tags, kind.as_str(), grp],
-    )?;
+    transaction
+        .prepare_cached("INSERT INTO series (name, tags, kind, grp) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![canonical.name, canonical.tags, kind.as_str(), grp])?;
     Ok((transaction.last_insert_rowid(), grp))
 }
 
-/// Rows sorted by id, with a series' rows at the same time merged (two aggregation keys that
-/// differ only in tag order are one series).
-fn one_row_each(rows: Vec<(i64, Row)>, kind: Kind) -> Vec<SeriesRows> {
-    let mut series: Vec<SeriesRows> = Vec::with_capacity(rows.len());
-    for (id, row) in rows {
-        match series.last_mut() {
-            Some((last, rows)) if *last == id => crate::blocks::add_row(rows, row, kind),
-            _ => series.push((id, vec![row])),
+/// A flush's rows sorted by id, with a series' rows merged into one (two aggregation keys
+/// that differ only in tag order are one series).
+fn one_row_each(rows: &mut Vec<(i64, Row)>, kind: Kind) {
+    rows.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            earlier.1.merge(&later.1, kind);
         }
-    }
-    series
+        same
+    });
 }
 
 /// The rows of a flush: one per series and kind, with the aggregation key it came under.

@@ -86,15 +86,20 @@ impl<'a> ByteReader<'a> {
     }
 }
 
-/// Writes values of 0 to 64 bits each into bytes.
-#[derive(Debug, Default)]
-pub struct BitWriter {
-    bytes: Vec<u8>,
+/// Writes values of 0 to 64 bits each at the end of a byte vector.
+#[derive(Debug)]
+pub struct BitWriter<'a> {
+    bytes: &'a mut Vec<u8>,
     pending: u128,
     filled: u32,
 }
 
-impl BitWriter {
+impl<'a> BitWriter<'a> {
+    /// A writer appending to `bytes`.
+    pub fn new(bytes: &'a mut Vec<u8>) -> Self {
+        BitWriter { bytes, pending: 0, filled: 0 }
+    }
+
     /// Appends the low `width` bits of `value`.
     pub fn put(&mut self, value: u64, width: u32) {
         debug_assert!(width <= 64);
@@ -116,12 +121,11 @@ impl BitWriter {
         self.put(u64::from(set), 1);
     }
 
-    /// Appends the bytes, the last one padded with zero bits.
-    pub fn finish_into(mut self, out: &mut Vec<u8>) {
+    /// Writes the last byte, padded with zero bits.
+    pub fn finish(self) {
         if self.filled > 0 {
             self.bytes.push(self.pending as u8);
         }
-        out.extend_from_slice(&self.bytes);
     }
 }
 
@@ -191,12 +195,12 @@ mod tests {
     fn bit_fields_of_every_width_round_trip() {
         let fields: Vec<(u64, u32)> =
             (0..=64).map(|w| (if w == 0 { 0 } else { u64::MAX >> (64 - w) } ^ (w as u64 * 7), w)).collect();
-        let mut writer = BitWriter::default();
+        let mut out = Vec::new();
+        let mut writer = BitWriter::new(&mut out);
         for &(value, width) in &fields {
             writer.put(value, width);
         }
-        let mut out = Vec::new();
-        writer.finish_into(&mut out);
+        writer.finish();
         let mut reader = BitReader::new(&out);
         for &(value, width) in &fields {
             let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };

@@ -27,8 +27,8 @@ const HISTOGRAMS: u8 = 1 << 7;
 pub type SeriesRows = (i64, Vec<Row>);
 
 /// Encodes series (sorted by id, each one's rows by time) into a block.
-pub fn encode(series: &[SeriesRows]) -> Vec<u8> {
-    let mut timestamps: Vec<i64> = series.iter().flat_map(|(_, rows)| rows.iter().map(|r| r.ts)).collect();
+pub fn encode<R: AsRef<[Row]>>(series: &[(i64, R)]) -> Vec<u8> {
+    let mut timestamps: Vec<i64> = series.iter().flat_map(|(_, rows)| rows.as_ref().iter().map(|r| r.ts)).collect();
     timestamps.sort_unstable();
     timestamps.dedup();
     let mut out = vec![VERSION];
@@ -39,9 +39,10 @@ pub fn encode(series: &[SeriesRows]) -> Vec<u8> {
     let mut index = Vec::new();
     put_varint(&mut index, series.len() as u64);
     let mut previous = 0i64;
+    let mut scratch = Vec::new();
     for (id, rows) in series {
         let before = sections.len();
-        put_section(rows, &timestamps, &mut sections);
+        put_section(rows.as_ref(), &timestamps, &mut sections, &mut scratch);
         put_varint(&mut index, id.wrapping_sub(previous) as u64);
         put_varint(&mut index, (sections.len() - before) as u64);
         previous = *id;
@@ -53,25 +54,37 @@ pub fn encode(series: &[SeriesRows]) -> Vec<u8> {
 
 /// Every series of a block, with its rows.
 pub fn decode_all(bytes: &[u8]) -> Result<Vec<SeriesRows>, Corrupt> {
+    let mut series: Vec<SeriesRows> = Vec::new();
+    decode_each(bytes, |id, row| match series.last_mut() {
+        Some((last, rows)) if *last == id => rows.push(row),
+        _ => series.push((id, vec![row])),
+    })?;
+    Ok(series)
+}
+
+/// Every row of a block, in series then time order, handed to `visit` with its series id.
+pub fn decode_each(bytes: &[u8], mut visit: impl FnMut(i64, Row)) -> Result<(), Corrupt> {
     let (timestamps, entries, mut sections) = read_header(bytes)?;
-    let mut series = Vec::with_capacity(entries.len());
+    let mut scratch = Scratch::default();
     for (id, length) in entries {
         let section = sections.take(length)?;
-        series.push((id, read_section(section, &timestamps)?));
+        read_section(section, &timestamps, &mut scratch, |row| visit(id, row))?;
     }
-    Ok(series)
+    Ok(())
 }
 
 /// The rows of series `id` in a block (none when the block does not hold it).
 pub fn decode_one(bytes: &[u8], id: i64) -> Result<Vec<Row>, Corrupt> {
     let (timestamps, entries, mut sections) = read_header(bytes)?;
+    let mut rows = Vec::new();
     for (entry, length) in entries {
         let section = sections.take(length)?;
         if entry == id {
-            return read_section(section, &timestamps);
+            read_section(section, &timestamps, &mut Scratch::default(), |row| rows.push(row))?;
+            break;
         }
     }
-    Ok(Vec::new())
+    Ok(rows)
 }
 
 /// A block's timestamps, its index as `(id, section length)`, and a reader at the first section.
@@ -102,12 +115,13 @@ fn read_header(bytes: &[u8]) -> Result<Header<'_>, Corrupt> {
     Ok((timestamps, entries, input))
 }
 
-fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>) {
+/// One series' section; `scratch` holds its columns while they are written.
+fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>, scratch: &mut Vec<f64>) {
     if rows.len() == timestamps.len() {
         out.push(0);
     } else {
         out.push(1);
-        let mut bitmap = BitWriter::default();
+        let mut bitmap = BitWriter::new(out);
         let mut next = rows.iter().map(|r| r.ts).peekable();
         for &ts in timestamps {
             let here = next.peek() == Some(&ts);
@@ -116,18 +130,22 @@ fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>) {
             }
             bitmap.bit(here);
         }
-        bitmap.finish_into(out);
+        bitmap.finish();
     }
-    let columns: Vec<Vec<f64>> =
-        (0..FIELDS).map(|field| rows.iter().map(|row| field_of(row, field)).collect()).collect();
-    let present: Vec<bool> = columns.iter().map(|c| c.iter().any(|v| !v.is_nan())).collect();
+    scratch.clear();
+    for field in 0..FIELDS {
+        scratch.extend(rows.iter().map(|row| field_of(row, field)));
+    }
+    let column = |field: usize| &scratch[field * rows.len()..(field + 1) * rows.len()];
     let has_histograms = rows.iter().any(|r| r.hist.is_some());
-    let mask = present.iter().enumerate().fold(0u8, |mask, (i, &p)| mask | (u8::from(p) << i));
+    let mask = (0..FIELDS).fold(0u8, |mask, f| mask | (u8::from(column(f).iter().any(|v| !v.is_nan())) << f));
     out.push(mask | if has_histograms { HISTOGRAMS } else { 0 });
-    let mut written: Vec<&[f64]> = Vec::new();
-    for (column, _) in columns.iter().zip(&present).filter(|(_, &p)| p) {
-        column::encode(column, &written, out);
-        written.push(column);
+    let mut written: [&[f64]; FIELDS] = [&[]; FIELDS];
+    let mut count = 0;
+    for field in (0..FIELDS).filter(|&field| mask & (1 << field) != 0) {
+        column::encode(column(field), &written[..count], out);
+        written[count] = column(field);
+        count += 1;
     }
     if has_histograms {
         let histograms: Vec<Option<&Histogram>> = rows.iter().map(|r| r.hist.as_ref()).collect();
@@ -135,41 +153,55 @@ fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>) {
     }
 }
 
-fn read_section(section: &[u8], timestamps: &[i64]) -> Result<Vec<Row>, Corrupt> {
+/// Buffers one section's decoding reuses for the next.
+#[derive(Default)]
+struct Scratch {
+    times: Vec<i64>,
+    flat: Vec<f64>,
+}
+
+/// Decodes a section, handing each row to `visit`.
+fn read_section(
+    section: &[u8],
+    timestamps: &[i64],
+    scratch: &mut Scratch,
+    mut visit: impl FnMut(Row),
+) -> Result<(), Corrupt> {
     let mut input = ByteReader::new(section);
-    let times: Vec<i64> = match input.byte()? {
-        0 => timestamps.to_vec(),
+    scratch.times.clear();
+    match input.byte()? {
+        0 => scratch.times.extend_from_slice(timestamps),
         1 => {
             let bitmap = input.take(timestamps.len().div_ceil(8))?;
             let mut bits = super::bits::BitReader::new(bitmap);
-            let mut times = Vec::new();
             for &ts in timestamps {
                 if bits.bit()? {
-                    times.push(ts);
+                    scratch.times.push(ts);
                 }
             }
-            times
         }
         _ => return Err(Corrupt("an unknown presence flag")),
-    };
+    }
+    let rows = scratch.times.len();
     let mask = input.byte()?;
-    let mut columns: Vec<Vec<f64>> = Vec::new();
+    scratch.flat.clear();
+    let mut starts = [0usize; FIELDS];
     let mut fields = [usize::MAX; FIELDS];
+    let mut count = 0;
     for (field, slot) in fields.iter_mut().enumerate() {
         if mask & (1 << field) != 0 {
-            *slot = columns.len();
-            let column = column::decode(&mut input, times.len(), &columns)?;
-            columns.push(column);
+            starts[count] = scratch.flat.len();
+            *slot = scratch.flat.len();
+            column::decode_into(&mut input, rows, &mut scratch.flat, &starts[..count])?;
+            count += 1;
         }
     }
-    let histograms =
-        if mask & HISTOGRAMS != 0 { hists::decode(&mut input, times.len())? } else { vec![None; times.len()] };
-    let value = |field: usize, row: usize| columns.get(fields[field]).map_or(f64::NAN, |c| c[row]);
-    Ok(times
-        .iter()
-        .zip(histograms)
-        .enumerate()
-        .map(|(i, (&ts, hist))| Row {
+    let mut histograms = if mask & HISTOGRAMS != 0 { hists::decode(&mut input, rows)? } else { Vec::new() };
+    let flat = &scratch.flat;
+    let value = |field: usize, row: usize| if fields[field] == usize::MAX { f64::NAN } else { flat[fields[field] + row] };
+    let mut histograms = histograms.drain(..);
+    for (i, &ts) in scratch.times.iter().enumerate() {
+        visit(Row {
             ts,
             seconds: value(0, i),
             count: value(1, i),
@@ -178,9 +210,10 @@ fn read_section(section: &[u8], timestamps: &[i64]) -> Result<Vec<Row>, Corrupt>
             min: value(4, i),
             max: value(5, i),
             value: value(6, i),
-            hist,
-        })
-        .collect())
+            hist: histograms.next().flatten(),
+        });
+    }
+    Ok(())
 }
 
 fn field_of(row: &Row, field: usize) -> f64 {

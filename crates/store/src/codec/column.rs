@@ -41,24 +41,30 @@ pub fn encode(values: &[f64], earlier: &[&[f64]], out: &mut Vec<u8>) {
         return;
     }
     let nan_bits = f64::NAN.to_bits();
-    let numbers: Vec<f64> = values.iter().copied().filter(|v| v.to_bits() != nan_bits).collect();
-    if numbers.is_empty() {
+    let nans = values.iter().filter(|v| v.to_bits() == nan_bits).count();
+    if nans == values.len() {
         out.push(ALL_NAN);
         return;
     }
-    let has_nan = numbers.len() < values.len();
-    let flag = if has_nan { HAS_NAN } else { 0 };
+    let filtered: Vec<f64>;
+    let numbers = if nans == 0 {
+        values
+    } else {
+        filtered = values.iter().copied().filter(|v| v.to_bits() != nan_bits).collect();
+        &filtered
+    };
+    let flag = if nans > 0 { HAS_NAN } else { 0 };
     let header_at = out.len();
     out.push(0);
-    if has_nan {
-        let mut bitmap = BitWriter::default();
+    if nans > 0 {
+        let mut bitmap = BitWriter::new(out);
         values.iter().for_each(|v| bitmap.bit(v.to_bits() == nan_bits));
-        bitmap.finish_into(out);
+        bitmap.finish();
     }
-    out[header_at] = match decimal_digits(&numbers) {
-        Some((digits, integers)) => flag | put_decimal(&integers, out) | (digits as u8) << 4,
+    out[header_at] = match decimal_digits(numbers) {
+        Some(digits) => flag | put_decimal(numbers, 10f64.powi(digits as i32), out) | (digits as u8) << 4,
         None => {
-            put_xor(&numbers, out);
+            put_xor(numbers, out);
             flag | XOR
         }
     };
@@ -66,31 +72,48 @@ pub fn encode(values: &[f64], earlier: &[&[f64]], out: &mut Vec<u8>) {
 
 /// Reads `count` values written by [`encode`]; `earlier` as at encoding.
 pub fn decode(input: &mut ByteReader<'_>, count: usize, earlier: &[Vec<f64>]) -> Result<Vec<f64>, Corrupt> {
+    let mut flat: Vec<f64> = earlier.iter().flatten().copied().collect();
+    let starts: Vec<usize> = earlier.iter().scan(0, |at, c| Some(std::mem::replace(at, *at + c.len()))).collect();
+    let first = flat.len();
+    decode_into(input, count, &mut flat, &starts)?;
+    Ok(flat.split_off(first))
+}
+
+/// Reads `count` values written by [`encode`], appending them to `flat`, where the earlier
+/// columns of the rows start at `starts` (each `count` long).
+pub fn decode_into(
+    input: &mut ByteReader<'_>,
+    count: usize,
+    flat: &mut Vec<f64>,
+    starts: &[usize],
+) -> Result<(), Corrupt> {
     let header = input.byte()?;
     match header & 3 {
-        ALL_NAN => Ok(vec![f64::NAN; count]),
+        ALL_NAN => flat.resize(flat.len() + count, f64::NAN),
         COPY => {
-            let column =
-                earlier.get(usize::from(input.byte()?)).ok_or(Corrupt("a copy of a column that is not there"))?;
-            Ok(column.clone())
+            let start = *starts.get(usize::from(input.byte()?)).ok_or(Corrupt("a copy of a column that is not there"))?;
+            if start + count > flat.len() {
+                return Err(Corrupt("a copy of a column that is not there"));
+            }
+            flat.extend_from_within(start..start + count);
         }
         mode => {
             let nan_at = if header & HAS_NAN != 0 { Some(read_bitmap(input, count)?) } else { None };
             let numbers = nan_at.as_ref().map_or(count, |at| at.iter().filter(|&&nan| !nan).count());
-            let numbers = if mode == DECIMAL {
-                read_decimal(input, numbers, header & DELTAS != 0, u32::from(header >> 4))?
+            let first = flat.len();
+            if mode == DECIMAL {
+                read_decimal(input, numbers, header & DELTAS != 0, u32::from(header >> 4), flat)?;
             } else {
-                read_xor(input, numbers)?
-            };
-            Ok(match nan_at {
-                None => numbers,
-                Some(at) => {
-                    let mut next = numbers.into_iter();
-                    at.iter().map(|&nan| if nan { f64::NAN } else { next.next().unwrap_or(f64::NAN) }).collect()
-                }
-            })
+                read_xor(input, numbers, flat)?;
+            }
+            if let Some(at) = nan_at {
+                let decoded = flat.split_off(first);
+                let mut next = decoded.into_iter();
+                flat.extend(at.iter().map(|&nan| if nan { f64::NAN } else { next.next().unwrap_or(f64::NAN) }));
+            }
         }
     }
+    Ok(())
 }
 
 fn same_bits(a: &[f64], b: &[f64]) -> bool {
@@ -104,11 +127,11 @@ fn read_bitmap(input: &mut ByteReader<'_>, count: usize) -> Result<Vec<bool>, Co
     (0..count).map(|_| bits.bit()).collect()
 }
 
-/// The fewest digits `d` such that every value is exactly `k / 10^d`, with the integers `k`.
-fn decimal_digits(values: &[f64]) -> Option<(u32, Vec<i64>)> {
-    (0..=MAX_DIGITS).find_map(|digits| {
+/// The fewest digits `d` such that every value is exactly `k / 10^d` for an integer `k`.
+fn decimal_digits(values: &[f64]) -> Option<u32> {
+    (0..=MAX_DIGITS).find(|&digits| {
         let scale = 10f64.powi(digits as i32);
-        values.iter().map(|&value| exact_integer(value, scale)).collect::<Option<Vec<i64>>>().map(|k| (digits, k))
+        values.iter().all(|&value| exact_integer(value, scale).is_some())
     })
 }
 
@@ -118,28 +141,50 @@ fn exact_integer(value: f64, scale: f64) -> Option<i64> {
     exact.then_some(k as i64)
 }
 
-/// Writes the integers as offsets from their minimum or as deltas, whichever packs tighter;
-/// returns the header bits saying which.
-fn put_decimal(integers: &[i64], out: &mut Vec<u8>) -> u8 {
-    let min = *integers.iter().min().unwrap_or(&0);
-    let max = *integers.iter().max().unwrap_or(&0);
+/// The integer `k` of a value [`decimal_digits`] accepted.
+fn integer(value: f64, scale: f64) -> i64 {
+    (value * scale).round() as i64
+}
+
+/// Writes the values' integers as offsets from their minimum or as deltas, whichever packs
+/// tighter; returns the header bits saying which.
+fn put_decimal(values: &[f64], scale: f64, out: &mut Vec<u8>) -> u8 {
+    let (mut min, mut max) = (i64::MAX, i64::MIN);
+    let (mut min_delta, mut max_delta) = (i64::MAX, i64::MIN);
+    let mut previous = None;
+    for &value in values {
+        let k = integer(value, scale);
+        (min, max) = (min.min(k), max.max(k));
+        if let Some(p) = previous {
+            let delta: i64 = k - p;
+            (min_delta, max_delta) = (min_delta.min(delta), max_delta.max(delta));
+        }
+        previous = Some(k);
+    }
     let offsets_width = width_of((max as i128 - min as i128) as u64);
-    let deltas: Vec<i64> = integers.windows(2).map(|w| w[1] - w[0]).collect();
-    let (min_delta, max_delta) = (deltas.iter().min().copied().unwrap_or(0), deltas.iter().max().copied().unwrap_or(0));
-    let deltas_width = width_of((max_delta as i128 - min_delta as i128) as u64);
-    let use_deltas = (deltas_width as usize) * deltas.len() + 16 < (offsets_width as usize) * integers.len();
-    let mut bits = BitWriter::default();
+    let deltas = values.len() - 1;
+    let deltas_width = if deltas == 0 { 0 } else { width_of((max_delta as i128 - min_delta as i128) as u64) };
+    let use_deltas = (deltas_width as usize) * deltas + 16 < (offsets_width as usize) * values.len();
     if use_deltas {
-        put_varint(out, zigzag(integers[0]));
+        let first = integer(values[0], scale);
+        put_varint(out, zigzag(first));
         put_varint(out, zigzag(min_delta));
-        put_width(out, deltas_width, integers.len());
-        deltas.iter().for_each(|&d| bits.put((d as i128 - min_delta as i128) as u64, deltas_width));
+        put_width(out, deltas_width, values.len());
+        let mut bits = BitWriter::new(out);
+        let mut previous = first;
+        for &value in &values[1..] {
+            let k = integer(value, scale);
+            bits.put((k as i128 - previous as i128 - min_delta as i128) as u64, deltas_width);
+            previous = k;
+        }
+        bits.finish();
     } else {
         put_varint(out, zigzag(min));
-        put_width(out, offsets_width, integers.len());
-        integers.iter().for_each(|&k| bits.put((k as i128 - min as i128) as u64, offsets_width));
+        put_width(out, offsets_width, values.len());
+        let mut bits = BitWriter::new(out);
+        values.iter().for_each(|&v| bits.put((integer(v, scale) as i128 - min as i128) as u64, offsets_width));
+        bits.finish();
     }
-    bits.finish_into(out);
     DECIMAL | if use_deltas { DELTAS } else { 0 }
 }
 
@@ -150,7 +195,13 @@ fn put_width(out: &mut Vec<u8>, width: u32, count: usize) {
     }
 }
 
-fn read_decimal(input: &mut ByteReader<'_>, count: usize, deltas: bool, digits: u32) -> Result<Vec<f64>, Corrupt> {
+fn read_decimal(
+    input: &mut ByteReader<'_>,
+    count: usize,
+    deltas: bool,
+    digits: u32,
+    values: &mut Vec<f64>,
+) -> Result<(), Corrupt> {
     if digits > MAX_DIGITS {
         return Err(Corrupt("more decimal digits than a column may have"));
     }
@@ -163,7 +214,7 @@ fn read_decimal(input: &mut ByteReader<'_>, count: usize, deltas: bool, digits: 
     let packed = if deltas { count.saturating_sub(1) } else { count };
     let mut bits = BitReader::new(input.rest());
     let scale = 10f64.powi(digits as i32);
-    let mut values = Vec::with_capacity(count);
+    values.reserve(count);
     let mut current = base;
     if deltas && count > 0 {
         values.push(base as f64 / scale);
@@ -178,11 +229,11 @@ fn read_decimal(input: &mut ByteReader<'_>, count: usize, deltas: bool, digits: 
         values.push(current as f64 / scale);
     }
     input.take(bits.bytes_used())?;
-    Ok(values)
+    Ok(())
 }
 
 fn put_xor(values: &[f64], out: &mut Vec<u8>) {
-    let mut bits = BitWriter::default();
+    let mut bits = BitWriter::new(out);
     let mut previous = values[0].to_bits();
     bits.put(previous, 64);
     let (mut leading, mut meaningful) = (u32::MAX, 0u32);
@@ -207,12 +258,12 @@ fn put_xor(values: &[f64], out: &mut Vec<u8>) {
         }
         bits.put(xor >> (64 - leading - meaningful), meaningful);
     }
-    bits.finish_into(out);
+    bits.finish();
 }
 
-fn read_xor(input: &mut ByteReader<'_>, count: usize) -> Result<Vec<f64>, Corrupt> {
+fn read_xor(input: &mut ByteReader<'_>, count: usize, values: &mut Vec<f64>) -> Result<(), Corrupt> {
     let mut bits = BitReader::new(input.rest());
-    let mut values = Vec::with_capacity(count);
+    values.reserve(count);
     let (mut leading, mut meaningful) = (0u32, 0u32);
     let mut previous = 0u64;
     for index in 0..count {
@@ -233,7 +284,7 @@ fn read_xor(input: &mut ByteReader<'_>, count: usize) -> Result<Vec<f64>, Corrup
         values.push(f64::from_bits(previous));
     }
     input.take(bits.bytes_used())?;
-    Ok(values)
+    Ok(())
 }
 
 #[cfg(test)]

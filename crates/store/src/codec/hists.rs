@@ -28,7 +28,7 @@ pub fn encode(histograms: &[Option<&Histogram>], out: &mut Vec<u8>) {
         put_varint(out, u64::from(key - previous));
         previous = key;
     }
-    let mut bits = BitWriter::default();
+    let mut bits = BitWriter::new(out);
     let mut last_keys: &[u16] = &[];
     for histogram in histograms {
         let Some(histogram) = histogram else {
@@ -56,7 +56,7 @@ pub fn encode(histograms: &[Option<&Histogram>], out: &mut Vec<u8>) {
         }
         counts.iter().for_each(|&count| bits.put(count, width));
     }
-    bits.finish_into(out);
+    bits.finish();
 }
 
 /// Reads `count` rows' histograms written by [`encode`].
@@ -95,11 +95,15 @@ pub fn decode(input: &mut ByteReader<'_>, count: usize) -> Result<Vec<Option<His
                 }
             }
         }
-        let mut bins = Vec::with_capacity(last_keys.len());
-        for &key in &last_keys {
-            bins.push((key, bits.get(width as u32)?));
+        let mut counts = Vec::with_capacity(last_keys.len());
+        for _ in &last_keys {
+            counts.push(bits.get(width as u32)?);
         }
-        histograms.push(Histogram::from_keyed_bins(bins));
+        let histogram = match Histogram::from_sorted_bins(last_keys.clone(), counts) {
+            Some(histogram) => histogram,
+            None => return Err(Corrupt("a histogram with a zero count")),
+        };
+        histograms.push(Some(histogram));
     }
     input.take(bits.bytes_used())?;
     Ok(histograms)
