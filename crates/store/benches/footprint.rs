@@ -25,9 +25,14 @@ fn main() {
     let (bytes_series, bytes_flushes) = if quick { (2_000, 180) } else { (20_000, 780) };
     let (cpu_series, cpu_flushes) = if quick { (10_000, 90) } else { (100_000, 420) };
     println!("# store footprint: {INTERVAL} s flushes, series mix 40% drifting counters, 30% idle counters, 20% gauges, 10% timers");
-    let only = |part: &str| !std::env::args().any(|a| a == "bytes" || a == "cpu") || std::env::args().any(|a| a == part);
+    let parts = ["bytes", "day", "cpu"];
+    let only =
+        |part: &str| !std::env::args().any(|a| parts.contains(&a.as_str())) || std::env::args().any(|a| a == part);
     if only("bytes") {
         bytes_per_point(bytes_series, bytes_flushes);
+    }
+    if only("day") {
+        whole_days(if quick { 500 } else { 2_000 }, if quick { 2_000 } else { 9_720 });
     }
     if only("cpu") {
         cpu_and_memory(cpu_series, cpu_flushes, Mix::Counters);
@@ -59,13 +64,17 @@ fn write(store: &mut Store, series: usize, flushes: i64, mix: Mix) -> (u64, Vec<
         let ts = START + flush * INTERVAL;
         let rows = fleet.rows(ts);
         bins += rows.iter().filter_map(|(_, _, r)| r.hist.as_ref()).map(|h| h.bin_count() as u64).sum::<u64>();
-        let borrowed: Vec<(Kind, &str, Row)> = rows.iter().map(|(k, key, row)| (*k, key.as_str(), row.clone())).collect();
+        let borrowed: Vec<(Kind, &str, Row)> =
+            rows.iter().map(|(k, key, row)| (*k, key.as_str(), row.clone())).collect();
         let before = thread_cpu();
         store.write(ts, borrowed).unwrap();
         cpu.push(thread_cpu() - before);
         upkeep += Duration::from_micros(store.usage().last_upkeep_us);
     }
-    println!("(upkeep: {:.1} ms a flush of the writer's time, wall clock)", upkeep.as_secs_f64() * 1000.0 / flushes as f64);
+    println!(
+        "(upkeep: {:.1} ms a flush of the writer's time, wall clock)",
+        upkeep.as_secs_f64() * 1000.0 / flushes as f64
+    );
     (bins, cpu)
 }
 
@@ -111,6 +120,37 @@ fn bytes_per_point(series: usize, flushes: i64) {
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
 
+/// Counters and gauges for more than a day: retention at work, every resolution present, the
+/// whole file against the points it holds.
+fn whole_days(series: usize, flushes: i64) {
+    let (mut store, path) = open("day");
+    write(&mut store, series, flushes, Mix::Numbers);
+    let footprint = store.footprint().unwrap();
+    println!(
+        "\n## the whole file: {series} series ({}), {flushes} flushes ({:.1} h)\n",
+        Mix::Numbers.name(),
+        (flushes * INTERVAL) as f64 / 3600.0
+    );
+    println!("| resolution | points | bytes/point of block data |");
+    println!("|---|---|---|");
+    for resolution in Resolution::ALL {
+        let (points, bytes) = footprint
+            .iter()
+            .filter(|f| f.resolution == resolution)
+            .fold((0, 0), |(p, b), f| (p + f.points, b + f.bytes));
+        println!("| {resolution:?} (head included) | {points} | {:.3} |", bytes as f64 / points.max(1) as f64);
+    }
+    let points: u64 = footprint.iter().map(|f| f.points).sum();
+    drop(store);
+    let file = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let wal = std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len());
+    println!(
+        "\nwhole file: {file} bytes and a {wal}-byte log for {points} points: {:.3} bytes/point on disk",
+        (file + wal) as f64 / points as f64
+    );
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
 fn cpu_and_memory(series: usize, flushes: i64, mix: Mix) {
     let rss_before = rss_mb();
     let (mut store, path) = open("cpu");
@@ -120,7 +160,11 @@ fn cpu_and_memory(series: usize, flushes: i64, mix: Mix) {
     cpu.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let mean = cpu.iter().map(|d| ms(*d)).sum::<f64>() / cpu.len() as f64;
-    println!("\n## CPU and memory: {series} series ({}), {flushes} flushes ({} min)\n", mix.name(), flushes * INTERVAL / 60);
+    println!(
+        "\n## CPU and memory: {series} series ({}), {flushes} flushes ({} min)\n",
+        mix.name(),
+        flushes * INTERVAL / 60
+    );
     println!("| writer CPU per flush | ms |");
     println!("|---|---|");
     println!("| first flush (creates the series) | {:.1} |", ms(first));
@@ -145,6 +189,8 @@ enum Mix {
     Counters,
     /// The whole mix, timers included.
     Fleet,
+    /// Counters and gauges, the mix without its timers.
+    Numbers,
 }
 
 impl Mix {
@@ -152,6 +198,7 @@ impl Mix {
         match self {
             Mix::Counters => "counters: 57% drifting, 43% idle",
             Mix::Fleet => "the mix, timers included",
+            Mix::Numbers => "counters and gauges: 44% drifting, 33% idle, 22% gauges",
         }
     }
 
@@ -160,6 +207,7 @@ impl Mix {
         match self {
             Mix::Counters => i % 7,
             Mix::Fleet => i % 10,
+            Mix::Numbers => i % 9,
         }
     }
 }
@@ -176,7 +224,7 @@ impl Fleet {
             .map(|i| match mix.role(i) {
                 0..=3 => (Kind::Counter, format!("app.requests.{i};host=web{}", i % 50)),
                 4..=6 => (Kind::Counter, format!("app.idle.{i}")),
-                7 | 8 => (Kind::Gauge, format!("app.level.{i}")),
+                7..=8 => (Kind::Gauge, format!("app.level.{i}")),
                 _ => (Kind::Timer, format!("app.latency.{i};route=r{}", i % 20)),
             })
             .collect();
@@ -236,7 +284,7 @@ fn wandering(i: usize, ts: i64) -> f64 {
     // deterministic jitter wanders the same way.
     let slow = (ts as f64 / (1800.0 + (i % 7) as f64 * 600.0)).sin() * 3.0;
     let jitter = (uniform(i, ts, 2) - 0.5) * 0.4;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         ((20.0 + (i % 10) as f64 + slow + jitter) * 100.0).round() / 100.0
     } else {
         ((50.0 + 40.0 * slow + 10.0 * jitter * steps.min(1) as f64) as i64).max(0) as f64

@@ -67,7 +67,7 @@ impl Store {
             lost += dropped;
         }
         gained -= delete_blocks(&transaction, Resolution::Raw, grp, period, period + PERIOD, 0)?;
-        let hours_until = Resolution::Hour.block_start(period + PERIOD).max(hour_until(&transaction, grp)?);
+        let hours_until = Resolution::Hour.row_start(period + PERIOD).max(hour_until(&transaction, grp)?);
         for hour in unmerged_hours(&transaction, grp, hours_until)? {
             let (points, dropped) = merge_hour(&transaction, grp, hour, kind)?;
             gained += points;
@@ -108,6 +108,9 @@ impl Store {
         transaction.commit()?;
         self.usage.points = points;
         self.usage.trimmed_period = period;
+        // Once a period the log is copied into the database and cut back to nothing (when no
+        // reader holds it), so what the store takes on disk is its pages.
+        self.connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         self.keep_budget()?;
         self.connection.execute_batch("PRAGMA incremental_vacuum")?;
         self.usage.refresh_size();
@@ -115,14 +118,14 @@ impl Store {
         Ok(())
     }
 
-    /// Drops the oldest compacted blocks while the store is over `max_bytes`.
+    /// Drops the compacted blocks that end first while the store is over `max_bytes`.
     fn keep_budget(&mut self) -> Result<(), StoreError> {
         while crate::usage::used_bytes(&self.connection)? > self.options.max_bytes {
             let transaction = self.connection.transaction()?;
             let dropped: Vec<i64> = transaction
                 .prepare_cached(
                     "DELETE FROM blocks WHERE rowid IN \
-                     (SELECT rowid FROM blocks WHERE span > 0 ORDER BY start LIMIT 16) RETURNING points",
+                     (SELECT rowid FROM blocks WHERE span > 0 ORDER BY start + span LIMIT 16) RETURNING points",
                 )?
                 .query_map([], |r| r.get::<_, i64>(0))?
                 .collect::<Result<_, _>>()?;

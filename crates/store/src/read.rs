@@ -87,8 +87,7 @@ impl Store {
             Resolution::Hour => "SELECT hour_until FROM groups WHERE grp = ?1",
             _ => "SELECT compacted_until FROM groups WHERE grp = ?1",
         };
-        let until: Option<i64> =
-            self.connection.prepare_cached(sql)?.query_row([grp], |r| r.get(0)).optional()?;
+        let until: Option<i64> = self.connection.prepare_cached(sql)?.query_row([grp], |r| r.get(0)).optional()?;
         Ok(until.unwrap_or(i64::MIN))
     }
 

@@ -146,7 +146,8 @@ impl crate::Store {
         let mut found = Vec::new();
         for row in rows {
             let (kind, resolution, head, blocks, points, bytes) = row?;
-            let (Some(kind), Some(&resolution)) = (crate::Kind::parse(&kind), crate::Resolution::ALL.get(resolution as usize))
+            let (Some(kind), Some(&resolution)) =
+                (crate::Kind::parse(&kind), crate::Resolution::ALL.get(resolution as usize))
             else {
                 continue;
             };

@@ -270,3 +270,155 @@ fn a_failed_write_never_mixes_series() {
         |name: &str| f.query(&format!("count({name})"), START, START + 100, 100).iter().map(|p| p.1).sum::<f64>();
     assert_eq!((total("a"), total("b")), (5.0, 1.0), "the rolled-back flush is lost, nothing is mixed");
 }
+
+/// A store of the first format (one SQLite row per series and interval), as the previous
+/// version wrote it: opening it migrates every row into blocks, exactly.
+#[test]
+fn a_store_of_the_first_format_is_migrated_exactly() {
+    let dir = std::env::temp_dir().join(format!("histd-store-{}-migrate", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = TempDir(dir.clone());
+    let path = dir.join("histd.db");
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch(FORMAT_1_SCHEMA).unwrap();
+    old.execute_batch(
+        "INSERT INTO series (id, name, tags, kind) VALUES (1, 'hits', '', 'counter'), (2, 'lat', 'env=prod', 'timer'), \
+         (3, 'temp', '', 'gauge');",
+    )
+    .unwrap();
+    // Three hours of 10 s flushes; the first two rolled up into minutes and hours, the third
+    // (after the hour watermark) only raw, with minute rows the old store had made of it.
+    let mut expected = Histogram::new();
+    let (mut hits, mut samples) = (0.0, 0.0);
+    for i in 1..=1080 {
+        let ts = START + i * 10;
+        old.execute("INSERT INTO points_raw (series, ts, seconds, count) VALUES (1, ?1, 10, 2)", [ts]).unwrap();
+        hits += 2.0;
+        if ts < START + 7200 {
+            continue; // the timer starts in the third hour: the old rollups below are the counter's
+        }
+        let mut hist = Histogram::new();
+        hist.insert((i % 50) as f64, 3);
+        expected.merge(&hist);
+        old.execute(
+            "INSERT INTO points_raw (series, ts, seconds, count, sum, min, max, value, hist) \
+             VALUES (2, ?1, 10, 3, ?2, ?3, ?3, 3, ?4)",
+            rusqlite::params![ts, 3.0 * (i % 50) as f64, (i % 50) as f64, hist.to_bytes()],
+        )
+        .unwrap();
+        old.execute(
+            "INSERT INTO points_raw (series, ts, seconds, value, min, max) VALUES (3, ?1, 10, ?2, ?2, ?2)",
+            rusqlite::params![ts, i as f64 / 4.0],
+        )
+        .unwrap();
+        samples += 3.0;
+    }
+    // The old store's rollups: minutes and hours of the first two hours (sums of the raw rows).
+    old.execute_batch(&format!(
+        "INSERT INTO points_1m (series, ts, seconds, count) \
+           SELECT 1, ts - ts % 60, sum(seconds), sum(count) FROM points_raw WHERE series = 1 AND ts < {two_hours} + 600 GROUP BY ts - ts % 60;
+         INSERT INTO points_1h (series, ts, seconds, count) \
+           SELECT 1, ts - ts % 3600, sum(seconds), sum(count) FROM points_raw WHERE series = 1 AND ts < {two_hours} GROUP BY ts - ts % 3600;
+         INSERT INTO meta (key, value) VALUES ('rolled_points_1m', {minutes}), ('rolled_points_1h', {two_hours});",
+        two_hours = START + 7200,
+        minutes = START + 7200 + 600,
+    ))
+    .unwrap();
+    drop(old);
+    let mut store = Store::open(&path, Options::default()).unwrap();
+    store.load_series().unwrap();
+    let (from, to) = (START, START + 4 * 3600);
+    let total = |expr: &str, step: i64| -> f64 {
+        store.query(&parse(expr).unwrap(), from, to, step).unwrap().iter().map(|p| p.1).sum()
+    };
+    for step in [10, 60, 3600, 4 * 3600] {
+        assert_eq!(total("count(hits)", step), hits, "counter at step {step}");
+        assert_eq!(total("count(lat)", step), samples, "timer at step {step}");
+    }
+    let merged = store.merged(&Selector { name: "lat".into(), tags: vec![] }, from, to).unwrap().unwrap();
+    assert_eq!(merged.hist.unwrap(), expected, "every histogram, merged exactly");
+    let last = store.query(&parse("value(temp)").unwrap(), from, to, 3600).unwrap();
+    assert_eq!(last.last(), Some(&(START + 10_800, 1080.0 / 4.0)), "the last flush, alone in its hour");
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    let tables: Vec<String> = connection
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'points%'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(tables.is_empty(), "the old tables are gone: {tables:?}");
+    let check: String = connection.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    // The migrated store takes new flushes, and compacts the migrated head with them.
+    drop(connection);
+    let mut f = Fixture {
+        aggregator: agg::Aggregator::new(agg::AggConfig::default()),
+        store,
+        _dir: TempDir(dir.join("unused")),
+    };
+    f.flush(START + 4 * 3600 + 10, "hits:5|c\n");
+    assert_eq!(f.query("count(hits)", from, to + 3600, 3600).iter().map(|p| p.1).sum::<f64>(), hits + 5.0);
+}
+
+/// The schema of the first format, as that version created it.
+const FORMAT_1_SCHEMA: &str = "
+CREATE TABLE series (id INTEGER PRIMARY KEY, name TEXT NOT NULL, tags TEXT NOT NULL, kind TEXT NOT NULL, UNIQUE (name, tags, kind));
+CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE points_raw (series INTEGER NOT NULL, ts INTEGER NOT NULL, seconds REAL NOT NULL, count REAL, sum REAL,
+    sum_squares REAL, min REAL, max REAL, value REAL, hist BLOB, PRIMARY KEY (series, ts)) WITHOUT ROWID;
+CREATE INDEX points_raw_ts ON points_raw (ts);
+CREATE TABLE points_1m (series INTEGER NOT NULL, ts INTEGER NOT NULL, seconds REAL NOT NULL, count REAL, sum REAL,
+    sum_squares REAL, min REAL, max REAL, value REAL, hist BLOB, PRIMARY KEY (series, ts)) WITHOUT ROWID;
+CREATE INDEX points_1m_ts ON points_1m (ts);
+CREATE TABLE points_1h (series INTEGER NOT NULL, ts INTEGER NOT NULL, seconds REAL NOT NULL, count REAL, sum REAL,
+    sum_squares REAL, min REAL, max REAL, value REAL, hist BLOB, PRIMARY KEY (series, ts)) WITHOUT ROWID;
+CREATE INDEX points_1h_ts ON points_1h (ts);
+";
+
+/// Past `store.maxBytes` the oldest blocks go first, counted; recent data stays.
+#[test]
+fn the_disk_budget_drops_the_oldest_data_first() {
+    let dir = std::env::temp_dir().join(format!("histd-store-{}-budget", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = TempDir(dir.clone());
+    let budget = 3 << 20;
+    let options = Options { max_bytes: budget, ..Options::default() };
+    let mut f = Fixture {
+        aggregator: agg::Aggregator::new(agg::AggConfig::default()),
+        store: Store::open(&dir.join("histd.db"), options).unwrap(),
+        _dir: TempDir(dir.join("unused")),
+    };
+    // Noisy timers fill blocks fast: 12 hours of 10 s flushes of 20 timers.
+    for i in 1..=4320 {
+        let lines: String = (0..20).map(|t| timer_lines(&format!("t{t}"), &latencies(i * 20 + t, 8))).collect();
+        f.flush(START + i * 10, &lines);
+    }
+    let usage = f.store.usage().clone();
+    assert!(usage.budget_dropped_points > 0 && usage.budget_dropped_blocks > 0, "{usage:?}");
+    assert!(usage.bytes() <= budget + (1 << 20), "{} bytes on disk for a budget of {budget}", usage.bytes());
+    let end = START + 43_200;
+    let count = |from: i64| f.query("count(t0)", from, from + 3600, 3600).iter().map(|p| p.1).sum::<f64>();
+    assert_eq!(count(START), 0.0, "the first hour is gone");
+    assert_eq!(count(end - 3600), 360.0 * 8.0, "the last hour is whole");
+}
+
+/// A flush stamped inside a period already compacted (a clock set back) is stored, and
+/// rolled up with the next compaction.
+#[test]
+fn late_rows_are_compacted_into_their_period() {
+    let mut f = fixture("late", Retention::default());
+    for i in 1..=130 {
+        f.flush(START + i * 10, "c:1|c\n");
+    }
+    f.flush(START + 15, "c:100|c\n"); // late: the first period was compacted long ago
+    for i in 131..=200 {
+        f.flush(START + i * 10, "c:1|c\n");
+    }
+    for step in [10, 60, 3600] {
+        let total: f64 = f.query("count(c)", START, START + 3600, step).iter().map(|p| p.1).sum();
+        assert_eq!(total, 300.0, "step {step}");
+    }
+}

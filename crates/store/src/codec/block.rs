@@ -141,11 +141,9 @@ fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>, scratch: &mu
     let mask = (0..FIELDS).fold(0u8, |mask, f| mask | (u8::from(column(f).iter().any(|v| !v.is_nan())) << f));
     out.push(mask | if has_histograms { HISTOGRAMS } else { 0 });
     let mut written: [&[f64]; FIELDS] = [&[]; FIELDS];
-    let mut count = 0;
-    for field in (0..FIELDS).filter(|&field| mask & (1 << field) != 0) {
+    for (count, field) in (0..FIELDS).filter(|&field| mask & (1 << field) != 0).enumerate() {
         column::encode(column(field), &written[..count], out);
         written[count] = column(field);
-        count += 1;
     }
     if has_histograms {
         let histograms: Vec<Option<&Histogram>> = rows.iter().map(|r| r.hist.as_ref()).collect();
@@ -198,7 +196,8 @@ fn read_section(
     }
     let mut histograms = if mask & HISTOGRAMS != 0 { hists::decode(&mut input, rows)? } else { Vec::new() };
     let flat = &scratch.flat;
-    let value = |field: usize, row: usize| if fields[field] == usize::MAX { f64::NAN } else { flat[fields[field] + row] };
+    let value =
+        |field: usize, row: usize| if fields[field] == usize::MAX { f64::NAN } else { flat[fields[field] + row] };
     let mut histograms = histograms.drain(..);
     for (i, &ts) in scratch.times.iter().enumerate() {
         visit(Row {

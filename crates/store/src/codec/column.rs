@@ -40,6 +40,55 @@ pub fn encode(values: &[f64], earlier: &[&[f64]], out: &mut Vec<u8>) {
         out.extend_from_slice(&[COPY, index as u8]);
         return;
     }
+    if values.len() >= MIN_DIFF_ROWS && !earlier.is_empty() {
+        encode_smallest(values, earlier, out);
+    } else {
+        encode_alone(values, out);
+    }
+}
+
+/// Rows a column needs before differences from an earlier column are tried.
+const MIN_DIFF_ROWS: usize = 4;
+/// Marks a copy that is a difference: the index byte's high bit.
+const DIFFERENCE: u8 = 0x80;
+
+/// The column alone or as its differences from an earlier one (a gauge rollup's min and max
+/// keep close to its value), whichever is smaller.
+fn encode_smallest(values: &[f64], earlier: &[&[f64]], out: &mut Vec<u8>) {
+    let start = out.len();
+    encode_alone(values, out);
+    let mut candidate = Vec::new();
+    for (index, column) in earlier.iter().enumerate().take(usize::from(DIFFERENCE - 1)) {
+        let Some((digits, differences)) = integer_differences(values, column) else { continue };
+        candidate.clear();
+        candidate.extend_from_slice(&[COPY, DIFFERENCE | index as u8, digits as u8]);
+        encode_alone(&differences, &mut candidate);
+        if candidate.len() < out.len() - start {
+            out.truncate(start);
+            out.extend_from_slice(&candidate);
+        }
+    }
+}
+
+/// `values - column` as the integers `k` of `k / 10^d`, when both are exact decimals of `d`
+/// digits with no NaN.
+fn integer_differences(values: &[f64], column: &[f64]) -> Option<(u32, Vec<f64>)> {
+    let digits = decimal_digits(values)?.max(decimal_digits(column)?);
+    let scale = 10f64.powi(digits as i32);
+    let exact = |v: f64| exact_integer(v, scale);
+    values
+        .iter()
+        .zip(column)
+        .map(|(&v, &c)| {
+            let difference = exact(v)? - exact(c)?;
+            (difference.unsigned_abs() <= MAX_EXACT as u64).then_some(difference as f64)
+        })
+        .collect::<Option<Vec<f64>>>()
+        .map(|differences| (digits, differences))
+}
+
+/// The column on its own.
+fn encode_alone(values: &[f64], out: &mut Vec<u8>) {
     let nan_bits = f64::NAN.to_bits();
     let nans = values.iter().filter(|v| v.to_bits() == nan_bits).count();
     if nans == values.len() {
@@ -91,11 +140,16 @@ pub fn decode_into(
     match header & 3 {
         ALL_NAN => flat.resize(flat.len() + count, f64::NAN),
         COPY => {
-            let start = *starts.get(usize::from(input.byte()?)).ok_or(Corrupt("a copy of a column that is not there"))?;
-            if start + count > flat.len() {
-                return Err(Corrupt("a copy of a column that is not there"));
+            let reference = input.byte()?;
+            let start = *starts
+                .get(usize::from(reference & !DIFFERENCE))
+                .filter(|&&start| start + count <= flat.len())
+                .ok_or(Corrupt("a copy of a column that is not there"))?;
+            if reference & DIFFERENCE == 0 {
+                flat.extend_from_within(start..start + count);
+            } else {
+                read_differences(input, count, flat, start)?;
             }
-            flat.extend_from_within(start..start + count);
         }
         mode => {
             let nan_at = if header & HAS_NAN != 0 { Some(read_bitmap(input, count)?) } else { None };
@@ -112,6 +166,32 @@ pub fn decode_into(
                 flat.extend(at.iter().map(|&nan| if nan { f64::NAN } else { next.next().unwrap_or(f64::NAN) }));
             }
         }
+    }
+    Ok(())
+}
+
+/// A column written as integer differences from the column at `flat[start..]`.
+fn read_differences(
+    input: &mut ByteReader<'_>,
+    count: usize,
+    flat: &mut Vec<f64>,
+    start: usize,
+) -> Result<(), Corrupt> {
+    let digits = u32::from(input.byte()?);
+    if digits > MAX_DIGITS {
+        return Err(Corrupt("more decimal digits than a column may have"));
+    }
+    let first = flat.len();
+    decode_into(input, count, flat, &[])?;
+    let scale = 10f64.powi(digits as i32);
+    for row in 0..count {
+        let base =
+            exact_integer(flat[start + row], scale).ok_or(Corrupt("a difference from a column that is not decimal"))?;
+        let difference = flat[first + row];
+        if difference.fract() != 0.0 || difference.abs() > MAX_EXACT {
+            return Err(Corrupt("a difference that is not an integer"));
+        }
+        flat[first + row] = (base + difference as i64) as f64 / scale;
     }
     Ok(())
 }
@@ -325,6 +405,11 @@ mod tests {
         }
         let value = [21.0, 22.5, 19.0];
         assert_eq!(round_trip(&value, &[&[1.0, 2.0, 3.0], &value]), 2, "a copy is two bytes");
+        let last: Vec<f64> = (0..60).map(|i| (2000 + (i * 37) % 500) as f64 / 100.0).collect();
+        let min: Vec<f64> = (0..60).map(|i| (2000 + (i * 37) % 500 - i % 3) as f64 / 100.0).collect();
+        let alone = round_trip(&min, &[]);
+        let as_differences = round_trip(&min, &[&last]);
+        assert!(as_differences * 3 < alone, "min close to the value: {as_differences} bytes, {alone} alone");
     }
 
     #[test]
