@@ -120,6 +120,9 @@ async function main() {
     await page.waitForSelector('button.series[data-series="api.latency"]');
     const listed = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
     check("the browser lists every type of series", ["api.latency", "api.requests", "api.inflight", "api.users"].every((s) => listed.includes(s)), listed.join(" "));
+    await page.waitForFunction(() => document.getElementById("store-usage").textContent.startsWith("Store "));
+    const usage = await page.textContent("#store-usage");
+    check("the page shows the store's size against its budget", /^Store [0-9.]+ (B|KiB|MiB) of 2\.0 GiB/.test(usage), usage);
     let queries = 0;
     page.on("request", (request) => { if (request.url().includes("/api/v1/query")) queries += 1; });
     await page.waitForLoadState("networkidle");

@@ -1,6 +1,6 @@
 //! Store benchmarks: one flush of 100k series; one timer's p99 over 24 h of 10 s flushes
-//! (8,640 histograms), merged from raw rows and through the query (hour rollups); a 7-day
-//! query served from rollups. Run: `cargo bench -p store --bench store`.
+//! (8,640 histograms), merged from raw rows and through the query (hour rollups; and with the
+//! longest head tail); a 7-day query served from rollups. Run: `cargo bench -p store --bench store`.
 
 use std::path::PathBuf;
 
@@ -96,6 +96,13 @@ fn queries(c: &mut Criterion) {
     let p99 = parse("quantile(api.latency, 0.99)").unwrap();
     group.bench_function("p99 over 24 h: the query (hour rollups + finer tail)", |b| {
         b.iter(|| day.query(&p99, end - 86_400, end + 1, 86_400).unwrap())
+    });
+    // The worst tail: the query ends as a ten-minute period does, its 59 flushes still in the
+    // head (one head block each, not compacted yet).
+    let tail_end = end + 590;
+    let tail = timer_store("tail", tail_end, 86_400, 10);
+    group.bench_function("p99 over 24 h: the query, 59 flushes in the head", |b| {
+        b.iter(|| tail.query(&p99, tail_end - 86_400, tail_end + 1, 86_400).unwrap())
     });
     let week = timer_store("week", end, 7 * 86_400, 60);
     group.bench_function("p99 per hour over 7 days (168 steps from rollups)", |b| {

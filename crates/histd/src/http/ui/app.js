@@ -641,12 +641,41 @@ function scheduleRefresh() {
     refreshTimer = setInterval(() => {
       loadSeries();
       renderView();
+      loadStoreUsage();
     }, state.refresh * 1000);
+  }
+}
+
+function formatBytes(bytes) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let unit = 0;
+  while (bytes >= 1024 && unit < units.length - 1) {
+    bytes /= 1024;
+    unit += 1;
+  }
+  return `${bytes < 10 && unit > 0 ? bytes.toFixed(1) : Math.round(bytes)} ${units[unit]}`;
+}
+
+/** The store's size against its budget, growth and drops (from /health), under the list. */
+async function loadStoreUsage() {
+  try {
+    const response = await fetch("/health");
+    const store = (await response.json()).sinks?.store;
+    if (!store) return;
+    const parts = [`Store ${formatBytes(store.store_bytes)} of ${formatBytes(store.store_max_bytes)}`];
+    if (store.store_growth_bytes_per_hour > 0) parts.push(`+${formatBytes(store.store_growth_bytes_per_hour)}/h`);
+    if (store.store_points >= 100000) parts.push(`${store.store_bytes_per_point.toFixed(2)} B/point`);
+    if (store.store_budget_dropped_points > 0) parts.push(`${formatNumber(store.store_budget_dropped_points)} points dropped for the budget`);
+    $("store-usage").textContent = parts.join(" · ");
+    $("store-usage").classList.toggle("error", store.store_budget_dropped_points > 0);
+  } catch (error) {
+    $("store-usage").textContent = "";
   }
 }
 
 setUpControls();
 loadSeries();
+loadStoreUsage();
 renderView();
 scheduleRefresh();
 redrawOnResize();
