@@ -33,7 +33,7 @@ fn store() -> &'static Mutex<store::Store> {
             aggregator.absorb(table);
             let now_ms = (NOW as u64 - 60 + flush * 10) * 1000;
             let snapshot = aggregator.flush(now_ms);
-            store.write(snapshot.timestamp as i64, store::rows_of(&snapshot)).unwrap();
+            store.write(snapshot.timestamp as i64, &snapshot).unwrap();
         }
         store.load_series().unwrap();
         Mutex::new(store)

@@ -303,6 +303,12 @@ impl Counters {
         self.ids.len()
     }
 
+    /// The counter at `index` in key order.
+    pub fn get(&self, index: usize) -> Option<CounterPoint<'_>> {
+        let (id, count) = (*self.ids.get(index)?, self.counts[index]);
+        Some(CounterPoint { key: &self.keys[id as usize], count, rate: count / self.interval_seconds })
+    }
+
     /// True when there is no counter.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
@@ -329,10 +335,9 @@ impl<'a> Iterator for CounterIter<'a> {
     type Item = CounterPoint<'a>;
 
     fn next(&mut self) -> Option<CounterPoint<'a>> {
-        let Counters { keys, ids, counts, interval_seconds } = self.counters;
-        let (id, count) = (*ids.get(self.next)?, counts[self.next]);
+        let point = self.counters.get(self.next)?;
         self.next += 1;
-        Some(CounterPoint { key: &keys[id as usize], count, rate: count / interval_seconds })
+        Some(point)
     }
 }
 

@@ -64,10 +64,8 @@ fn write(store: &mut Store, series: usize, flushes: i64, mix: Mix) -> (u64, Vec<
         let ts = START + flush * INTERVAL;
         let rows = fleet.rows(ts);
         bins += rows.iter().filter_map(|(_, _, r)| r.hist.as_ref()).map(|h| h.bin_count() as u64).sum::<u64>();
-        let borrowed: Vec<(Kind, &str, Row)> =
-            rows.iter().map(|(k, key, row)| (*k, key.as_str(), row.clone())).collect();
         let before = thread_cpu();
-        store.write(ts, borrowed).unwrap();
+        store.write(ts, &rows[..]).unwrap();
         cpu.push(thread_cpu() - before);
         upkeep += Duration::from_micros(store.usage().last_upkeep_us);
     }
@@ -231,7 +229,7 @@ impl Fleet {
         Fleet { keys, mix }
     }
 
-    fn rows(&self, ts: i64) -> Vec<(Kind, String, Row)> {
+    fn rows(&self, ts: i64) -> Vec<(Kind, &str, Row)> {
         let base = Row { seconds: INTERVAL as f64, ..Row::empty(ts) };
         self.keys
             .iter()
@@ -246,7 +244,7 @@ impl Fleet {
                     }
                     _ => latency_row(i, ts, base.clone()),
                 };
-                (*kind, key.clone(), row)
+                (*kind, key.as_str(), row)
             })
             .collect()
     }

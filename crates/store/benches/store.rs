@@ -17,7 +17,7 @@ fn temp(name: &str) -> PathBuf {
 }
 
 /// A flush of `series` counters, as the daemon would write it.
-fn flush_rows(series: usize, ts: u64) -> Vec<(Kind, String, Row)> {
+fn flush_rows(series: usize, ts: u64) -> agg::Snapshot {
     let mut aggregator = Aggregator::new(AggConfig::default());
     let mut table = Table::new(true, 8192);
     for start in (0..series).step_by(100) {
@@ -25,12 +25,7 @@ fn flush_rows(series: usize, ts: u64) -> Vec<(Kind, String, Row)> {
         table.insert_packet(ts, packet.as_bytes());
     }
     aggregator.absorb(table);
-    let snapshot = aggregator.flush(ts * 1000);
-    store::rows_of(&snapshot).into_iter().map(|(kind, key, row)| (kind, key.to_string(), row)).collect()
-}
-
-fn borrowed(rows: &[(Kind, String, Row)]) -> Vec<(Kind, &str, Row)> {
-    rows.iter().map(|(kind, key, row)| (*kind, key.as_str(), row.clone())).collect()
+    aggregator.flush(ts * 1000)
 }
 
 /// A timer row at `ts`: 100 latency-like samples.
@@ -53,7 +48,7 @@ fn timer_store(name: &str, end: i64, span: i64, every: i64) -> Store {
     let mut store = Store::open(&temp(name), Options { retention, ..Options::default() }).unwrap();
     let mut ts = end - span + every;
     while ts <= end {
-        store.write(ts, vec![(Kind::Timer, "api.latency", timer_row(ts, every as f64))]).unwrap();
+        store.write(ts, &[(Kind::Timer, "api.latency", timer_row(ts, every as f64))][..]).unwrap();
         ts += every;
     }
     store.load_series().unwrap();
@@ -63,7 +58,7 @@ fn timer_store(name: &str, end: i64, span: i64, every: i64) -> Store {
 fn writes(c: &mut Criterion) {
     let mut store = Store::open(&temp("writes"), Options::default()).unwrap();
     let mut ts = 1_700_000_000;
-    store.write(ts, borrowed(&flush_rows(100_000, ts as u64))).unwrap(); // series created once
+    store.write(ts, &flush_rows(100_000, ts as u64)).unwrap(); // series created once
     let mut group = c.benchmark_group("store");
     group.sample_size(10);
     group.bench_function("write a flush of 100k counter series", |b| {
@@ -72,7 +67,7 @@ fn writes(c: &mut Criterion) {
                 ts += 10;
                 (ts, flush_rows(100_000, ts as u64))
             },
-            |(at, rows)| store.write(at, borrowed(&rows)).unwrap(),
+            |(at, rows)| store.write(at, &rows).unwrap(),
             BatchSize::LargeInput,
         )
     });

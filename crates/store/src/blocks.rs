@@ -141,8 +141,10 @@ pub fn roll_up(series: &[SeriesRows], to: Resolution, kind: Kind) -> Vec<SeriesR
 mod tests {
     use super::*;
 
+    use crate::Row;
+
     fn count(ts: i64, count: f64) -> Row {
-        Row { seconds: 10.0, count, ..Row::empty(ts) }
+        Row::counter(ts, count)
     }
 
     #[test]

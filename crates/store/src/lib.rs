@@ -26,7 +26,7 @@ pub use row::Row;
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
 pub use usage::{Footprint, Usage};
-pub use write::{rows_of, Options, Retention, Store, DEFAULT_MAX_BYTES};
+pub use write::{FlushRows, Options, Retention, Store, DEFAULT_MAX_BYTES};
 
 /// What can go wrong in the store.
 #[derive(Debug, thiserror::Error)]

@@ -44,6 +44,12 @@ impl Row {
         }
     }
 
+    /// A counter's row of a 10 s flush (for tests).
+    #[cfg(test)]
+    pub(crate) fn counter(ts: i64, count: f64) -> Row {
+        Row { seconds: 10.0, count, ..Row::empty(ts) }
+    }
+
     /// Adds `later` (a row of the same series, not earlier) into this one: counts and sums
     /// add, min/max combine, histograms merge exactly, a gauge keeps the later value, a set the
     /// larger count, a timer adds its values received.

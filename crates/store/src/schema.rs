@@ -126,8 +126,8 @@ pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "NORMAL")?;
     connection.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
-    // A flush touches a few pages a group: a small cache does.
-    connection.pragma_update(None, "cache_size", -8192)?;
+    // A flush touches a few pages a group, and blocks are read once: a small cache does.
+    connection.pragma_update(None, "cache_size", -2048)?;
     connection.busy_timeout(std::time::Duration::from_secs(5))?;
     let old = table_exists(connection, "points_raw")?;
     if old && !column_exists(connection, "series", "grp")? {

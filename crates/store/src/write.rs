@@ -175,7 +175,7 @@ impl Store {
     /// finished periods it can within the budget and applies retention and the disk budget.
     /// `Err` means the flush is not stored; trouble in the upkeep after it is counted in
     /// [`Store::usage`] and retried at the next flush.
-    pub fn write(&mut self, now: i64, rows: Vec<(Kind, &str, Row)>) -> Result<(), StoreError> {
+    pub fn write<R: FlushRows + ?Sized>(&mut self, now: i64, rows: &R) -> Result<(), StoreError> {
         let mut created = Vec::new();
         let written = self.write_transaction(rows, &mut created);
         if let Err(error) = written {
@@ -193,15 +193,16 @@ impl Store {
         Ok(())
     }
 
-    fn write_transaction(
+    fn write_transaction<R: FlushRows + ?Sized>(
         &mut self,
-        rows: Vec<(Kind, &str, Row)>,
+        rows: &R,
         created: &mut Vec<(Kind, Box<str>)>,
     ) -> Result<(), StoreError> {
         let transaction = self.connection.transaction()?;
         let mut ids = Vec::with_capacity(rows.len());
         let mut same_order = rows.len() == self.last_order.entries.len();
-        for (index, &(kind, key, _)) in rows.iter().enumerate() {
+        for index in 0..rows.len() {
+            let (kind, key) = rows.key(index);
             if let Some(found) = self.last_order.get(index, kind, key) {
                 ids.push(found);
                 continue;
@@ -219,19 +220,24 @@ impl Store {
             ids.push(found);
         }
         if !same_order {
-            self.last_order = LastOrder::of(&rows, &ids);
+            self.last_order = LastOrder::of(rows, &ids);
         }
-        let mut by_group: HashMap<i64, Vec<(i64, Row)>> = HashMap::new();
-        for ((_, _, row), (id, grp)) in rows.into_iter().zip(ids) {
-            by_group.entry(grp).or_default().push((id, row));
+        // Rows are made one group at a time, from positions sorted by group: a flush of 100k
+        // series never holds 100k rows at once.
+        let mut by_group: HashMap<i64, Vec<(i64, u32)>> = HashMap::new();
+        for (index, &(id, grp)) in ids.iter().enumerate() {
+            by_group.entry(grp).or_default().push((id, index as u32));
         }
+        drop(ids);
         let mut points = 0;
-        for (grp, mut rows) in by_group {
+        for (grp, mut members) in by_group {
             let kind = self.group_kinds.get(&grp).copied().unwrap_or(Kind::Counter);
-            rows.sort_unstable_by_key(|(id, _)| *id);
-            one_row_each(&mut rows, kind);
-            let Some(ts) = rows.first().map(|(_, row)| row.ts) else { continue };
-            let (gained, lost) = put_head(&transaction, grp, ts, kind, rows)?;
+            members.sort_unstable();
+            let mut group_rows: Vec<(i64, Row)> =
+                members.iter().map(|&(id, index)| (id, rows.row(index as usize))).collect();
+            one_row_each(&mut group_rows, kind);
+            let Some(ts) = group_rows.first().map(|(_, row)| row.ts) else { continue };
+            let (gained, lost) = put_head(&transaction, grp, ts, kind, group_rows)?;
             points += gained;
             self.usage.corrupt_points += lost;
             self.pending.insert((Resolution::Raw.block_start(ts), grp));
@@ -260,13 +266,12 @@ struct LastOrder {
 }
 
 impl LastOrder {
-    fn of(rows: &[(Kind, &str, Row)], ids: &[(i64, i64)]) -> LastOrder {
-        let mut order = LastOrder {
-            keys: String::with_capacity(rows.iter().map(|(_, key, _)| key.len()).sum()),
-            entries: Vec::with_capacity(rows.len()),
-        };
-        for ((kind, key, _), &(id, grp)) in rows.iter().zip(ids) {
-            order.entries.push((order.keys.len(), key.len(), *kind, id, grp));
+    fn of<R: FlushRows + ?Sized>(rows: &R, ids: &[(i64, i64)]) -> LastOrder {
+        let length = (0..rows.len()).map(|index| rows.key(index).1.len()).sum();
+        let mut order = LastOrder { keys: String::with_capacity(length), entries: Vec::with_capacity(rows.len()) };
+        for (index, &(id, grp)) in ids.iter().enumerate() {
+            let (kind, key) = rows.key(index);
+            order.entries.push((order.keys.len(), key.len(), kind, id, grp));
             order.keys.push_str(key);
         }
         order
@@ -331,37 +336,97 @@ fn one_row_each(rows: &mut Vec<(i64, Row)>, kind: Kind) {
     });
 }
 
-/// The rows of a flush: one per series and kind, with the aggregation key it came under.
-pub fn rows_of(snapshot: &Snapshot) -> Vec<(Kind, &str, Row)> {
-    let ts = snapshot.timestamp as i64;
-    let seconds = snapshot.interval.as_secs_f64();
-    let base = || Row { seconds, ..Row::empty(ts) };
-    let mut rows = Vec::with_capacity(
-        snapshot.counters.len() + snapshot.timers.len() + snapshot.gauges.len() + snapshot.sets.len(),
-    );
-    for counter in &snapshot.counters {
-        rows.push((Kind::Counter, counter.key, Row { count: counter.count, ..base() }));
+/// The rows of one flush, by position: each with its kind and the aggregation key it came
+/// under. [`Store::write`] reads each key once or twice and makes each row once.
+pub trait FlushRows {
+    /// How many rows.
+    fn len(&self) -> usize;
+    /// True when there is none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
     }
-    for timer in &snapshot.timers {
-        let t = &timer.totals;
-        let row = Row {
-            count: t.count,
-            sum: t.sum,
-            sum_squares: t.sum_squares,
-            min: t.min,
-            max: t.max,
-            value: t.received as f64,
-            hist: Some(timer.distribution.clone()),
-            ..base()
-        };
-        rows.push((Kind::Timer, timer.key.as_str(), row));
+    /// The kind and key of row `index`.
+    fn key(&self, index: usize) -> (Kind, &str);
+    /// Row `index`.
+    fn row(&self, index: usize) -> Row;
+}
+
+/// A snapshot's series in order: counters, timers, gauges, sets.
+impl FlushRows for Snapshot {
+    fn len(&self) -> usize {
+        self.counters.len() + self.timers.len() + self.gauges.len() + self.sets.len()
     }
-    for gauge in &snapshot.gauges {
-        let row = Row { value: gauge.value, min: gauge.value, max: gauge.value, ..base() };
-        rows.push((Kind::Gauge, gauge.key.as_str(), row));
+
+    fn key(&self, index: usize) -> (Kind, &str) {
+        match place(self, index) {
+            Place::Counter(i) => (Kind::Counter, self.counters.get(i).map_or("", |c| c.key)),
+            Place::Timer(i) => (Kind::Timer, &self.timers[i].key),
+            Place::Gauge(i) => (Kind::Gauge, &self.gauges[i].key),
+            Place::Set(i) => (Kind::Set, &self.sets[i].key),
+        }
     }
-    for set in &snapshot.sets {
-        rows.push((Kind::Set, set.key.as_str(), Row { value: set.count as f64, ..base() }));
+
+    fn row(&self, index: usize) -> Row {
+        let base = Row { seconds: self.interval.as_secs_f64(), ..Row::empty(self.timestamp as i64) };
+        match place(self, index) {
+            Place::Counter(i) => Row { count: self.counters.get(i).map_or(f64::NAN, |c| c.count), ..base },
+            Place::Timer(i) => {
+                let timer = &self.timers[i];
+                let t = &timer.totals;
+                Row {
+                    count: t.count,
+                    sum: t.sum,
+                    sum_squares: t.sum_squares,
+                    min: t.min,
+                    max: t.max,
+                    value: t.received as f64,
+                    hist: Some(timer.distribution.clone()),
+                    ..base
+                }
+            }
+            Place::Gauge(i) => {
+                let value = self.gauges[i].value;
+                Row { value, min: value, max: value, ..base }
+            }
+            Place::Set(i) => Row { value: self.sets[i].count as f64, ..base },
+        }
     }
-    rows
+}
+
+/// Where row `index` of a snapshot is.
+enum Place {
+    Counter(usize),
+    Timer(usize),
+    Gauge(usize),
+    Set(usize),
+}
+
+fn place(snapshot: &Snapshot, index: usize) -> Place {
+    let mut at = index;
+    for (length, place) in [
+        (snapshot.counters.len(), Place::Counter as fn(usize) -> Place),
+        (snapshot.timers.len(), Place::Timer),
+        (snapshot.gauges.len(), Place::Gauge),
+    ] {
+        if at < length {
+            return place(at);
+        }
+        at -= length;
+    }
+    Place::Set(at)
+}
+
+/// Rows made elsewhere (tests, benchmarks): each row is cloned when it is written.
+impl FlushRows for [(Kind, &str, Row)] {
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+
+    fn key(&self, index: usize) -> (Kind, &str) {
+        (self[index].0, self[index].1)
+    }
+
+    fn row(&self, index: usize) -> Row {
+        self[index].2.clone()
+    }
 }

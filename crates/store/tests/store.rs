@@ -25,12 +25,18 @@ fn fixture(name: &str, retention: Retention) -> Fixture {
 
 /// A fixture and its database file.
 fn fixture_at(name: &str, retention: Retention) -> (Fixture, std::path::PathBuf) {
+    let (dir, cleanup) = temp_dir(name);
+    let path = dir.join("histd.db");
+    let store = Store::open(&path, Options { retention, ..Options::default() }).unwrap();
+    (Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: cleanup }, path)
+}
+
+/// A new empty directory, removed when the guard drops.
+fn temp_dir(name: &str) -> (std::path::PathBuf, TempDir) {
     let dir = std::env::temp_dir().join(format!("histd-store-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("histd.db");
-    let store = Store::open(&path, Options { retention, ..Options::default() }).unwrap();
-    (Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: TempDir(dir) }, path)
+    (dir.clone(), TempDir(dir))
 }
 
 impl Fixture {
@@ -40,7 +46,7 @@ impl Fixture {
         table.insert_packet(ts as u64, lines.as_bytes());
         self.aggregator.absorb(table);
         let snapshot = self.aggregator.flush(ts as u64 * 1000);
-        self.store.write(ts, store::rows_of(&snapshot)).unwrap();
+        self.store.write(ts, &snapshot).unwrap();
         self.store.load_series().unwrap();
     }
 
@@ -50,7 +56,7 @@ impl Fixture {
         table.insert_packet(ts as u64, lines.as_bytes());
         self.aggregator.absorb(table);
         let snapshot = self.aggregator.flush(ts as u64 * 1000);
-        let written = self.store.write(ts, store::rows_of(&snapshot));
+        let written = self.store.write(ts, &snapshot);
         self.store.load_series().unwrap();
         written
     }
@@ -275,10 +281,7 @@ fn a_failed_write_never_mixes_series() {
 /// version wrote it: opening it migrates every row into blocks, exactly.
 #[test]
 fn a_store_of_the_first_format_is_migrated_exactly() {
-    let dir = std::env::temp_dir().join(format!("histd-store-{}-migrate", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let _cleanup = TempDir(dir.clone());
+    let (dir, _cleanup) = temp_dir("migrate");
     let path = dir.join("histd.db");
     let old = rusqlite::Connection::open(&path).unwrap();
     old.execute_batch(FORMAT_1_SCHEMA).unwrap();
@@ -380,10 +383,7 @@ CREATE INDEX points_1h_ts ON points_1h (ts);
 /// Past `store.maxBytes` the oldest blocks go first, counted; recent data stays.
 #[test]
 fn the_disk_budget_drops_the_oldest_data_first() {
-    let dir = std::env::temp_dir().join(format!("histd-store-{}-budget", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let _cleanup = TempDir(dir.clone());
+    let (dir, _cleanup) = temp_dir("budget");
     let budget = 3 << 20;
     let options = Options { max_bytes: budget, ..Options::default() };
     let mut f = Fixture {

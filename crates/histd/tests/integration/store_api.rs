@@ -132,6 +132,17 @@ fn the_api_answers_from_the_store() {
     let health = daemon.http_json("/health");
     assert_eq!(health["status"], "up");
     assert_eq!(health["kernel_drops"], 0);
+    // The store's size, budget and points: in /health, the admin `stats` reply and /metrics.
+    let store = &health["sinks"]["store"];
+    assert!(store["store_bytes"].as_f64().unwrap() > 0.0, "{store}");
+    assert_eq!(store["store_max_bytes"].as_f64(), Some((2u64 << 30) as f64));
+    assert!(store["store_points"].as_f64().unwrap() >= 4.0, "{store}");
+    assert_eq!(store["store_budget_dropped_points"].as_f64(), Some(0.0));
+    let stats = daemon.admin("stats");
+    assert!(stats.contains("store.store_bytes: ") && stats.contains("store.store_points: "), "{stats}");
+    let (_, metrics) = daemon.http_get("/metrics");
+    assert!(metrics.contains("histd_sink_store_bytes{sink=\"store\"} "), "store size as a gauge");
+    assert!(metrics.contains("histd_sink_store_budget_dropped_points_total{sink=\"store\"} 0"));
     let openapi = daemon.http_json("/api/v1/openapi.json");
     assert!(openapi["paths"]["/api/v1/query"].is_object());
 

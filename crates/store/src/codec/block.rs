@@ -231,8 +231,10 @@ fn field_of(row: &Row, field: usize) -> f64 {
 mod tests {
     use super::*;
 
+    use crate::Row;
+
     fn counter(ts: i64, count: f64) -> Row {
-        Row { seconds: 10.0, count, ..Row::empty(ts) }
+        Row::counter(ts, count)
     }
 
     #[test]

@@ -79,10 +79,9 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<File> {
 /// Writes one flush in one transaction, counting rows written or the failure.
 fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTelemetry) {
     let started = Instant::now();
-    let rows = store::rows_of(snapshot);
-    let count = rows.len() as u64;
+    let count = store::FlushRows::len(snapshot) as u64;
     let failures_before = store.usage().upkeep_failures;
-    let written = store.write(snapshot.timestamp as i64, rows);
+    let written = store.write(snapshot.timestamp as i64, snapshot);
     if store.usage().upkeep_failures > failures_before {
         let error = store.usage().last_upkeep_error.as_deref().unwrap_or("unknown");
         tracing::error!(error, "store upkeep (compaction, retention, budget) failed; retried at the next flush");
