@@ -65,7 +65,7 @@ pub fn decode(input: &mut ByteReader<'_>, count: usize) -> Result<Vec<Option<His
     let mut union = Vec::with_capacity(size);
     let mut key = 0u64;
     for _ in 0..size {
-        key += input.varint()?;
+        key = key.saturating_add(input.varint()?);
         if key >= circllhist::Bucket::COUNT as u64 {
             return Err(Corrupt("a histogram bin key out of range"));
         }
