@@ -161,10 +161,30 @@ fn render(answer: &Value, format: Format) -> String {
         Format::Table => {
             let mut out = format!("{:<22}{}\n", "time (UTC)", answer["expr"].as_str().unwrap_or("value"));
             for (t, v) in pairs {
-                out.push_str(&format!("{:<22}{v}\n", crate::timefmt::utc_rfc3339(t as u64)));
+                out.push_str(&format!("{:<22}{}\n", crate::timefmt::utc_rfc3339(t as u64), readable(v)));
             }
             out
         }
+    }
+}
+
+/// Significant digits a table shows (CSV and JSON keep every digit).
+const TABLE_DIGITS: i32 = 6;
+
+/// A value as a person reads it in a table: whole numbers whole, others to six significant
+/// digits (more when the integer part needs them), trailing zeros dropped: `0.333333`, `148.5`,
+/// `1234568`, `0.0000123457`.
+fn readable(value: f64) -> String {
+    if !value.is_finite() || (value == value.trunc() && value.abs() < 1e15) {
+        return format!("{value}");
+    }
+    let magnitude = value.abs().log10().floor() as i32 + 1;
+    let decimals = (TABLE_DIGITS - magnitude).clamp(0, 17) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
     }
 }
 
@@ -181,6 +201,19 @@ mod tests {
             "time (UTC)            count(x)\n1970-01-01T00:00:00Z  1.5\n1970-01-01T00:01:00Z  2\n"
         );
         assert!(render(&answer, Format::Json).starts_with('{'));
+        for (value, want) in [
+            (1.0 / 3.0, "0.333333"),
+            (148.5, "148.5"),
+            (1_234_567.891, "1234568"),
+            (0.000_012_345_678, "0.0000123457"),
+            (0.1 + 0.2, "0.3"),
+            (-2.5, "-2.5"),
+            (42.0, "42"),
+            (99.999_999_9, "100"),
+            (1e20, "100000000000000000000"),
+        ] {
+            assert_eq!(readable(value), want, "{value}");
+        }
         assert_eq!(percent_encode("quantile(a{r=/x}, 0.9)"), "quantile%28a%7Br%3D%2Fx%7D%2C%200.9%29");
     }
 }
