@@ -2,9 +2,10 @@
 # What the embedded store costs, in one run: the footprint bench (bytes per point by kind and
 # resolution on deterministic data, the whole file after a day and more, the writer's CPU per
 # flush at 100k series, compaction included); the criterion bench (one flush of 100k counters,
-# the p99 queries); then the daemon's memory with the store on and off: 100k counter names at
+# the p99 queries); then the daemon's memory with the store off and on: 100k counter names at
 # 1M lines/s, 2 minutes without the store, then with it for the run's length (default 11
-# minutes, so a ten-minute compaction period is in it), histd pinned to CPU 0, the generator on CPU 1, 10 s flushes.
+# minutes, so a ten-minute compaction period is in it); histd pinned to CPU 0, the generator
+# on CPU 1, 10 s flushes.
 # Usage: bench/store.sh [seconds-per-daemon-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."

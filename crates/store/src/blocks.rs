@@ -24,15 +24,8 @@ pub fn put_block(
     series: Vec<SeriesRows>,
 ) -> Result<(i64, u64), StoreError> {
     let key = BlockKey { resolution, grp, start, span };
-    let (merged, before, lost) = match stored_block(transaction, &key)? {
-        None => (series, 0, 0),
-        Some((bytes, points)) => match block::decode_all(&bytes) {
-            Ok(stored) => (merge_series(stored, series, kind), points, 0),
-            Err(_) => (series, points, points.max(0) as u64),
-        },
-    };
-    let points = insert_block(transaction, &key, &merged)?;
-    Ok((points - before, lost))
+    let stored = stored_block(transaction, &key)?;
+    merge_and_insert(transaction, &key, kind, series, stored)
 }
 
 /// Writes a flush's rows of one group (sorted by id, one a series) as its head block: encoded
@@ -45,12 +38,32 @@ pub fn put_head(
     rows: Vec<(i64, Row)>,
 ) -> Result<(i64, u64), StoreError> {
     let key = BlockKey { resolution: Resolution::Raw, grp, start: ts, span: 0 };
-    if stored_block(transaction, &key)?.is_some() {
+    if let Some(stored) = stored_block(transaction, &key)? {
         let series = rows.into_iter().map(|(id, row)| (id, vec![row])).collect();
-        return put_block(transaction, Resolution::Raw, grp, ts, 0, kind, series);
+        return merge_and_insert(transaction, &key, kind, series, Some(stored));
     }
     let slices: Vec<(i64, &[Row])> = rows.iter().map(|(id, row)| (*id, std::slice::from_ref(row))).collect();
     Ok((insert_block(transaction, &key, &slices)?, 0))
+}
+
+/// `series` merged into the block that was at `key` (its bytes and points) and written there;
+/// points gained, and lost because the stored block did not decode.
+fn merge_and_insert(
+    transaction: &Transaction<'_>,
+    key: &BlockKey,
+    kind: Kind,
+    series: Vec<SeriesRows>,
+    stored: Option<(Vec<u8>, i64)>,
+) -> Result<(i64, u64), StoreError> {
+    let (merged, before, lost) = match stored {
+        None => (series, 0, 0),
+        Some((bytes, points)) => match block::decode_all(&bytes) {
+            Ok(stored) => (merge_series(stored, series, kind), points, 0),
+            Err(_) => (series, points, points.max(0) as u64),
+        },
+    };
+    let points = insert_block(transaction, key, &merged)?;
+    Ok((points - before, lost))
 }
 
 /// Where a block is.
@@ -141,16 +154,10 @@ pub fn roll_up(series: &[SeriesRows], to: Resolution, kind: Kind) -> Vec<SeriesR
 mod tests {
     use super::*;
 
-    use crate::Row;
-
-    fn count(ts: i64, count: f64) -> Row {
-        Row::counter(ts, count)
-    }
-
     #[test]
     fn merges_and_rollups_add_up() {
-        let earlier = vec![(1, vec![count(10, 1.0), count(20, 2.0)]), (5, vec![count(10, 4.0)])];
-        let later = vec![(0, vec![count(30, 8.0)]), (1, vec![count(20, 16.0), count(70, 32.0)])];
+        let earlier = vec![(1, vec![Row::counter(10, 1.0), Row::counter(20, 2.0)]), (5, vec![Row::counter(10, 4.0)])];
+        let later = vec![(0, vec![Row::counter(30, 8.0)]), (1, vec![Row::counter(20, 16.0), Row::counter(70, 32.0)])];
         let merged = merge_series(earlier, later, Kind::Counter);
         type Summary = Vec<(i64, Vec<(i64, f64, f64)>)>;
         let summary: Summary =

@@ -8,7 +8,7 @@ use std::time::Instant;
 use rusqlite::params;
 
 use crate::blocks::{add_row, put_block, roll_up, SeriesRows};
-use crate::codec::block;
+use crate::codec::{block, Corrupt};
 use crate::schema::{Resolution, PERIOD};
 use crate::{Kind, Store, StoreError};
 
@@ -85,8 +85,8 @@ impl Store {
         Ok(())
     }
 
-    /// Retention per resolution, then the disk budget: the oldest compacted blocks go first
-    /// until the store fits, and are counted.
+    /// Once a period: retention per resolution, then the disk budget (the compacted blocks
+    /// that end first go until the store fits, counted), then the file shrinks.
     fn trim(&mut self, now: i64) -> Result<(), StoreError> {
         let period = Resolution::Raw.block_start(now);
         if self.usage.trimmed_period == period {
@@ -118,9 +118,12 @@ impl Store {
         Ok(())
     }
 
-    /// Drops the compacted blocks that end first while the store is over `max_bytes`.
+    /// Drops the compacted blocks that end first while the store is over `max_bytes`. The log
+    /// is counted as it is when the loop starts: the deletes write to it, and it shrinks only
+    /// at the next checkpoint.
     fn keep_budget(&mut self) -> Result<(), StoreError> {
-        while crate::usage::used_bytes(&self.connection)? > self.options.max_bytes {
+        let room = self.options.max_bytes.saturating_sub(crate::usage::wal_bytes(&self.connection));
+        while crate::usage::page_bytes(&self.connection)? > room {
             let transaction = self.connection.transaction()?;
             let dropped: Vec<i64> = transaction
                 .prepare_cached(
@@ -163,6 +166,32 @@ fn delete_blocks(
         .sum::<Result<i64, _>>()?)
 }
 
+/// Hands the bytes of a group's blocks of one resolution and span starting in `[from, to)`
+/// to `visit`, oldest first; returns the points of those that did not decode.
+fn visit_blocks(
+    transaction: &rusqlite::Transaction<'_>,
+    resolution: Resolution,
+    grp: i64,
+    span: i64,
+    from: i64,
+    to: i64,
+    mut visit: impl FnMut(&[u8]) -> Result<(), Corrupt>,
+) -> Result<u64, StoreError> {
+    let mut statement = transaction.prepare_cached(
+        "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND span = ?3 \
+         AND start >= ?4 AND start < ?5 ORDER BY start",
+    )?;
+    let mut rows = statement.query(params![resolution.code(), grp, span, from, to])?;
+    let mut corrupt = 0;
+    while let Some(row) = rows.next()? {
+        let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+        if visit(bytes).is_err() {
+            corrupt += row.get::<_, i64>(1)?.max(0) as u64;
+        }
+    }
+    Ok(corrupt)
+}
+
 /// Where the group's hour rollups end.
 fn hour_until(transaction: &rusqlite::Transaction<'_>, grp: i64) -> Result<i64, StoreError> {
     Ok(transaction.prepare_cached("SELECT hour_until FROM groups WHERE grp = ?1")?.query_row([grp], |r| r.get(0))?)
@@ -187,21 +216,11 @@ fn merge_hour(
     kind: Kind,
 ) -> Result<(i64, u64), StoreError> {
     let mut minutes: Vec<SeriesRows> = Vec::new();
-    let mut lost = 0;
-    {
-        let mut statement = transaction.prepare_cached(
-            "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND span = ?3 \
-             AND start >= ?4 AND start < ?5 ORDER BY start",
-        )?;
-        let mut rows = statement.query(params![Resolution::Minute.code(), grp, PERIOD, hour, hour + 3600])?;
-        while let Some(row) = rows.next()? {
-            let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
-            match block::decode_all(bytes) {
-                Ok(series) => minutes = crate::blocks::merge_series(minutes, series, kind),
-                Err(_) => lost += row.get::<_, i64>(1)?.max(0) as u64,
-            }
-        }
-    }
+    let mut lost = visit_blocks(transaction, Resolution::Minute, grp, PERIOD, hour, hour + 3600, |bytes| {
+        let series = block::decode_all(bytes)?;
+        minutes = crate::blocks::merge_series(std::mem::take(&mut minutes), series, kind);
+        Ok(())
+    })?;
     let mut gained = -delete_blocks(transaction, Resolution::Minute, grp, hour, hour + 3600, PERIOD)?;
     let hours = roll_up(&minutes, Resolution::Hour, kind);
     let (points, dropped) = put_block(transaction, Resolution::Minute, grp, hour, 3600, kind, minutes)?;
@@ -220,23 +239,13 @@ fn read_heads(
     period: i64,
     kind: Kind,
 ) -> Result<(Vec<SeriesRows>, u64), StoreError> {
-    let mut statement = transaction.prepare_cached(
-        "SELECT data, points FROM blocks WHERE resolution = 0 AND grp = ?1 AND span = 0 AND start >= ?2 AND start < ?3 \
-         ORDER BY start",
-    )?;
-    let mut rows = statement.query(params![grp, period, period + PERIOD])?;
     let mut series: hashbrown::HashMap<i64, Vec<crate::Row>> = hashbrown::HashMap::new();
-    let mut corrupt = 0u64;
-    while let Some(row) = rows.next()? {
-        let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
-        let decoded = block::decode_each(bytes, |id, head_row| {
+    let corrupt = visit_blocks(transaction, Resolution::Raw, grp, 0, period, period + PERIOD, |bytes| {
+        block::decode_each(bytes, |id, head_row| {
             let rows = series.entry(id).or_insert_with(|| Vec::with_capacity(64));
             add_row(rows, head_row, kind);
-        });
-        if decoded.is_err() {
-            corrupt += row.get::<_, i64>(1)?.max(0) as u64;
-        }
-    }
+        })
+    })?;
     let mut series: Vec<SeriesRows> = series.into_iter().collect();
     series.sort_unstable_by_key(|(id, _)| *id);
     Ok((series, corrupt))

@@ -93,12 +93,16 @@ fn wal_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Bytes in use: the database's pages that hold data, and the log.
-pub(crate) fn used_bytes(connection: &Connection) -> Result<u64, StoreError> {
+/// Bytes of the database's pages that hold data (free pages left out).
+pub(crate) fn page_bytes(connection: &Connection) -> Result<u64, StoreError> {
     let pragma = |name: &str| connection.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0));
     let pages = (pragma("page_count")? - pragma("freelist_count")?).max(0) as u64;
-    let wal = connection.path().map_or(0, |p| std::fs::metadata(wal_path(Path::new(p))).map_or(0, |m| m.len()));
-    Ok(pages * pragma("page_size")?.max(0) as u64 + wal)
+    Ok(pages * pragma("page_size")?.max(0) as u64)
+}
+
+/// Bytes of the database's write-ahead log.
+pub(crate) fn wal_bytes(connection: &Connection) -> u64 {
+    connection.path().map_or(0, |p| std::fs::metadata(wal_path(Path::new(p))).map_or(0, |m| m.len()))
 }
 
 /// Stores the point count in the transaction that changed it.

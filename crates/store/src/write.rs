@@ -48,11 +48,12 @@ pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
 pub struct Options {
     /// Time kept per resolution.
     pub retention: Retention,
-    /// The most bytes the store may take on disk (database and its WAL); past it the oldest
-    /// blocks are dropped, and counted.
+    /// The most bytes the store may take on disk (database and its WAL); past it the compacted
+    /// blocks that end first are dropped, and counted.
     pub max_bytes: u64,
-    /// CPU time a flush may spend compacting finished periods, beyond the first group (a
-    /// backlog older than a period is compacted whatever it costs).
+    /// Time a flush may spend compacting finished periods beyond its share (the groups that
+    /// clear a period in 30 flushes); a backlog older than a period is compacted whatever it
+    /// costs.
     pub compaction_budget: Duration,
 }
 

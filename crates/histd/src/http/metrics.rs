@@ -14,7 +14,6 @@ use crate::sinks::prometheus::exposition::{Exposition, Format};
 use crate::sinks::prometheus::samples::Layout;
 use crate::sinks::prometheus::state::Kind;
 use crate::sinks::prometheus::HistogramMode;
-use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
 
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
@@ -138,7 +137,8 @@ fn sink_metrics(state: &HttpState, out: &mut Exposition) {
         }
     }
     for base in bases {
-        let kind = if SinkTelemetry::is_level(base) { Kind::Gauge } else { Kind::Counter };
+        let level = state.admin.sinks.iter().any(|sink| sink.is_level(base));
+        let kind = if level { Kind::Gauge } else { Kind::Counter };
         let metric = match kind {
             Kind::Counter => format!("histd_sink_{base}_total"),
             _ => format!("histd_sink_{base}"),

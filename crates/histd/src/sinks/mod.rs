@@ -18,7 +18,7 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-pub use telemetry::{DropReason, EtsyStatus, SinkTelemetry};
+pub use telemetry::{Detail, DropReason, EtsyStatus, SinkTelemetry};
 
 /// Snapshots a sink may have waiting before new ones are dropped.
 pub const SNAPSHOT_QUEUE: usize = 64;

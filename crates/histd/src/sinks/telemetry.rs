@@ -98,7 +98,18 @@ pub struct SinkTelemetry {
     /// The size of the last flush, in bytes.
     pub last_flush_bytes: Gauge,
     /// Values one sink alone has (the store's size and drops), set by the sink once a flush.
-    details: std::sync::Mutex<Vec<(&'static str, f64)>>,
+    details: std::sync::Mutex<Vec<Detail>>,
+}
+
+/// A value one sink alone publishes beside the shared ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Detail {
+    /// Its name in `/health`, `stats` and `/metrics` (`histd_sink_<name>`).
+    pub name: &'static str,
+    /// Its value.
+    pub value: f64,
+    /// A level (what is held now: a gauge) rather than a running total (a counter).
+    pub level: bool,
 }
 
 impl SinkTelemetry {
@@ -129,9 +140,13 @@ impl SinkTelemetry {
         }
     }
 
-    /// Replaces the sink's own values (see [`SinkTelemetry::is_level`] for which are levels).
-    pub fn set_details(&self, details: Vec<(&'static str, f64)>) {
-        *self.details.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = details;
+    /// Replaces the sink's own values.
+    pub fn set_details(&self, details: Vec<Detail>) {
+        *self.details() = details;
+    }
+
+    fn details(&self) -> std::sync::MutexGuard<'_, Vec<Detail>> {
+        self.details.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The same telemetry with a byte limit for the queue (and retry buffer).
@@ -187,24 +202,16 @@ impl SinkTelemetry {
 
     /// True for the values of [`SinkTelemetry::histd_entries`] that are levels (what is held
     /// now, seconds since) rather than running totals: `/metrics` types them as gauges.
-    pub fn is_level(name: &str) -> bool {
-        const LEVELS: [&str; 14] = [
+    pub fn is_level(&self, name: &str) -> bool {
+        const LEVELS: [&str; 6] = [
             "queued",
             "queued_bytes",
             "buffered_bytes",
             "resend_window_bytes",
             "seconds_since_success",
             "seconds_since_error",
-            "store_bytes",
-            "store_wal_bytes",
-            "store_max_bytes",
-            "store_points",
-            "store_bytes_per_point",
-            "store_growth_bytes_per_hour",
-            "store_compaction_backlog",
-            "store_last_upkeep_ms",
         ];
-        LEVELS.contains(&name)
+        LEVELS.contains(&name) || self.details().iter().any(|detail| detail.level && detail.name == name)
     }
 
     /// histd's values alone, by name (what `/health` shows).
@@ -230,8 +237,7 @@ impl SinkTelemetry {
         }
         entries.push(("seconds_since_success".to_string(), since(self.last_success_unix_s.get())));
         entries.push(("seconds_since_error".to_string(), since(self.last_error_unix_s.get())));
-        let details = self.details.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        entries.extend(details.iter().map(|&(name, value)| (name.to_string(), value)));
+        entries.extend(self.details().iter().map(|detail| (detail.name.to_string(), detail.value)));
         entries
     }
 
@@ -262,7 +268,7 @@ mod tests {
     fn levels_are_values_it_publishes() {
         let telemetry = SinkTelemetry::new("graphite", EtsyStatus::Graphite, 100);
         let names: Vec<String> = telemetry.histd_entries(100).into_iter().map(|(name, _)| name).collect();
-        let levels: Vec<&String> = names.iter().filter(|name| SinkTelemetry::is_level(name)).collect();
+        let levels: Vec<&String> = names.iter().filter(|name| telemetry.is_level(name)).collect();
         assert_eq!(levels.len(), 6, "every level is a published name: {levels:?}");
         let edges = crate::telemetry::EdgeCounters::default();
         let edge_levels =

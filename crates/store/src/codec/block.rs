@@ -100,7 +100,7 @@ fn read_header(bytes: &[u8]) -> Result<Header<'_>, Corrupt> {
         return Err(Corrupt("a block of an unknown version"));
     }
     let count = input.count(MAX_TIMESTAMPS)?;
-    let numbers = column::decode(&mut input, count, &[])?;
+    let numbers = column::decode(&mut input, count)?;
     let whole = numbers.iter().all(|t| t.fract() == 0.0 && t.abs() < 9e15);
     if !whole || numbers.windows(2).any(|w| w[0] >= w[1]) {
         return Err(Corrupt("timestamps that are not whole seconds in ascending order"));
@@ -235,12 +235,6 @@ fn field_of(row: &Row, field: usize) -> f64 {
 mod tests {
     use super::*;
 
-    use crate::Row;
-
-    fn counter(ts: i64, count: f64) -> Row {
-        Row::counter(ts, count)
-    }
-
     #[test]
     fn blocks_round_trip_and_find_one_series() {
         let mut hist = Histogram::new();
@@ -257,8 +251,8 @@ mod tests {
             ..Row::empty(1010)
         };
         let series: Vec<SeriesRows> = vec![
-            (3, (1..=6).map(|i| counter(1000 + 10 * i, (i * 7) as f64)).collect()),
-            (9, vec![counter(1020, 1.0), counter(1050, 0.0)]),
+            (3, (1..=6).map(|i| Row::counter(1000 + 10 * i, (i * 7) as f64)).collect()),
+            (9, vec![Row::counter(1020, 1.0), Row::counter(1050, 0.0)]),
             (40, vec![timer.clone(), Row { hist: Some(Histogram::new()), ..Row::empty(1040) }]),
             (41, vec![Row { value: 21.37, min: 21.37, max: 21.37, seconds: 10.0, ..Row::empty(1060) }]),
         ];
@@ -266,7 +260,7 @@ mod tests {
         assert_eq!(format!("{:?}", decode_all(&bytes).unwrap()), format!("{series:?}"));
         // Many regular timestamps take a few bytes: an idle counter over 360 flushes is a
         // block of about 20 bytes, and it decodes.
-        let idle: Vec<SeriesRows> = vec![(7, (1..=360).map(|i| counter(1000 + 10 * i, 0.0)).collect())];
+        let idle: Vec<SeriesRows> = vec![(7, (1..=360).map(|i| Row::counter(1000 + 10 * i, 0.0)).collect())];
         let small = encode(&idle);
         assert!(small.len() < 24, "{} bytes", small.len());
         assert_eq!(decode_all(&small).unwrap()[0].1.len(), 360);

@@ -11,7 +11,7 @@ use agg::Snapshot;
 use anyhow::Context;
 use tokio::sync::mpsc;
 
-use super::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use super::{Detail, DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::config::StoreConfig;
 
 /// The database file inside the data directory.
@@ -103,21 +103,22 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
 /// The store's size, growth and drops, as the sink's details (`/health`, `stats`,
 /// `/metrics`, the web page).
 fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64) {
-    let details = vec![
-        ("store_bytes", usage.bytes() as f64),
-        ("store_wal_bytes", usage.wal_bytes as f64),
-        ("store_max_bytes", max_bytes as f64),
-        ("store_points", usage.points as f64),
-        ("store_bytes_per_point", usage.bytes_per_point().unwrap_or(0.0)),
-        ("store_growth_bytes_per_hour", usage.growth_bytes_per_hour.unwrap_or(0.0)),
-        ("store_compaction_backlog", usage.backlog as f64),
-        ("store_last_upkeep_ms", usage.last_upkeep_us as f64 / 1000.0),
-        ("store_budget_dropped_points", usage.budget_dropped_points as f64),
-        ("store_budget_dropped_blocks", usage.budget_dropped_blocks as f64),
-        ("store_corrupt_points", usage.corrupt_points as f64),
-        ("store_upkeep_failures", usage.upkeep_failures as f64),
-    ];
-    telemetry.set_details(details);
+    let level = |name, value: f64| Detail { name, value, level: true };
+    let total = |name, value: u64| Detail { name, value: value as f64, level: false };
+    telemetry.set_details(vec![
+        level("store_bytes", usage.bytes() as f64),
+        level("store_wal_bytes", usage.wal_bytes as f64),
+        level("store_max_bytes", max_bytes as f64),
+        level("store_points", usage.points as f64),
+        level("store_bytes_per_point", usage.bytes_per_point().unwrap_or(0.0)),
+        level("store_growth_bytes_per_hour", usage.growth_bytes_per_hour.unwrap_or(0.0)),
+        level("store_compaction_backlog", usage.backlog as f64),
+        level("store_last_upkeep_ms", usage.last_upkeep_us as f64 / 1000.0),
+        total("store_budget_dropped_points", usage.budget_dropped_points),
+        total("store_budget_dropped_blocks", usage.budget_dropped_blocks),
+        total("store_corrupt_points", usage.corrupt_points),
+        total("store_upkeep_failures", usage.upkeep_failures),
+    ]);
 }
 
 #[cfg(test)]
