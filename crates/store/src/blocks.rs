@@ -25,6 +25,9 @@ pub fn put_block(
 ) -> Result<(i64, u64), StoreError> {
     let key = BlockKey { resolution, grp, start, span };
     let stored = stored_block(transaction, &key)?;
+    if series.is_empty() && stored.is_none() {
+        return Ok((0, 0)); // a period whose series were all forgotten
+    }
     merge_and_insert(transaction, &key, kind, series, stored)
 }
 

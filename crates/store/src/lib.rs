@@ -11,6 +11,7 @@
 mod blocks;
 pub mod codec;
 mod compact;
+mod forget;
 mod migrate;
 pub mod query;
 mod read;
@@ -20,6 +21,7 @@ mod series;
 mod usage;
 mod write;
 
+pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::SeriesInfo;
 pub use row::Row;

@@ -73,7 +73,7 @@ pub struct Store {
     /// Readers: every series by id, with its group ([`Store::load_series`]).
     pub(crate) series: HashMap<i64, (SeriesKey, i64)>,
     /// The writer: series ids and groups by the aggregation key, one map per kind.
-    known: [hashbrown::HashMap<Box<str>, (i64, i64)>; 4],
+    pub(crate) known: [hashbrown::HashMap<Box<str>, (i64, i64)>; 4],
     /// The writer: the group taking new series of each kind, and its members.
     open_groups: HashMap<Kind, (i64, i64)>,
     /// The writer: the last flush's series in the order they came.
@@ -84,6 +84,8 @@ pub struct Store {
     pub(crate) pending: BTreeSet<(i64, i64)>,
     pub(crate) options: Options,
     pub(crate) usage: Usage,
+    /// Readers: the count of forgets as of the last [`Store::load_series`].
+    pub(crate) generation: i64,
 }
 
 impl Store {
@@ -122,15 +124,17 @@ impl Store {
             pending: BTreeSet::new(),
             options,
             usage: Usage::default(),
+            generation: 0,
         }
     }
 
     /// Loads series written since the last call (readers call this before a query; ids only
-    /// grow, so only new ones are read).
+    /// grow, so only new ones are read, unless series were forgotten since: then all).
     pub fn load_series(&mut self) -> Result<(), StoreError> {
         if !crate::schema::table_exists(&self.connection, "groups")? {
             return Ok(()); // a store of the first format, not migrated yet
         }
+        self.check_generation()?;
         let known = self.series.keys().copied().max().unwrap_or(0);
         let mut statement = self
             .connection
@@ -186,7 +190,7 @@ impl Store {
             for (kind, key) in created {
                 self.known[kind as usize].remove(&key);
             }
-            self.last_order = LastOrder::default();
+            self.reset_order();
             self.load_groups()?;
             return Err(error);
         }
@@ -247,6 +251,11 @@ impl Store {
         crate::usage::save_points(&transaction, self.usage.points)?;
         transaction.commit()?;
         Ok(())
+    }
+
+    /// Forgets the order of the last flush: the next one looks every key up.
+    pub(crate) fn reset_order(&mut self) {
+        self.last_order = LastOrder::default();
     }
 
     /// What the store holds and has dropped, as of the last write.

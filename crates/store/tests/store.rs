@@ -422,3 +422,70 @@ fn late_rows_are_compacted_into_their_period() {
         assert_eq!(total, 300.0, "step {step}");
     }
 }
+
+/// Issue 18: forgetting series deletes their rows at every resolution (head, raw, minute,
+/// hour) and nothing of the others; a reader opened before sees them go; their ids are never
+/// given to another series; a series sent again starts afresh.
+#[test]
+fn forgotten_series_are_gone_at_every_resolution_and_nothing_else_is() {
+    let (mut f, path) = fixture_at("forget", Retention::default());
+    let lines = "a:1|c\nb:5|ms\nb:7|ms\nc:2|c|#x:1\nc:3|c|#x:2\n";
+    for i in 1..=760 {
+        f.flush(START + i * 10, lines); // two hours and a bit: every resolution and a head
+    }
+    let mut reader = Store::open_reader(&path).unwrap();
+    let end = START + 7700;
+    let totals = |store: &Store, expr: &str| -> Vec<f64> {
+        [10, 60, 3600]
+            .iter()
+            .map(|&step| store.query(&parse(expr).unwrap(), START, end, step).unwrap().iter().map(|p| p.1).sum())
+            .collect()
+    };
+    let a_before = totals(&f.store, "count(a)");
+    assert_eq!(a_before, [760.0; 3]);
+    assert_eq!(totals(&f.store, "count(b)"), [1520.0; 3]);
+    let keys = |store: &Store| -> Vec<String> {
+        let listed = store.series(None, usize::MAX).unwrap().0;
+        listed.iter().map(|s| s.key.to_string()).filter(|k| !k.starts_with("statsd.")).collect()
+    };
+    assert_eq!(keys(&reader), ["a", "b", "c{x=1}", "c{x=2}"]);
+    let doomed: Vec<store::SeriesKey> = f
+        .store
+        .series(None, usize::MAX)
+        .unwrap()
+        .0
+        .into_iter()
+        .map(|s| s.key)
+        .filter(|k| k.name == "b" || k.tags == "x=1")
+        .collect();
+    let points_before = f.store.usage().points;
+    let forgotten = f.store.forget(&doomed).unwrap();
+    assert_eq!(forgotten.series, 2);
+    assert!(forgotten.points > 2 * 760, "raw, minute and hour rows: {forgotten:?}");
+    assert_eq!(f.store.usage().points, points_before - forgotten.points);
+    assert_eq!(forgotten.corrupt_blocks, 0);
+    f.store.load_series().unwrap();
+    reader.load_series().unwrap();
+    for store in [&f.store, &reader] {
+        assert_eq!(keys(store), ["a", "c{x=2}"]);
+        assert_eq!(totals(store, "count(b)"), [0.0; 3]);
+        assert_eq!(totals(store, "count(c{x=1})"), [0.0; 3]);
+        assert_eq!(totals(store, "count(c)"), [2280.0; 3], "only c{{x=2}} is left");
+        assert_eq!(totals(store, "count(a)"), a_before, "the other series are untouched");
+    }
+    // Sent again (the aggregator told to forget it too), a series starts afresh; the newest
+    // id, forgotten, is never given to another series (SQLite would reuse a deleted last id).
+    f.aggregator.remove(agg::MetricType::Timers, "b");
+    f.flush(end - 50, "b:9|ms\nz:1|c\n");
+    assert_eq!(totals(&f.store, "count(b)")[0], 1.0);
+    let id_of = |store: &Store, name: &str| store.series(Some(name), 1).unwrap().0[0].id;
+    let newest = f.store.series(None, usize::MAX).unwrap().0.into_iter().max_by_key(|s| s.id).unwrap();
+    assert_eq!(f.store.forget(std::slice::from_ref(&newest.key)).unwrap().series, 1);
+    for kind in [agg::MetricType::Timers, agg::MetricType::Counters] {
+        f.aggregator.remove(kind, &newest.key.name);
+    }
+    f.flush(end - 40, "y:1|c\n");
+    assert!(id_of(&f.store, "y") > newest.id, "a new series under a new id");
+    assert_eq!(totals(&f.store, "count(y)")[0], 1.0);
+    assert_eq!(f.store.forget(&[newest.key]).unwrap(), store::Forgotten::default(), "already gone");
+}

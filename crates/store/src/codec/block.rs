@@ -91,6 +91,71 @@ pub fn decode_one(bytes: &[u8], id: i64) -> Result<Vec<Row>, Corrupt> {
     Ok(rows)
 }
 
+/// A block with some series taken out: its bytes (`None` when no series is left) and the rows
+/// taken out.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Cut {
+    /// The block without them; `None` when nothing is left.
+    pub bytes: Option<Vec<u8>>,
+    /// Rows of the series taken out.
+    pub rows: u64,
+}
+
+/// The block without the series `drop` picks, or `None` when it holds none of them. The other
+/// sections are copied byte for byte (their timestamps stay the block's).
+pub fn without(bytes: &[u8], drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, Corrupt> {
+    let (timestamps, entries, mut sections) = read_header(bytes)?;
+    if !entries.iter().any(|&(id, _)| drop(id)) {
+        return Ok(None);
+    }
+    let index_start = timestamps_end(bytes)?;
+    let kept_count = entries.iter().filter(|&&(id, _)| !drop(id)).count();
+    let mut out = bytes[..index_start].to_vec();
+    put_varint(&mut out, kept_count as u64);
+    let mut kept_sections = Vec::new();
+    let (mut previous, mut rows) = (0i64, 0u64);
+    for (id, length) in entries {
+        let section = sections.take(length)?;
+        if drop(id) {
+            rows += section_rows(section, timestamps.len())?;
+            continue;
+        }
+        put_varint(&mut out, id.wrapping_sub(previous) as u64);
+        put_varint(&mut out, length as u64);
+        kept_sections.extend_from_slice(section);
+        previous = id;
+    }
+    out.extend_from_slice(&kept_sections);
+    Ok(Some(Cut { bytes: (kept_count > 0).then_some(out), rows }))
+}
+
+/// Where a block's index starts (after its version and timestamps).
+fn timestamps_end(bytes: &[u8]) -> Result<usize, Corrupt> {
+    let mut input = ByteReader::new(bytes);
+    input.byte()?;
+    let count = input.count(MAX_TIMESTAMPS)?;
+    column::decode(&mut input, count)?;
+    Ok(input.position())
+}
+
+/// How many rows a section holds (its presence byte and bitmap tell).
+fn section_rows(section: &[u8], timestamps: usize) -> Result<u64, Corrupt> {
+    let mut input = ByteReader::new(section);
+    match input.byte()? {
+        0 => Ok(timestamps as u64),
+        1 => {
+            let bitmap = input.take(timestamps.div_ceil(8))?;
+            let mut bits = super::bits::BitReader::new(bitmap);
+            let mut rows = 0;
+            for _ in 0..timestamps {
+                rows += u64::from(bits.bit()?);
+            }
+            Ok(rows)
+        }
+        _ => Err(Corrupt("an unknown presence flag")),
+    }
+}
+
 /// A block's timestamps, its index as `(id, section length)`, and a reader at the first section.
 type Header<'a> = (Vec<i64>, Vec<(i64, usize)>, ByteReader<'a>);
 
@@ -266,6 +331,13 @@ mod tests {
         assert_eq!(decode_all(&small).unwrap()[0].1.len(), 360);
         assert_eq!(format!("{:?}", decode_one(&bytes, 40).unwrap()), format!("{:?}", series[2].1));
         assert!(decode_one(&bytes, 5).unwrap().is_empty());
+        // Taking series out copies the others' sections as they are.
+        assert_eq!(without(&bytes, |id| id == 5).unwrap(), None);
+        let cut = without(&bytes, |id| id == 9 || id == 40).unwrap().unwrap();
+        assert_eq!(cut.rows, 4);
+        let kept = [series[0].clone(), series[3].clone()];
+        assert_eq!(format!("{:?}", decode_all(&cut.bytes.unwrap()).unwrap()), format!("{kept:?}"));
+        assert_eq!(without(&bytes, |_| true).unwrap(), Some(Cut { bytes: None, rows: 11 }));
         for cut in 0..bytes.len() {
             let _ = decode_all(&bytes[..cut]);
         }
