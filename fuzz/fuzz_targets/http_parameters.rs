@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use histd::api::{answer, Route};
+use histd::api::{answer, Context, Route};
 use libfuzzer_sys::fuzz_target;
 
 /// "Now" for every answer, so runs repeat.
@@ -52,7 +52,8 @@ fuzz_target!(|bytes: &[u8]| {
     let query: HashMap<String, String> =
         lines.filter_map(|line| line.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let store = store().lock().unwrap();
-    if let Err(failure) = answer(route, &query, &store, NOW) {
+    let context = Context { now: NOW, prefix_stats: "statsd".to_string() };
+    if let Err(failure) = answer(route, &query, &store, &context) {
         assert_eq!(failure.status(), 400, "{route:?} {query:?}: {}", failure.message());
     }
 });

@@ -103,7 +103,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         };
     let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
     aggregation.last_flush_unix_ms.set(unix_now_ms()); // the first interval starts now
-    let Started { sinks, tap, prometheus } = start_sinks(&config, startup_s)?;
+    let Started { sinks, tap, prometheus, store_control } = start_sinks(&config, startup_s)?;
     let (stop_sender, stop) = watch::channel(false);
     let edge_counters = Arc::new(EdgeCounters::default());
     let stopping =
@@ -150,6 +150,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let http_state = Arc::new(HttpState {
         database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
         reader: Mutex::new(None),
+        store_control,
+        prefix_stats: config.agg.prefix_stats.clone(),
         prometheus,
         global: global.clone(),
         udp_ports: {
@@ -219,17 +221,20 @@ impl Serving {
     }
 }
 
-/// The sinks started, the repeater's packet tap, and the prometheus backend's series.
+/// The sinks started, the repeater's packet tap, the prometheus backend's series, and the way
+/// to the store's writer.
 struct Started {
     sinks: Vec<SinkHandle>,
     tap: Option<Tap>,
     prometheus: Option<Arc<prometheus::Exposed>>,
+    store_control: Option<store::StoreControl>,
 }
 
 fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<Started> {
     let mut sinks = Vec::new();
     let mut tap = None;
     let mut exposed = None;
+    let mut store_control = None;
     let telemetry = |backend: Backend, etsy, queue_limit| {
         Arc::new(SinkTelemetry::new(backend.name(), etsy, startup_s).with_queue_limit(queue_limit))
     };
@@ -254,7 +259,9 @@ fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<Started> {
                 tap = Some(packets);
             }
             Backend::Store => {
-                sinks.push(store::spawn(&config.store, telemetry(backend, EtsyStatus::None, queue_limit))?)
+                let (sink, control) = store::spawn(&config.store, telemetry(backend, EtsyStatus::None, queue_limit))?;
+                sinks.push(sink);
+                store_control = Some(control);
             }
             Backend::Prometheus => {
                 let targets = config.prometheus.remote_write.iter().map(|target| {
@@ -281,7 +288,7 @@ fn start_sinks(config: &Config, startup_s: u64) -> anyhow::Result<Started> {
             }
         }
     }
-    Ok(Started { sinks, tap, prometheus: exposed })
+    Ok(Started { sinks, tap, prometheus: exposed, store_control })
 }
 
 async fn start_listeners(

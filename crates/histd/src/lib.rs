@@ -36,7 +36,7 @@ pub use config::Config;
 /// The HTTP API's answers without the server (what every handler runs), for tests and fuzzing.
 pub mod api {
     pub use crate::http::params;
-    pub use crate::http::{answer, Failure, Route};
+    pub use crate::http::{answer, Context, Failure, Route};
 }
 /// The prometheus backend's parts without the daemon (the cumulative registry, the
 /// remote-write encoder, the exposition), for benchmarks.

@@ -20,10 +20,7 @@ impl Store {
     /// key order, at most `limit` of them (the first by key), and how many matched in all.
     /// Only the series returned are copied.
     pub fn series(&self, pattern: Option<&str>, limit: usize) -> Result<(Vec<SeriesInfo>, usize), StoreError> {
-        let mut statement = self.connection.prepare("SELECT id FROM series WHERE ?1 IS NULL OR name GLOB ?1")?;
-        let ids = statement.query_map([pattern], |row| row.get::<_, i64>(0))?.collect::<Result<Vec<i64>, _>>()?;
-        let mut found: Vec<(&SeriesKey, i64)> =
-            ids.into_iter().filter_map(|id| self.series.get(&id).map(|(key, _)| (key, id))).collect();
+        let mut found = self.matching(pattern)?;
         let total = found.len();
         if found.len() > limit {
             found.select_nth_unstable_by(limit, |a, b| a.0.cmp(b.0));
@@ -31,6 +28,17 @@ impl Store {
         }
         found.sort_by(|a, b| a.0.cmp(b.0));
         Ok((found.into_iter().map(|(key, id)| SeriesInfo { key: key.clone(), id }).collect(), total))
+    }
+
+    /// Every series whose name matches the glob `pattern` (all when `None`), unsorted, with
+    /// its id; nothing is copied.
+    pub fn matching(&self, pattern: Option<&str>) -> Result<Vec<(&SeriesKey, i64)>, StoreError> {
+        if pattern.is_none_or(|p| p == "*") {
+            return Ok(self.series.iter().map(|(&id, (key, _))| (key, id)).collect());
+        }
+        let mut statement = self.connection.prepare_cached("SELECT id FROM series WHERE name GLOB ?1")?;
+        let ids = statement.query_map([pattern], |row| row.get::<_, i64>(0))?.collect::<Result<Vec<i64>, _>>()?;
+        Ok(ids.into_iter().filter_map(|id| self.series.get(&id).map(|(key, _)| (key, id))).collect())
     }
 
     /// The series `selector` picks.

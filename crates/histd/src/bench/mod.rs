@@ -10,6 +10,7 @@ pub(crate) mod daemon_stats;
 mod send;
 pub(crate) mod socket_stats;
 mod workload;
+pub use workload::NAME_PREFIX;
 
 use std::net::SocketAddr;
 use std::time::Duration;

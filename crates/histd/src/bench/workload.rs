@@ -47,6 +47,9 @@ pub fn pool(names: usize, lines: usize, mix: Mix) -> Pool {
     Pool { datagrams, lines }
 }
 
+/// The first part of every name `histd bench` sends (the web page folds these series away).
+pub const NAME_PREFIX: &str = "bench";
+
 fn line_for(id: usize, sequence: usize, mix: Mix) -> String {
     let value = 1 + sequence.wrapping_mul(2_654_435_761) % 997;
     let kind = match mix {
@@ -56,11 +59,11 @@ fn line_for(id: usize, sequence: usize, mix: Mix) -> String {
         other => other,
     };
     match kind {
-        Mix::Counters | Mix::Mixed | Mix::TimerHeavy => format!("bench.{id}:1|c"),
-        Mix::Timers => format!("bench.{id}:{value}|ms"),
-        Mix::Gauges => format!("bench.{id}:{value}|g"),
-        Mix::Sets => format!("bench.{id}:u{value}|s"),
-        Mix::Tagged => format!("bench.{id}:1|c|#env:prod,host:h{}", id % 10),
+        Mix::Counters | Mix::Mixed | Mix::TimerHeavy => format!("{NAME_PREFIX}.{id}:1|c"),
+        Mix::Timers => format!("{NAME_PREFIX}.{id}:{value}|ms"),
+        Mix::Gauges => format!("{NAME_PREFIX}.{id}:{value}|g"),
+        Mix::Sets => format!("{NAME_PREFIX}.{id}:u{value}|s"),
+        Mix::Tagged => format!("{NAME_PREFIX}.{id}:1|c|#env:prod,host:h{}", id % 10),
     }
 }
 

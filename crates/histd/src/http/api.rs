@@ -5,13 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::params::{self, BadParameter};
-use super::HttpState;
+use super::{series, HttpState};
 use crate::ingest::{shards_lock as lock, unix_now_s};
 use crate::sinks::SinkTelemetry;
 
@@ -38,6 +38,11 @@ impl Failure {
     /// A 500 with `message`.
     pub fn internal(message: &str) -> Failure {
         Failure(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+    }
+
+    /// `status` with `message`.
+    pub fn new(status: StatusCode, message: &str) -> Failure {
+        Failure(status, message.to_string())
     }
 }
 
@@ -94,19 +99,88 @@ pub async fn openapi() -> Response {
 }
 
 pub async fn series(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    with_store(state, move |store| answer(Route::Series, &query, store, unix_now_s() as i64)).await
+    let context = Context::of(&state);
+    with_store(state, move |store| answer(Route::Series, &query, store, &context)).await.map(Json)
 }
 
 pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    with_store(state, move |store| answer(Route::Query, &query, store, unix_now_s() as i64)).await
+    let context = Context::of(&state);
+    with_store(state, move |store| answer(Route::Query, &query, store, &context)).await.map(Json)
 }
 
 pub async fn histogram(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    with_store(state, move |store| answer(Route::Histogram, &query, store, unix_now_s() as i64)).await
+    let context = Context::of(&state);
+    with_store(state, move |store| answer(Route::Histogram, &query, store, &context)).await.map(Json)
 }
 
 pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    with_store(state, move |store| answer(Route::Heatmap, &query, store, unix_now_s() as i64)).await
+    let context = Context::of(&state);
+    with_store(state, move |store| answer(Route::Heatmap, &query, store, &context)).await.map(Json)
+}
+
+/// `DELETE /api/v1/series`: the series picked (the list's filters) are deleted from the
+/// aggregator (so an idle one is not flushed again) and then from the store, by its writer.
+/// Refused (403) from another web origin, or by a `Host` that is not an address or
+/// `localhost` (a page of another site, or a name rebound to this machine, cannot do it).
+pub async fn forget(State(state): State<Arc<HttpState>>, headers: HeaderMap, Query(query): Params) -> Answer {
+    same_site(&headers)?;
+    let Some(control) = state.store_control.clone() else { return Err(store_off()) };
+    let prefix = state.prefix_stats.clone();
+    let keys = with_store(state.clone(), move |store| series::to_forget(&query, store, &prefix)).await?;
+    if keys.is_empty() {
+        return Err(Failure(StatusCode::NOT_FOUND, "no stored series is picked: nothing forgotten".to_string()));
+    }
+    let aggregator_keys = series::forget_in_aggregator(&state.admin, &keys);
+    let forgotten = control.forget(keys.clone()).await.map_err(|error| Failure::internal(&error))?;
+    let listed: Vec<String> = keys.iter().take(100).map(ToString::to_string).collect();
+    Ok(Json(json!({
+        "forgotten": forgotten.series,
+        "points": forgotten.points,
+        "aggregator_keys": aggregator_keys,
+        "series": listed,
+        "series_truncated": keys.len() > listed.len(),
+    })))
+}
+
+/// Refuses a destructive request from another web origin or through a host name.
+fn same_site(headers: &HeaderMap) -> Result<(), Failure> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let host = header("host").unwrap_or("");
+    let forbidden = |why: String| Err(Failure(StatusCode::FORBIDDEN, why));
+    if !host_is_local(host) {
+        return forbidden(format!("refused through host '{host}': use the address (127.0.0.1:port) or localhost"));
+    }
+    if let Some(origin) = header("origin") {
+        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+        if origin_host != host {
+            return forbidden(format!("refused from the web origin '{origin}'"));
+        }
+    }
+    Ok(())
+}
+
+/// True for `localhost`, an IPv4 address or a bracketed IPv6 address, with or without a port.
+fn host_is_local(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => return rest.split_once(']').is_some_and(|(ip, _)| ip.parse::<std::net::Ipv6Addr>().is_ok()),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+/// What answers need besides their parameters and the store.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Unix seconds.
+    pub now: i64,
+    /// `prefixStats` (histd's own series are under it).
+    pub prefix_stats: String,
+}
+
+impl Context {
+    fn of(state: &HttpState) -> Context {
+        Context { now: unix_now_s() as i64, prefix_stats: state.prefix_stats.clone() }
+    }
 }
 
 /// The API routes that read the store.
@@ -123,39 +197,21 @@ pub enum Route {
 }
 
 /// The answer to one store request: its parameters read and checked (errors name the
-/// parameter, status 400), then the store read. `now` is unix seconds. Every handler runs
-/// this; so does the fuzz target for the HTTP parameters.
-pub fn answer(route: Route, query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+/// parameter, status 400), then the store read. Every handler runs this; so does the fuzz
+/// target for the HTTP parameters.
+pub fn answer(
+    route: Route,
+    query: &HashMap<String, String>,
+    store: &store::Store,
+    context: &Context,
+) -> Result<Value, Failure> {
+    let now = context.now;
     match route {
-        Route::Series => series_answer(query, store),
+        Route::Series => series::list(query, store, &context.prefix_stats),
         Route::Query => query_answer(query, store, now),
         Route::Histogram => histogram_answer(query, store, now),
         Route::Heatmap => heatmap_answer(query, store, now),
     }
-}
-
-/// The longest `match` pattern (SQLite refuses long GLOB patterns as "too complex": that was a
-/// 500 for what is bad input).
-pub const MAX_PATTERN_BYTES: usize = 1024;
-
-/// Series listed when `limit` is not given.
-pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
-/// The most series one answer lists.
-pub const MAX_SERIES_LIMIT: usize = 100_000;
-
-fn series_answer(query: &HashMap<String, String>, store: &store::Store) -> Result<Value, Failure> {
-    let pattern = query.get("match").map_or("*", String::as_str);
-    if pattern.len() > MAX_PATTERN_BYTES {
-        let message = format!("a pattern of at most {MAX_PATTERN_BYTES} bytes, got {}", pattern.len());
-        return Err(BadParameter { name: "match", message }.into());
-    }
-    let limit = params::count("limit", query.get("limit").map(String::as_str), DEFAULT_SERIES_LIMIT, MAX_SERIES_LIMIT)?;
-    let (found, total) = store.series(Some(pattern), limit).map_err(internal)?;
-    let list: Vec<Value> = found
-        .iter()
-        .map(|s| json!({ "name": s.key.name, "tags": s.key.tag_list().collect::<Vec<_>>(), "type": s.key.kind.as_str() }))
-        .collect();
-    Ok(json!({ "series": list, "total": total, "truncated": total > found.len() }))
 }
 
 fn query_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
@@ -233,18 +289,18 @@ fn internal(error: store::StoreError) -> Failure {
     Failure(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
 }
 
+/// The answer when the store backend is off.
+fn store_off() -> Failure {
+    Failure(StatusCode::SERVICE_UNAVAILABLE, "the store backend is not enabled (add \"store\" to backends)".to_string())
+}
+
 /// Runs `work` with the reading connection on the blocking pool, opening it first if needed.
-async fn with_store(
+async fn with_store<T: Send + 'static>(
     state: Arc<HttpState>,
-    work: impl FnOnce(&store::Store) -> Result<Value, Failure> + Send + 'static,
-) -> Answer {
+    work: impl FnOnce(&store::Store) -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
     let joined = tokio::task::spawn_blocking(move || {
-        let Some(path) = &state.database else {
-            return Err(Failure(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store backend is not enabled (add \"store\" to backends)".to_string(),
-            ));
-        };
+        let Some(path) = &state.database else { return Err(store_off()) };
         let mut reader = lock(&state.reader);
         if reader.is_none() {
             *reader = Some(store::Store::open_reader(path).map_err(internal)?);
@@ -255,7 +311,41 @@ async fn with_store(
     })
     .await;
     match joined {
-        Ok(result) => result.map(Json),
+        Ok(result) => result,
         Err(error) => Err(Failure(StatusCode::INTERNAL_SERVER_ERROR, format!("query failed: {error}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destructive_requests_only_from_this_site() {
+        let cases: &[(&str, Option<&str>, bool)] = &[
+            ("127.0.0.1:8127", None, true),
+            ("localhost:8127", Some("http://localhost:8127"), true),
+            ("[::1]:8127", None, true),
+            ("10.1.2.3", None, true),
+            ("127.0.0.1:8127", Some("http://evil.example"), false),
+            ("127.0.0.1:8127", Some("http://127.0.0.1:9999"), false),
+            ("evil.example:8127", None, false), // a name rebound to this machine
+            ("", None, false),
+            ("[zz]:1", None, false),
+        ];
+        for &(host, origin, allowed) in cases {
+            let mut headers = HeaderMap::new();
+            if !host.is_empty() {
+                headers.insert("host", host.parse().unwrap());
+            }
+            if let Some(origin) = origin {
+                headers.insert("origin", origin.parse().unwrap());
+            }
+            let result = same_site(&headers);
+            assert_eq!(result.is_ok(), allowed, "{host} {origin:?}: {result:?}");
+            if let Err(failure) = result {
+                assert_eq!(failure.status(), 403);
+            }
+        }
     }
 }

@@ -1,9 +1,10 @@
-//! The HTTP API (axum), JSON, read only, on `http_address:http_port` (default 127.0.0.1:8127).
+//! The HTTP API (axum), JSON, on `http_address:http_port` (default 127.0.0.1:8127).
 //!
 //! | route | parameters | answer |
 //! |---|---|---|
 //! | `GET /health` | | `{"status", "uptime_s", "packets_received", "metrics_received", "bad_lines", "kernel_drops", "truncated_datagrams", "edges": {counter: n}, "sinks": {sink: {counter: n}}}`; 503 when `health down` |
-//! | `GET /api/v1/series` | `match` (glob on the name, default `*`, at most 1024 bytes), `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type"}], "total", "truncated"}`: the first `limit` by name |
+//! | `GET /api/v1/series` | `match` (glob on the name, default `*`, at most 1024 bytes), `contains` (text of `name{tags}`, any case), `name` (a selector; `exact=1`: its tags exactly), `type`, `origin` (`user,histd,bench`), `group=name`, `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type", "origin"}], "total", "truncated", "origins": {origin: n}}`: the first `limit` by name; with `group=name` an entry per name and type with `tag_sets` instead of `tags` |
+//! | `DELETE /api/v1/series` | the same filters, at least one (`match=*` for all) | `{"forgotten", "points", "aggregator_keys", "series", "series_truncated"}`: the series deleted from the aggregator and every resolution of the store; 404 when none is picked, 403 from another web origin or host name |
 //! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}` |
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
@@ -23,6 +24,7 @@ mod forward;
 pub(crate) mod live;
 mod metrics;
 pub mod params;
+pub mod series;
 mod ui;
 
 use std::path::PathBuf;
@@ -43,7 +45,7 @@ use crate::accept::{AcceptFailures, ConnectionSlots};
 use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
-pub use api::{answer, Failure, Route};
+pub use api::{answer, Context, Failure, Route};
 pub use params::{step, time, BadParameter};
 
 /// What the handlers read.
@@ -52,6 +54,10 @@ pub struct HttpState {
     pub database: Option<PathBuf>,
     /// A reading connection, opened on first use.
     pub reader: Mutex<Option<store::Store>>,
+    /// The store's writer, which forgets series (`DELETE /api/v1/series`).
+    pub store_control: Option<crate::sinks::store::StoreControl>,
+    /// `prefixStats`: series under it are histd's own (the series list folds them).
+    pub prefix_stats: String,
     /// The prometheus backend's series, when it is on.
     pub prometheus: Option<Arc<crate::sinks::prometheus::Exposed>>,
     /// The UDP ports histd listens on (the live view reads their receive queues).
@@ -117,7 +123,7 @@ fn router(state: Arc<HttpState>) -> Router {
     let forward_limit = DefaultBodyLimit::max(state.global.max_body_bytes());
     Router::new()
         .route(health, get(api::health))
-        .route(series, get(api::series))
+        .route(series, get(api::series).delete(api::forget))
         .route(query, get(api::query))
         .route(histogram, get(api::histogram))
         .route(heatmap, get(api::heatmap))

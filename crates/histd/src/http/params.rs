@@ -39,6 +39,17 @@ pub fn time(name: &'static str, text: Option<&str>, default: &str, now: i64) -> 
     text.parse::<f64>().ok().filter(|t| (0.0..=LATEST as f64).contains(t)).map(|t| t as i64).ok_or_else(bad)
 }
 
+/// A yes/no parameter: `1`, `true`, `yes` or `0`, `false`, `no`; absent is no.
+pub fn flag(name: &'static str, text: Option<&str>) -> Result<bool, BadParameter> {
+    match text.map(str::trim) {
+        None | Some("" | "0" | "false" | "no") => Ok(false),
+        Some("1" | "true" | "yes") => Ok(true),
+        Some(other) => {
+            Err(BadParameter { name, message: format!("'{other}' is not yes or no (1, true, yes; 0, false, no)") })
+        }
+    }
+}
+
 /// A step: a duration, or (when absent) one that gives about 240 steps over the range, rounded
 /// to a familiar width.
 pub fn step(text: Option<&str>, from: i64, to: i64) -> Result<i64, BadParameter> {

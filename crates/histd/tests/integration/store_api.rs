@@ -262,6 +262,74 @@ fn a_killed_daemon_restarts_with_a_consistent_store() {
 
 /// The keys of a 200 answer from `path` are those of its schema in `openapi.json`, and the
 /// keys each item of its arrays of objects has are those of the item schema.
+/// Issue 18 item 3: the list's filters, origins and grouping; forgetting series deletes them
+/// from the store and the aggregator (an idle one is not flushed again), refused without a
+/// filter or from another web origin; a series sent again starts afresh.
+#[test]
+fn series_are_listed_by_origin_and_name_and_can_be_forgotten() {
+    let data = temp_dir("forget-data");
+    let daemon = store_daemon("forget", &data);
+    let lines = "old.c:5|c\nkeep.c:1|c\nt:3|ms|#route:a\nt:4|ms|#route:b\nbench.1:1|c\nbench.2:2|ms\n";
+    daemon.send_tcp(lines);
+    wait_until(|| stored_count(&daemon, "bench.2") == 1.0 && stored_count(&daemon, "t") == 2.0, "the lines stored");
+    let names = |path: &str| -> Vec<String> {
+        let listed = daemon.http_json(path);
+        let entries = listed["series"].as_array().unwrap().iter();
+        entries
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e["name"].as_str().unwrap(),
+                    e["tag_sets"].as_u64().map_or(String::new(), |n| format!("×{n}"))
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names("/api/v1/series?origin=user&group=name"), ["keep.c×1", "old.c×1", "t×2"]);
+    assert_eq!(names("/api/v1/series?origin=bench"), ["bench.1", "bench.2"]);
+    assert_eq!(names("/api/v1/series?contains=ROUTE%3Db"), ["t"], "any case, tags included");
+    assert_eq!(names(&format!("/api/v1/series?name={}&exact=1", encode("t{route=a}"))), ["t"]);
+    let all = daemon.http_json("/api/v1/series?type=counter");
+    assert_eq!(all["origins"]["bench"], 1, "{all}");
+    assert!(all["origins"]["histd"].as_u64().unwrap() >= 1, "histd's own counters: {all}");
+    assert_matches_its_schema("/api/v1/series", &all);
+    for (path, status, says) in [
+        ("/api/v1/series?origin=mine", 400, "`origin`"),
+        ("/api/v1/series?type=histogram", 400, "`type`"),
+        ("/api/v1/series?group=tags", 400, "`group`"),
+    ] {
+        let (got, body) = daemon.http_get(path);
+        assert!(got == status && body.contains(says), "{path}: {got} {body}");
+    }
+
+    let http = daemon.address("http");
+    let delete = |path: &str, headers: &str| crate::harness::http(&http, "DELETE", path, &[], headers);
+    let (status, body) = delete("/api/v1/series", "");
+    assert!(status == 400 && body.contains("say which series"), "{status} {body}");
+    let (status, body) = delete("/api/v1/series?origin=bench", "Origin: http://evil.example\r\n");
+    assert!(status == 403 && body.contains("evil.example"), "{status} {body}");
+    assert_eq!(delete("/api/v1/series?name=no.such", "").0, 404);
+    let (status, body) = delete("/api/v1/series?origin=bench", &format!("Origin: http://{http}\r\n"));
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((answer["forgotten"].as_u64(), answer["aggregator_keys"].as_u64()), (Some(2), Some(2)), "{answer}");
+    assert!(answer["points"].as_u64().unwrap() >= 2, "{answer}");
+    let (status, body) = delete(&format!("/api/v1/series?name={}&exact=1", encode("t{route=a}")), "");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(delete("/api/v1/series?match=old.*", "").0, 200);
+    // Several flushes later the idle series have not come back (Etsy flushes idle counters
+    // and timers as zeros: they were deleted from the aggregator too).
+    let delivered = daemon.stat("store.delivered");
+    wait_until(|| daemon.stat("store.delivered") >= delivered + 3.0, "three more flushes");
+    assert_eq!(names("/api/v1/series?origin=user,bench&group=name"), ["keep.c×1", "t×1"]);
+    assert_eq!(stored_count(&daemon, "t"), 1.0, "route b is left");
+    assert_eq!(stored_count(&daemon, "bench.2"), 0.0);
+    daemon.send_tcp("old.c:7|c\n");
+    wait_until(|| stored_count(&daemon, "old.c") == 7.0, "old.c stored afresh");
+    assert!(daemon.terminate());
+    let _ = std::fs::remove_dir_all(&data);
+}
+
 fn assert_matches_its_schema(path: &str, answer: &serde_json::Value) {
     let spec: serde_json::Value = serde_json::from_str(include_str!("../../src/http/openapi.json")).unwrap();
     let route = path.split('?').next().unwrap();

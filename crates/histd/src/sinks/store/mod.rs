@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use agg::Snapshot;
 use anyhow::Context;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{Detail, DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::config::StoreConfig;
@@ -17,8 +17,38 @@ use crate::config::StoreConfig;
 /// The database file inside the data directory.
 pub const DATABASE: &str = "histd.db";
 
+/// Asks the store's writer to forget series (`DELETE /api/v1/series`): the writer does it
+/// between two flushes, so it never races a write.
+#[derive(Debug, Clone)]
+pub struct StoreControl {
+    requests: mpsc::Sender<ForgetRequest>,
+}
+
+#[derive(Debug)]
+struct ForgetRequest {
+    keys: Vec<store::SeriesKey>,
+    reply: oneshot::Sender<Result<store::Forgotten, String>>,
+}
+
+impl StoreControl {
+    /// Forgets `keys` in the store; an error says why it could not.
+    pub async fn forget(&self, keys: Vec<store::SeriesKey>) -> Result<store::Forgotten, String> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || "the store's writer has stopped".to_string();
+        self.requests.send(ForgetRequest { keys, reply }).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// What the writer does next.
+enum Work {
+    Flush(Arc<Snapshot>),
+    Forget(ForgetRequest),
+    Stop,
+}
+
 /// Opens the store (creating the data directory) and starts its writer.
-pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Result<SinkHandle> {
+pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Result<(SinkHandle, StoreControl)> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
     })?;
@@ -29,16 +59,43 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
         store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
     publish_usage(&telemetry, store.usage(), config.max_bytes);
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+    let (requests, mut forgets) = mpsc::channel::<ForgetRequest>(4);
     let counts = telemetry.clone();
+    let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
         let _owner = lock; // held until the writer ends
-        while let Some(snapshot) = receiver.blocking_recv() {
-            counts.dequeued(snapshot.queue_bytes, receiver.len());
-            write_flush(&mut store, &snapshot, &counts);
+        loop {
+            // Flushes first: a forget waits for the flushes queued before it.
+            let work = runtime.block_on(async {
+                tokio::select! {
+                    biased;
+                    snapshot = receiver.recv() => snapshot.map_or(Work::Stop, Work::Flush),
+                    Some(request) = forgets.recv() => Work::Forget(request),
+                }
+            });
+            match work {
+                Work::Flush(snapshot) => {
+                    counts.dequeued(snapshot.queue_bytes, receiver.len());
+                    write_flush(&mut store, &snapshot, &counts);
+                }
+                Work::Forget(request) => forget(&mut store, request),
+                Work::Stop => break,
+            }
             publish_usage(&counts, store.usage(), options.max_bytes);
         }
     });
-    Ok(SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task })
+    let handle = SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task };
+    Ok((handle, StoreControl { requests }))
+}
+
+/// Forgets the series a request names, and answers it.
+fn forget(store: &mut store::Store, request: ForgetRequest) {
+    let result = store.forget(&request.keys);
+    match &result {
+        Ok(forgotten) => tracing::info!(series = forgotten.series, points = forgotten.points, "series forgotten"),
+        Err(error) => tracing::error!(%error, "forgetting series failed; nothing was deleted"),
+    }
+    let _ = request.reply.send(result.map_err(|error| error.to_string()));
 }
 
 /// The lock file inside the data directory: it holds the owner's pid.

@@ -1,0 +1,269 @@
+//! The series list (`GET /api/v1/series`) and forgetting series (`DELETE /api/v1/series`):
+//! both pick series with the same filters.
+//!
+//! Every series has an origin: `histd` for histd's own (named under `prefixStats`), `bench`
+//! for what `histd bench` sends (`bench.*`), `user` for the rest. The web page folds the first
+//! two away.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use agg::MetricType;
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use store::{Kind, SeriesKey};
+
+use super::api::Failure;
+use super::params::{self, BadParameter};
+use crate::admin::AdminState;
+
+/// The longest `match` pattern (SQLite refuses long GLOB patterns as "too complex": that was a
+/// 500 for what is bad input), and the longest `contains` text.
+pub const MAX_PATTERN_BYTES: usize = 1024;
+
+/// Entries listed when `limit` is not given.
+pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
+/// The most entries one answer lists.
+pub const MAX_SERIES_LIMIT: usize = 100_000;
+
+/// Where a series comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Origin {
+    /// Sent by the user's clients.
+    User,
+    /// histd's own statistics (named under `prefixStats`).
+    Histd,
+    /// Sent by `histd bench`.
+    Bench,
+}
+
+impl Origin {
+    const ALL: [Origin; 3] = [Origin::User, Origin::Histd, Origin::Bench];
+
+    /// As the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Histd => "histd",
+            Origin::Bench => "bench",
+        }
+    }
+
+    /// The origin of a series named `name`.
+    pub fn of(name: &str, prefix_stats: &str) -> Origin {
+        let under = |prefix: &str| name.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.'));
+        if !prefix_stats.is_empty() && under(prefix_stats) {
+            Origin::Histd
+        } else if under(crate::bench::NAME_PREFIX) {
+            Origin::Bench
+        } else {
+            Origin::User
+        }
+    }
+}
+
+/// Which series a request picks.
+#[derive(Debug)]
+struct Filter {
+    /// A glob on the name (`match`).
+    pattern: Option<String>,
+    /// Text the series, written `name{tags}`, contains, lower case (`contains`).
+    contains: Option<String>,
+    /// The origins picked (`origin`; all when absent).
+    origins: Vec<Origin>,
+    /// The type (`type`).
+    kind: Option<Kind>,
+    /// A selector (`name`), and whether the tags must be exactly its own (`exact`).
+    selector: Option<(store::Selector, bool)>,
+}
+
+impl Filter {
+    fn read(query: &HashMap<String, String>) -> Result<Filter, Failure> {
+        let text = |name: &'static str| -> Result<Option<String>, Failure> {
+            match query.get(name) {
+                Some(value) if value.len() > MAX_PATTERN_BYTES => Err(BadParameter {
+                    name,
+                    message: format!("at most {MAX_PATTERN_BYTES} bytes, got {}", value.len()),
+                }
+                .into()),
+                Some(value) if !value.is_empty() => Ok(Some(value.clone())),
+                _ => Ok(None),
+            }
+        };
+        let origins = match query.get("origin").filter(|v| !v.is_empty()) {
+            None => Origin::ALL.to_vec(),
+            Some(list) => list.split(',').map(origin_named).collect::<Result<_, _>>()?,
+        };
+        let kind = match query.get("type").filter(|v| !v.is_empty()) {
+            None => None,
+            Some(name) => Some(Kind::parse(name).ok_or_else(|| BadParameter {
+                name: "type",
+                message: format!("'{name}' is not a type: counter, gauge, set or timer"),
+            })?),
+        };
+        let selector = match text("name")? {
+            None => None,
+            Some(name) => {
+                let selector =
+                    store::parse_selector(&name).map_err(|e| BadParameter { name: "name", message: e.to_string() })?;
+                Some((selector, params::flag("exact", query.get("exact").map(String::as_str))?))
+            }
+        };
+        Ok(Filter {
+            pattern: text("match")?,
+            contains: text("contains")?.map(|t| t.to_lowercase()),
+            origins,
+            kind,
+            selector,
+        })
+    }
+
+    /// True when the request names some series (a forget must: it never means "all").
+    fn names_something(&self) -> bool {
+        self.pattern.is_some() || self.contains.is_some() || self.selector.is_some() || self.origins.len() < 3
+    }
+
+    /// True when `key` passes every filter but the origin.
+    fn picks(&self, key: &SeriesKey) -> bool {
+        let kind = self.kind.is_none_or(|kind| kind == key.kind);
+        let selected = self.selector.as_ref().is_none_or(|(selector, exact)| {
+            selector.matches(key) && (!exact || key.tag_list().count() == selector.tags.len())
+        });
+        let contains = self.contains.as_ref().is_none_or(|text| key.to_string().to_lowercase().contains(text.as_str()));
+        kind && selected && contains
+    }
+
+    /// The series picked (every filter but the origin), each with its origin.
+    fn series<'a>(&self, store: &'a store::Store, prefix_stats: &str) -> Result<Vec<(&'a SeriesKey, Origin)>, Failure> {
+        let found = store.matching(self.pattern.as_deref()).map_err(|e| Failure::internal(&e.to_string()))?;
+        Ok(found
+            .into_iter()
+            .filter(|(key, _)| self.picks(key))
+            .map(|(key, _)| (key, Origin::of(&key.name, prefix_stats)))
+            .collect())
+    }
+}
+
+fn origin_named(name: &str) -> Result<Origin, BadParameter> {
+    Origin::ALL.into_iter().find(|origin| origin.as_str() == name.trim()).ok_or_else(|| BadParameter {
+        name: "origin",
+        message: format!("'{name}' is not an origin: user, histd or bench (comma separated)"),
+    })
+}
+
+/// `GET /api/v1/series`: the series picked, sorted, at most `limit`; with `group=name` one
+/// entry per name and type, with how many tag sets it has. `origins` counts what each origin
+/// has among the series picked before the origin filter.
+pub fn list(query: &HashMap<String, String>, store: &store::Store, prefix_stats: &str) -> Result<Value, Failure> {
+    let filter = Filter::read(query)?;
+    let limit = params::count("limit", query.get("limit").map(String::as_str), DEFAULT_SERIES_LIMIT, MAX_SERIES_LIMIT)?;
+    let grouped = match query.get("group").map(String::as_str) {
+        None | Some("") => false,
+        Some("name") => true,
+        Some(other) => {
+            let message = format!("'{other}' cannot group series: only `name` can");
+            return Err(BadParameter { name: "group", message }.into());
+        }
+    };
+    let mut found = filter.series(store, prefix_stats)?;
+    let mut origins: BTreeMap<&str, usize> = Origin::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    for (_, origin) in &found {
+        *origins.entry(origin.as_str()).or_default() += 1;
+    }
+    found.retain(|(_, origin)| filter.origins.contains(origin));
+    let (entries, total) = if grouped { by_name(&found, limit) } else { each(&mut found, limit) };
+    Ok(json!({ "series": entries, "total": total, "truncated": total > limit, "origins": origins }))
+}
+
+/// One entry a series, by key.
+fn each(found: &mut [(&SeriesKey, Origin)], limit: usize) -> (Vec<Value>, usize) {
+    let total = found.len();
+    if total > limit {
+        found.select_nth_unstable_by(limit, |a, b| a.0.cmp(b.0));
+    }
+    let kept = &mut found[..total.min(limit)];
+    kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let entries = kept
+        .iter()
+        .map(|(key, origin)| {
+            json!({ "name": key.name, "tags": key.tag_list().collect::<Vec<_>>(), "type": key.kind.as_str(), "origin": origin.as_str() })
+        })
+        .collect();
+    (entries, total)
+}
+
+/// One entry a name and type, by name, with its count of tag sets.
+fn by_name(found: &[(&SeriesKey, Origin)], limit: usize) -> (Vec<Value>, usize) {
+    let mut names: BTreeMap<(&str, &str), (usize, Origin)> = BTreeMap::new();
+    for (key, origin) in found {
+        names.entry((key.name.as_str(), key.kind.as_str())).or_insert((0, *origin)).0 += 1;
+    }
+    let total = names.len();
+    let entries = names
+        .into_iter()
+        .take(limit)
+        .map(|((name, kind), (tag_sets, origin))| {
+            json!({ "name": name, "type": kind, "tag_sets": tag_sets, "origin": origin.as_str() })
+        })
+        .collect();
+    (entries, total)
+}
+
+/// The series a forget picks (the same filters as the list, at least one of them given).
+pub fn to_forget(
+    query: &HashMap<String, String>,
+    store: &store::Store,
+    prefix_stats: &str,
+) -> Result<Vec<SeriesKey>, Failure> {
+    let filter = Filter::read(query)?;
+    if !filter.names_something() {
+        let message = "say which series to forget: `name`, `match`, `contains` or `origin` (`match=*` for all)";
+        return Err(Failure::new(StatusCode::BAD_REQUEST, message));
+    }
+    let found = filter.series(store, prefix_stats)?;
+    Ok(found.into_iter().filter(|(_, origin)| filter.origins.contains(origin)).map(|(key, _)| key.clone()).collect())
+}
+
+/// Deletes from the aggregator every key that is one of `keys` (whatever order its tags came
+/// in), so that an idle series is not flushed again; returns how many.
+pub fn forget_in_aggregator(admin: &AdminState, keys: &[SeriesKey]) -> usize {
+    let wanted: HashSet<&SeriesKey> = keys.iter().collect();
+    let mut gathered = admin.aggregation.current();
+    let mut removed = 0;
+    for (kind, metric_type) in [
+        (Kind::Counter, MetricType::Counters),
+        (Kind::Timer, MetricType::Timers),
+        (Kind::Gauge, MetricType::Gauges),
+        (Kind::Set, MetricType::Sets),
+    ] {
+        if !keys.iter().any(|key| key.kind == kind) {
+            continue;
+        }
+        for key in gathered.keys(metric_type) {
+            if wanted.contains(&SeriesKey::from_key(&key, kind)) && gathered.remove(metric_type, &key) {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_by_name() {
+        let cases = [
+            ("statsd.numStats", "statsd", Origin::Histd),
+            ("statsd", "statsd", Origin::User),
+            ("statsdx.a", "statsd", Origin::User),
+            ("ops.statsd.a", "ops.statsd", Origin::Histd),
+            ("bench.17", "statsd", Origin::Bench),
+            ("benchmark.a", "statsd", Origin::User),
+            ("api.latency", "", Origin::User),
+        ];
+        for (name, prefix, want) in cases {
+            assert_eq!(Origin::of(name, prefix), want, "{name} under {prefix}");
+        }
+    }
+}
