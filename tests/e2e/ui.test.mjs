@@ -83,6 +83,27 @@ async function sendLogUniform(udpAddress) {
   socket.close();
 }
 
+/** Sends `lines` over UDP, 40 to a datagram, paced so that none is dropped. */
+async function sendLines(udpAddress, lines) {
+  const [host, port] = [udpAddress.slice(0, udpAddress.lastIndexOf(":")), Number(udpAddress.slice(udpAddress.lastIndexOf(":") + 1))];
+  const socket = dgram.createSocket("udp4");
+  for (let i = 0; i < lines.length; i += 40) {
+    await new Promise((resolve) => socket.send(lines.slice(i, i + 40).join("\n"), port, host, resolve));
+    if (i % 2000 === 0) await sleep(5);
+  }
+  socket.close();
+}
+
+/** Polls `probe` every 100 ms until it is true, for at most `ms`. */
+async function until(probe, ms, what) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await probe()) return;
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 async function api(http, route, params) {
   const response = await fetch(`http://${http}/api/v1/${route}?` + new URLSearchParams(params));
   return response.json();
@@ -99,6 +120,8 @@ async function main() {
   try {
     const started = Math.floor(Date.now() / 1000);
     await sendLogUniform(addresses.udp);
+    const routes = ["/checkout/payment/confirm", "/checkout/payment/cancel", "/search"];
+    await sendLines(addresses.udp, routes.map((route, i) => `api.route:${10 + i}|ms|#route:${route},region:eu-west-1`));
     await sendTraffic(addresses.udp, 10);
     await sleep(2500); // two more flushes: everything sent is stored
     const to = Math.floor(Date.now() / 1000) + 1;
@@ -118,6 +141,9 @@ async function main() {
     // The metric browser lists the series, grouped by type.
     await page.goto(base + `?range=custom&from=${window.from}&to=${window.to}&step=${window.step}`);
     await page.waitForSelector('button.series[data-series="api.latency"]');
+    // Nothing picked: the first timer opens (the page starts with a histogram, not a blank).
+    await page.waitForSelector("canvas#heatmap[data-total]");
+    check("the first timer opens by default", page.url().includes("series=api.latency") && (await page.$('button.series.selected[data-series="api.latency"]')) !== null, page.url());
     const listed = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
     check("the browser lists every type of series", ["api.latency", "api.requests", "api.inflight", "api.users"].every((s) => listed.includes(s)), listed.join(" "));
     await page.waitForFunction(() => document.getElementById("store-usage").textContent.startsWith("Store "));
@@ -219,6 +245,81 @@ async function main() {
     await narrow.waitForFunction((old) => document.querySelector("canvas#heatmap[data-total]")?.width > old, before, { timeout: 5000 }).catch(() => {});
     const after = await narrow.$eval("canvas#heatmap", (c) => c.width);
     check("resizing the window redraws the heatmap at the new width", after > before, `${before} → ${after} px`);
+
+    // The series list: a row per name, its tag sets a click away, written in full.
+    const routeRow = 'button.series[data-series="api.route"]';
+    check("a name with several tag sets is one row with their count", (await page.$eval(routeRow, (b) => b.dataset.tagSets)) === "3");
+    await page.click('button.toggle[aria-label^="show the tag sets of api.route"]');
+    await page.waitForSelector("#series-list .tagset button.series");
+    const tagRows = await page.$$eval("#series-list .tagset button.series", (bs) => bs.map((b) => ({ selector: b.dataset.series, text: b.textContent, title: b.title })));
+    const fullTags = "api.route{region=eu-west-1,route=-checkout-payment-confirm}";
+    check("each tag set is a row, with its tags in full on hover", tagRows.length === 3 && tagRows.some((r) => r.title === fullTags && r.text.includes("route=-checkout-payment-confirm")), JSON.stringify(tagRows.map((r) => r.title)));
+    await page.click(`button.series[data-series="${fullTags}"]`);
+    await page.waitForFunction((s) => document.querySelector("#status")?.textContent.startsWith(s + ":"), fullTags);
+    check("a tag set opens on its own", page.url().includes("series=" + encodeURIComponent(fullTags).replace(/%20/g, "+")), page.url());
+    // histd's own series are folded away, with their count, and shown on request.
+    const ownFold = await page.textContent('.fold[data-origin="histd"]');
+    const ownListed = await page.$$eval("button.series", (bs) => bs.filter((b) => b.dataset.series.startsWith("statsd.")).length);
+    check("histd's own series are folded away with their count", /histd's own series \(\d+\)/.test(ownFold) && ownListed === 0, `${ownFold}; ${ownListed} listed`);
+    await page.click('.fold[data-origin="histd"] .fold-toggle');
+    await page.waitForFunction(() => [...document.querySelectorAll("button.series")].some((b) => b.dataset.series.startsWith("statsd.")));
+    check("unfolded, they are listed", page.url().includes("show=histd"), page.url());
+    await page.click('.fold[data-origin="histd"] .fold-toggle');
+
+    // 10,000 series: 9,900 counter names and a timer with 100 tag sets, and 5 bench series.
+    const fleet = [];
+    for (let i = 0; i < 9900; i++) fleet.push(`fleet.n${String(i).padStart(4, "0")}:1|c`);
+    for (let i = 0; i < 100; i++) fleet.push(`fleet.tagged:${i + 1}|ms|#host:h${String(i).padStart(3, "0")}`);
+    for (let i = 1; i <= 5; i++) fleet.push(`bench.${i}:1|c`);
+    await sendLines(addresses.udp, fleet);
+    await until(async () => (await api(addresses.http, "series", { match: "fleet.*", limit: 1 })).total >= 10000, 20000, "10,000 fleet series stored");
+    const big = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    big.on("pageerror", (error) => pageErrors.push(String(error)));
+    let clock = Date.now();
+    await big.goto(base + "?range=15m");
+    await big.waitForFunction(() => Number(document.getElementById("series-list").dataset.rows) >= 9900 && document.querySelector('button.series[data-series="fleet.n0000"]'));
+    const listMs = Date.now() - clock;
+    const inPage = await big.$$eval("#series-list .row", (r) => r.length);
+    const listRows = await big.$eval("#series-list", (l) => Number(l.dataset.rows));
+    check("10k series: the list holds only the rows in view", inPage <= 120 && listRows >= 9900, `${inPage} rows in the page for ${listRows} in the list`);
+    check("10k series: the list is drawn within 5 s", listMs < 5000, `${listMs} ms from opening the page`);
+    clock = Date.now();
+    await big.$eval("#series-list", (l) => { l.scrollTop = l.scrollHeight; });
+    await big.waitForSelector('.fold[data-origin="bench"]');
+    const scrollMs = Date.now() - clock;
+    check("10k series: scrolling to the end shows its rows within 1 s", scrollMs < 1000, `${scrollMs} ms`);
+    check("bench series are folded away with their count", (await big.textContent('.fold[data-origin="bench"]')).includes("histd bench series (5)"));
+    clock = Date.now();
+    await big.type("#search", "n98");
+    await big.waitForFunction(() => Number(document.getElementById("series-list").dataset.rows) < 120 && document.querySelector('button.series[data-series="fleet.n9800"]'));
+    const filterMs = Date.now() - clock;
+    const filteredRows = await big.$eval("#series-list", (l) => Number(l.dataset.rows));
+    check("10k series: the filter answers within 3 s", filterMs < 3000, `${filterMs} ms for ${filteredRows} rows (250 ms of it waits for typing to pause)`);
+    await big.fill("#search", "");
+    await big.waitForFunction(() => Number(document.getElementById("series-list").dataset.rows) >= 9900);
+    clock = Date.now();
+    await big.click('button.toggle[aria-label^="show the tag sets of fleet.tagged"]');
+    await big.waitForFunction(() => document.querySelector('button.series[data-series="fleet.tagged{host=h000}"]'));
+    check("100 tag sets open within 2 s", Date.now() - clock < 2000, `${Date.now() - clock} ms`);
+
+    // Forgetting: every bench series from the fold, one series from its view.
+    big.on("dialog", (dialog) => dialog.accept());
+    await big.$eval("#series-list", (l) => { l.scrollTop = l.scrollHeight; });
+    await big.click('.fold[data-origin="bench"] .forget-all');
+    await big.waitForFunction(() => document.getElementById("status").dataset.forgotten === "5");
+    const benchLeft = (await api(addresses.http, "series", { origin: "bench" })).total;
+    check("forget all bench series: gone from the store", benchLeft === 0 && !(await big.$('.fold[data-origin="bench"]')), `${benchLeft} left`);
+    await big.goto(base + "?range=15m&series=fleet.n0001&type=counter");
+    await big.waitForSelector("#forget");
+    const asked = [];
+    big.removeAllListeners("dialog");
+    big.on("dialog", (dialog) => { asked.push(dialog.message()); dialog.accept(); });
+    await big.click("#forget");
+    await big.waitForFunction(() => document.getElementById("status").dataset.forgotten === "1");
+    const gone = (await api(addresses.http, "series", { match: "fleet.n0001" })).total;
+    check("forgetting asks first, then deletes the series", asked.length === 1 && asked[0].includes("fleet.n0001") && asked[0].includes("cannot be undone") && gone === 0, asked.join(" | "));
+    await big.screenshot({ path: path.join(shots, "series-10k-1280x800.png") });
+    await big.close();
 
     // Errors show in the page.
     await page.goto(base + `?series=api.latency&type=timer&range=custom&from=${window.to}&to=${window.from}`);

@@ -1,5 +1,6 @@
 // histd web UI. Everything it shows comes from the public /api/v1 endpoints.
-// State lives in the URL (?series=&range=&from=&to=&q=&slo=&refresh=) so links can be shared.
+// State lives in the URL (?series=&type=&range=&from=&to=&q=&slo=&refresh=&filter=&show=) so
+// links can be shared.
 "use strict";
 
 const RANGES = { "15m": 900, "1h": 3600, "6h": 21600, "24h": 86400, "7d": 604800 };
@@ -10,7 +11,6 @@ const LINE_COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#08
 const $ = (id) => document.getElementById(id);
 const state = readState();
 let refreshTimer = null;
-let allSeries = [];
 
 // ---------- state and URL ----------
 
@@ -28,6 +28,7 @@ function readState() {
     slo: p.get("slo"),
     refresh: Number(p.get("refresh") || 0),
     filter: p.get("filter") || "",
+    show: (p.get("show") || "").split(",").filter(Boolean),
   };
 }
 
@@ -45,6 +46,7 @@ function writeState() {
   if (state.slo) p.set("slo", state.slo);
   if (state.refresh) p.set("refresh", state.refresh);
   if (state.filter) p.set("filter", state.filter);
+  if (state.show.length) p.set("show", state.show.join(","));
   history.replaceState(null, "", "?" + p.toString());
 }
 
@@ -130,88 +132,250 @@ function setStatus(text, kind) {
 }
 
 // ---------- metric browser ----------
+//
+// One row per name and type (the merged series of all its tag sets); a name with several tag
+// sets expands into one row per tag set. The list is virtual: only the rows in view are in
+// the page, so 100k series scroll as smoothly as ten. histd's own series (prefixStats) and
+// histd bench's are folded away at the bottom, with their counts.
 
-const TYPE_TITLES = { timer: "Timers and histograms", counter: "Counters", gauge: "Gauges", set: "Sets" };
+const TYPE_TITLES = { timer: "Timers", counter: "Counters", gauge: "Gauges", set: "Sets" };
+const TYPE_HINTS = { timer: "Timers and histograms (ms, h, d lines)", counter: "Counters (c lines)", gauge: "Gauges (g lines)", set: "Sets (s lines)" };
 const SPARK_EXPR = { timer: "count", counter: "rate", gauge: "value", set: "cardinality" };
+const FOLDED = { histd: "histd's own series", bench: "histd bench series" };
+/** Every row of the list is this tall (px): the list places rows by arithmetic. */
+const ROW_HEIGHT = 26;
+/** Rows drawn above and below the visible ones, so a short scroll shows no blank. */
+const OVERSCAN = 12;
+/** The most names one answer lists. */
+const NAMES_LIMIT = 100000;
 
-function selectorOf(series) {
-  return series.tags.length ? `${series.name}{${series.tags.join(",")}}` : series.name;
+/** Names per origin as the server answered (`origins` counts series before the origin filter). */
+let listing = { user: [], histd: [], bench: [], origins: {}, truncated: false };
+/** Tag sets of expanded names: key `type|name` → list of tag arrays (or "loading"). */
+const expanded = new Map();
+/** Sparkline points per `type|selector` for the current range. */
+let sparkCache = new Map();
+let rows = [];
+let firstLoad = true;
+
+function selectorOf(name, tags) {
+  return tags && tags.length ? `${name}{${tags.join(",")}}` : name;
 }
 
-/** The server lists at most this many series; past it the filter searches on the server. */
-const SERIES_LIMIT = 5000;
-let seriesTruncated = null;
+const entryKey = (entry) => `${entry.type}|${entry.name}`;
+/** A glob that matches exactly `name` (the store's GLOB: `*`, `?`, `[` are escaped as sets). */
+const exactGlob = (name) => name.replace(/[*?[]/g, (c) => `[${c}]`);
+
+function shownOrigins() {
+  return ["user", ...state.show.filter((o) => FOLDED[o])];
+}
 
 async function loadSeries() {
   try {
-    // When the full list did not fit, the filter is a server-side glob on the name.
-    const match = seriesTruncated && state.filter ? `*${state.filter.replace(/[*?[\]]/g, "")}*` : "*";
-    const answer = await api("series", { match, limit: SERIES_LIMIT });
-    allSeries = answer.series;
-    if (match === "*") seriesTruncated = answer.truncated ? answer.total : null;
+    const base = { group: "name", limit: NAMES_LIMIT };
+    if (state.filter) base.contains = state.filter;
+    const answers = await Promise.all(shownOrigins().map((origin) => api("series", { ...base, origin })));
+    listing = { user: [], histd: [], bench: [], origins: answers[0].origins, truncated: answers.some((a) => a.truncated) };
+    shownOrigins().forEach((origin, i) => (listing[origin] = answers[i].series));
+    for (const key of expanded.keys()) expanded.set(key, null); // tag sets are read again
+    await Promise.all([...expanded.keys()].map((key) => loadTagSets(key)));
     renderBrowser();
+    if (firstLoad) openFirstTimer();
+    firstLoad = false;
   } catch (error) {
     $("series-list").replaceChildren(element("p", { class: "error", text: `Cannot list metrics: ${error.message}` }));
   }
 }
 
-function renderBrowser() {
-  const filter = state.filter.toLowerCase();
-  const visible = allSeries.filter((s) => !filter || selectorOf(s).toLowerCase().includes(filter));
-  const list = $("series-list");
-  if (!allSeries.length) {
-    list.replaceChildren(element("p", { class: "muted", text: "No metrics stored yet. Send some to UDP 8125." }));
-    return;
-  }
-  if (!visible.length) {
-    list.replaceChildren(element("p", { class: "muted", text: "Nothing matches the filter." }));
-    return;
-  }
-  const groups = [];
-  if (seriesTruncated) {
-    groups.push(element("p", { class: "muted", text: `${seriesTruncated.toLocaleString("en-US")} series: the first ${SERIES_LIMIT.toLocaleString("en-US")} by name are listed; the filter searches them all.` }));
-  }
-  for (const type of Object.keys(TYPE_TITLES)) {
-    const members = visible.filter((s) => s.type === type);
-    if (!members.length) continue;
-    groups.push(element("h2", { text: `${TYPE_TITLES[type]} (${members.length})` }));
-    for (const series of members) groups.push(seriesButton(series));
-  }
-  list.replaceChildren(...groups);
-  drawSparklines(list);
+/** With no series picked, the first timer opens: the page starts with a histogram. */
+function openFirstTimer() {
+  if (state.series) return;
+  const timer = listing.user.find((entry) => entry.type === "timer");
+  if (timer) pick(timer.name, timer.type);
 }
 
-function seriesButton(series) {
-  const selector = selectorOf(series);
-  const spark = element("canvas", { width: 60, height: 18, "data-selector": selector, "data-type": series.type });
-  const label = element("span", { class: "name", title: selector }, [
-    series.name,
-    series.tags.length ? element("span", { class: "tags", text: ` {${series.tags.join(",")}}` }) : "",
-  ]);
-  const selected = state.series === selector && state.type === series.type;
+async function loadTagSets(key) {
+  const [type, name] = [key.slice(0, key.indexOf("|")), key.slice(key.indexOf("|") + 1)];
+  const params = { match: exactGlob(name), type, limit: NAMES_LIMIT };
+  if (state.filter) params.contains = state.filter;
+  try {
+    expanded.set(key, (await api("series", params)).series.map((s) => s.tags));
+  } catch (error) {
+    expanded.set(key, []);
+  }
+}
+
+/** The list as rows: a title per type, names (and the tag sets of expanded ones), then the folds. */
+function buildRows() {
+  const out = [];
+  const user = listing.user;
+  for (const type of Object.keys(TYPE_TITLES)) {
+    const members = user.filter((entry) => entry.type === type);
+    if (!members.length) continue;
+    const series = members.reduce((n, entry) => n + entry.tag_sets, 0);
+    const count = series === members.length ? `${members.length}` : `${members.length} names, ${series} series`;
+    out.push({ kind: "title", text: `${TYPE_TITLES[type]} (${count})`, hint: TYPE_HINTS[type] });
+    for (const entry of members) pushEntry(out, entry);
+  }
+  for (const origin of Object.keys(FOLDED)) {
+    const count = listing.origins[origin] || 0;
+    if (!count) continue;
+    const shown = state.show.includes(origin);
+    out.push({ kind: "fold", origin, count, shown });
+    if (shown) for (const entry of listing[origin]) pushEntry(out, entry);
+  }
+  return out;
+}
+
+function pushEntry(out, entry) {
+  const key = entryKey(entry);
+  const open = expanded.has(key);
+  out.push({ kind: "name", entry, open });
+  if (!open) return;
+  const tagSets = expanded.get(key);
+  if (!tagSets) out.push({ kind: "note", text: "Loading tag sets…" });
+  else for (const tags of tagSets) out.push({ kind: "tags", entry, tags });
+}
+
+function renderBrowser() {
+  const list = $("series-list");
+  rows = buildRows();
+  const anything = listing.user.length || Object.values(listing.origins).some((n) => n > 0);
+  if (!anything) {
+    list.replaceChildren(element("p", { class: "muted", text: state.filter ? "Nothing matches the filter." : "No metrics stored yet. Send some to UDP 8125." }));
+    return;
+  }
+  if (!list.querySelector(".rows")) {
+    list.replaceChildren(element("div", { class: "rows" }));
+  }
+  const notice = listing.truncated ? `More than ${NAMES_LIMIT.toLocaleString("en-US")} names: narrow them with the filter.` : "";
+  list.dataset.rows = rows.length;
+  list.title = notice;
+  list.querySelector(".rows").style.height = `${rows.length * ROW_HEIGHT}px`;
+  renderVisibleRows();
+}
+
+/** Puts the rows in view (and a few around them) into the page; the rest are not there. */
+function renderVisibleRows() {
+  const list = $("series-list");
+  const holder = list.querySelector(".rows");
+  if (!holder) return;
+  const first = Math.max(0, Math.floor(list.scrollTop / ROW_HEIGHT) - OVERSCAN);
+  const last = Math.min(rows.length, Math.ceil((list.scrollTop + list.clientHeight) / ROW_HEIGHT) + OVERSCAN);
+  const nodes = [];
+  for (let i = first; i < last; i++) {
+    const node = rowElement(rows[i]);
+    node.style.top = `${i * ROW_HEIGHT}px`;
+    nodes.push(node);
+  }
+  holder.replaceChildren(...nodes);
+  scheduleSparklines();
+}
+
+function rowElement(row) {
+  switch (row.kind) {
+    case "title": return element("h2", { class: "row", text: row.text, title: row.hint });
+    case "note": return element("p", { class: "row muted", text: row.text });
+    case "fold": return foldRow(row);
+    case "name": return nameRow(row);
+    default: return tagRow(row);
+  }
+}
+
+function nameRow({ entry, open }) {
+  const many = entry.tag_sets > 1;
+  const toggle = many
+    ? element("button", { class: "toggle", "aria-label": `${open ? "hide" : "show"} the tag sets of ${entry.name}`, "aria-expanded": String(open), text: open ? "▾" : "▸", onclick: () => toggleTagSets(entry) })
+    : element("span", { class: "toggle" });
+  const badge = many ? element("span", { class: "count", text: `${entry.tag_sets}` , title: `${entry.tag_sets} tag sets, merged in this row` }) : "";
+  const button = seriesButton(entry.name, [], entry.type, [element("span", { class: "name", text: entry.name }), badge]);
+  if (many) button.dataset.tagSets = entry.tag_sets;
+  return element("div", { class: "row entry" }, [toggle, button]);
+}
+
+function tagRow({ entry, tags }) {
+  const text = tags.length ? tags.join(", ") : "(no tags)";
+  const label = element("span", { class: "tags", text });
+  const button = seriesButton(entry.name, tags, entry.type, [label]);
+  button.title = selectorOf(entry.name, tags);
+  return element("div", { class: "row entry tagset" }, [element("span", { class: "toggle" }), button]);
+}
+
+function foldRow({ origin, count, shown }) {
+  const children = [
+    element("button", { class: "fold-toggle", "aria-expanded": String(shown), text: `${shown ? "▾" : "▸"} ${FOLDED[origin]} (${count.toLocaleString("en-US")})`, onclick: () => toggleOrigin(origin) }),
+  ];
+  if (origin === "bench") {
+    children.push(element("button", { class: "forget-all", text: "Forget all", onclick: () => forgetSeries({ origin: "bench" }, `all ${count.toLocaleString("en-US")} series sent by histd bench`) }));
+  }
+  return element("div", { class: "row fold", "data-origin": origin }, children);
+}
+
+function seriesButton(name, tags, type, children) {
+  const selector = selectorOf(name, tags);
+  const spark = element("canvas", { width: 60, height: 18, "data-selector": selector, "data-type": type });
+  const selected = state.series === selector && state.type === type;
   return element("button", {
     class: "series" + (selected ? " selected" : ""),
     "data-series": selector,
-    onclick: () => {
-      state.series = selector;
-      state.type = series.type;
-      writeState();
-      renderBrowser();
-      renderView();
-    },
-  }, [label, spark]);
+    "data-type": type,
+    onclick: () => pick(selector, type),
+  }, [...children, spark]);
+}
+
+function pick(selector, type) {
+  if (state.series === selector && state.type === type) return; // already shown
+  state.series = selector;
+  state.type = type;
+  writeState();
+  renderVisibleRows();
+  renderView();
+}
+
+async function toggleTagSets(entry) {
+  const key = entryKey(entry);
+  if (expanded.has(key)) {
+    expanded.delete(key);
+    renderBrowser();
+    return;
+  }
+  expanded.set(key, null);
+  renderBrowser();
+  await loadTagSets(key);
+  renderBrowser();
+}
+
+function toggleOrigin(origin) {
+  state.show = state.show.includes(origin) ? state.show.filter((o) => o !== origin) : [...state.show, origin];
+  writeState();
+  loadSeries();
+}
+
+let sparkTimer = null;
+/** Sparklines of the rows in view, once scrolling pauses; each is fetched once per range. */
+function scheduleSparklines() {
+  clearTimeout(sparkTimer);
+  const list = $("series-list");
+  for (const canvas of list.querySelectorAll("canvas[data-selector]")) {
+    const cached = sparkCache.get(`${canvas.dataset.type}|${canvas.dataset.selector}`);
+    if (cached) drawSparkline(canvas, cached.points, cached.from, cached.to);
+  }
+  sparkTimer = setTimeout(() => drawSparklines(list), 150);
 }
 
 async function drawSparklines(list) {
   const run = sparkRun = renderRun(sparkRun);
   const { from, to } = timeWindow(30);
   const step = Math.max(10, Math.ceil((to - from) / 30));
-  const canvases = [...list.querySelectorAll("canvas[data-selector]")].slice(0, 60);
+  const canvases = [...list.querySelectorAll("canvas[data-selector]")]
+    .filter((c) => !sparkCache.has(`${c.dataset.type}|${c.dataset.selector}`))
+    .slice(0, 60);
   await Promise.all(canvases.map(async (canvas) => {
     const expr = `${SPARK_EXPR[canvas.dataset.type]}(${canvas.dataset.selector})`;
     try {
       const { points } = await run.get("query", { expr, from, to, step });
-      drawSparkline(canvas, points, from, to);
+      sparkCache.set(`${canvas.dataset.type}|${canvas.dataset.selector}`, { points, from, to });
+      if (canvas.isConnected) drawSparkline(canvas, points, from, to);
     } catch (_) { /* a sparkline is decoration (or superseded); the view shows errors */ }
   }));
 }
@@ -232,10 +396,63 @@ function drawSparkline(canvas, points, from, to) {
   context.stroke();
 }
 
+// ---------- forgetting series ----------
+
+/** The request that forgets what the view shows: a tag set exactly, or a name with all of its. */
+function forgetParamsOf(selector, type) {
+  const tagged = selector.includes("{");
+  return { name: selector, type, exact: tagged ? "1" : "0" };
+}
+
+/** Asks, then deletes the series `params` pick (in histd and in the store) and says what went. */
+async function forgetSeries(params, description) {
+  const question = `Forget ${description}?\n\nEvery stored point of it is deleted, at every resolution, and histd stops reporting it. ` +
+    "This cannot be undone. If a client still sends it, it comes back from then on.";
+  if (!window.confirm(question)) return;
+  try {
+    const response = await fetch("/api/v1/series?" + new URLSearchParams(params), { method: "DELETE" });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+    sparkCache = new Map();
+    if (params.origin || (state.series && params.name === state.series)) {
+      state.series = null;
+      state.type = null;
+      writeState();
+      renderView();
+    }
+    await loadSeries();
+    loadStoreUsage();
+    setStatus(`Forgot ${body.forgotten.toLocaleString("en-US")} series (${body.points.toLocaleString("en-US")} stored points).`);
+    $("status").dataset.forgotten = body.forgotten;
+  } catch (error) {
+    setStatus(`Cannot forget: ${error.message}`, "error");
+  }
+}
+
+/** The view's action: forget the series shown. */
+function renderViewActions() {
+  const actions = $("view-actions");
+  if (!state.series) {
+    actions.replaceChildren();
+    return;
+  }
+  const tagged = state.series.includes("{");
+  const entry = listing.user.concat(listing.histd, listing.bench).find((e) => e.name === state.series && e.type === state.type);
+  const what = !tagged && entry && entry.tag_sets > 1 ? `${state.series} (${state.type}, all ${entry.tag_sets} tag sets)` : `${state.series} (${state.type})`;
+  actions.replaceChildren(element("button", {
+    id: "forget",
+    class: "forget",
+    text: "Forget this series…",
+    title: "Delete it from histd and its store",
+    onclick: () => forgetSeries(forgetParamsOf(state.series, state.type), what),
+  }));
+}
+
 // ---------- views ----------
 
 async function renderView() {
   const content = $("content");
+  renderViewActions();
   if (!state.series) {
     content.replaceChildren();
     setStatus("Pick a metric on the left.");
@@ -584,7 +801,8 @@ function setUpControls() {
     showCustom();
     writeState();
     renderView();
-    drawSparklines($("series-list"));
+    sparkCache = new Map();
+    scheduleSparklines();
   });
   $("range-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -593,6 +811,8 @@ function setUpControls() {
     state.step = null;
     writeState();
     renderView();
+    sparkCache = new Map();
+    scheduleSparklines();
   });
   $("refresh").addEventListener("change", () => {
     state.refresh = Number($("refresh").value);
@@ -604,8 +824,8 @@ function setUpControls() {
     filterTimer = setTimeout(() => {
       state.filter = $("search").value;
       writeState();
-      if (seriesTruncated) loadSeries();
-      else renderBrowser();
+      $("series-list").scrollTop = 0;
+      loadSeries();
     }, FILTER_DEBOUNCE_MS);
   });
 }
@@ -627,6 +847,7 @@ function redrawOnResize() {
   window.addEventListener("resize", () => {
     clearTimeout(pending);
     pending = setTimeout(() => {
+      renderVisibleRows(); // the list may be taller or shorter
       if (window.innerWidth !== width) {
         width = window.innerWidth;
         renderView();
@@ -639,6 +860,7 @@ function scheduleRefresh() {
   clearInterval(refreshTimer);
   if (state.refresh > 0) {
     refreshTimer = setInterval(() => {
+      sparkCache = new Map();
       loadSeries();
       renderView();
       loadStoreUsage();
@@ -674,6 +896,7 @@ async function loadStoreUsage() {
 }
 
 setUpControls();
+$("series-list").addEventListener("scroll", () => requestAnimationFrame(renderVisibleRows), { passive: true });
 loadSeries();
 loadStoreUsage();
 renderView();
