@@ -301,6 +301,8 @@ async function main() {
     await big.click('button.toggle[aria-label^="show the tag sets of fleet.tagged"]');
     await big.waitForFunction(() => document.querySelector('button.series[data-series="fleet.tagged{host=h000}"]'));
     check("100 tag sets open within 2 s", Date.now() - clock < 2000, `${Date.now() - clock} ms`);
+    await big.waitForLoadState("networkidle");
+    await big.screenshot({ path: path.join(shots, "series-10k-1280x800.png") });
 
     // Forgetting: every bench series from the fold, one series from its view.
     big.on("dialog", (dialog) => dialog.accept());
@@ -318,7 +320,6 @@ async function main() {
     await big.waitForFunction(() => document.getElementById("status").dataset.forgotten === "1");
     const gone = (await api(addresses.http, "series", { match: "fleet.n0001" })).total;
     check("forgetting asks first, then deletes the series", asked.length === 1 && asked[0].includes("fleet.n0001") && asked[0].includes("cannot be undone") && gone === 0, asked.join(" | "));
-    await big.screenshot({ path: path.join(shots, "series-10k-1280x800.png") });
     await big.close();
 
     // Errors show in the page.

@@ -386,11 +386,19 @@ function drawSparkline(canvas, points, from, to) {
   if (!points.length) return;
   const values = points.map((p) => p[1]);
   const low = Math.min(...values), high = Math.max(...values);
-  context.strokeStyle = "#2563eb";
+  context.strokeStyle = context.fillStyle = "#2563eb";
+  const place = ([t, v]) => [
+    ((t - from) / (to - from)) * canvas.width,
+    canvas.height - 2 - (high > low ? ((v - low) / (high - low)) * (canvas.height - 4) : (canvas.height - 4) / 2),
+  ];
+  if (points.length === 1) {
+    const [x, y] = place(points[0]); // one point is a dot, not an invisible line
+    context.fillRect(Math.min(x, canvas.width - 3) - 1, y - 1, 3, 3);
+    return;
+  }
   context.beginPath();
-  points.forEach(([t, v], i) => {
-    const x = ((t - from) / (to - from)) * canvas.width;
-    const y = canvas.height - 2 - (high > low ? ((v - low) / (high - low)) * (canvas.height - 4) : (canvas.height - 4) / 2);
+  points.forEach((point, i) => {
+    const [x, y] = place(point);
     i ? context.lineTo(x, y) : context.moveTo(x, y);
   });
   context.stroke();
