@@ -4,11 +4,14 @@
 //! the current interval), then [`Aggregator::flush`] derives a [`Snapshot`] and resets per
 //! Etsy's delete rules. It never reads a clock: the caller passes the time.
 
+use std::borrow::Cow;
+
 use compact_str::CompactString;
 
 use hashbrown::{HashMap, HashSet};
 use proto::ParseError;
 
+use crate::budget::{BudgetReport, Ledger};
 use crate::config::AggConfig;
 use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
@@ -90,6 +93,10 @@ pub struct Aggregator {
     previous_flush_s: Option<u64>,
     /// A flush gave back a burst's room since [`Aggregator::take_released`] was last asked.
     released: bool,
+    /// The cardinality budgets and what each type holds against them.
+    ledger: Ledger,
+    /// Set intervals that passed `maxSetMembers` and were counted by a sketch, since start.
+    sets_sketched: u64,
 }
 
 /// Keys of the internal metrics under `prefixStats`.
@@ -164,6 +171,8 @@ impl Aggregator {
             counters.add_key(key, 0.0);
         }
         Aggregator {
+            ledger: Ledger::new(config.budgets),
+            sets_sketched: 0,
             config,
             counters,
             timers: keyed_map(),
@@ -209,43 +218,89 @@ impl Aggregator {
     /// its counter ids to the aggregator's (empty for a new reader, kept between takes).
     pub fn absorb_taken(&mut self, map: &mut ReaderMap, table: TakenInterval) {
         self.count_ingest(&table.ingest);
-        self.counters.absorb(map, table.counters);
+        self.refresh_ledger();
+        let ledger = &mut self.ledger;
+        self.counters.absorb(map, table.counters, |key| ledger.admit(MetricType::Counters, key));
         let limit = self.config.timer_sample_limit;
         for (key, samples) in table.timers {
+            let key = admitted(&mut self.ledger, &self.timers, MetricType::Timers, &key);
             value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
         }
         let ttl = self.config.gauges_max_ttl;
         for (key, gauge) in table.gauges {
+            let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
             let state = self.gauges.get(&*key).map(|state| state.value);
             let updated = GaugeState::updated(gauge.update.apply(state), ttl, gauge.last_unix_s);
             *value_for(&mut self.gauges, &key, || updated) = updated;
         }
+        let cap = self.config.budgets.max_set_members;
         for (key, members) in table.sets {
-            value_for(&mut self.sets, &key, Distinct::default).extend(members);
+            let key = admitted(&mut self.ledger, &self.sets, MetricType::Sets, &key);
+            let set = value_for(&mut self.sets, &key, Distinct::default);
+            set.extend(members);
+            self.sets_sketched += u64::from(set.cap(cap));
         }
+    }
+
+    /// Counts again the types whose keys were deleted since their ledger was built.
+    fn refresh_ledger(&mut self) {
+        if self.ledger.is_stale(MetricType::Counters) {
+            self.ledger.rebuild(MetricType::Counters, self.counters.all_keys());
+        }
+        let maps: [(MetricType, Box<dyn Iterator<Item = &str>>); 3] = [
+            (MetricType::Timers, Box::new(self.timers.keys().map(CompactString::as_str))),
+            (MetricType::Gauges, Box::new(self.gauges.keys().map(CompactString::as_str))),
+            (MetricType::Sets, Box::new(self.sets.keys().map(CompactString::as_str))),
+        ];
+        for (kind, keys) in maps {
+            if self.ledger.is_stale(kind) {
+                self.ledger.rebuild(kind, keys);
+            }
+        }
+    }
+
+    /// The cardinality budgets, what each type holds against them, the folds since start and
+    /// the names bringing new series fastest.
+    pub fn budget_report(&self) -> BudgetReport {
+        self.ledger.report(self.config.interval_seconds())
+    }
+
+    /// Set intervals counted by a sketch past `maxSetMembers`, since start.
+    pub fn sets_sketched(&self) -> u64 {
+        self.sets_sketched
     }
 
     /// Merges another histd's interval (forwarded to this one) into the current interval:
     /// counters add, timers merge (raw values kept while they fit `timerSampleLimit`), a gauge
     /// takes the forwarded value when it is newer ([`ForwardedGauge`]), sets unite.
     pub fn absorb_mergeable(&mut self, interval: Mergeable) {
+        self.refresh_ledger();
         for (key, amount) in interval.counters {
-            self.counters.add_key(&key, amount);
+            match self.counters.contains(&key) {
+                true => self.counters.add_key(&key, amount),
+                false => self.counters.add_key(&self.ledger.admit(MetricType::Counters, &key), amount),
+            }
         }
         let limit = self.config.timer_sample_limit;
         for (key, samples) in interval.timers {
+            let key = admitted(&mut self.ledger, &self.timers, MetricType::Timers, &key);
             value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
         }
         let ttl = self.config.gauges_max_ttl;
         for (key, gauge) in interval.gauges {
+            let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
             let updated = GaugeState::updated(gauge.value, ttl, gauge.updated_unix_s);
             let state = value_for(&mut self.gauges, &key, || updated);
             if state.is_older_than(&gauge) {
                 *state = updated;
             }
         }
+        let cap = self.config.budgets.max_set_members;
         for (key, distinct) in interval.sets {
-            value_for(&mut self.sets, &key, Distinct::default).merge(distinct);
+            let key = admitted(&mut self.ledger, &self.sets, MetricType::Sets, &key);
+            let set = value_for(&mut self.sets, &key, Distinct::default);
+            set.merge(distinct);
+            self.sets_sketched += u64::from(set.cap(cap));
         }
     }
 
@@ -384,13 +439,18 @@ impl Aggregator {
     fn reset_after_flush(&mut self) {
         let config = &self.config;
         let internal = &self.internal;
-        self.counters.reset_after_flush(config.delete_counters, |key| internal.is_internal_counter(key));
+        if self.counters.reset_after_flush(config.delete_counters, |key| internal.is_internal_counter(key)) {
+            self.ledger.deleted(MetricType::Counters);
+        }
+        self.ledger.flushed();
         if config.delete_timers {
             self.released |= clear_returning_memory!(&mut self.timers);
+            self.ledger.deleted(MetricType::Timers);
         }
         self.timers.values_mut().for_each(|samples| *samples = TimerSamples::default());
         if config.delete_sets {
             self.released |= clear_returning_memory!(&mut self.sets);
+            self.ledger.deleted(MetricType::Sets);
         }
         for distinct in self.sets.values_mut() {
             match distinct {
@@ -402,10 +462,14 @@ impl Aggregator {
             state.updated_in_interval = false;
         }
         if config.delete_gauges {
+            let before = self.gauges.len();
             self.gauges.retain(|key, state| {
                 state.ttl = state.ttl.saturating_sub(1);
                 *key == internal.timestamp_lag || state.ttl > 0
             });
+            if self.gauges.len() < before {
+                self.ledger.deleted(MetricType::Gauges);
+            }
         }
     }
 
@@ -423,12 +487,16 @@ impl Aggregator {
 
     /// Deletes one key of one type; true if it existed.
     pub fn remove(&mut self, metric_type: MetricType, key: &str) -> bool {
-        match metric_type {
-            MetricType::Counters => self.counters.remove(key),
+        let removed = match metric_type {
+            MetricType::Counters => self.counters.remove(key), // numbered until renumbered
             MetricType::Timers => self.timers.remove(key).is_some(),
             MetricType::Gauges => self.gauges.remove(key).is_some(),
             MetricType::Sets => self.sets.remove(key).is_some(),
+        };
+        if removed && metric_type != MetricType::Counters {
+            self.ledger.deleted(metric_type);
         }
+        removed
     }
 
     /// Every series' interval so far (unsorted), with timers' samples at or above `threshold`.
@@ -525,6 +593,14 @@ fn keyed_map<V>() -> KeyedMap<V> {
     KeyedMap::with_hasher(crate::series::shared_hasher())
 }
 
+/// The key a series is kept under: its own when `map` has it, else what the budgets admit.
+fn admitted<'k, V>(ledger: &mut Ledger, map: &KeyedMap<V>, kind: MetricType, key: &'k str) -> Cow<'k, str> {
+    match map.contains_key(key) {
+        true => Cow::Borrowed(key),
+        false => ledger.admit(kind, key),
+    }
+}
+
 /// The value for a key moved out of a reader's table; the key is copied only when new.
 fn value_for<'m, V>(map: &'m mut KeyedMap<V>, key: &str, make: impl FnOnce() -> V) -> &'m mut V {
     map.entry_ref(key).or_insert_with(make)
@@ -553,6 +629,42 @@ mod tests {
 
     fn gauge(snapshot: &Snapshot, key: &str) -> Option<f64> {
         snapshot.gauges.iter().find(|p| &*p.key == key).map(|p| p.value)
+    }
+
+    /// Issue 20: past a budget, new series fold into an overflow series whose totals are
+    /// exact; deleted series make room again; a set past `maxSetMembers` is sketched.
+    #[test]
+    fn new_series_past_the_budgets_fold_into_overflow_series() {
+        let budgets = crate::Budgets {
+            max_series: [1, 3, 2, 1],
+            max_series_per_name: 2,
+            max_tag_values: 100,
+            max_set_members: 3,
+        };
+        let config = AggConfig { budgets, delete_timers: true, ..AggConfig::default() };
+        let mut aggregator = Aggregator::new(config);
+        // Etsy's three counters (histd's own) are outside the budgets.
+        absorb(&mut aggregator, "a:1|c\nb:2|c\nc:4|c\nt1:5|ms\nt2:6|ms\nt3:7|ms\nt4:9|ms\n");
+        absorb(&mut aggregator, "r:1|ms|#x:1\nr:1|ms|#x:2\n");
+        absorb(&mut aggregator, "s:a|s\ns:b|s\ns:c|s\ns:d|s\nu:z|s\n");
+        let snapshot = aggregator.flush(10_000);
+        assert_eq!(counter(&snapshot, "a"), Some((1.0, 0.1)));
+        assert_eq!(counter(&snapshot, "__overflow__"), Some((6.0, 0.6)), "b and c: totals kept");
+        let timers: Vec<(&str, f64)> = snapshot.timers.iter().map(|t| (t.key.as_str(), t.totals.count)).collect();
+        assert_eq!(timers, [("__overflow__", 3.0), ("t1", 1.0), ("t2", 1.0), ("t3", 1.0)]);
+        let sets: Vec<(&str, u64, bool)> =
+            snapshot.sets.iter().map(|s| (s.key.as_str(), s.count, s.estimated)).collect();
+        assert_eq!(sets, [("__overflow__", 1, false), ("s", 4, true)]);
+        let report = aggregator.budget_report();
+        assert_eq!(report.series, [1, 3, 0, 1]);
+        assert_eq!(report.folded, [6, 0, 0]);
+        assert_eq!(aggregator.sets_sketched(), 1);
+        // deleteTimers: the timers are gone after the flush, so new ones fit again.
+        absorb(&mut aggregator, "r:1|ms|#x:1\nr:2|ms|#x:2\nr:3|ms|#x:3\n");
+        let snapshot = aggregator.flush(20_000);
+        let timers: Vec<(&str, f64)> = snapshot.timers.iter().map(|t| (t.key.as_str(), t.totals.count)).collect();
+        assert_eq!(timers, [("r.__overflow__", 1.0), ("r;x=1", 1.0), ("r;x=2", 1.0)]);
+        assert_eq!(aggregator.budget_report().folded, [6, 1, 0]);
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct AggConfig {
     /// values (while complete), sets' members or sketch, gauges' update times (on with the
     /// `forward` backend).
     pub keep_mergeable: bool,
+    /// Cardinality budgets (`maxSeries`, `maxSeriesPerName`, `maxTagValues`,
+    /// `maxSetMembers`).
+    pub budgets: crate::budget::Budgets,
 }
 
 /// The default `timerSampleLimit`: 8192 values (64 KiB) per timer and interval.
@@ -63,6 +66,7 @@ impl Default for AggConfig {
             timer_sample_limit: DEFAULT_TIMER_SAMPLE_LIMIT,
             self_metrics: false,
             keep_mergeable: false,
+            budgets: crate::budget::Budgets::default(),
         }
     }
 }

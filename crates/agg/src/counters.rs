@@ -162,9 +162,25 @@ impl CounterStore {
         self.add(id, amount);
     }
 
+    /// True when `key` is numbered (live or not).
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.index.id(key).is_some()
+    }
+
+    /// Every key numbered.
+    pub(crate) fn all_keys(&self) -> impl Iterator<Item = &str> {
+        (0..self.index.len() as u32).map(|id| self.index.key(id))
+    }
+
     /// Moves a reader's interval in. The map is extended with the reader's new keys, or built
-    /// again from all of them after a renumbering.
-    pub(crate) fn absorb(&mut self, map: &mut ReaderMap, delta: CounterDelta) {
+    /// again from all of them after a renumbering; a key new here is kept under the key
+    /// `admit` gives it (its own, or an overflow series').
+    pub(crate) fn absorb(
+        &mut self,
+        map: &mut ReaderMap,
+        delta: CounterDelta,
+        mut admit: impl FnMut(&str) -> std::borrow::Cow<'_, str>,
+    ) {
         let CounterDelta { values, touched, keys, first_new, reset } = delta;
         if map.generation != self.generation {
             *map = ReaderMap { ids: Vec::new(), generation: self.generation };
@@ -172,7 +188,11 @@ impl CounterStore {
         debug_assert!(map.ids.is_empty() || map.ids.len() == first_new, "a reader's ids are mapped in order");
         map.ids.truncate(first_new);
         for reader_id in map.ids.len()..keys.len() {
-            let id = self.id(&keys[reader_id]);
+            let key = &keys[reader_id];
+            let id = match self.index.id(key) {
+                Some(id) => id,
+                None => self.id(&admit(key)),
+            };
             map.ids.push(id);
         }
         for reader_id in set_bits(&touched) {
@@ -184,8 +204,8 @@ impl CounterStore {
     }
 
     /// After a flush: zeroes every count; with `delete`, counters for which `keep` is false
-    /// stop being live; renumbers when stale counters dominate.
-    pub(crate) fn reset_after_flush(&mut self, delete: bool, keep: impl Fn(&str) -> bool) {
+    /// stop being live; renumbers when stale counters dominate (true when it did: keys went).
+    pub(crate) fn reset_after_flush(&mut self, delete: bool, keep: impl Fn(&str) -> bool) -> bool {
         let mut stale = 0;
         for id in 0..self.values.len() {
             let idle = &mut self.idle_flushes[id];
@@ -196,9 +216,11 @@ impl CounterStore {
             }
         }
         self.values.fill(0.0);
-        if stale > CHURN_SLACK && stale * 2 > self.values.len() {
+        let renumber = stale > CHURN_SLACK && stale * 2 > self.values.len();
+        if renumber {
             self.renumber();
         }
+        renumber
     }
 
     /// Keeps the counters that are not stale, numbered again in key order, in a new generation.
@@ -369,7 +391,7 @@ mod tests {
     }
 
     fn cycle(reader: &mut ReaderCounters, store: &mut CounterStore, map: &mut ReaderMap, reset: bool) {
-        store.absorb(map, reader.take(reset));
+        store.absorb(map, reader.take(reset), |key| std::borrow::Cow::Borrowed(key));
     }
 
     fn flushed(store: &mut CounterStore) -> Vec<(String, f64)> {
@@ -385,7 +407,7 @@ mod tests {
         add(&mut reader, "b", 3.0);
         let delta = reader.take(false);
         assert_eq!((delta.first_new, delta.keys.len()), (0, 2));
-        store.absorb(&mut map, delta);
+        store.absorb(&mut map, delta, |key| std::borrow::Cow::Borrowed(key));
         assert_eq!(flushed(&mut store), [("a".into(), 2.0), ("b".into(), 4.0)]);
         store.reset_after_flush(false, |_| true);
 
@@ -393,7 +415,7 @@ mod tests {
         add(&mut reader, "b", 5.0);
         let delta = reader.take(false);
         assert_eq!((delta.first_new, delta.keys.len()), (2, 3), "only keys numbered since the last take are new");
-        store.absorb(&mut map, delta);
+        store.absorb(&mut map, delta, |key| std::borrow::Cow::Borrowed(key));
         assert_eq!(flushed(&mut store), [("a".into(), 0.0), ("b".into(), 5.0), ("c".into(), 0.0)]);
         assert_eq!(reader.get("b"), None, "a taken interval starts from nothing");
     }

@@ -147,6 +147,17 @@ impl Distinct {
         }
     }
 
+    /// Past `limit` members, counts them by a sketch from now on (true when it did now).
+    pub fn cap(&mut self, limit: usize) -> bool {
+        match self {
+            Distinct::Members(members) if members.len() > limit => {
+                *self = Distinct::Sketch(Box::new(self.sketch()));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Adds members.
     pub fn extend(&mut self, more: impl IntoIterator<Item = Box<[u8]>>) {
         match self {

@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod aggregator;
+pub mod budget;
 pub mod config;
 mod counters;
 pub mod distinct;
@@ -22,6 +23,7 @@ mod timer;
 mod timers;
 
 pub use aggregator::{is_internal_key, Aggregator, LiveSeries, MetricType};
+pub use budget::{BudgetReport, Budgets, FoldReason, Offender};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
 pub use distinct::{Distinct, Hll};

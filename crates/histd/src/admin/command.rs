@@ -11,6 +11,7 @@ use super::inspect::{self, Node};
 use super::AdminState;
 use crate::flush::Gathered;
 use crate::ingest::unix_now_s;
+use crate::telemetry::budgets::BudgetState;
 
 /// Etsy's help text, unchanged (`sets` and `delsets` also work).
 const HELP: &str =
@@ -93,9 +94,9 @@ fn current(state: &AdminState) -> std::sync::MutexGuard<'_, Gathered> {
 
 fn stats(state: &AdminState) -> String {
     let now = unix_now_s();
-    let (totals, timers_over_sample_limit) = {
+    let (totals, timers_over_sample_limit, budgets) = {
         let aggregator = current(state);
-        (aggregator.totals().clone(), aggregator.timers_over_sample_limit())
+        (aggregator.totals().clone(), aggregator.timers_over_sample_limit(), BudgetState::of(&aggregator))
     };
     let last_seen = if totals.last_packet_unix_s == 0 { state.started_unix_s } else { totals.last_packet_unix_s };
     let mut out = String::new();
@@ -112,6 +113,19 @@ fn stats(state: &AdminState) -> String {
     let _ = writeln!(out, "messages.timers_over_sample_limit: {timers_over_sample_limit}");
     for (name, count) in state.edges.entries() {
         let _ = writeln!(out, "messages.{name}: {count}");
+    }
+    for (name, value, _) in budgets.entries() {
+        let _ = writeln!(out, "budget.{name}: {}", js_number(value));
+    }
+    for (rank, offender) in budgets.report.offenders.iter().enumerate() {
+        let rate = js_number((offender.new_series_per_second * 1000.0).round() / 1000.0);
+        let _ = writeln!(
+            out,
+            "budget.offender.{}: {} {rate}/s new series, {} folded",
+            rank + 1,
+            offender.pattern,
+            offender.folded
+        );
     }
     for sink in &state.sinks {
         for (name, value) in sink.entries(now) {

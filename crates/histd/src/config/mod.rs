@@ -169,6 +169,15 @@ impl Config {
             "keyNameSanitize": agg.key_name_sanitize,
             "timerSampleLimit": agg.timer_sample_limit,
             "histdSelfMetrics": agg.self_metrics,
+            "maxSeries": {
+                "counters": agg.budgets.max_series[0],
+                "timers": agg.budgets.max_series[1],
+                "gauges": agg.budgets.max_series[2],
+                "sets": agg.budgets.max_series[3],
+            },
+            "maxSeriesPerName": agg.budgets.max_series_per_name,
+            "maxTagValues": agg.budgets.max_tag_values,
+            "maxSetMembers": agg.budgets.max_set_members,
             "graphite": self.graphite.effective(),
             "console": { "prettyprint": self.console.prettyprint },
             "repeater": self.repeater.effective(),
@@ -244,6 +253,37 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         timer_sample_limit: timer_sample_limit(top)?,
         self_metrics: top.bool("histdSelfMetrics", false)?,
         keep_mergeable: false,
+        budgets: budgets(top)?,
+    })
+}
+
+/// `maxSeries` (a number, or one per type), `maxSeriesPerName`, `maxTagValues`,
+/// `maxSetMembers` (histd): each a whole number from 1 to a billion.
+fn budgets(top: &Reader<'_>) -> Result<agg::Budgets, ConfigError> {
+    let defaults = agg::Budgets::default();
+    let count = |reader: &Reader<'_>, key: &str, default: usize| -> Result<usize, ConfigError> {
+        match reader.number(key)? {
+            None => Ok(default),
+            Some(n) if n >= 1.0 && n <= 1e9 && n.fract() == 0.0 => Ok(n as usize),
+            Some(n) => Err(reader.error(key, format!("expected a whole number from 1 to 1e9, got {n}"))),
+        }
+    };
+    let mut max_series = defaults.max_series;
+    match top.raw("maxSeries") {
+        None => {}
+        Some(serde_json::Value::Object(_)) => {
+            let per_type = top.object("maxSeries")?;
+            for (at, key) in ["counters", "timers", "gauges", "sets"].into_iter().enumerate() {
+                max_series[at] = count(&per_type, key, defaults.max_series[at])?;
+            }
+        }
+        Some(_) => max_series = [count(top, "maxSeries", 0)?; 4],
+    }
+    Ok(agg::Budgets {
+        max_series,
+        max_series_per_name: count(top, "maxSeriesPerName", defaults.max_series_per_name)?,
+        max_tag_values: count(top, "maxTagValues", defaults.max_tag_values)?,
+        max_set_members: count(top, "maxSetMembers", defaults.max_set_members)?,
     })
 }
 

@@ -91,6 +91,11 @@ fn errors_name_the_key() {
         ("{ repeaterProtocol: 'sctp' }", "config key `repeaterProtocol`"),
         ("{ graphite: { retryBufferBytes: -1 } }", "config key `graphite.retryBufferBytes`"),
         ("{ timerSampleLimit: 1.5 }", "config key `timerSampleLimit`"),
+        ("{ maxSeries: 0 }", "config key `maxSeries`: expected a whole number from 1 to 1e9, got 0"),
+        ("{ maxSeries: { timers: -5 } }", "config key `maxSeries.timers`"),
+        ("{ maxSeriesPerName: 'lots' }", "config key `maxSeriesPerName`"),
+        ("{ maxTagValues: 2.5 }", "config key `maxTagValues`"),
+        ("{ maxSetMembers: 0 }", "config key `maxSetMembers`"),
         ("{ udpReaders: 0 }", "config key `udpReaders`"),
         ("{ udpReaderMode: 'fast' }", "config key `udpReaderMode`"),
         ("{ servers: [ { recvBufferSize: -1 } ] }", "config key `servers[0].recvBufferSize`"),
@@ -207,6 +212,7 @@ const EVERY_KEY: [&str; 3] = [
        store: { dataDir: '/tmp/d', retention: { raw: '1h', minute: '1d', hour: '7d' }, maxBytes: '1GiB' }, \
        http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, maxStreamConnections: 10, connectionIdleTimeoutMs: 0, httpMaxConnections: 8, httpHeaderTimeoutMs: 500, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
+       maxSeries: { counters: 10, timers: 10, gauges: 10, sets: 10 }, maxSeriesPerName: 5, maxTagValues: 5, maxSetMembers: 5, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
        keyFlush: { interval: 1000 }, \
        prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, nativeSchema: 3, mappingFile: 'tests/data/statsd_exporter_mapping.yml', externalLabels: { instance: 'a' }, \
@@ -298,4 +304,15 @@ fn a_syntax_error_points_at_its_line_and_column() {
     assert!(message.contains("syntax error at line 1, column 9"), "{message}");
     assert!(message.contains("   1 | { port: 8125\n       |         ^"), "{message}");
     assert!(!message.contains("expected boolean"), "{message}");
+}
+
+#[test]
+fn budgets_are_read_as_one_number_or_one_per_type() {
+    let defaults = agg::Budgets::default();
+    assert_eq!(parse("{}").agg.budgets, defaults);
+    assert_eq!(parse("{ maxSeries: 5000 }").agg.budgets.max_series, [5000; 4]);
+    let config = parse("{ maxSeries: { timers: 7 }, maxSeriesPerName: 3, maxTagValues: 4, maxSetMembers: 6 }");
+    let budgets = config.agg.budgets;
+    assert_eq!(budgets.max_series, [defaults.max_series[0], 7, defaults.max_series[2], defaults.max_series[3]]);
+    assert_eq!((budgets.max_series_per_name, budgets.max_tag_values, budgets.max_set_members), (3, 4, 6));
 }

@@ -14,6 +14,7 @@ use super::params::{self, BadParameter};
 use super::{series, HttpState};
 use crate::ingest::{shards_lock as lock, unix_now_s};
 use crate::sinks::SinkTelemetry;
+use crate::telemetry::budgets::BudgetState;
 
 type Params = Query<HashMap<String, String>>;
 
@@ -60,9 +61,9 @@ impl From<BadParameter> for Failure {
 
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let up = state.admin.healthy.load(Ordering::Relaxed);
-    let (totals, timers_over_sample_limit) = {
+    let (totals, timers_over_sample_limit, budgets) = {
         let aggregator = state.admin.aggregation.current();
-        (aggregator.totals().clone(), aggregator.timers_over_sample_limit())
+        (aggregator.totals().clone(), aggregator.timers_over_sample_limit(), BudgetState::of(&aggregator))
     };
     let body = json!({
         "status": if up { "up" } else { "down" },
@@ -75,6 +76,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "timers_over_sample_limit": timers_over_sample_limit,
         "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
         "sinks": sinks_json(&state.admin.sinks),
+        "budgets": budgets.json(),
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
@@ -92,6 +94,13 @@ pub(super) fn sinks_json(sinks: &[Arc<SinkTelemetry>]) -> Value {
         })
         .collect();
     Value::Object(object)
+}
+
+/// `GET /api/v1/budgets`: the cardinality budgets, what they hold, the folds and the names
+/// bringing new series fastest.
+pub async fn budgets(State(state): State<Arc<HttpState>>) -> Json<Value> {
+    let budgets = BudgetState::of(&state.admin.aggregation.current());
+    Json(budgets.json())
 }
 
 pub async fn openapi() -> Response {

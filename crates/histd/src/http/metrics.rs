@@ -14,6 +14,7 @@ use crate::sinks::prometheus::exposition::{Exposition, Format};
 use crate::sinks::prometheus::samples::Layout;
 use crate::sinks::prometheus::state::Kind;
 use crate::sinks::prometheus::HistogramMode;
+use crate::telemetry::budgets::{BudgetState, TYPES};
 use crate::telemetry::EdgeCounters;
 
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
@@ -77,9 +78,9 @@ fn single(out: &mut Exposition, name: &str, kind: Kind, help: &str, value: f64) 
 
 fn own_metrics(state: &HttpState, out: &mut Exposition) {
     let admin = &state.admin;
-    let (totals, over_limit) = {
+    let (totals, over_limit, budgets) = {
         let aggregator = admin.aggregation.current();
-        (aggregator.totals().clone(), aggregator.timers_over_sample_limit())
+        (aggregator.totals().clone(), aggregator.timers_over_sample_limit(), BudgetState::of(&aggregator))
     };
     let uptime = unix_now_s().saturating_sub(admin.started_unix_s);
     let counters = [
@@ -121,7 +122,31 @@ fn own_metrics(state: &HttpState, out: &mut Exposition) {
         };
         single(out, &metric, kind, "See README: self-telemetry.", value as f64);
     }
+    budget_metrics(&budgets, out);
     sink_metrics(state, out);
+}
+
+/// The cardinality budgets: series held and budgets per type, folds per reason, sketched sets.
+fn budget_metrics(budgets: &BudgetState, out: &mut Exposition) {
+    let report = &budgets.report;
+    let per_type = [
+        ("histd_series", "Series held per type (overflow series aside).", report.series),
+        ("histd_max_series", "The maxSeries budget per type.", report.budgets.max_series),
+    ];
+    for (name, help, values) in per_type {
+        let family = out.family(name, Some(Kind::Gauge), Some(help));
+        for (kind, value) in TYPES.iter().zip(values) {
+            out.sample(&family, &[("type".to_string(), kind.to_string())], None, value as f64);
+        }
+    }
+    let help = "New series folded into an overflow series, by the budget they passed.";
+    let folded = out.family("histd_budget_folded_series_total", Some(Kind::Counter), Some(help));
+    for reason in agg::FoldReason::ALL {
+        let labels = [("reason".to_string(), reason.as_str().to_string())];
+        out.sample(&folded, &labels, None, report.folded[reason as usize] as f64);
+    }
+    let help = "Set intervals counted by a sketch past maxSetMembers.";
+    single(out, "histd_sets_sketched_total", Kind::Counter, help, budgets.sets_sketched as f64);
 }
 
 /// Each sink's telemetry, one family per value, a `sink` label per sink.

@@ -2,6 +2,8 @@
 //! where it happens (an atomic add, never a log line per event) and published the same way
 //! to the management `stats` reply and `/health`.
 
+pub mod budgets;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A count that only goes up.

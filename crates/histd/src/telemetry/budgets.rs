@@ -1,0 +1,75 @@
+//! The cardinality budgets as the management `stats` reply, `/health`, `/metrics`, the API
+//! and the web page show them: one list of named values, and the offenders.
+
+use agg::{BudgetReport, FoldReason};
+use serde_json::{json, Value};
+
+/// The types in the order of the budgets' arrays, as the outputs name them.
+pub const TYPES: [&str; 4] = ["counters", "timers", "gauges", "sets"];
+
+/// What the budgets hold, gathered under the aggregator's lock.
+#[derive(Debug, Clone)]
+pub struct BudgetState {
+    /// The budgets, series held and folds.
+    pub report: BudgetReport,
+    /// Set intervals counted by a sketch past `maxSetMembers`.
+    pub sets_sketched: u64,
+}
+
+impl BudgetState {
+    /// Reads it from the aggregator.
+    pub fn of(aggregator: &agg::Aggregator) -> BudgetState {
+        BudgetState { report: aggregator.budget_report(), sets_sketched: aggregator.sets_sketched() }
+    }
+
+    /// `(name, value, is_total)`: series held and budgets per type (levels), folds by reason
+    /// and sketched sets (totals since start). `stats` prefixes the names with `budget.`.
+    pub fn entries(&self) -> Vec<(String, f64, bool)> {
+        let report = &self.report;
+        let mut out = Vec::new();
+        for (at, kind) in TYPES.iter().enumerate() {
+            out.push((format!("series.{kind}"), report.series[at] as f64, false));
+            out.push((format!("max_series.{kind}"), report.budgets.max_series[at] as f64, false));
+        }
+        let names_at_budget: usize = report.names_at_budget.iter().sum();
+        out.push(("names_at_series_per_name".to_string(), names_at_budget as f64, false));
+        for reason in FoldReason::ALL {
+            out.push((format!("folded_series.{}", reason.as_str()), report.folded[reason as usize] as f64, true));
+        }
+        out.push(("sets_sketched".to_string(), self.sets_sketched as f64, true));
+        out
+    }
+
+    /// As JSON: the entries as an object, the budgets and the offenders.
+    pub fn json(&self) -> Value {
+        let report = &self.report;
+        let per_type = |values: [usize; 4]| -> Value {
+            TYPES.iter().zip(values).map(|(kind, value)| (kind.to_string(), json!(value))).collect()
+        };
+        let offenders: Vec<Value> = report
+            .offenders
+            .iter()
+            .map(|o| {
+                json!({
+                    "pattern": o.pattern,
+                    "new_series_per_second": (o.new_series_per_second * 1000.0).round() / 1000.0,
+                    "new_series": o.new_series,
+                    "folded": o.folded,
+                })
+            })
+            .collect();
+        let folded: serde_json::Map<String, Value> =
+            FoldReason::ALL.iter().map(|r| (r.as_str().to_string(), json!(report.folded[*r as usize]))).collect();
+        json!({
+            "series": per_type(report.series),
+            "max_series": per_type(report.budgets.max_series),
+            "max_series_per_name": report.budgets.max_series_per_name,
+            "max_tag_values": report.budgets.max_tag_values,
+            "max_set_members": report.budgets.max_set_members,
+            "names_at_series_per_name": per_type(report.names_at_budget),
+            "folded_series": folded,
+            "sets_sketched": self.sets_sketched,
+            "offenders": offenders,
+        })
+    }
+}
