@@ -264,7 +264,7 @@ fn budgets(top: &Reader<'_>) -> Result<agg::Budgets, ConfigError> {
     let count = |reader: &Reader<'_>, key: &str, default: usize| -> Result<usize, ConfigError> {
         match reader.number(key)? {
             None => Ok(default),
-            Some(n) if n >= 1.0 && n <= 1e9 && n.fract() == 0.0 => Ok(n as usize),
+            Some(n) if (1.0..=1e9).contains(&n) && n.fract() == 0.0 => Ok(n as usize),
             Some(n) => Err(reader.error(key, format!("expected a whole number from 1 to 1e9, got {n}"))),
         }
     };
