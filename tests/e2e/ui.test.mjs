@@ -149,6 +149,8 @@ async function main() {
     await page.waitForFunction(() => document.getElementById("store-usage").textContent.startsWith("Store "));
     const usage = await page.textContent("#store-usage");
     check("the page shows the store's size against its budget", /^Store [0-9.]+ (B|KiB|MiB) of 2\.0 GiB/.test(usage), usage);
+    const budgetLine = await page.textContent("#budget-usage");
+    check("the page shows the series held against the cardinality budgets", /^[\d,]+ series; (counters|timers|gauges|sets) [\d,]+ of [\d,]+/.test(budgetLine), budgetLine);
     let queries = 0;
     page.on("request", (request) => { if (request.url().includes("/api/v1/query")) queries += 1; });
     await page.waitForLoadState("networkidle");

@@ -219,6 +219,8 @@ impl Aggregator {
     pub fn absorb_taken(&mut self, map: &mut ReaderMap, table: TakenInterval) {
         self.count_ingest(&table.ingest);
         self.refresh_ledger();
+        // A reader that started over after a burst of names gives its tables back.
+        self.released |= table.counters.released_more_than(SPARE_ENTRIES);
         let ledger = &mut self.ledger;
         self.counters.absorb(map, table.counters, |key| ledger.admit(MetricType::Counters, key));
         let limit = self.config.timer_sample_limit;

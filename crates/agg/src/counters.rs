@@ -46,6 +46,14 @@ pub struct CounterDelta {
     reset: bool,
 }
 
+impl CounterDelta {
+    /// True when the reader started over and handed back more than `keys` keys (their room
+    /// is free once this delta is absorbed).
+    pub(crate) fn released_more_than(&self, keys: usize) -> bool {
+        self.reset && self.keys.len() > keys
+    }
+}
+
 impl ReaderCounters {
     /// Starts loading where `hash`'s key is looked for (hashes from `series::hash_key`).
     #[inline]

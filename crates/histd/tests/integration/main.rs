@@ -3,6 +3,7 @@
 
 mod admin;
 mod backends;
+mod budgets;
 mod concurrency;
 mod config_files;
 mod external;

@@ -886,11 +886,30 @@ function formatBytes(bytes) {
   return `${bytes < 10 && unit > 0 ? bytes.toFixed(1) : Math.round(bytes)} ${units[unit]}`;
 }
 
+/** The cardinality budgets (from /health): series held against maxSeries, folds, the top offender. */
+function showBudgets(budgets) {
+  const line = $("budget-usage");
+  if (!budgets) return;
+  const types = Object.keys(budgets.series);
+  const held = types.reduce((n, t) => n + budgets.series[t], 0);
+  const fullest = types.reduce((a, b) => (budgets.series[a] / budgets.max_series[a] >= budgets.series[b] / budgets.max_series[b] ? a : b));
+  const parts = [`${held.toLocaleString("en-US")} series; ${fullest} ${budgets.series[fullest].toLocaleString("en-US")} of ${budgets.max_series[fullest].toLocaleString("en-US")}`];
+  const folded = Object.values(budgets.folded_series).reduce((n, v) => n + v, 0);
+  if (folded > 0) parts.push(`${folded.toLocaleString("en-US")} new series folded into overflow`);
+  const top = budgets.offenders[0];
+  if (top && top.new_series_per_second >= 1) parts.push(`fastest new names: ${top.pattern} (${formatNumber(top.new_series_per_second)}/s)`);
+  line.textContent = parts.join(" · ");
+  line.title = "Cardinality budgets: maxSeries per type, maxSeriesPerName, maxTagValues (GET /api/v1/budgets)";
+  line.classList.toggle("error", folded > 0);
+}
+
 /** The store's size against its budget, growth and drops (from /health), under the list. */
 async function loadStoreUsage() {
   try {
     const response = await fetch("/health");
-    const store = (await response.json()).sinks?.store;
+    const health = await response.json();
+    showBudgets(health.budgets);
+    const store = health.sinks?.store;
     if (!store) return;
     const parts = [`Store ${formatBytes(store.store_bytes)} of ${formatBytes(store.store_max_bytes)}`];
     if (store.store_growth_bytes_per_hour > 0) parts.push(`+${formatBytes(store.store_growth_bytes_per_hour)}/h`);
