@@ -261,6 +261,10 @@ const RATE_WEIGHT: f64 = 0.2;
 #[derive(Debug, Default)]
 struct Offenders {
     slots: Vec<OffenderSlot>,
+    /// The pattern being looked up (kept for its room: no allocation per new series).
+    scratch: String,
+    /// The slot found last (a burst of new names mostly repeats one pattern).
+    last: usize,
 }
 
 #[derive(Debug)]
@@ -280,10 +284,16 @@ impl OffenderSlot {
 
 impl Offenders {
     fn record(&mut self, name: &str, folded: bool) {
-        let pattern = pattern_of(name);
-        let at = match self.slots.iter().position(|slot| slot.pattern == pattern) {
+        write_pattern(name, &mut self.scratch);
+        let pattern = self.scratch.as_str();
+        let found = match self.slots.get(self.last) {
+            Some(slot) if slot.pattern == pattern => Some(self.last),
+            _ => self.slots.iter().position(|slot| slot.pattern == pattern),
+        };
+        let at = match found {
             Some(at) => at,
             None if self.slots.len() < OFFENDER_SLOTS => {
+                let pattern = pattern.to_string();
                 self.slots.push(OffenderSlot { pattern, this_interval: 0, average: 0.0, new_series: 0, folded: 0 });
                 self.slots.len() - 1
             }
@@ -296,12 +306,14 @@ impl Offenders {
                     .min_by(|a, b| a.1.weight().total_cmp(&b.1.weight()))
                     .unwrap_or((0, &self.slots[0]));
                 let slot = &mut self.slots[at];
-                slot.pattern = pattern;
+                slot.pattern.clear();
+                slot.pattern.push_str(pattern);
                 slot.new_series = 0;
                 slot.folded = 0;
                 at
             }
         };
+        self.last = at;
         let slot = &mut self.slots[at];
         slot.this_interval += 1;
         slot.new_series += 1;
@@ -332,16 +344,15 @@ impl Offenders {
     }
 }
 
-/// A name with each dot-separated part that holds a digit written `*`.
-fn pattern_of(name: &str) -> String {
-    let mut pattern = String::with_capacity(name.len());
+/// Writes `name` with each dot-separated part that holds a digit as `*` into `pattern`.
+fn write_pattern(name: &str, pattern: &mut String) {
+    pattern.clear();
     for (i, part) in name.split('.').enumerate() {
         if i > 0 {
             pattern.push('.');
         }
         pattern.push_str(if part.bytes().any(|b| b.is_ascii_digit()) { "*" } else { part });
     }
-    pattern
 }
 
 #[cfg(test)]
@@ -421,6 +432,8 @@ mod tests {
         assert_eq!((top[0].new_series, top[0].folded), (300, 0));
         assert!((top[0].new_series_per_second - 300.0 * RATE_WEIGHT / 10.0).abs() < 1e-9, "{top:?}");
         assert!(top.len() <= OFFENDERS_LISTED);
-        assert_eq!(pattern_of("a.b2.c"), "a.*.c");
+        let mut pattern = String::new();
+        write_pattern("a.b2.c", &mut pattern);
+        assert_eq!(pattern, "a.*.c");
     }
 }
