@@ -192,6 +192,15 @@ impl Aggregator {
         &self.config
     }
 
+    /// Applies new settings from now on (a config reload): the interval in progress is
+    /// flushed by them, every series keeps its state, and the budgets are counted again.
+    /// `prefixStats` stays as it was (histd's own series are named at start).
+    pub fn reconfigure(&mut self, config: AggConfig) {
+        let prefix_stats = std::mem::take(&mut self.config.prefix_stats);
+        self.config = AggConfig { prefix_stats, ..config };
+        self.ledger.set_budgets(self.config.budgets);
+    }
+
     /// Input counts since start (the management `stats` command).
     pub fn totals(&self) -> &IngestCounts {
         &self.totals

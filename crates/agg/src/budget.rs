@@ -157,6 +157,13 @@ impl Ledger {
         Ledger { budgets, ..Ledger::default() }
     }
 
+    /// New budgets: every type is counted again before the next admission (series already
+    /// held stay, even past a smaller budget).
+    pub(crate) fn set_budgets(&mut self, budgets: Budgets) {
+        self.budgets = budgets;
+        self.stale = [true; 4];
+    }
+
     /// The key a series new to `kind` is kept under: its own (admitted and counted) or an
     /// overflow series' (counted as folded).
     pub(crate) fn admit<'k>(&mut self, kind: MetricType, key: &'k str) -> Cow<'k, str> {

@@ -24,6 +24,7 @@ use crate::ingest::{
     open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
     PendingBudget, Stopping, StreamContext, Tap, UdpSettings,
 };
+use crate::reload::{ConfigSource, ReloadOutcome, Reloader};
 use crate::sinks::forward::encode::CutSettings;
 use crate::sinks::graphite::GraphiteNames;
 use crate::sinks::{console, forward, graphite, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
@@ -73,9 +74,19 @@ pub struct Running {
     pub bound: Bound,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    reloader: Option<Arc<Reloader>>,
 }
 
 impl Running {
+    /// Reads the config again and applies it ([`crate::reload`]); an error when started
+    /// without a config source or when the new config is invalid (the old one runs on).
+    pub async fn reload(&self) -> Result<ReloadOutcome, String> {
+        match &self.reloader {
+            Some(reloader) => reloader.reload().await,
+            None => Err("started without a config source: nothing to reload".to_string()),
+        }
+    }
+
     /// Stops it as SIGTERM does (stop listening, drain, one final flush to every sink, wait for
     /// the sinks within their grace) and waits until it has.
     pub async fn stop(self) {
@@ -89,6 +100,12 @@ impl Running {
 /// Binds every listener, starts sinks, readers, the management interface, the HTTP API and
 /// the flusher, and returns once histd is ready: every address is bound and accepting.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    start_reloadable(config, None).await
+}
+
+/// As [`start`]; with a `source`, the config can be reloaded from it ([`Running::reload`],
+/// `POST /-/reload`).
+pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> anyhow::Result<Running> {
     check_addresses_free(&config)?;
     let startup_s = (unix_now_ms() + 500) / 1000;
     let admin_listener = TcpListener::bind(config.mgmt)
@@ -147,7 +164,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
+    let reloader = source.map(|source| {
+        let edges = admin_state.edges.clone();
+        Arc::new(Reloader::new(source, config.clone(), aggregation.clone(), store_control.clone(), edges))
+    });
     let http_state = Arc::new(HttpState {
+        reloader: reloader.clone(),
         database: config.backends.contains(&Backend::Store).then(|| config.store.data_dir.join(store::DATABASE)),
         reader: Mutex::new(None),
         store_control,
@@ -174,13 +196,27 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let serving = Serving { flusher, sinks, edges, stopping, stop: stop_sender.clone(), admin_task, http_task };
     let task = tokio::spawn(serving.run(startup_s * 1000, config.agg.flush_interval, stop));
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
-    Ok(Running { bound, stop: stop_sender, task })
+    Ok(Running { bound, stop: stop_sender, task, reloader })
 }
 
-/// Runs until `shutdown` completes, then drains and flushes once more.
-pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
-    let running = start(config).await?;
-    shutdown.await;
+/// Runs until `shutdown` completes, then drains and flushes once more; each message on
+/// `hangups` (SIGHUP) reloads the config from `source`.
+pub async fn run(
+    config: Config,
+    source: ConfigSource,
+    shutdown: impl std::future::Future<Output = ()>,
+    mut hangups: tokio::sync::mpsc::UnboundedReceiver<()>,
+) -> anyhow::Result<()> {
+    let running = start_reloadable(config, Some(source)).await?;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(()) = hangups.recv() => {
+                let _ = running.reload().await; // logged and counted by the reloader
+            }
+        }
+    }
     tracing::info!("shutting down: draining");
     running.stop().await;
     tracing::info!("stopped");

@@ -27,6 +27,7 @@ mod flush;
 mod global;
 mod http;
 mod ingest;
+pub mod reload;
 mod sinks;
 mod telemetry;
 mod timefmt;
@@ -48,4 +49,4 @@ pub mod prometheus {
 pub mod forward {
     pub use crate::sinks::forward::{encode, format, ring};
 }
-pub use daemon::{run, start, Bound, Listening, Running};
+pub use daemon::{run, start, start_reloadable, Bound, Listening, Running};

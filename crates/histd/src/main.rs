@@ -62,7 +62,7 @@ enum Command {
 }
 
 /// `histd run`'s ports, over the config's.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct Ports {
     /// The statsd port of every UDP and TCP listener (`port`, `servers[].port`).
     #[arg(long)]
@@ -106,7 +106,7 @@ fn main() -> ExitCode {
             print!("{}", config::keys::markdown_table());
             ExitCode::SUCCESS
         }
-        Command::Run { config, log_level, data_dir, ports } => run(config, log_level, data_dir, &ports),
+        Command::Run { config, log_level, data_dir, ports } => run(config, log_level, data_dir, ports),
         Command::Proxy { config, log_level } => proxy(&config, log_level),
         Command::Query(args) => match query_cli::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -155,22 +155,23 @@ fn run(
     config_path: Option<PathBuf>,
     log_level: Option<tracing::Level>,
     data_dir: Option<PathBuf>,
-    ports: &Ports,
+    ports: Ports,
 ) -> ExitCode {
-    let mut config = match config_path {
-        Some(path) => match Config::from_file(&path) {
-            Ok(config) => config,
-            Err(error) => {
-                eprintln!("histd: invalid config: {error:#}");
-                return ExitCode::from(2);
-            }
-        },
-        None => Config::local_default(),
+    // The command line's settings go over the file's at start and at every reload.
+    let overrides = move |config: &mut Config| {
+        if let Some(dir) = &data_dir {
+            config.store.data_dir = dir.clone();
+        }
+        ports.apply(config);
     };
-    if let Some(dir) = data_dir {
-        config.store.data_dir = dir;
-    }
-    ports.apply(&mut config);
+    let source = histd::reload::ConfigSource { path: config_path, overrides: Box::new(overrides) };
+    let config = match source.load() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("histd: invalid config: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
     let level = log_level.unwrap_or(if config.debug { tracing::Level::DEBUG } else { tracing::Level::INFO });
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
     for key in &config.ignored_keys {
@@ -179,7 +180,7 @@ fn run(
     return_large_blocks_to_the_system();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(2).on_thread_start(yield_to_readers);
-    serve_until_signal("histd", builder, |shutdown| histd::run(config, shutdown))
+    serve_until_signal("histd", builder, |shutdown, hangups| histd::run(config, source, shutdown, hangups))
 }
 
 fn proxy(path: &std::path::Path, log_level: Option<tracing::Level>) -> ExitCode {
@@ -197,7 +198,7 @@ fn proxy(path: &std::path::Path, log_level: Option<tracing::Level>) -> ExitCode 
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(1);
-    serve_until_signal("histd proxy", builder, |shutdown| histd::proxy::run(config, shutdown))
+    serve_until_signal("histd proxy", builder, |shutdown, _hangups| histd::proxy::run(config, shutdown))
 }
 
 /// Runs `serve` on a runtime from `builder` until SIGTERM or SIGINT: exit code 0 after a clean
@@ -205,7 +206,7 @@ fn proxy(path: &std::path::Path, log_level: Option<tracing::Level>) -> ExitCode 
 fn serve_until_signal<Serving>(
     who: &str,
     mut builder: tokio::runtime::Builder,
-    serve: impl FnOnce(Shutdown) -> Serving,
+    serve: impl FnOnce(Shutdown, Hangups) -> Serving,
 ) -> ExitCode
 where
     Serving: std::future::Future<Output = anyhow::Result<()>>,
@@ -218,8 +219,9 @@ where
         }
     };
     let result = runtime.block_on(async {
-        let shutdown = shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
-        serve(shutdown).await
+        let (shutdown, hangups) =
+            shutdown_signal().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+        serve(shutdown, hangups).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -256,21 +258,29 @@ fn return_large_blocks_to_the_system() {
 /// Completes on SIGTERM or SIGINT.
 type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// One message per SIGHUP: reload the config.
+type Hangups = tokio::sync::mpsc::UnboundedReceiver<()>;
+
 /// Installs the handlers now (so that a signal arriving while histd starts up is not lost to
-/// the default action) and returns a future that completes on SIGTERM or SIGINT. SIGHUP is
-/// logged and ignored (config reload is not done).
-fn shutdown_signal() -> std::io::Result<Shutdown> {
+/// the default action) and returns a future that completes on SIGTERM or SIGINT, and the
+/// SIGHUPs (a reload each; `histd proxy` does not reload and says so).
+fn shutdown_signal() -> std::io::Result<(Shutdown, Hangups)> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    Ok(Box::pin(async move {
+    let (hangups, received) = tokio::sync::mpsc::unbounded_channel();
+    let shutdown = Box::pin(async move {
         loop {
             tokio::select! {
                 _ = term.recv() => return,
                 _ = int.recv() => return,
-                _ = hup.recv() => tracing::warn!("SIGHUP: config reload is not supported; restart histd to apply a new config"),
+                _ = hup.recv() => match hangups.send(()) {
+                    Ok(()) => tracing::info!("SIGHUP: reloading the config"),
+                    Err(_) => tracing::warn!("SIGHUP: this process does not reload its config; restart it to apply a new one"),
+                },
             }
         }
-    }))
+    });
+    Ok((shutdown, received))
 }

@@ -258,6 +258,13 @@ impl Store {
         self.last_order = LastOrder::default();
     }
 
+    /// Keeps the store by new settings from the next flush on (a config reload): retention
+    /// and the disk budget apply at the next trim.
+    pub fn set_options(&mut self, options: Options) {
+        self.options = options;
+        self.usage.trimmed_period = i64::MIN; // trim at the next flush
+    }
+
     /// What the store holds and has dropped, as of the last write.
     pub fn usage(&self) -> &Usage {
         &self.usage

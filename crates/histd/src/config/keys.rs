@@ -145,7 +145,7 @@ pub const KEYS: &[KeyDoc] = &[
     unused(&["title"], "the process title: histd's is `histd`"),
     unused(&["log"], "histd logs to standard error; `--log-level` or `debug` set the level"),
     unused(&["dumpMessages"], "histd never logs per packet; the console or repeater backend shows traffic"),
-    unused(&["automaticConfigReload"], "config reload is not implemented: restart histd to apply a new config"),
+    unused(&["automaticConfigReload"], "histd does not watch the file: it reloads it on SIGHUP (`systemctl reload`) or `POST /-/reload`"),
     unused(&["keyFlush"], "Etsy's periodic log of the busiest keys is not implemented"),
 ];
 

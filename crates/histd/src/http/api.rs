@@ -151,6 +151,18 @@ pub async fn forget(State(state): State<Arc<HttpState>>, headers: HeaderMap, Que
     })))
 }
 
+/// `POST /-/reload`: the config file read again and applied ([`crate::reload`]).
+pub async fn reload(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Answer {
+    same_site(&headers)?;
+    let Some(reloader) = &state.reloader else {
+        return Err(Failure(StatusCode::SERVICE_UNAVAILABLE, "started without a config source".to_string()));
+    };
+    match reloader.reload().await {
+        Ok(outcome) => Ok(Json(json!({ "applied": outcome.applied, "needs_restart": outcome.needs_restart }))),
+        Err(error) => Err(Failure(StatusCode::BAD_REQUEST, format!("the config in force is unchanged: {error}"))),
+    }
+}
+
 /// Refuses a destructive request from another web origin or through a host name.
 fn same_site(headers: &HeaderMap) -> Result<(), Failure> {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok());

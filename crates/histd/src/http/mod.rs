@@ -14,6 +14,7 @@
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
 //! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md) | `{"merged", "duplicate"}`; 503 unless `global.accept`, 400 for a malformed batch, 413 past `global.maxBatchBytes` |
 //! | `GET /metrics` | `Accept` picks text 0.0.4 or OpenMetrics 1.0 | histd's own metrics; with the prometheus backend, every series |
+//! | `POST /-/reload` | | reads the config file again and applies it: `{"applied": [key], "needs_restart": [key]}`; 400 naming the bad key when the file is invalid (the old config runs on); 403 from another web origin or host name |
 //! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off) |
 //!
 //! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
@@ -55,6 +56,8 @@ pub struct HttpState {
     pub database: Option<PathBuf>,
     /// A reading connection, opened on first use.
     pub reader: Mutex<Option<store::Store>>,
+    /// Reloads the config (`POST /-/reload`); `None` when started without a config source.
+    pub reloader: Option<Arc<crate::reload::Reloader>>,
     /// The store's writer, which forgets series (`DELETE /api/v1/series`).
     pub store_control: Option<crate::sinks::store::StoreControl>,
     /// `prefixStats`: series under it are histd's own (the series list folds them).
@@ -135,6 +138,7 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(live, get(live::live))
         .route("/metrics", get(metrics::metrics))
         .route("/-/clear", post(metrics::clear))
+        .route("/-/reload", post(api::reload))
         .route("/", get(ui::index))
         .route("/ui/{*file}", get(ui::file))
         .with_state(state)

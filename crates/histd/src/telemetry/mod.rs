@@ -91,6 +91,10 @@ pub struct EdgeCounters {
     pub forward_batches_refused: Counter,
     /// Batch identities forgotten to stay within `global.dedupBatches`.
     pub forward_ids_forgotten: Counter,
+    /// Config reloads applied (SIGHUP, `POST /-/reload`).
+    pub config_reloads: Counter,
+    /// Config reloads refused: the file did not read or was invalid (the old config runs on).
+    pub config_reload_failures: Counter,
     /// The smallest UDP receive buffer as the kernel reads it back (`SO_RCVBUF`: twice what
     /// was set, half being its bookkeeping); 0 without UDP listeners.
     pub receive_buffer_bytes: Gauge,
@@ -112,7 +116,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 15] {
+    pub fn entries(&self) -> [(&'static str, u64); 17] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -127,6 +131,8 @@ impl EdgeCounters {
             ("forward_batches_duplicate", self.forward_batches_duplicate.get()),
             ("forward_batches_refused", self.forward_batches_refused.get()),
             ("forward_ids_forgotten", self.forward_ids_forgotten.get()),
+            ("config_reloads", self.config_reloads.get()),
+            ("config_reload_failures", self.config_reload_failures.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),
             ("receive_buffer_bytes", self.receive_buffer_bytes.get()),
         ]

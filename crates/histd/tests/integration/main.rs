@@ -15,6 +15,7 @@ mod lifecycle;
 mod listeners;
 mod prometheus;
 mod proxy;
+mod reload;
 mod store_api;
 mod timer_histograms;
 mod top;

@@ -21,7 +21,7 @@ pub const DATABASE: &str = "histd.db";
 /// between two flushes, so it never races a write.
 #[derive(Debug, Clone)]
 pub struct StoreControl {
-    requests: mpsc::Sender<ForgetRequest>,
+    requests: mpsc::Sender<Request>,
 }
 
 #[derive(Debug)]
@@ -30,20 +30,34 @@ struct ForgetRequest {
     reply: oneshot::Sender<Result<store::Forgotten, String>>,
 }
 
+/// What the writer is asked between flushes.
+#[derive(Debug)]
+enum Request {
+    Forget(ForgetRequest),
+    /// New retention and disk budget (a config reload).
+    Options(store::Options),
+}
+
 impl StoreControl {
     /// Forgets `keys` in the store; an error says why it could not.
     pub async fn forget(&self, keys: Vec<store::SeriesKey>) -> Result<store::Forgotten, String> {
         let (reply, answer) = oneshot::channel();
         let stopped = || "the store's writer has stopped".to_string();
-        self.requests.send(ForgetRequest { keys, reply }).await.map_err(|_| stopped())?;
+        self.requests.send(Request::Forget(ForgetRequest { keys, reply })).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
+    }
+
+    /// Keeps the store by `retention` and `max_bytes` from the next flush on.
+    pub async fn set_options(&self, retention: store::Retention, max_bytes: u64) -> Result<(), String> {
+        let options = store::Options { retention, max_bytes, ..Default::default() };
+        self.requests.send(Request::Options(options)).await.map_err(|_| "the store's writer has stopped".to_string())
     }
 }
 
 /// What the writer does next.
 enum Work {
     Flush(Arc<Snapshot>),
-    Forget(ForgetRequest),
+    Request(Request),
     Stop,
 }
 
@@ -54,12 +68,12 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
     })?;
     let lock = lock_data_dir(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
-    let options = store::Options { retention: config.retention, max_bytes: config.max_bytes, ..Default::default() };
+    let mut options = store::Options { retention: config.retention, max_bytes: config.max_bytes, ..Default::default() };
     let mut store =
         store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
     publish_usage(&telemetry, store.usage(), config.max_bytes);
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let (requests, mut forgets) = mpsc::channel::<ForgetRequest>(4);
+    let (requests, mut forgets) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
     let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
@@ -70,7 +84,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
                 tokio::select! {
                     biased;
                     snapshot = receiver.recv() => snapshot.map_or(Work::Stop, Work::Flush),
-                    Some(request) = forgets.recv() => Work::Forget(request),
+                    Some(request) = forgets.recv() => Work::Request(request),
                 }
             });
             match work {
@@ -78,7 +92,11 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
                     counts.dequeued(snapshot.queue_bytes, receiver.len());
                     write_flush(&mut store, &snapshot, &counts);
                 }
-                Work::Forget(request) => forget(&mut store, request),
+                Work::Request(Request::Forget(request)) => forget(&mut store, request),
+                Work::Request(Request::Options(new)) => {
+                    options = new;
+                    store.set_options(new);
+                }
                 Work::Stop => break,
             }
             publish_usage(&counts, store.usage(), options.max_bytes);

@@ -1,0 +1,226 @@
+//! Config reload (SIGHUP, `POST /-/reload`): the file is read again the way it was at start
+//! (the same command-line overrides applied), compared with the config in force, and what can
+//! change while histd runs is applied at once; the rest is named as needing a restart.
+//!
+//! Applied live, without losing or doubling a line (nothing is reopened: the readers, the
+//! listeners and every series' state are untouched): the timer settings (`percentThreshold`,
+//! `histogram`, `calculatedTimerMetrics`, `timerSampleLimit`), the `delete*` family and
+//! `gaugesMaxTTL`, the cardinality budgets, `histdSelfMetrics`, and the store's retention and
+//! `maxBytes`. The interval in progress is flushed by the new settings. An invalid file keeps
+//! the old config running; the error names the key, and the failure is counted.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::flush::Aggregation;
+use crate::sinks::store::StoreControl;
+use crate::telemetry::EdgeCounters;
+
+/// Where the config comes from: a file (or the built-in local default) and the command line's
+/// overrides, applied again on every reload.
+pub struct ConfigSource {
+    /// The config file; `None` for the built-in local default.
+    pub path: Option<PathBuf>,
+    /// The command line's settings over the file's (`--port`, `--data-dir`, ...).
+    pub overrides: Box<dyn Fn(&mut Config) + Send + Sync>,
+}
+
+impl ConfigSource {
+    /// Reads the config as it was read at start.
+    pub fn load(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.path {
+            Some(path) => Config::from_file(path)?,
+            None => Config::local_default(),
+        };
+        (self.overrides)(&mut config);
+        Ok(config)
+    }
+}
+
+/// The effective config's top-level keys a reload applies.
+const LIVE_KEYS: [&str; 13] = [
+    "percentThreshold",
+    "histogram",
+    "calculatedTimerMetrics",
+    "timerSampleLimit",
+    "deleteCounters",
+    "deleteTimers",
+    "deleteSets",
+    "deleteGauges",
+    "gaugesMaxTTL",
+    "histdSelfMetrics",
+    "maxSeries",
+    "maxSeriesPerName",
+    "maxTagValues",
+];
+
+/// Keys that are runtime state or derived, not settings to compare (`healthStatus` is the
+/// management `health` command's to change; `ignoredKeys` is a report).
+const NOT_COMPARED: [&str; 2] = ["healthStatus", "ignoredKeys"];
+
+/// What a reload changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadOutcome {
+    /// Keys whose new values are in force.
+    pub applied: Vec<String>,
+    /// Keys that changed in the file but take a restart (listeners, backends, ports, ...).
+    pub needs_restart: Vec<String>,
+}
+
+/// Applies reloads to the running daemon.
+pub struct Reloader {
+    source: ConfigSource,
+    current: Mutex<Config>,
+    aggregation: Arc<Aggregation>,
+    store: Option<StoreControl>,
+    edges: Arc<EdgeCounters>,
+    /// Serialises reloads (a SIGHUP and a POST at once apply one after the other).
+    running: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").field("path", &self.source.path).finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// A reloader for the daemon started with `config`.
+    pub fn new(
+        source: ConfigSource,
+        config: Config,
+        aggregation: Arc<Aggregation>,
+        store: Option<StoreControl>,
+        edges: Arc<EdgeCounters>,
+    ) -> Reloader {
+        Reloader { source, current: Mutex::new(config), aggregation, store, edges, running: Default::default() }
+    }
+
+    /// Reads the config again and applies what changed; an error (the file unreadable or
+    /// invalid: the message names the key) leaves everything as it was. Logged and counted.
+    pub async fn reload(&self) -> Result<ReloadOutcome, String> {
+        let _one_at_a_time = self.running.lock().await;
+        let result = self.apply().await;
+        match &result {
+            Ok(outcome) => {
+                self.edges.config_reloads.add(1);
+                tracing::info!(applied = ?outcome.applied, "config reloaded");
+                if !outcome.needs_restart.is_empty() {
+                    tracing::warn!(keys = ?outcome.needs_restart, "config keys changed that take a restart to apply");
+                }
+            }
+            Err(error) => {
+                self.edges.config_reload_failures.add(1);
+                tracing::error!(error, "config reload failed; the config in force is unchanged");
+            }
+        }
+        result
+    }
+
+    async fn apply(&self) -> Result<ReloadOutcome, String> {
+        let new = self.source.load().map_err(|error| format!("{error:#}"))?;
+        let old_effective = crate::ingest::shards_lock(&self.current).effective();
+        let outcome = classify(&old_effective, &new.effective());
+        if outcome.applied.iter().any(|key| key.starts_with("store.")) {
+            if let Some(store) = &self.store {
+                store.set_options(new.store.retention, new.store.max_bytes).await?;
+            }
+        }
+        if outcome.applied.iter().any(|key| LIVE_KEYS.contains(&key.as_str())) {
+            let mut config = new.agg.clone();
+            let mut gathered = self.aggregation.current();
+            config.keep_mergeable = gathered.config().keep_mergeable;
+            gathered.reconfigure(config);
+        }
+        let mut current = crate::ingest::shards_lock(&self.current);
+        let kept = std::mem::replace(&mut *current, new);
+        restore_unapplied(&mut current, kept, &outcome);
+        Ok(outcome)
+    }
+}
+
+/// The keys that differ between two effective configs, sorted into applied and not.
+fn classify(old: &Value, new: &Value) -> ReloadOutcome {
+    let mut outcome = ReloadOutcome::default();
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else { return outcome };
+    let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for key in keys {
+        if NOT_COMPARED.contains(&key.as_str()) || old.get(key) == new.get(key) {
+            continue;
+        }
+        if key == "store" {
+            classify_store(old.get(key), new.get(key), &mut outcome);
+        } else if LIVE_KEYS.contains(&key.as_str()) {
+            outcome.applied.push(key.clone());
+        } else {
+            outcome.needs_restart.push(key.clone());
+        }
+    }
+    outcome
+}
+
+/// The store's retention and `maxBytes` apply live; its directory and HTTP address do not.
+fn classify_store(old: Option<&Value>, new: Option<&Value>, outcome: &mut ReloadOutcome) {
+    let field = |value: Option<&Value>, name: &str| value.and_then(|v| v.get(name)).cloned();
+    for name in ["retention", "maxBytes"] {
+        if field(old, name) != field(new, name) {
+            outcome.applied.push(format!("store.{name}"));
+        }
+    }
+    for name in ["dataDir", "http"] {
+        if field(old, name) != field(new, name) {
+            outcome.needs_restart.push(format!("store.{name}"));
+        }
+    }
+}
+
+/// The config in force keeps, for what a restart would apply, the old settings (so that the
+/// next reload still sees them as changed and says so).
+fn restore_unapplied(current: &mut Config, old: Config, outcome: &ReloadOutcome) {
+    if outcome.needs_restart.is_empty() {
+        return;
+    }
+    let mut kept = old;
+    kept.agg = current.agg.clone();
+    kept.store.retention = current.store.retention;
+    kept.store.max_bytes = current.store.max_bytes;
+    *current = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn effective(text: &str) -> Value {
+        Config::from_text(text).unwrap().effective()
+    }
+
+    #[test]
+    fn changes_are_sorted_into_applied_and_needing_a_restart() {
+        let base = "{ port: 8125, percentThreshold: 90, flushInterval: 10000 }";
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (base, &[], &[]),
+            ("{ port: 8125, percentThreshold: [50, 99], flushInterval: 10000 }", &["percentThreshold"], &[]),
+            (
+                "{ port: 8125, percentThreshold: 90, flushInterval: 10000, maxSeries: 10, deleteIdleStats: true }",
+                &["deleteCounters", "deleteGauges", "deleteSets", "deleteTimers", "maxSeries"],
+                &[],
+            ),
+            ("{ port: 9125, percentThreshold: 90, flushInterval: 5000 }", &[], &["flushInterval", "servers"]),
+            (
+                "{ port: 8125, percentThreshold: 90, flushInterval: 10000, store: { retention: { raw: '2h' }, dataDir: '/x' } }",
+                &["store.retention"],
+                &["store.dataDir"],
+            ),
+            ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, healthStatus: 'down' }", &[], &[]),
+        ];
+        for (text, applied, restart) in cases {
+            let outcome = classify(&effective(base), &effective(text));
+            assert_eq!(outcome.applied, *applied, "{text}");
+            assert_eq!(outcome.needs_restart, *restart, "{text}");
+        }
+    }
+}

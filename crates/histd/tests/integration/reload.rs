@@ -1,0 +1,98 @@
+//! Config reload through the real binary (issue 20): SIGHUP and `POST /-/reload` under load,
+//! exact totals, a bad file keeping the old config, keys that take a restart named.
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::harness::{eventually, http, Carbon, Daemon};
+
+fn config(carbon: &Carbon, thresholds: &str, extra: &str) -> String {
+    format!(
+        "{{ servers: [ {{ server: 'tcp', address: '127.0.0.1', port: 0 }} ], mgmt_port: 0, http_port: 0, \
+           graphiteHost: '127.0.0.1', graphitePort: {}, flushInterval: 200, percentThreshold: {thresholds}, {extra} }}",
+        carbon.port
+    )
+}
+
+fn hangup(daemon: &Daemon) {
+    let status = Command::new("kill").args(["-HUP", &daemon.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+/// The sum of a counter over every flush carbon received.
+fn total(carbon: &Carbon, name: &str) -> f64 {
+    carbon.flushes().iter().filter_map(|f| f.get(name)).map(|v| v.parse::<f64>().unwrap()).sum()
+}
+
+#[test]
+fn reloads_under_load_lose_and_double_nothing() {
+    let carbon = Carbon::start();
+    let daemon = Daemon::start_process("reload", &config(&carbon, "[90]", ""));
+    let path = daemon.dir.join("config.js");
+    // A client sends counters and timers the whole time, over one connection.
+    let (stop, sent) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let sender = {
+        let (address, stop, sent) = (daemon.address("tcp"), stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let mut stream = std::net::TcpStream::connect(address).unwrap();
+            let started = Instant::now();
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(30) {
+                stream.write_all("reload.c:1|c\nreload.t:5|ms\n".repeat(50).as_bytes()).unwrap();
+                sent.fetch_add(50, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    for reload in 1..=10u64 {
+        let thresholds = if reload % 2 == 1 { "[50, 99]" } else { "[90]" };
+        std::fs::write(&path, config(&carbon, thresholds, &format!("maxSeriesPerName: {}", 100 + reload))).unwrap();
+        hangup(&daemon);
+        let done = eventually(|| daemon.stat("messages.config_reloads") == reload as f64);
+        assert!(done, "reload {reload}: {}", daemon.admin("stats"));
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    let sent = sent.load(Ordering::Relaxed) as f64;
+    assert!(
+        eventually(|| total(&carbon, "stats_counts.reload.c") == sent),
+        "{} of {sent}",
+        total(&carbon, "stats_counts.reload.c")
+    );
+    assert_eq!(daemon.stat("messages.config_reload_failures"), 0.0);
+    // The last reload's thresholds are the ones flushed: p90, not p50/p99.
+    let flushes = carbon.flushes();
+    let last = flushes.iter().rev().find(|f| f.get("stats.timers.reload.t.count").is_some()).unwrap();
+    assert!(
+        last.get("stats.timers.reload.t.upper_90").is_some() && last.get("stats.timers.reload.t.upper_99").is_none()
+    );
+    assert!(flushes.iter().any(|f| f.get("stats.timers.reload.t.upper_99").is_some()), "reloads took effect");
+
+    // A file that does not parse: the old config runs on, the failure is counted and logged.
+    std::fs::write(&path, "{ percentThreshold: [50, 99], flushInterval: ").unwrap();
+    hangup(&daemon);
+    assert!(eventually(|| daemon.stat("messages.config_reload_failures") == 1.0));
+    daemon.send_tcp("reload.after:1|c\n");
+    let flush = carbon.wait_flush(|f| f.get("stats_counts.reload.after").is_some());
+    assert!(flush.get("stats.timers.reload.t.upper_90").is_some() || flush.get("stats_counts.reload.c").is_some());
+    assert!(daemon.stderr().contains("config reload failed"), "logged");
+    // POST /-/reload: a bad key is a 400 naming it; a change that takes a restart is named.
+    let address = daemon.address("http");
+    std::fs::write(&path, config(&carbon, "[90]", "maxSeries: 0")).unwrap();
+    let (status, body) = http(&address, "POST", "/-/reload", b"", "");
+    assert!(status == 400 && body.contains("maxSeries"), "{status} {body}");
+    std::fs::write(&path, config(&carbon, "[75]", "flushInterval: 1000").replace("flushInterval: 200, ", "")).unwrap();
+    let (status, body) = http(&address, "POST", "/-/reload", b"", "");
+    assert_eq!(status, 200, "{body}");
+    let outcome: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(outcome["applied"], serde_json::json!(["maxSeriesPerName", "percentThreshold"]), "{outcome}");
+    assert_eq!(outcome["needs_restart"], serde_json::json!(["flushInterval"]), "{outcome}");
+    daemon.send_tcp("reload.t:7|ms\n");
+    carbon.wait_flush(|f| f.get("stats.timers.reload.t.upper_75").is_some());
+    let (status, _) = http(&address, "POST", "/-/reload", b"", "Origin: http://elsewhere.example\r\n");
+    assert_eq!(status, 403);
+    assert!(daemon.terminate());
+}
