@@ -332,8 +332,9 @@ async function main() {
     check("every request stayed on 127.0.0.1", offsite.length === 0, offsite.join(" "));
     check("the page raised no script errors", pageErrors.length === 0, pageErrors.join(" | "));
   } finally {
-    await browser.close();
+    // The daemon first: a browser that fails to close must not leave histd running.
     child.kill("SIGTERM");
+    await browser.close().catch((error) => console.error(`closing the browser: ${error.message}`));
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
   const failed = results.filter((r) => !r.ok).length;
