@@ -59,6 +59,18 @@ enum Command {
     Top(histd::top::TopArgs),
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
     Bench(bench::BenchArgs),
+    /// Write the manual pages (histd.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Where to write them.
+        dir: PathBuf,
+    },
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `histd run`'s ports, over the config's.
@@ -122,6 +134,22 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Man { dir } => match write_man_pages(&dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("histd man: {}: {error}", dir.display());
+                ExitCode::FAILURE
+            }
+        },
+        Command::Completions { shell } => {
+            // Into memory first: clap_complete panics when its writer fails (`| head`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "histd", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            }
+        }
         Command::Bench(args) => match bench::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -130,6 +158,23 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// histd.1, and histd-<subcommand>.1 for each subcommand shown in the help.
+fn write_man_pages(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let command = <Cli as clap::CommandFactory>::command();
+    let write = |name: &str, command: clap::Command| -> std::io::Result<()> {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command).render(&mut page)?;
+        std::fs::write(dir.join(format!("{name}.1")), page)
+    };
+    for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+        // A static name (clap is built without owned strings); one per page, once.
+        let name: &'static str = Box::leak(format!("histd-{}", sub.get_name()).into_boxed_str());
+        write(name, sub.clone().name(name))?;
+    }
+    write("histd", command)
 }
 
 fn check_config(file: &std::path::Path) -> ExitCode {

@@ -1,0 +1,47 @@
+/*
+ * histd's configuration: an Etsy statsd config file (a JavaScript object literal) with
+ * histd's own keys beside Etsy's. Every key, its default and meaning: `histd config-keys`
+ * or `man histd`. Check a change with `histd check-config /etc/histd/config.js`, then apply
+ * it with `systemctl reload histd` (what takes a restart is named in the log).
+ *
+ * The packaged service runs `histd run --config /etc/histd/config.js --data-dir /var/lib/histd`:
+ * the store lives in /var/lib/histd whatever `store.dataDir` says.
+ */
+{
+  // statsd lines: UDP and TCP on 8125 (every interface: use '127.0.0.1' to keep it local).
+  servers: [
+    { server: "./servers/udp", address: "0.0.0.0", port: 8125 },
+    { server: "./servers/tcp", address: "0.0.0.0", port: 8125 }
+  ],
+
+  // Etsy's management commands (stats, counters, timers, health, ...) on TCP 8126, local only.
+  mgmt_address: "127.0.0.1",
+  mgmt_port: 8126,
+
+  // The web page, /health, /metrics and the query API on 8127, local only.
+  http_address: "127.0.0.1",
+  http_port: 8127,
+
+  // Milliseconds between flushes.
+  flushInterval: 10000,
+
+  // Where flushes go: the embedded store (web page, query API). Add "graphite" with
+  // graphiteHost, "prometheus" (scrape /metrics, remote write) or "forward" as needed.
+  backends: ["store"],
+  // graphiteHost: "127.0.0.1",
+  // graphitePort: 2003,
+
+  // Timer percentiles; every timer also keeps its whole histogram in the store.
+  percentThreshold: [90, 99],
+
+  // The store: how long each resolution is kept, and its disk budget.
+  store: {
+    retention: { raw: "24h", minute: "30d", hour: "365d" },
+    maxBytes: "2GiB"
+  },
+
+  // Cardinality budgets: past them new series are folded into overflow series, counted.
+  // maxSeries: { counters: 1000000, timers: 200000, gauges: 1000000, sets: 100000 },
+  // maxSeriesPerName: 10000,
+  // maxTagValues: 10000,
+}
