@@ -30,6 +30,9 @@ pub enum Command {
     Dump(MetricType),
     /// `delcounters a b.*` and the like: the arguments as given.
     Delete(MetricType, Vec<String>),
+    /// `clear` (every type) or `clear counters timers ...` (histd): forget every series of
+    /// those types, as `del*` each of their keys.
+    Clear(Vec<MetricType>),
     /// `config`.
     Config,
     /// `quit`: close the connection.
@@ -61,6 +64,10 @@ impl Command {
             "deltimers" => Command::Delete(MetricType::Timers, arguments),
             "delgauges" => Command::Delete(MetricType::Gauges, arguments),
             "delsets" => Command::Delete(MetricType::Sets, arguments),
+            "clear" => match clear_types(&arguments) {
+                Some(types) => Command::Clear(types),
+                None => Command::Unknown,
+            },
             "config" => Command::Config,
             "quit" => Command::Quit,
             _ => Command::Unknown,
@@ -81,6 +88,7 @@ pub fn execute(command: &Command, state: &AdminState) -> String {
         Command::Stats => stats(state),
         Command::Dump(metric_type) => format!("{}\nEND\n\n", dump(&mut current(state), *metric_type)),
         Command::Delete(metric_type, arguments) => delete(&mut current(state), *metric_type, arguments),
+        Command::Clear(types) => clear(&mut current(state), types),
         Command::Config => config(&state.raw_config),
         Command::Quit => String::new(),
         Command::Unknown => "ERROR\n".to_string(),
@@ -158,6 +166,34 @@ fn dump(aggregator: &mut Aggregator, metric_type: MetricType) -> String {
             .collect(),
     };
     inspect::object(&entries)
+}
+
+/// The types `clear` names (all four when none); `None` for a word that is not a type.
+fn clear_types(arguments: &[String]) -> Option<Vec<MetricType>> {
+    const TYPES: [(&str, MetricType); 4] = [
+        ("counters", MetricType::Counters),
+        ("timers", MetricType::Timers),
+        ("gauges", MetricType::Gauges),
+        ("sets", MetricType::Sets),
+    ];
+    let words: Vec<&str> = arguments.iter().map(String::as_str).filter(|w| !w.is_empty()).collect();
+    if words.is_empty() {
+        return Some(TYPES.iter().map(|(_, t)| *t).collect());
+    }
+    words.iter().map(|word| TYPES.iter().find(|(name, _)| name == word).map(|(_, t)| *t)).collect()
+}
+
+/// `clear`: every key of each type deleted; `cleared <type>: <count>` per type, then `END`.
+fn clear(aggregator: &mut Aggregator, types: &[MetricType]) -> String {
+    let mut out = String::new();
+    for &metric_type in types {
+        let keys = aggregator.keys(metric_type);
+        let removed = keys.iter().filter(|key| aggregator.remove(metric_type, key)).count();
+        let name = format!("{metric_type:?}").to_lowercase();
+        let _ = writeln!(out, "cleared {name}: {removed}");
+    }
+    out.push_str("END\n\n");
+    out
 }
 
 /// Each argument deletes the key it names and, when it ends in `.*`, every key starting with
@@ -255,6 +291,20 @@ mod tests {
     }
 
     #[test]
+    fn clear_forgets_every_series_of_its_types() {
+        let mut aggregator = Aggregator::new(agg::AggConfig::default());
+        let mut table = agg::Table::new(true, 10);
+        table.insert_packet(1, b"a:1|c\nb:1|c\nt:5|ms\ng:3|g\ns:x|s\n");
+        aggregator.absorb(table);
+        let reply = clear(&mut aggregator, &[MetricType::Counters, MetricType::Timers]);
+        assert_eq!(reply, "cleared counters: 5\ncleared timers: 1\nEND\n\n", "Etsy's three counters too");
+        assert!(aggregator.keys(MetricType::Counters).is_empty() && aggregator.keys(MetricType::Timers).is_empty());
+        assert_eq!(aggregator.keys(MetricType::Gauges).len(), 1, "gauges were not named");
+        let snapshot = aggregator.flush(10_000);
+        assert!(snapshot.counters.is_empty() && snapshot.timers.is_empty(), "nothing of them is flushed again");
+    }
+
+    #[test]
     fn parses_like_etsy() {
         let cases: &[(&str, Command)] = &[
             ("help\n", Command::Help),
@@ -267,6 +317,12 @@ mod tests {
             ("delcounters a b.*", Command::Delete(MetricType::Counters, vec!["a".into(), "b.*".into()])),
             ("delsets", Command::Delete(MetricType::Sets, vec![])),
             ("quit", Command::Quit),
+            (
+                "clear",
+                Command::Clear(vec![MetricType::Counters, MetricType::Timers, MetricType::Gauges, MetricType::Sets]),
+            ),
+            ("clear timers sets", Command::Clear(vec![MetricType::Timers, MetricType::Sets])),
+            ("clear everything", Command::Unknown),
             ("", Command::Unknown),
             ("Help", Command::Unknown),
         ];
