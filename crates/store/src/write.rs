@@ -67,13 +67,16 @@ impl Default for Options {
     }
 }
 
+/// The writer's series ids and groups by aggregation key, one map per kind.
+pub(crate) type KnownKeys = [hashbrown::HashMap<Box<str>, (i64, i64)>; 4];
+
 /// An open store: the writer's (open) or a reader's (open_reader).
 pub struct Store {
     pub(crate) connection: Connection,
     /// Readers: every series by id, with its group ([`Store::load_series`]).
     pub(crate) series: HashMap<i64, (SeriesKey, i64)>,
     /// The writer: series ids and groups by the aggregation key, one map per kind.
-    pub(crate) known: [hashbrown::HashMap<Box<str>, (i64, i64)>; 4],
+    pub(crate) known: KnownKeys,
     /// The writer: the group taking new series of each kind, and its members.
     open_groups: HashMap<Kind, (i64, i64)>,
     /// The writer: the last flush's series in the order they came.
@@ -227,6 +230,7 @@ impl Store {
         if !same_order {
             self.last_order = LastOrder::of(rows, &ids);
         }
+        forget_stale_keys(&mut self.known, rows, &ids);
         // Rows are made one group at a time, from positions sorted by group: a flush of 100k
         // series never holds 100k rows at once.
         let mut by_group: HashMap<i64, Vec<(i64, u32)>> = HashMap::new();
@@ -270,6 +274,24 @@ impl Store {
         &self.usage
     }
 }
+
+/// Keeps the writer's key map to what flushes carry: when it holds more than twice this
+/// flush's keys and [`KNOWN_SLACK`] more (names that churn: ids of series long idle), it is
+/// built again from this flush. A key forgotten here and sent again is looked up in the table.
+fn forget_stale_keys<R: FlushRows + ?Sized>(known: &mut KnownKeys, rows: &R, ids: &[(i64, i64)]) {
+    let held: usize = known.iter().map(|map| map.len()).sum();
+    if held <= 2 * rows.len() + KNOWN_SLACK {
+        return;
+    }
+    *known = Default::default();
+    for (index, &found) in ids.iter().enumerate() {
+        let (kind, key) = rows.key(index);
+        known[kind as usize].insert(key.into(), found);
+    }
+}
+
+/// Keys the writer's key map may hold beyond twice a flush's before it starts over.
+pub const KNOWN_SLACK: usize = 65_536;
 
 /// The ids of the last flush's rows in the order they came. The aggregator hands its series
 /// over in the same order flush after flush, so comparing each key with the one at the same
@@ -445,5 +467,37 @@ impl FlushRows for [(Kind, &str, Row)] {
 
     fn row(&self, index: usize) -> Row {
         self[index].2.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names that churn: the writer's key map is rebuilt from the flush once it holds far more
+    /// than flushes carry, and a key it forgot keeps its id when it comes back.
+    #[test]
+    fn the_key_map_forgets_keys_no_flush_carries() {
+        let dir = std::env::temp_dir().join(format!("histd-store-known-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut store = Store::open(&dir.join("histd.db"), Options::default()).unwrap();
+        let names: Vec<String> = (0..KNOWN_SLACK + 10).map(|i| format!("churn.{i}")).collect();
+        let burst: Vec<(Kind, &str, Row)> =
+            names.iter().map(|n| (Kind::Counter, n.as_str(), Row::counter(10, 1.0))).collect();
+        store.write(10, burst.as_slice()).unwrap();
+        let held = |store: &Store| store.known.iter().map(|m| m.len()).sum::<usize>();
+        assert_eq!(held(&store), names.len());
+        let few: Vec<(Kind, &str, Row)> =
+            names[..3].iter().map(|n| (Kind::Counter, n.as_str(), Row::counter(20, 1.0))).collect();
+        store.write(20, few.as_slice()).unwrap();
+        assert_eq!(held(&store), 3, "rebuilt from the flush");
+        let back = [(Kind::Counter, names[KNOWN_SLACK].as_str(), Row::counter(30, 1.0))];
+        store.write(30, back.as_slice()).unwrap();
+        store.load_series().unwrap();
+        let (listed, _) = store.series(Some(&names[KNOWN_SLACK]), 1).unwrap();
+        assert_eq!(store.known[Kind::Counter as usize][names[KNOWN_SLACK].as_str()].0, listed[0].id, "the stored id");
+        assert_eq!(store.series(None, 1).unwrap().1, names.len(), "no series made twice");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
