@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Long run: does histd stay flat? For MINUTES (default 30): about 20k lines/s of counters, tagged
-# timers and gauges over UDP whose names churn (2,000 new counter names a minute, the old ones
-# idle and deleted: deleteIdleStats), a config reload (SIGHUP) every minute that switches the
+# timers and gauges over UDP whose names churn (CHURN, default 2000: 40% of it new counter names
+# a minute, the old ones idle and deleted: deleteIdleStats), a config reload (SIGHUP) every minute that switches the
 # percentiles, the graphite backend's carbon going away for two minutes in every ten and coming
 # back, the store on. Every 30 s: the daemon's RSS, series held, kernel drops and graphite's
 # dropped points; at the end, lines sent against lines received.
 # Settings that favour histd: its 16 MiB receive buffer is granted (run as root: SO_RCVBUFFORCE).
 # histd on CPU 0, the sender on CPU 1, 10 s flushes.
-# Usage: bench/soak.sh [minutes]
+# Usage: bench/soak.sh [minutes] [churn]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-30}
+churn=${2:-2000}
 seconds=$((minutes * 60))
 cargo build --release -q -p histd
 bin=target/release/histd
@@ -33,12 +34,12 @@ read_stats() {
 }
 stat() { awk -F': ' -v k="$1" '$1 == k {print $2}' <<<"$stats"; }
 
-echo "# $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, ${minutes} min"
+echo "# $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, ${minutes} min, churn $churn"
 write_config '[90]'
 taskset -c 0 "$bin" run -c "$work/config.js" 2>"$work/log" &
 daemon=$!; pids+=("$daemon")
 for _ in $(seq 50); do grep -q ' ready ' "$work/log" 2>/dev/null && break; sleep 0.1; done
-taskset -c 1 python3 bench/soak_sender.py $port "$seconds" 20000 2000 > "$work/sent" & sender=$!; pids+=("$sender")
+taskset -c 1 python3 bench/soak_sender.py $port "$seconds" 20000 "$churn" > "$work/sent" & sender=$!; pids+=("$sender")
 
 echo
 echo "| minute | RSS MB | counters held | timers held | gauges held | kernel drops | graphite dropped points | reloads |"
