@@ -64,7 +64,7 @@ impl GaugeState {
     }
 }
 
-/// The four metric types, for the management commands.
+/// The four metric types, for the management commands and the budgets (in this order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricType {
     /// Counters.
@@ -75,6 +75,22 @@ pub enum MetricType {
     Gauges,
     /// Sets.
     Sets,
+}
+
+impl MetricType {
+    /// Every type, in the order of the budgets' arrays.
+    pub const ALL: [MetricType; 4] = [MetricType::Counters, MetricType::Timers, MetricType::Gauges, MetricType::Sets];
+
+    /// As the management commands and the outputs name it: `counters`, `timers`, `gauges`,
+    /// `sets`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricType::Counters => "counters",
+            MetricType::Timers => "timers",
+            MetricType::Gauges => "gauges",
+            MetricType::Sets => "sets",
+        }
+    }
 }
 
 /// Aggregated state across intervals.
@@ -192,12 +208,11 @@ impl Aggregator {
         &self.config
     }
 
-    /// Applies new settings from now on (a config reload): the interval in progress is
-    /// flushed by them, every series keeps its state, and the budgets are counted again.
-    /// `prefixStats` stays as it was (histd's own series are named at start).
-    pub fn reconfigure(&mut self, config: AggConfig) {
-        let prefix_stats = std::mem::take(&mut self.config.prefix_stats);
-        self.config = AggConfig { prefix_stats, ..config };
+    /// Applies new settings from now on (a config reload; those that take a restart stay,
+    /// [`AggConfig::reloaded`]): the interval in progress is flushed by them, every series
+    /// keeps its state, and the budgets are counted again.
+    pub fn reconfigure(&mut self, config: &AggConfig) {
+        self.config = self.config.reloaded(config);
         self.ledger.set_budgets(self.config.budgets);
     }
 
@@ -255,18 +270,18 @@ impl Aggregator {
 
     /// Counts again the types whose keys were deleted since their ledger was built.
     fn refresh_ledger(&mut self) {
-        if self.ledger.is_stale(MetricType::Counters) {
-            self.ledger.rebuild(MetricType::Counters, self.counters.all_keys());
+        let ledger = &mut self.ledger;
+        if ledger.is_stale(MetricType::Counters) {
+            ledger.rebuild(MetricType::Counters, self.counters.all_keys());
         }
-        let maps: [(MetricType, Box<dyn Iterator<Item = &str>>); 3] = [
-            (MetricType::Timers, Box::new(self.timers.keys().map(CompactString::as_str))),
-            (MetricType::Gauges, Box::new(self.gauges.keys().map(CompactString::as_str))),
-            (MetricType::Sets, Box::new(self.sets.keys().map(CompactString::as_str))),
-        ];
-        for (kind, keys) in maps {
-            if self.ledger.is_stale(kind) {
-                self.ledger.rebuild(kind, keys);
-            }
+        if ledger.is_stale(MetricType::Timers) {
+            ledger.rebuild(MetricType::Timers, keys_of(&self.timers));
+        }
+        if ledger.is_stale(MetricType::Gauges) {
+            ledger.rebuild(MetricType::Gauges, keys_of(&self.gauges));
+        }
+        if ledger.is_stale(MetricType::Sets) {
+            ledger.rebuild(MetricType::Sets, keys_of(&self.sets));
         }
     }
 
@@ -604,6 +619,10 @@ fn keyed_map<V>() -> KeyedMap<V> {
     KeyedMap::with_hasher(crate::series::shared_hasher())
 }
 
+fn keys_of<V>(map: &KeyedMap<V>) -> impl Iterator<Item = &str> {
+    map.keys().map(CompactString::as_str)
+}
+
 /// The key a series is kept under: its own when `map` has it, else what the budgets admit.
 fn admitted<'k, V>(ledger: &mut Ledger, map: &KeyedMap<V>, kind: MetricType, key: &'k str) -> Cow<'k, str> {
     match map.contains_key(key) {
@@ -655,9 +674,13 @@ mod tests {
         let config = AggConfig { budgets, delete_timers: true, ..AggConfig::default() };
         let mut aggregator = Aggregator::new(config);
         // Etsy's three counters (histd's own) are outside the budgets.
-        absorb(&mut aggregator, "a:1|c\nb:2|c\nc:4|c\nt1:5|ms\nt2:6|ms\nt3:7|ms\nt4:9|ms\n");
+        // One absorb per step where the order decides who is admitted: a table hands its
+        // timers, gauges and sets over in hash order.
+        absorb(&mut aggregator, "a:1|c\nb:2|c\nc:4|c\nt1:5|ms\nt2:6|ms\nt3:7|ms\n");
+        absorb(&mut aggregator, "t4:9|ms\n");
         absorb(&mut aggregator, "r:1|ms|#x:1\nr:1|ms|#x:2\n");
-        absorb(&mut aggregator, "s:a|s\ns:b|s\ns:c|s\ns:d|s\nu:z|s\n");
+        absorb(&mut aggregator, "s:a|s\ns:b|s\ns:c|s\ns:d|s\n");
+        absorb(&mut aggregator, "u:z|s\n");
         let snapshot = aggregator.flush(10_000);
         assert_eq!(counter(&snapshot, "a"), Some((1.0, 0.1)));
         assert_eq!(counter(&snapshot, "__overflow__"), Some((6.0, 0.6)), "b and c: totals kept");
@@ -671,7 +694,8 @@ mod tests {
         assert_eq!(report.folded, [6, 0, 0]);
         assert_eq!(aggregator.sets_sketched(), 1);
         // deleteTimers: the timers are gone after the flush, so new ones fit again.
-        absorb(&mut aggregator, "r:1|ms|#x:1\nr:2|ms|#x:2\nr:3|ms|#x:3\n");
+        absorb(&mut aggregator, "r:1|ms|#x:1\nr:2|ms|#x:2\n");
+        absorb(&mut aggregator, "r:3|ms|#x:3\n");
         let snapshot = aggregator.flush(20_000);
         let timers: Vec<(&str, f64)> = snapshot.timers.iter().map(|t| (t.key.as_str(), t.totals.count)).collect();
         assert_eq!(timers, [("r.__overflow__", 1.0), ("r;x=1", 1.0), ("r;x=2", 1.0)]);

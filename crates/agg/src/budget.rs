@@ -15,6 +15,7 @@ use std::borrow::Cow;
 
 use compact_str::CompactString;
 use hashbrown::{HashMap, HashSet};
+use proto::key::split_series_key;
 
 use crate::aggregator::MetricType;
 
@@ -96,12 +97,15 @@ impl TypeLedger {
         if self.series >= max_series {
             return Some(FoldReason::MaxSeries);
         }
-        let (name, Some(tags)) = split_key(key) else { return None };
+        let (name, tags) = split_series_key(key);
+        if name.len() == key.len() {
+            return None; // no tags
+        }
         if self.per_name.get(name).is_some_and(|&n| n as usize >= budgets.max_series_per_name) {
             return Some(FoldReason::SeriesPerName);
         }
         let mut new_keys = 0;
-        for (tag, value) in tag_pairs(tags) {
+        for (tag, value) in tags {
             match self.tag_values.get(tag) {
                 Some(values) if !values.contains(value) && values.len() >= budgets.max_tag_values => {
                     return Some(FoldReason::TagValues)
@@ -115,29 +119,18 @@ impl TypeLedger {
 
     fn count(&mut self, key: &str) {
         self.series += 1;
-        let (name, tags) = split_key(key);
-        let Some(tags) = tags else { return };
+        let (name, tags) = split_series_key(key);
+        if name.len() == key.len() {
+            return; // no tags
+        }
         *self.per_name.entry_ref(name).or_insert(0) += 1;
-        for (tag, value) in tag_pairs(tags) {
+        for (tag, value) in tags {
             let values = self.tag_values.entry_ref(tag).or_default();
             if !values.contains(value) {
                 values.insert(CompactString::from(value));
             }
         }
     }
-}
-
-/// The name of a key (`name;tag;tag`) and its tags, if any.
-fn split_key(key: &str) -> (&str, Option<&str>) {
-    match key.split_once(';') {
-        Some((name, tags)) => (name, Some(tags)),
-        None => (key, None),
-    }
-}
-
-/// A key's tags as (key, value) pairs.
-fn tag_pairs(tags: &str) -> impl Iterator<Item = (&str, &str)> {
-    tags.split(';').filter(|t| !t.is_empty()).map(|tag| tag.split_once('=').unwrap_or((tag, "")))
 }
 
 /// The budgets, what each type holds against them, what was folded, and the offenders.
@@ -172,7 +165,7 @@ impl Ledger {
         }
         let at = kind as usize;
         let refusal = self.types[at].refusal(key, &self.budgets, self.budgets.max_series[at]);
-        self.offenders.record(split_key(key).0, refusal.is_some());
+        self.offenders.record(split_series_key(key).0, refusal.is_some());
         match refusal {
             None => {
                 self.types[at].count(key);
@@ -182,7 +175,7 @@ impl Ledger {
                 self.folded[reason as usize] += 1;
                 match reason {
                     FoldReason::MaxSeries => Cow::Borrowed(OVERFLOW),
-                    _ => Cow::Owned(format!("{}{NAME_OVERFLOW_SUFFIX}", split_key(key).0)),
+                    _ => Cow::Owned(format!("{}{NAME_OVERFLOW_SUFFIX}", split_series_key(key).0)),
                 }
             }
         }

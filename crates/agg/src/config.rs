@@ -72,6 +72,20 @@ impl Default for AggConfig {
 }
 
 impl AggConfig {
+    /// `new`'s settings with this config's that take a restart: the flush interval (the
+    /// flusher's grid and the rates' divisor), `prefixStats` (histd's own series are named at
+    /// start), `keyNameSanitize` (the readers build keys by it) and `keep_mergeable` (set by
+    /// the forward backend). What a config reload applies.
+    pub fn reloaded(&self, new: &AggConfig) -> AggConfig {
+        AggConfig {
+            flush_interval: self.flush_interval,
+            prefix_stats: self.prefix_stats.clone(),
+            key_name_sanitize: self.key_name_sanitize,
+            keep_mergeable: self.keep_mergeable,
+            ..new.clone()
+        }
+    }
+
     /// The flush interval in seconds, the divisor of every per-second rate.
     pub fn interval_seconds(&self) -> f64 {
         self.flush_interval.as_millis() as f64 / 1000.0

@@ -40,8 +40,9 @@ impl ConfigSource {
     }
 }
 
-/// The effective config's top-level keys a reload applies.
-const LIVE_KEYS: [&str; 13] = [
+/// The effective config's top-level keys a reload applies (the settings
+/// [`agg::AggConfig::reloaded`] takes from the new config).
+const LIVE_KEYS: [&str; 14] = [
     "percentThreshold",
     "histogram",
     "calculatedTimerMetrics",
@@ -55,6 +56,7 @@ const LIVE_KEYS: [&str; 13] = [
     "maxSeries",
     "maxSeriesPerName",
     "maxTagValues",
+    "maxSetMembers",
 ];
 
 /// Keys that are runtime state or derived, not settings to compare (`healthStatus` is the
@@ -122,24 +124,30 @@ impl Reloader {
 
     async fn apply(&self) -> Result<ReloadOutcome, String> {
         let new = self.source.load().map_err(|error| format!("{error:#}"))?;
-        let old_effective = crate::ingest::shards_lock(&self.current).effective();
-        let outcome = classify(&old_effective, &new.effective());
+        let in_force = crate::ingest::shards_lock(&self.current).clone();
+        let applied = applied(&in_force, &new);
+        let outcome = classify(&in_force.effective(), &new.effective());
         if outcome.applied.iter().any(|key| key.starts_with("store.")) {
             if let Some(store) = &self.store {
-                store.set_options(new.store.retention, new.store.max_bytes).await?;
+                store.set_options(&applied.store).await?;
             }
         }
         if outcome.applied.iter().any(|key| LIVE_KEYS.contains(&key.as_str())) {
-            let mut config = new.agg.clone();
-            let mut gathered = self.aggregation.current();
-            config.keep_mergeable = gathered.config().keep_mergeable;
-            gathered.reconfigure(config);
+            self.aggregation.current().reconfigure(&applied.agg);
         }
-        let mut current = crate::ingest::shards_lock(&self.current);
-        let kept = std::mem::replace(&mut *current, new);
-        restore_unapplied(&mut current, kept, &outcome);
+        *crate::ingest::shards_lock(&self.current) = applied;
         Ok(outcome)
     }
+}
+
+/// The config in force after a reload: `new`'s live settings over `in_force` (what takes a
+/// restart stays, so the next reload still names it as changed).
+fn applied(in_force: &Config, new: &Config) -> Config {
+    let mut applied = in_force.clone();
+    applied.agg = in_force.agg.reloaded(&new.agg);
+    applied.store.retention = new.store.retention;
+    applied.store.max_bytes = new.store.max_bytes;
+    applied
 }
 
 /// The keys that differ between two effective configs, sorted into applied and not.
@@ -177,19 +185,6 @@ fn classify_store(old: Option<&Value>, new: Option<&Value>, outcome: &mut Reload
     }
 }
 
-/// The config in force keeps, for what a restart would apply, the old settings (so that the
-/// next reload still sees them as changed and says so).
-fn restore_unapplied(current: &mut Config, old: Config, outcome: &ReloadOutcome) {
-    if outcome.needs_restart.is_empty() {
-        return;
-    }
-    let mut kept = old;
-    kept.agg = current.agg.clone();
-    kept.store.retention = current.store.retention;
-    kept.store.max_bytes = current.store.max_bytes;
-    *current = kept;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,11 +211,28 @@ mod tests {
                 &["store.dataDir"],
             ),
             ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, healthStatus: 'down' }", &[], &[]),
+            ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, maxSetMembers: 5 }", &["maxSetMembers"], &[]),
         ];
         for (text, applied, restart) in cases {
             let outcome = classify(&effective(base), &effective(text));
             assert_eq!(outcome.applied, *applied, "{text}");
             assert_eq!(outcome.needs_restart, *restart, "{text}");
         }
+    }
+
+    /// What a reload leaves in force: the live settings new, the rest as before, so that the
+    /// next reload names a restart-only change again and a live one not again.
+    #[test]
+    fn the_config_in_force_keeps_what_takes_a_restart() {
+        let in_force = Config::from_text("{ percentThreshold: 90, flushInterval: 10000, prefixStats: 'a' }").unwrap();
+        let new = Config::from_text("{ percentThreshold: 50, flushInterval: 5000, prefixStats: 'b', maxTagValues: 7 }")
+            .unwrap();
+        let after = applied(&in_force, &new);
+        assert_eq!(after.agg.flush_interval, in_force.agg.flush_interval, "the flusher's grid and the rates' divisor");
+        assert_eq!(after.agg.prefix_stats, "a");
+        assert_eq!((after.agg.thresholds[0].percent, after.agg.budgets.max_tag_values), (50.0, 7));
+        let again = classify(&after.effective(), &new.effective());
+        assert_eq!(again.applied, Vec::<String>::new());
+        assert_eq!(again.needs_restart, ["flushInterval", "prefixStats"]);
     }
 }

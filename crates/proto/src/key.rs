@@ -23,6 +23,14 @@ pub fn push_series_key(out: &mut String, name: &[u8], tags: Tags<'_>, sanitize: 
     sort_tags(&mut out[start..]);
 }
 
+/// A series key's name and its tags as `(key, value)` pairs (`lat;env=prod;beta` gives `lat`
+/// and `(env, prod)`, `(beta, "")`): the parts [`push_series_key`] joined.
+pub fn split_series_key(key: &str) -> (&str, impl Iterator<Item = (&str, &str)>) {
+    let (name, tags) = key.split_once(';').unwrap_or((key, ""));
+    let pairs = tags.split(';').filter(|tag| !tag.is_empty()).map(|tag| tag.split_once('=').unwrap_or((tag, "")));
+    (name, pairs)
+}
+
 /// Puts the tags of `key` (the `;`-separated parts after the name) in byte order, so a series has one key whatever order its tags arrived in:
 /// `lat;route=-login;env=prod` and `lat;env=prod;route=-login` are one series (Graphite orders a
 /// tagged name's tags too; Etsy statsd kept arrival order and sent the same Graphite series

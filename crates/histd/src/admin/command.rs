@@ -170,17 +170,11 @@ fn dump(aggregator: &mut Aggregator, metric_type: MetricType) -> String {
 
 /// The types `clear` names (all four when none); `None` for a word that is not a type.
 fn clear_types(arguments: &[String]) -> Option<Vec<MetricType>> {
-    const TYPES: [(&str, MetricType); 4] = [
-        ("counters", MetricType::Counters),
-        ("timers", MetricType::Timers),
-        ("gauges", MetricType::Gauges),
-        ("sets", MetricType::Sets),
-    ];
     let words: Vec<&str> = arguments.iter().map(String::as_str).filter(|w| !w.is_empty()).collect();
     if words.is_empty() {
-        return Some(TYPES.iter().map(|(_, t)| *t).collect());
+        return Some(MetricType::ALL.to_vec());
     }
-    words.iter().map(|word| TYPES.iter().find(|(name, _)| name == word).map(|(_, t)| *t)).collect()
+    words.iter().map(|word| MetricType::ALL.into_iter().find(|t| t.name() == *word)).collect()
 }
 
 /// `clear`: every key of each type deleted; `cleared <type>: <count>` per type, then `END`.
@@ -189,8 +183,7 @@ fn clear(aggregator: &mut Aggregator, types: &[MetricType]) -> String {
     for &metric_type in types {
         let keys = aggregator.keys(metric_type);
         let removed = keys.iter().filter(|key| aggregator.remove(metric_type, key)).count();
-        let name = format!("{metric_type:?}").to_lowercase();
-        let _ = writeln!(out, "cleared {name}: {removed}");
+        let _ = writeln!(out, "cleared {}: {removed}", metric_type.name());
     }
     out.push_str("END\n\n");
     out
@@ -317,10 +310,7 @@ mod tests {
             ("delcounters a b.*", Command::Delete(MetricType::Counters, vec!["a".into(), "b.*".into()])),
             ("delsets", Command::Delete(MetricType::Sets, vec![])),
             ("quit", Command::Quit),
-            (
-                "clear",
-                Command::Clear(vec![MetricType::Counters, MetricType::Timers, MetricType::Gauges, MetricType::Sets]),
-            ),
+            ("clear", Command::Clear(MetricType::ALL.to_vec())),
             ("clear timers sets", Command::Clear(vec![MetricType::Timers, MetricType::Sets])),
             ("clear everything", Command::Unknown),
             ("", Command::Unknown),

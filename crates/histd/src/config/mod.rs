@@ -169,12 +169,9 @@ impl Config {
             "keyNameSanitize": agg.key_name_sanitize,
             "timerSampleLimit": agg.timer_sample_limit,
             "histdSelfMetrics": agg.self_metrics,
-            "maxSeries": {
-                "counters": agg.budgets.max_series[0],
-                "timers": agg.budgets.max_series[1],
-                "gauges": agg.budgets.max_series[2],
-                "sets": agg.budgets.max_series[3],
-            },
+            "maxSeries": agg::MetricType::ALL.iter().zip(agg.budgets.max_series)
+                .map(|(kind, limit)| (kind.name().to_string(), json!(limit)))
+                .collect::<serde_json::Map<_, _>>(),
             "maxSeriesPerName": agg.budgets.max_series_per_name,
             "maxTagValues": agg.budgets.max_tag_values,
             "maxSetMembers": agg.budgets.max_set_members,
@@ -273,8 +270,8 @@ fn budgets(top: &Reader<'_>) -> Result<agg::Budgets, ConfigError> {
         None => {}
         Some(serde_json::Value::Object(_)) => {
             let per_type = top.object("maxSeries")?;
-            for (at, key) in ["counters", "timers", "gauges", "sets"].into_iter().enumerate() {
-                max_series[at] = count(&per_type, key, defaults.max_series[at])?;
+            for (at, kind) in agg::MetricType::ALL.into_iter().enumerate() {
+                max_series[at] = count(&per_type, kind.name(), defaults.max_series[at])?;
             }
         }
         Some(_) => max_series = [count(top, "maxSeries", 0)?; 4],

@@ -108,23 +108,25 @@ pub async fn openapi() -> Response {
 }
 
 pub async fn series(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let context = Context::of(&state);
-    with_store(state, move |store| answer(Route::Series, &query, store, &context)).await.map(Json)
+    store_route(Route::Series, state, query).await
 }
 
 pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let context = Context::of(&state);
-    with_store(state, move |store| answer(Route::Query, &query, store, &context)).await.map(Json)
+    store_route(Route::Query, state, query).await
 }
 
 pub async fn histogram(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
-    let context = Context::of(&state);
-    with_store(state, move |store| answer(Route::Histogram, &query, store, &context)).await.map(Json)
+    store_route(Route::Histogram, state, query).await
 }
 
 pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
+    store_route(Route::Heatmap, state, query).await
+}
+
+/// A store route's [`answer`], read on the blocking pool.
+async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String, String>) -> Answer {
     let context = Context::of(&state);
-    with_store(state, move |store| answer(Route::Heatmap, &query, store, &context)).await.map(Json)
+    with_store(state, move |store| answer(route, &query, store, &context)).await.map(Json)
 }
 
 /// `DELETE /api/v1/series`: the series picked (the list's filters) are deleted from the
@@ -164,7 +166,7 @@ pub async fn reload(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> 
 }
 
 /// Refuses a destructive request from another web origin or through a host name.
-fn same_site(headers: &HeaderMap) -> Result<(), Failure> {
+pub(super) fn same_site(headers: &HeaderMap) -> Result<(), Failure> {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
     let host = header("host").unwrap_or("");
     let forbidden = |why: String| Err(Failure(StatusCode::FORBIDDEN, why));

@@ -16,7 +16,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::api::{bins_json, sinks_json, Failure};
-use super::params::{count, BadParameter};
+use super::params::{count, BadParameter, MAX_PATTERN_BYTES};
 use super::HttpState;
 use crate::flush::unix_now_ms;
 use crate::ingest::unix_now_s;
@@ -26,8 +26,6 @@ const DEFAULT_LIMIT: usize = 50;
 const MOST_ROWS: usize = 1000;
 /// Names and prefixes listed in the cardinality and prefix tables.
 const TOP_NAMES: usize = 20;
-/// The longest `match` regex.
-const MAX_PATTERN_BYTES: usize = 1024;
 
 /// A column the rows can be sorted by (`sort`); `histd top` names its columns with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,12 +282,10 @@ fn count_types(series: &[LiveSeries]) -> [usize; 4] {
 fn cardinality(series: &[LiveSeries]) -> Value {
     let mut names: HashMap<&str, NameTally<'_>> = HashMap::new();
     for row in series {
-        let mut parts = row.key.split(';');
-        let name = parts.next().unwrap_or_default();
+        let (name, tags) = proto::key::split_series_key(&row.key);
         let entry = names.entry(name).or_default();
         entry.0 += 1;
-        for tag in parts {
-            let (key, value) = tag.split_once('=').unwrap_or((tag, ""));
+        for (key, value) in tags {
             entry.1.entry(key).or_default().insert(value);
         }
     }

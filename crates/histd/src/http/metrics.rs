@@ -14,7 +14,7 @@ use crate::sinks::prometheus::exposition::{Exposition, Format};
 use crate::sinks::prometheus::samples::Layout;
 use crate::sinks::prometheus::state::Kind;
 use crate::sinks::prometheus::HistogramMode;
-use crate::telemetry::budgets::{BudgetState, TYPES};
+use crate::telemetry::budgets::BudgetState;
 use crate::telemetry::EdgeCounters;
 
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
@@ -25,7 +25,10 @@ pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
     }
 }
 
-pub async fn clear(State(state): State<Arc<HttpState>>) -> Response {
+pub async fn clear(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    if let Err(refused) = super::api::same_site(&headers) {
+        return refused.into_response();
+    }
     match &state.prometheus {
         Some(exposed) => {
             let forgotten = {
@@ -135,8 +138,8 @@ fn budget_metrics(budgets: &BudgetState, out: &mut Exposition) {
     ];
     for (name, help, values) in per_type {
         let family = out.family(name, Some(Kind::Gauge), Some(help));
-        for (kind, value) in TYPES.iter().zip(values) {
-            out.sample(&family, &[("type".to_string(), kind.to_string())], None, value as f64);
+        for (kind, value) in agg::MetricType::ALL.iter().zip(values) {
+            out.sample(&family, &[("type".to_string(), kind.name().to_string())], None, value as f64);
         }
     }
     let help = "New series folded into an overflow series, by the budget they passed.";

@@ -15,7 +15,7 @@
 //! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md) | `{"merged", "duplicate"}`; 503 unless `global.accept`, 400 for a malformed batch, 413 past `global.maxBatchBytes` |
 //! | `GET /metrics` | `Accept` picks text 0.0.4 or OpenMetrics 1.0 | histd's own metrics; with the prometheus backend, every series |
 //! | `POST /-/reload` | | reads the config file again and applies it: `{"applied": [key], "needs_restart": [key]}`; 400 naming the bad key when the file is invalid (the old config runs on); 403 from another web origin or host name |
-//! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off) |
+//! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off; 403 from another web origin or host name) |
 //!
 //! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
 //! an empty result, not an error. Times are unix seconds or relative (`now`, `-1h`, `now-15m`),

@@ -17,6 +17,10 @@ impl std::fmt::Display for BadParameter {
     }
 }
 
+/// The longest pattern or text a filter parameter may hold (`match`, `contains`): SQLite
+/// refuses long GLOB patterns as "too complex", which was a 500 for what is bad input.
+pub const MAX_PATTERN_BYTES: usize = 1024;
+
 /// The latest time a parameter may name (unix seconds, the year 5138): every sum and
 /// difference of times and steps then fits an `i64`.
 pub const LATEST: i64 = 100_000_000_000;

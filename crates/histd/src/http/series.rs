@@ -13,12 +13,8 @@ use serde_json::{json, Value};
 use store::{Kind, SeriesKey};
 
 use super::api::Failure;
-use super::params::{self, BadParameter};
+use super::params::{self, BadParameter, MAX_PATTERN_BYTES};
 use crate::admin::AdminState;
-
-/// The longest `match` pattern (SQLite refuses long GLOB patterns as "too complex": that was a
-/// 500 for what is bad input), and the longest `contains` text.
-pub const MAX_PATTERN_BYTES: usize = 1024;
 
 /// Entries listed when `limit` is not given.
 pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
@@ -119,7 +115,8 @@ impl Filter {
 
     /// True when the request names some series (a forget must: it never means "all").
     fn names_something(&self) -> bool {
-        self.pattern.is_some() || self.contains.is_some() || self.selector.is_some() || self.origins.len() < 3
+        let some_origins = self.origins.len() < Origin::ALL.len();
+        self.pattern.is_some() || self.contains.is_some() || self.selector.is_some() || some_origins
     }
 
     /// True when `key` passes every filter but the origin.

@@ -1,11 +1,8 @@
 //! The cardinality budgets as the management `stats` reply, `/health`, `/metrics`, the API
 //! and the web page show them: one list of named values, and the offenders.
 
-use agg::{BudgetReport, FoldReason};
+use agg::{BudgetReport, FoldReason, MetricType};
 use serde_json::{json, Value};
-
-/// The types in the order of the budgets' arrays, as the outputs name them.
-pub const TYPES: [&str; 4] = ["counters", "timers", "gauges", "sets"];
 
 /// What the budgets hold, gathered under the aggregator's lock.
 #[derive(Debug, Clone)]
@@ -27,9 +24,9 @@ impl BudgetState {
     pub fn entries(&self) -> Vec<(String, f64, bool)> {
         let report = &self.report;
         let mut out = Vec::new();
-        for (at, kind) in TYPES.iter().enumerate() {
-            out.push((format!("series.{kind}"), report.series[at] as f64, false));
-            out.push((format!("max_series.{kind}"), report.budgets.max_series[at] as f64, false));
+        for (at, kind) in MetricType::ALL.iter().enumerate() {
+            out.push((format!("series.{}", kind.name()), report.series[at] as f64, false));
+            out.push((format!("max_series.{}", kind.name()), report.budgets.max_series[at] as f64, false));
         }
         let names_at_budget: usize = report.names_at_budget.iter().sum();
         out.push(("names_at_series_per_name".to_string(), names_at_budget as f64, false));
@@ -44,7 +41,7 @@ impl BudgetState {
     pub fn json(&self) -> Value {
         let report = &self.report;
         let per_type = |values: [usize; 4]| -> Value {
-            TYPES.iter().zip(values).map(|(kind, value)| (kind.to_string(), json!(value))).collect()
+            MetricType::ALL.iter().zip(values).map(|(kind, value)| (kind.name().to_string(), json!(value))).collect()
         };
         let offenders: Vec<Value> = report
             .offenders

@@ -197,6 +197,9 @@ fn clear_forgets_the_series_and_metrics_has_histds_own() {
     daemon.send_udp("clear.hits:1|c");
     let has = |daemon: &Daemon| daemon.http_get("/metrics").1.lines().any(|l| l == "clear_hits 1");
     wait_until(|| has(&daemon), "the counter is on /metrics");
+    let elsewhere = http(&daemon.address("http"), "POST", "/-/clear", &[], "Origin: http://elsewhere.example\r\n");
+    assert_eq!(elsewhere.0, 403, "a page of another site cannot clear: {}", elsewhere.1);
+    assert!(has(&daemon));
     let (status, body) = http(&daemon.address("http"), "POST", "/-/clear", &[], "");
     assert_eq!(status, 200, "{body}");
     assert!(body.starts_with("forgot "), "{body}");

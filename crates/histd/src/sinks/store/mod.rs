@@ -17,8 +17,8 @@ use crate::config::StoreConfig;
 /// The database file inside the data directory.
 pub const DATABASE: &str = "histd.db";
 
-/// Asks the store's writer to forget series (`DELETE /api/v1/series`): the writer does it
-/// between two flushes, so it never races a write.
+/// Asks the store's writer to forget series (`DELETE /api/v1/series`) or to keep the store by
+/// new settings (a reload): the writer does it between two flushes, so it never races a write.
 #[derive(Debug, Clone)]
 pub struct StoreControl {
     requests: mpsc::Sender<Request>,
@@ -47,11 +47,16 @@ impl StoreControl {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Keeps the store by `retention` and `max_bytes` from the next flush on.
-    pub async fn set_options(&self, retention: store::Retention, max_bytes: u64) -> Result<(), String> {
-        let options = store::Options { retention, max_bytes, ..Default::default() };
-        self.requests.send(Request::Options(options)).await.map_err(|_| "the store's writer has stopped".to_string())
+    /// Keeps the store by `config`'s retention and disk budget from the next flush on.
+    pub async fn set_options(&self, config: &StoreConfig) -> Result<(), String> {
+        let request = Request::Options(options_of(config));
+        self.requests.send(request).await.map_err(|_| "the store's writer has stopped".to_string())
     }
+}
+
+/// How the writer keeps the store, as `config` says.
+fn options_of(config: &StoreConfig) -> store::Options {
+    store::Options { retention: config.retention, max_bytes: config.max_bytes, ..Default::default() }
 }
 
 /// What the writer does next.
@@ -68,12 +73,12 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
     })?;
     let lock = lock_data_dir(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
-    let mut options = store::Options { retention: config.retention, max_bytes: config.max_bytes, ..Default::default() };
+    let mut options = options_of(config);
     let mut store =
         store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
     publish_usage(&telemetry, store.usage(), config.max_bytes);
     let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let (requests, mut forgets) = mpsc::channel::<Request>(4);
+    let (requests, mut asked) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
     let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
@@ -84,7 +89,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
                 tokio::select! {
                     biased;
                     snapshot = receiver.recv() => snapshot.map_or(Work::Stop, Work::Flush),
-                    Some(request) = forgets.recv() => Work::Request(request),
+                    Some(request) = asked.recv() => Work::Request(request),
                 }
             });
             match work {
