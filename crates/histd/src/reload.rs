@@ -2,11 +2,21 @@
 //! (the same command-line overrides applied), compared with the config in force, and what can
 //! change while histd runs is applied at once; the rest is named as needing a restart.
 //!
-//! Applied live, without losing or doubling a line (nothing is reopened: the readers, the
-//! listeners and every series' state are untouched): the timer settings (`percentThreshold`,
-//! `histogram`, `calculatedTimerMetrics`, `timerSampleLimit`), the `delete*` family and
-//! `gaugesMaxTTL`, the cardinality budgets, `histdSelfMetrics`, and the store's retention and
-//! `maxBytes`. The interval in progress is flushed by the new settings. An invalid file keeps
+//! Applied live, without losing or doubling a line or an interval:
+//! - the listeners (`servers`, or `port`/`address`): new ones are opened, dropped ones drain
+//!   what their sockets hold and close, kept ones are not touched (a new receive buffer,
+//!   `udpReceiveBufferBytes` or `recvBufferSize`, and a socket's mode are set in place);
+//! - the backends (`backends` and every backend's section, `sinkQueueBytes`,
+//!   `store.dataDir`): added ones start, changed ones restart, dropped ones stop, each flush
+//!   going whole to one generation of a sink and a retired sink delivering what it holds
+//!   ([`crate::sinks::roster`]);
+//! - the timer settings (`percentThreshold`, `histogram`, `calculatedTimerMetrics`,
+//!   `timerSampleLimit`), the `delete*` family and `gaugesMaxTTL`, the cardinality budgets,
+//!   `histdSelfMetrics`, and the store's retention and `maxBytes`: the interval in progress is
+//!   flushed by the new settings; every series keeps its state.
+//!
+//! The new listeners and sinks are opened and started before anything running changes, so a
+//! reload that cannot open a port or a store directory changes nothing. An invalid file keeps
 //! the old config running; the error names the key, and the failure is counted.
 
 use std::path::PathBuf;
@@ -16,7 +26,8 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::flush::Aggregation;
-use crate::sinks::store::StoreControl;
+use crate::ingest::Ingress;
+use crate::sinks::Roster;
 use crate::telemetry::EdgeCounters;
 
 /// Where the config comes from: a file (or the built-in local default) and the command line's
@@ -40,9 +51,9 @@ impl ConfigSource {
     }
 }
 
-/// The effective config's top-level keys a reload applies (the settings
+/// The effective config's top-level keys a reload applies to the aggregator (the settings
 /// [`agg::AggConfig::reloaded`] takes from the new config).
-const LIVE_KEYS: [&str; 14] = [
+const AGGREGATOR_KEYS: [&str; 14] = [
     "percentThreshold",
     "histogram",
     "calculatedTimerMetrics",
@@ -59,6 +70,10 @@ const LIVE_KEYS: [&str; 14] = [
     "maxSetMembers",
 ];
 
+/// The effective config's top-level keys that reopen listeners or restart sinks.
+const EDGE_KEYS: [&str; 8] =
+    ["servers", "backends", "graphite", "console", "repeater", "prometheus", "forward", "sinkQueueBytes"];
+
 /// Keys that are runtime state or derived, not settings to compare (`healthStatus` is the
 /// management `health` command's to change; `ignoredKeys` is a report).
 const NOT_COMPARED: [&str; 2] = ["healthStatus", "ignoredKeys"];
@@ -68,17 +83,32 @@ const NOT_COMPARED: [&str; 2] = ["healthStatus", "ignoredKeys"];
 pub struct ReloadOutcome {
     /// Keys whose new values are in force.
     pub applied: Vec<String>,
-    /// Keys that changed in the file but take a restart (listeners, backends, ports, ...).
+    /// Keys that changed in the file but take a restart (the management and HTTP ports,
+    /// `flushInterval`, `prefixStats`, reader settings, ...).
     pub needs_restart: Vec<String>,
+    /// What was opened, closed, started, restarted or stopped (`opened udp 127.0.0.1:8125`,
+    /// `restarted graphite`).
+    pub changes: Vec<String>,
+}
+
+/// The parts of the running daemon a reload changes.
+#[derive(Debug)]
+pub struct Daemon {
+    /// The aggregator (its settings).
+    pub aggregation: Arc<Aggregation>,
+    /// The sinks.
+    pub sinks: Arc<Roster>,
+    /// The metric listeners.
+    pub ingress: Arc<Ingress>,
+    /// Where reloads and their failures are counted.
+    pub edges: Arc<EdgeCounters>,
 }
 
 /// Applies reloads to the running daemon.
 pub struct Reloader {
     source: ConfigSource,
     current: Mutex<Config>,
-    aggregation: Arc<Aggregation>,
-    store: Option<StoreControl>,
-    edges: Arc<EdgeCounters>,
+    daemon: Daemon,
     /// Serialises reloads (a SIGHUP and a POST at once apply one after the other).
     running: tokio::sync::Mutex<()>,
 }
@@ -91,31 +121,27 @@ impl std::fmt::Debug for Reloader {
 
 impl Reloader {
     /// A reloader for the daemon started with `config`.
-    pub fn new(
-        source: ConfigSource,
-        config: Config,
-        aggregation: Arc<Aggregation>,
-        store: Option<StoreControl>,
-        edges: Arc<EdgeCounters>,
-    ) -> Reloader {
-        Reloader { source, current: Mutex::new(config), aggregation, store, edges, running: Default::default() }
+    pub fn new(source: ConfigSource, config: Config, daemon: Daemon) -> Reloader {
+        Reloader { source, current: Mutex::new(config), daemon, running: Default::default() }
     }
 
     /// Reads the config again and applies what changed; an error (the file unreadable or
-    /// invalid: the message names the key) leaves everything as it was. Logged and counted.
+    /// invalid, a new port or store directory that cannot be opened: the message names the
+    /// key) leaves everything as it was. Logged and counted.
     pub async fn reload(&self) -> Result<ReloadOutcome, String> {
         let _one_at_a_time = self.running.lock().await;
         let result = self.apply().await;
+        let edges = &self.daemon.edges;
         match &result {
             Ok(outcome) => {
-                self.edges.config_reloads.add(1);
-                tracing::info!(applied = ?outcome.applied, "config reloaded");
+                edges.config_reloads.add(1);
+                tracing::info!(applied = ?outcome.applied, changes = ?outcome.changes, "config reloaded");
                 if !outcome.needs_restart.is_empty() {
                     tracing::warn!(keys = ?outcome.needs_restart, "config keys changed that take a restart to apply");
                 }
             }
             Err(error) => {
-                self.edges.config_reload_failures.add(1);
+                edges.config_reload_failures.add(1);
                 tracing::error!(error, "config reload failed; the config in force is unchanged");
             }
         }
@@ -126,14 +152,28 @@ impl Reloader {
         let new = self.source.load().map_err(|error| format!("{error:#}"))?;
         let in_force = crate::ingest::shards_lock(&self.current).clone();
         let applied = applied(&in_force, &new);
-        let outcome = classify(&in_force.effective(), &new.effective());
+        let mut outcome = classify(&in_force.effective(), &new.effective());
+        let Daemon { aggregation, sinks, ingress, .. } = &self.daemon;
+        let listeners = ingress
+            .plan(&applied.listeners, applied.ingest.receive_buffer)
+            .await
+            .map_err(|error| format!("{error:#}"))?;
+        let started = match sinks.plan(&applied) {
+            Ok(started) => started,
+            Err(error) => {
+                listeners.opened.close();
+                return Err(format!("{error:#}"));
+            }
+        };
+        outcome.changes = sinks.apply(started);
+        outcome.changes.extend(ingress.apply(listeners).await.map_err(|error| format!("{error:#}"))?);
         if outcome.applied.iter().any(|key| key.starts_with("store.")) {
-            if let Some(store) = &self.store {
+            if let Some((store, _)) = sinks.store() {
                 store.set_options(&applied.store).await?;
             }
         }
-        if outcome.applied.iter().any(|key| LIVE_KEYS.contains(&key.as_str())) {
-            self.aggregation.current().reconfigure(&applied.agg);
+        if outcome.applied.iter().any(|key| AGGREGATOR_KEYS.contains(&key.as_str())) {
+            aggregation.current().reconfigure(&applied.agg);
         }
         *crate::ingest::shards_lock(&self.current) = applied;
         Ok(outcome)
@@ -145,8 +185,18 @@ impl Reloader {
 fn applied(in_force: &Config, new: &Config) -> Config {
     let mut applied = in_force.clone();
     applied.agg = in_force.agg.reloaded(&new.agg);
+    applied.listeners = new.listeners.clone();
+    applied.ingest.receive_buffer = new.ingest.receive_buffer;
+    applied.backends = new.backends.clone();
+    applied.graphite = new.graphite.clone();
+    applied.console = new.console.clone();
+    applied.repeater = new.repeater.clone();
+    applied.prometheus = new.prometheus.clone();
+    applied.forward = new.forward.clone();
+    applied.sink_queue_bytes = new.sink_queue_bytes;
     applied.store.retention = new.store.retention;
     applied.store.max_bytes = new.store.max_bytes;
+    applied.store.data_dir = new.store.data_dir.clone();
     applied
 }
 
@@ -159,28 +209,48 @@ fn classify(old: &Value, new: &Value) -> ReloadOutcome {
         if NOT_COMPARED.contains(&key.as_str()) || old.get(key) == new.get(key) {
             continue;
         }
-        if key == "store" {
-            classify_store(old.get(key), new.get(key), &mut outcome);
-        } else if LIVE_KEYS.contains(&key.as_str()) {
-            outcome.applied.push(key.clone());
-        } else {
-            outcome.needs_restart.push(key.clone());
+        match key.as_str() {
+            "store" => classify_fields(old.get(key), new.get(key), "store.", STORE_FIELDS, &mut outcome),
+            "ingest" => classify_fields(old.get(key), new.get(key), "", INGEST_FIELDS, &mut outcome),
+            key if AGGREGATOR_KEYS.contains(&key) || EDGE_KEYS.contains(&key) => outcome.applied.push(key.to_string()),
+            _ => outcome.needs_restart.push(key.clone()),
         }
     }
     outcome
 }
 
-/// The store's retention and `maxBytes` apply live; its directory and HTTP address do not.
-fn classify_store(old: Option<&Value>, new: Option<&Value>, outcome: &mut ReloadOutcome) {
+/// The store's fields: whether each applies live.
+const STORE_FIELDS: &[(&str, bool)] = &[("retention", true), ("maxBytes", true), ("dataDir", true), ("http", false)];
+
+/// The ingest keys: the receive buffer applies to running sockets; the readers, their batches
+/// and the connection bounds take a restart.
+const INGEST_FIELDS: &[(&str, bool)] = &[
+    ("udpReceiveBufferBytes", true),
+    ("udpReaders", false),
+    ("udpReaderMode", false),
+    ("udpBatchDatagrams", false),
+    ("maxDatagramBytes", false),
+    ("shutdownDrainMs", false),
+    ("streamPendingBytes", false),
+    ("maxStreamConnections", false),
+    ("connectionIdleTimeoutMs", false),
+    ("httpMaxConnections", false),
+    ("httpHeaderTimeoutMs", false),
+];
+
+/// Sorts the fields of one section that changed, named `prefix` + field.
+fn classify_fields(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    prefix: &str,
+    fields: &[(&str, bool)],
+    outcome: &mut ReloadOutcome,
+) {
     let field = |value: Option<&Value>, name: &str| value.and_then(|v| v.get(name)).cloned();
-    for name in ["retention", "maxBytes"] {
+    for &(name, live) in fields {
         if field(old, name) != field(new, name) {
-            outcome.applied.push(format!("store.{name}"));
-        }
-    }
-    for name in ["dataDir", "http"] {
-        if field(old, name) != field(new, name) {
-            outcome.needs_restart.push(format!("store.{name}"));
+            let list = if live { &mut outcome.applied } else { &mut outcome.needs_restart };
+            list.push(format!("{prefix}{name}"));
         }
     }
 }
@@ -204,12 +274,18 @@ mod tests {
                 &["deleteCounters", "deleteGauges", "deleteSets", "deleteTimers", "maxSeries"],
                 &[],
             ),
-            ("{ port: 9125, percentThreshold: 90, flushInterval: 5000 }", &[], &["flushInterval", "servers"]),
+            ("{ port: 9125, percentThreshold: 90, flushInterval: 5000 }", &["servers"], &["flushInterval"]),
             (
                 "{ port: 8125, percentThreshold: 90, flushInterval: 10000, store: { retention: { raw: '2h' }, dataDir: '/x' } }",
-                &["store.retention"],
-                &["store.dataDir"],
+                &["store.retention", "store.dataDir"],
+                &[],
             ),
+            (
+                "{ port: 8125, percentThreshold: 90, flushInterval: 10000, backends: ['console'], udpReaders: 3, udpReceiveBufferBytes: 1000000 }",
+                &["backends", "udpReceiveBufferBytes"],
+                &["udpReaders"],
+            ),
+            ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, mgmt_port: 9126 }", &[], &["mgmt"]),
             ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, healthStatus: 'down' }", &[], &[]),
             ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, maxSetMembers: 5 }", &["maxSetMembers"], &[]),
         ];

@@ -135,7 +135,7 @@ fn stats(state: &AdminState) -> String {
             offender.folded
         );
     }
-    for sink in &state.sinks {
+    for sink in &state.sinks.telemetry() {
         for (name, value) in sink.entries(now) {
             // Etsy shows a backend's `last_*` values as seconds since.
             let shown = if name.starts_with("last_") { now as f64 - value } else { value };

@@ -23,7 +23,6 @@ pub use command::{execute, Command};
 
 use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
 use crate::flush::Aggregation;
-use crate::sinks::SinkTelemetry;
 use crate::telemetry::EdgeCounters;
 
 /// Management connections served at once; more are closed at once and counted in
@@ -45,8 +44,8 @@ pub struct AdminState {
     pub healthy: AtomicBool,
     /// Unix seconds at start.
     pub started_unix_s: u64,
-    /// Each backend's telemetry, for `stats`.
-    pub sinks: Vec<Arc<SinkTelemetry>>,
+    /// The running sinks (their telemetry, for `stats`).
+    pub sinks: Arc<crate::sinks::Roster>,
     /// The config as read, for `config`.
     pub raw_config: serde_json::Map<String, serde_json::Value>,
     /// What the edges refused or could not keep.

@@ -4,7 +4,7 @@
 
 mod aggregation;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agg::Snapshot;
@@ -14,14 +14,34 @@ pub use aggregation::{Aggregation, Gathered};
 
 use crate::sinks::SinkTelemetry;
 
+/// A sink's queue of snapshots, with its telemetry (the flusher counts what it could not
+/// queue).
+pub type Outlet = (Arc<SinkTelemetry>, mpsc::Sender<Arc<Snapshot>>);
+
+/// The queues of the sinks in force, in config order; a reload replaces them between two
+/// flushes (each flush goes to one list whole).
+#[derive(Debug, Default)]
+pub struct Outlets(Mutex<Vec<Outlet>>);
+
+impl Outlets {
+    /// Puts `outlets` in force from the next flush on.
+    pub fn set(&self, outlets: Vec<Outlet>) {
+        *crate::ingest::shards_lock(&self.0) = outlets;
+    }
+
+    /// The queues in force.
+    pub fn current(&self) -> Vec<Outlet> {
+        crate::ingest::shards_lock(&self.0).clone()
+    }
+}
+
 /// Takes tables, flushes, fans out.
 #[derive(Debug)]
 pub struct Flusher {
     /// The readers' tables and the state flushes derive from.
     pub aggregation: Arc<Aggregation>,
-    /// One queue per sink that reads snapshots, with the sink's telemetry (the flusher counts
-    /// what it could not queue).
-    pub sinks: Vec<(Arc<SinkTelemetry>, mpsc::Sender<Arc<Snapshot>>)>,
+    /// One queue per sink that reads snapshots.
+    pub sinks: Arc<Outlets>,
     /// Where a global keeps forwarded batches until a flush carried them.
     pub journal: Option<Arc<crate::global::Journal>>,
 }
@@ -45,7 +65,7 @@ impl Flusher {
         snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
         let snapshot = Arc::new(snapshot);
         let bytes = snapshot.queue_bytes;
-        for (telemetry, queue) in &self.sinks {
+        for (telemetry, queue) in &self.sinks.current() {
             if telemetry.may_queue(bytes) && queue.try_send(snapshot.clone()).is_ok() {
                 telemetry.queued_bytes.add(bytes);
             } else {
@@ -102,7 +122,7 @@ mod tests {
     use agg::AggConfig;
     use tokio::sync::mpsc;
 
-    use super::{next_grid_point, Aggregation, Flusher};
+    use super::{next_grid_point, Aggregation, Flusher, Outlets};
     use crate::sinks::{EtsyStatus, SinkTelemetry};
 
     #[test]
@@ -111,7 +131,7 @@ mod tests {
         let (sender, _receiver) = mpsc::channel(2);
         let flusher = Flusher {
             aggregation: Arc::new(Aggregation::new(AggConfig::default())),
-            sinks: vec![(telemetry.clone(), sender)],
+            sinks: Arc::new(Outlets(std::sync::Mutex::new(vec![(telemetry.clone(), sender)]))),
             journal: None,
         };
         for second in 1..=5 {

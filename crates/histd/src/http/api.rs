@@ -75,7 +75,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "truncated_datagrams": totals.truncated_datagrams,
         "timers_over_sample_limit": timers_over_sample_limit,
         "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
-        "sinks": sinks_json(&state.admin.sinks),
+        "sinks": sinks_json(&state.admin.sinks.telemetry()),
         "budgets": budgets.json(),
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
@@ -135,7 +135,7 @@ async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String,
 /// `localhost` (a page of another site, or a name rebound to this machine, cannot do it).
 pub async fn forget(State(state): State<Arc<HttpState>>, headers: HeaderMap, Query(query): Params) -> Answer {
     same_site(&headers)?;
-    let Some(control) = state.store_control.clone() else { return Err(store_off()) };
+    let Some(control) = state.store_control() else { return Err(store_off()) };
     let prefix = state.prefix_stats.clone();
     let keys = with_store(state.clone(), move |store| series::to_forget(&query, store, &prefix)).await?;
     if keys.is_empty() {
@@ -160,7 +160,11 @@ pub async fn reload(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> 
         return Err(Failure(StatusCode::SERVICE_UNAVAILABLE, "started without a config source".to_string()));
     };
     match reloader.reload().await {
-        Ok(outcome) => Ok(Json(json!({ "applied": outcome.applied, "needs_restart": outcome.needs_restart }))),
+        Ok(outcome) => Ok(Json(json!({
+            "applied": outcome.applied,
+            "needs_restart": outcome.needs_restart,
+            "changes": outcome.changes,
+        }))),
         Err(error) => Err(Failure(StatusCode::BAD_REQUEST, format!("the config in force is unchanged: {error}"))),
     }
 }
@@ -323,12 +327,12 @@ async fn with_store<T: Send + 'static>(
     work: impl FnOnce(&store::Store) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
     let joined = tokio::task::spawn_blocking(move || {
-        let Some(path) = &state.database else { return Err(store_off()) };
+        let Some(path) = state.database() else { return Err(store_off()) };
         let mut reader = lock(&state.reader);
-        if reader.is_none() {
-            *reader = Some(store::Store::open_reader(path).map_err(internal)?);
+        if reader.as_ref().is_none_or(|(open, _)| *open != path) {
+            *reader = Some((path.clone(), store::Store::open_reader(&path).map_err(internal)?));
         }
-        let store = reader.as_mut().unwrap_or_else(|| unreachable!("opened above"));
+        let (_, store) = reader.as_mut().unwrap_or_else(|| unreachable!("opened above"));
         store.load_series().map_err(internal)?;
         work(store)
     })

@@ -195,14 +195,14 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
             "truncated_datagrams": totals.truncated_datagrams,
         },
         "receive_buffer_bytes": state.admin.edges.receive_buffer_bytes.get(),
-        "receive_queue_bytes": receive_queue_bytes(&state.udp_ports),
+        "receive_queue_bytes": receive_queue_bytes(&state.ingress.udp_ports()),
         "flush_lag_s": flush_lag,
         "rss_bytes": crate::bench::daemon_stats::memory(std::process::id()).map_or(0, |(rss, _)| rss),
         "flushes": aggregation.flushes.get(),
         "last_flush_duration_ms": aggregation.last_flush_us.get() as f64 / 1000.0,
         "store_bytes": store_bytes(state),
         "series_count": series_counts(&per_type),
-        "sinks": sinks_json(&state.admin.sinks),
+        "sinks": sinks_json(&state.admin.sinks.telemetry()),
         "series": rows,
         "matched": matched,
         "truncated": matched > asked.limit,
@@ -355,7 +355,7 @@ fn receive_queue_bytes(ports: &[u16]) -> u64 {
 
 /// The store's files (database and write-ahead log), when the store is on.
 fn store_bytes(state: &HttpState) -> Option<u64> {
-    let database = state.database.as_ref()?;
+    let database = state.database()?;
     let size = |suffix: &str| {
         let mut path = database.clone().into_os_string();
         path.push(suffix);

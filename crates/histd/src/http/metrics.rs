@@ -29,7 +29,7 @@ pub async fn clear(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> R
     if let Err(refused) = super::api::same_site(&headers) {
         return refused.into_response();
     }
-    match &state.prometheus {
+    match &state.prometheus() {
         Some(exposed) => {
             let forgotten = {
                 let mut registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -49,14 +49,15 @@ pub async fn clear(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> R
 /// The exposition and its content type: protobuf when the scraper asks for it and histograms
 /// are native; never OpenMetrics for vmrange histograms.
 pub fn render_bytes(state: &HttpState, accept: &str) -> (&'static str, Vec<u8>) {
-    let mode = state.prometheus.as_ref().map(|exposed| exposed.layout.mode);
+    let prometheus = state.prometheus();
+    let mode = prometheus.as_ref().map(|exposed| exposed.layout.mode);
     let format = match Format::negotiate(accept, mode == Some(HistogramMode::Native)) {
         Format::OpenMetrics if mode == Some(HistogramMode::Vmrange) => Format::Text,
         format => format,
     };
     let mut out = Exposition::in_format(format);
     own_metrics(state, &mut out);
-    if let Some(exposed) = &state.prometheus {
+    if let Some(exposed) = &prometheus {
         let registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let series = registry.series_count() as f64;
         single(&mut out, "histd_prometheus_series", Kind::Gauge, "Series the prometheus backend holds.", series);
@@ -155,8 +156,9 @@ fn budget_metrics(budgets: &BudgetState, out: &mut Exposition) {
 /// Each sink's telemetry, one family per value, a `sink` label per sink.
 fn sink_metrics(state: &HttpState, out: &mut Exposition) {
     let now = unix_now_s();
+    let telemetry = state.admin.sinks.telemetry();
     let sinks: Vec<(String, Vec<(String, f64)>)> =
-        state.admin.sinks.iter().map(|sink| (sink.sink.to_string(), sink.histd_entries(now))).collect();
+        telemetry.iter().map(|sink| (sink.sink.to_string(), sink.histd_entries(now))).collect();
     let mut bases: Vec<&str> = Vec::new();
     for (name, _) in sinks.iter().flat_map(|(_, entries)| entries) {
         let base = name.split('.').next().unwrap_or(name);
@@ -165,7 +167,7 @@ fn sink_metrics(state: &HttpState, out: &mut Exposition) {
         }
     }
     for base in bases {
-        let level = state.admin.sinks.iter().any(|sink| sink.is_level(base));
+        let level = telemetry.iter().any(|sink| sink.is_level(base));
         let kind = if level { Kind::Gauge } else { Kind::Counter };
         let metric = match kind {
             Kind::Counter => format!("histd_sink_{base}_total"),

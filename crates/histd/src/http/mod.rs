@@ -52,24 +52,36 @@ pub use params::{step, time, BadParameter};
 
 /// What the handlers read.
 pub struct HttpState {
-    /// The store file, when the store backend is on.
-    pub database: Option<PathBuf>,
-    /// A reading connection, opened on first use.
-    pub reader: Mutex<Option<store::Store>>,
+    /// A reading connection to the store file named beside it, opened on first use (and
+    /// again after a reload moved the store).
+    pub reader: Mutex<Option<(PathBuf, store::Store)>>,
     /// Reloads the config (`POST /-/reload`); `None` when started without a config source.
     pub reloader: Option<Arc<crate::reload::Reloader>>,
-    /// The store's writer, which forgets series (`DELETE /api/v1/series`).
-    pub store_control: Option<crate::sinks::store::StoreControl>,
     /// `prefixStats`: series under it are histd's own (the series list folds them).
     pub prefix_stats: String,
-    /// The prometheus backend's series, when it is on.
-    pub prometheus: Option<Arc<crate::sinks::prometheus::Exposed>>,
-    /// The UDP ports histd listens on (the live view reads their receive queues).
-    pub udp_ports: Vec<u16>,
+    /// The metric listeners (the live view reads their UDP receive queues).
+    pub ingress: Arc<crate::ingest::Ingress>,
     /// Where forwarded batches are merged (`global.accept`).
     pub global: Arc<crate::global::Global>,
     /// Counters and health, shared with the management interface.
     pub admin: Arc<AdminState>,
+}
+
+impl HttpState {
+    /// The store file, while the store backend runs.
+    pub fn database(&self) -> Option<PathBuf> {
+        self.admin.sinks.store().map(|(_, database)| database)
+    }
+
+    /// The store's writer, which forgets series (`DELETE /api/v1/series`).
+    pub fn store_control(&self) -> Option<crate::sinks::store::StoreControl> {
+        self.admin.sinks.store().map(|(control, _)| control)
+    }
+
+    /// The prometheus backend's series, while it runs.
+    pub fn prometheus(&self) -> Option<Arc<crate::sinks::prometheus::Exposed>> {
+        self.admin.sinks.prometheus()
+    }
 }
 
 /// The API's routes (each is in `openapi.json`; a test checks both ways).

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::recv::{Batch, Received};
-use super::{unix_now_s, Shard, Tap};
+use super::{unix_now_s, Shard, TapView};
 use crate::telemetry::EdgeCounters;
 
 /// How often a blocked reader looks at the stop flag.
@@ -109,12 +109,12 @@ pub fn spawn_datagram_reader(
     source: Arc<DatagramSource>,
     shard: Arc<Shard>,
     stopping: Stopping,
-    tap: Option<Tap>,
+    tap: TapView,
     shape: BatchShape,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name).spawn(move || {
         let mut batch = Batch::new(shape.datagrams, shape.datagram_bytes);
-        let reader = Reader { source: &source, shard: &shard, tap: tap.as_ref() };
+        let mut reader = Reader { source: &source, shard: &shard, tap };
         while !stopping.flag.load(Ordering::Relaxed) {
             let received = reader.receive(&mut batch, false);
             if received > 0 && received <= NEARLY_EMPTY {
@@ -129,13 +129,13 @@ pub fn spawn_datagram_reader(
 struct Reader<'a> {
     source: &'a DatagramSource,
     shard: &'a Shard,
-    tap: Option<&'a Tap>,
+    tap: TapView,
 }
 
 impl Reader<'_> {
     /// Reads until the socket is empty or `stopping.drain_limit` passes; then counts (and
     /// discards) what the socket still holds.
-    fn drain(&self, batch: &mut Batch, stopping: &Stopping) {
+    fn drain(&mut self, batch: &mut Batch, stopping: &Stopping) {
         let started = Instant::now();
         loop {
             if self.receive(batch, true) == 0 {
@@ -158,12 +158,12 @@ impl Reader<'_> {
         tracing::warn!(
             left,
             limit_ms,
-            "shutdown drain time ran out: datagrams still queued were dropped (shutdownDrainMs)"
+            "drain time ran out while the listener stopped: datagrams still queued were dropped (shutdownDrainMs)"
         );
     }
 
     /// One batch; how many datagrams it brought (0 when nothing was there).
-    fn receive(&self, batch: &mut Batch, dont_wait: bool) -> usize {
+    fn receive(&mut self, batch: &mut Batch, dont_wait: bool) -> usize {
         match batch.receive(self.source.socket.fd(), dont_wait) {
             Ok(received) => {
                 self.accept(batch, received);
@@ -182,9 +182,9 @@ impl Reader<'_> {
         }
     }
 
-    fn accept(&self, batch: &Batch, received: Received) {
+    fn accept(&mut self, batch: &Batch, received: Received) {
         let kernel_drops = received.kernel_drops.map_or(0, |cumulative| self.source.new_drops(cumulative));
-        if let Some(tap) = self.tap {
+        if let Some(tap) = self.tap.current() {
             batch.datagrams().for_each(|datagram| tap.offer(datagram));
         }
         let now = unix_now_s();
@@ -215,6 +215,7 @@ mod tests {
 
     use super::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
     use crate::flush::Aggregation;
+    use crate::ingest::TapSwitch;
     use crate::telemetry::EdgeCounters;
 
     /// A reader stopped with `datagrams` queued and `drain_limit` to read them: what it
@@ -231,7 +232,8 @@ mod tests {
         let aggregation = Aggregation::new(AggConfig::default());
         let shape = BatchShape { datagrams: 4, datagram_bytes: 512 };
         let shard = aggregation.shards.register();
-        let reader = spawn_datagram_reader("test".into(), source, shard, stopping, None, shape).unwrap();
+        let tap = Arc::new(TapSwitch::default()).view();
+        let reader = spawn_datagram_reader("test".into(), source, shard, stopping, tap, shape).unwrap();
         reader.join().unwrap();
         let read = aggregation.current().totals().packets;
         (read, edges.shutdown_unread_datagrams.get())

@@ -7,6 +7,7 @@
 
 mod datagram;
 mod framer;
+mod listeners;
 pub mod recv;
 mod shards;
 mod stream;
@@ -15,10 +16,11 @@ mod udp;
 
 pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
 pub use framer::PendingBudget;
+pub use listeners::{Ingress, Listening, Opened};
 pub use shards::lock as shards_lock;
 pub use shards::{Shard, Shards};
 pub use stream::{serve_streams, StreamContext};
-pub use tap::Tap;
+pub use tap::{Tap, TapSwitch, TapView};
 pub use udp::{open_udp, report_receive_buffer, ReaderMode, UdpSettings};
 
 /// The current time in unix seconds (the runtime's clock; aggregation only receives it).

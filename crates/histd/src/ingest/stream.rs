@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::framer::{Framed, Framer, PendingBudget};
-use super::{unix_now_s, Shards, Tap};
+use super::{unix_now_s, Shards, TapSwitch, TapView};
 use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
 use crate::cross_protocol::{first_line, looks_like_http};
 use crate::telemetry::EdgeCounters;
@@ -45,8 +45,8 @@ impl Accept for UnixListener {
 pub struct StreamContext {
     /// Where connections register their tables.
     pub shards: Arc<Shards>,
-    /// The repeater's tap, when that backend is on.
-    pub tap: Option<Tap>,
+    /// The repeater's tap (on while that backend is).
+    pub tap: Arc<TapSwitch>,
     /// Where refusals are counted.
     pub edges: Arc<EdgeCounters>,
     /// The budget for partial lines across connections (split lines counted there too).
@@ -92,7 +92,9 @@ async fn serve_connection<S: AsyncRead + Unpin>(
 ) {
     let shard = context.shards.register();
     let mut framer = Framer::new(context.pending.clone());
-    let mut connection = Connection { shard: &shard, context: &context, first_line_checked: false, refused: false };
+    let tap = context.tap.view();
+    let mut connection =
+        Connection { shard: &shard, context: &context, tap, first_line_checked: false, refused: false };
     loop {
         tokio::select! {
             read = within_idle(context.idle_timeout, stream.read(framer.chunk())) => match read {
@@ -120,6 +122,7 @@ async fn serve_connection<S: AsyncRead + Unpin>(
 struct Connection<'a> {
     shard: &'a super::Shard,
     context: &'a StreamContext,
+    tap: TapView,
     first_line_checked: bool,
     /// The connection spoke HTTP: nothing more of it is read or counted.
     refused: bool,
@@ -144,7 +147,7 @@ impl Connection<'_> {
         if self.refused {
             return;
         }
-        if let Some(tap) = &self.context.tap {
+        if let Some(tap) = self.tap.current() {
             tap.offer(packet);
         }
         self.shard.insert_packet(unix_now_s(), packet);

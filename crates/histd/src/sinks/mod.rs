@@ -9,6 +9,7 @@ pub mod graphite;
 pub mod http_client;
 pub mod prometheus;
 pub mod repeater;
+pub mod roster;
 pub mod store;
 pub mod telemetry;
 
@@ -18,6 +19,7 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use roster::Roster;
 pub use telemetry::{Detail, DropReason, EtsyStatus, SinkTelemetry};
 
 /// Snapshots a sink may have waiting before new ones are dropped.

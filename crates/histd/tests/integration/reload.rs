@@ -96,3 +96,101 @@ fn reloads_under_load_lose_and_double_nothing() {
     assert_eq!(status, 403);
     assert!(daemon.terminate());
 }
+
+/// A config of the listeners/backends test: `servers` and `rest` as given.
+fn edges_config(servers: &str, rest: &str) -> String {
+    format!("{{ servers: [ {servers} ], mgmt_port: 0, http_port: 0, flushInterval: 200, {rest} }}")
+}
+
+fn udp_server(port: u16) -> String {
+    format!("{{ server: 'udp', address: '127.0.0.1', port: {port} }}")
+}
+
+fn tcp_server(port: u16) -> String {
+    format!("{{ server: 'tcp', address: '127.0.0.1', port: {port} }}")
+}
+
+fn graphite_at(carbon: &Carbon) -> String {
+    format!("backends: ['graphite'], graphiteHost: '127.0.0.1', graphitePort: {}", carbon.port)
+}
+
+/// POSTs `/-/reload` after writing `config`; the answer's JSON (status 200 asserted).
+fn reload_with(daemon: &Daemon, config: &str) -> serde_json::Value {
+    std::fs::write(daemon.dir.join("config.js"), config).unwrap();
+    let (status, body) = http(&daemon.address("http"), "POST", "/-/reload", b"", "");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Issue 20, item 1: a reload opens and closes listeners and starts, restarts and stops
+/// backends while a client sends the whole time; every counter increment reaches exactly one
+/// carbon (the one graphite pointed at when its interval was flushed).
+#[test]
+fn reloads_open_and_close_listeners_and_backends() {
+    let (carbon_a, carbon_b) = (Carbon::start(), Carbon::start());
+    let (udp, tcp) = (crate::harness::free_port(), crate::harness::free_port());
+    let daemon = Daemon::start_process("reload-edges", &edges_config(&udp_server(udp), &graphite_at(&carbon_a)));
+    let (stop, sent) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let sender = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let started = Instant::now();
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(30) {
+                socket.send_to("edges.c:1|c\n".repeat(20).as_bytes(), ("127.0.0.1", udp)).unwrap();
+                sent.fetch_add(20, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+    carbon_a.wait_flush(|f| f.get("stats_counts.edges.c").is_some());
+    // A TCP listener added, graphite pointed at another carbon: opened and restarted.
+    let both = format!("{}, {}", udp_server(udp), tcp_server(tcp));
+    let outcome = reload_with(&daemon, &edges_config(&both, &graphite_at(&carbon_b)));
+    assert_eq!(outcome["applied"], serde_json::json!(["graphite", "servers"]), "{outcome}");
+    let changes = outcome["changes"].to_string();
+    assert!(
+        changes.contains("restarted graphite") && changes.contains(&format!("opened tcp 127.0.0.1:{tcp}")),
+        "{outcome}"
+    );
+    std::net::TcpStream::connect(("127.0.0.1", tcp)).unwrap().write_all(b"edges.tcp:3|c\n").unwrap();
+    carbon_b.wait_flush(|f| f.get("stats_counts.edges.tcp") == Some("3"));
+    carbon_b.wait_flush(|f| f.get("stats_counts.edges.c").is_some());
+    // A reload that cannot open a port changes nothing: a port another process holds.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = format!("{both}, {}", tcp_server(held.local_addr().unwrap().port()));
+    std::fs::write(daemon.dir.join("config.js"), edges_config(&taken, "backends: ['console']")).unwrap();
+    let (status, body) = http(&daemon.address("http"), "POST", "/-/reload", b"", "");
+    assert!(status == 400 && body.contains("servers[2]"), "{status} {body}");
+    drop(held);
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    let sent = sent.load(Ordering::Relaxed) as f64;
+    let both_carbons = || total(&carbon_a, "stats_counts.edges.c") + total(&carbon_b, "stats_counts.edges.c");
+    assert!(
+        eventually(|| both_carbons() == sent),
+        "{} of {sent} (graphite kept after the failed reload)",
+        both_carbons()
+    );
+    assert!(total(&carbon_a, "stats_counts.edges.c") > 0.0 && total(&carbon_b, "stats_counts.edges.c") > 0.0);
+    // The UDP listener dropped and the store added: the port is free again, the API answers.
+    let store = format!("backends: ['graphite', 'store'], graphiteHost: '127.0.0.1', graphitePort: {}", carbon_b.port);
+    let outcome = reload_with(
+        &daemon,
+        &edges_config(
+            &tcp_server(tcp),
+            &format!("{store}, store: {{ dataDir: '{}' }}", daemon.dir.join("data").display()),
+        ),
+    );
+    let changes = outcome["changes"].to_string();
+    assert!(changes.contains(&format!("closed udp 127.0.0.1:{udp}")) && changes.contains("started store"), "{outcome}");
+    std::net::UdpSocket::bind(("127.0.0.1", udp)).expect("the dropped UDP port is free");
+    std::net::TcpStream::connect(("127.0.0.1", tcp)).unwrap().write_all(b"edges.stored:4|c\n").unwrap();
+    let stored = || daemon.http_json("/api/v1/series?match=edges.stored")["total"].as_u64() == Some(1);
+    assert!(eventually(stored), "{}", daemon.http_json("/api/v1/series"));
+    // The store dropped again: its API says it is off.
+    reload_with(&daemon, &edges_config(&tcp_server(tcp), &graphite_at(&carbon_b)));
+    assert_eq!(daemon.http_get("/api/v1/series").0, 503);
+    assert_eq!(daemon.stat("messages.config_reload_failures"), 1.0);
+    assert!(daemon.terminate());
+}

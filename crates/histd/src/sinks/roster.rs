@@ -1,0 +1,318 @@
+//! The running sinks, one per backend in config order. All start with the daemon; a reload
+//! starts the backends the new config adds, restarts those whose settings changed, and
+//! retires those it drops. Each flush goes whole to one generation of a sink: the flusher
+//! sends to the old sink until the reload swaps the list and to the new one after, and a
+//! retired sink delivers what it holds (its queue, graphite's retry buffer, forward's spool)
+//! within [`SINK_GRACE`] before it ends, so no interval is lost or sent twice.
+//!
+//! A restarted sink starts with new telemetry (its counters begin at zero), and the
+//! prometheus backend with an empty registry (a counter reset to its scrapers). The store
+//! restarts only for a new `store.dataDir` (its retention and `maxBytes` apply in place; see
+//! [`crate::reload`]).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::forward::encode::CutSettings;
+use super::graphite::GraphiteNames;
+use super::prometheus::Exposed;
+use super::store::StoreControl;
+use super::{console, forward, graphite, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
+use crate::config::{Backend, Config};
+use crate::flush::{Outlet, Outlets};
+use crate::ingest::{shards_lock as lock, TapSwitch};
+
+/// How long sinks get to deliver their last flushes when they stop (at shutdown, or retired
+/// by a reload).
+pub const SINK_GRACE: Duration = Duration::from_secs(10);
+
+/// The running sinks.
+#[derive(Debug)]
+pub struct Roster {
+    running: Mutex<Vec<RunningSink>>,
+    /// Retired sinks still delivering.
+    retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where the flusher finds the sinks' queues.
+    outlets: Arc<Outlets>,
+    /// The repeater's tap, read by the listeners.
+    tap: Arc<TapSwitch>,
+    startup_s: u64,
+}
+
+#[derive(Debug)]
+struct RunningSink {
+    backend: Backend,
+    /// The settings it was started with ([`settings`]): a reload restarts it when they change.
+    settings: Value,
+    handle: SinkHandle,
+    role: Role,
+}
+
+/// What a sink offers besides its queue.
+#[derive(Debug, Clone)]
+enum Role {
+    Plain,
+    Repeater(crate::ingest::Tap),
+    Prometheus(Arc<Exposed>),
+    Store { control: StoreControl, database: PathBuf },
+}
+
+/// The sinks a reload starts, and the backends whose running sinks it retires.
+#[derive(Debug, Default)]
+pub struct SinkPlan {
+    /// In the new config's order: `Ok` a kept sink's backend, `Err` a sink started for it.
+    order: Vec<Result<Backend, RunningSink>>,
+}
+
+impl SinkPlan {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.order.iter().all(Result::is_ok)
+    }
+}
+
+impl Roster {
+    /// Starts a sink for each of `config`'s backends.
+    pub fn start(
+        config: &Config,
+        startup_s: u64,
+        outlets: Arc<Outlets>,
+        tap: Arc<TapSwitch>,
+    ) -> anyhow::Result<Roster> {
+        let roster = Roster { running: Mutex::default(), retiring: Mutex::default(), outlets, tap, startup_s };
+        let plan = roster.plan(config)?;
+        roster.apply(plan);
+        Ok(roster)
+    }
+
+    /// Starts what `config` adds or changes; the running sinks are not touched until
+    /// [`Roster::apply`]. An error (a store directory that cannot be opened, a spool that
+    /// cannot be read) names the key, and the sinks started for the plan are stopped.
+    pub fn plan(&self, config: &Config) -> anyhow::Result<SinkPlan> {
+        let running: Vec<(Backend, Value)> =
+            lock(&self.running).iter().map(|sink| (sink.backend, sink.settings.clone())).collect();
+        let mut plan = SinkPlan::default();
+        for &backend in &config.backends {
+            let wanted = settings(config, backend);
+            if running.iter().any(|(b, s)| *b == backend && *s == wanted) {
+                plan.order.push(Ok(backend));
+                continue;
+            }
+            match self.start_sink(config, backend, wanted) {
+                Ok(sink) => plan.order.push(Err(sink)),
+                Err(error) => {
+                    self.retire(plan.order.into_iter().filter_map(Result::err).collect());
+                    return Err(error);
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Puts a plan in force: the flusher sends the next flush to the new list; sinks no longer
+    /// in it finish delivering on their own. Returns what changed, for the log.
+    pub fn apply(&self, plan: SinkPlan) -> Vec<String> {
+        let mut changes = Vec::new();
+        let retired = {
+            let mut running = lock(&self.running);
+            let mut old = std::mem::take(&mut *running);
+            for entry in plan.order {
+                match entry {
+                    Ok(backend) => {
+                        let at = old.iter().position(|sink| sink.backend == backend);
+                        running.extend(at.map(|at| old.remove(at)));
+                    }
+                    Err(sink) => {
+                        let restarted = old.iter().any(|old| old.backend == sink.backend);
+                        changes.push(format!(
+                            "{} {}",
+                            if restarted { "restarted" } else { "started" },
+                            sink.backend.name()
+                        ));
+                        running.push(sink);
+                    }
+                }
+            }
+            let kept_or_restarted = |backend: Backend| running.iter().any(|sink| sink.backend == backend);
+            changes.extend(
+                old.iter()
+                    .filter(|sink| !kept_or_restarted(sink.backend))
+                    .map(|sink| format!("stopped {}", sink.backend.name())),
+            );
+            self.outlets.set(running.iter().filter_map(RunningSink::outlet).collect());
+            let tap = running.iter().find_map(|sink| match &sink.role {
+                Role::Repeater(tap) => Some(tap.clone()),
+                _ => None,
+            });
+            self.tap.set(tap);
+            old
+        };
+        self.retire(retired);
+        changes
+    }
+
+    /// Every running sink's telemetry (and its targets'), for `stats`, `/health`, `/metrics`.
+    pub fn telemetry(&self) -> Vec<Arc<SinkTelemetry>> {
+        lock(&self.running)
+            .iter()
+            .flat_map(|sink| std::iter::once(&sink.handle.telemetry).chain(&sink.handle.targets).cloned())
+            .collect()
+    }
+
+    /// The prometheus backend's series, while it runs.
+    pub fn prometheus(&self) -> Option<Arc<Exposed>> {
+        lock(&self.running).iter().find_map(|sink| match &sink.role {
+            Role::Prometheus(exposed) => Some(exposed.clone()),
+            _ => None,
+        })
+    }
+
+    /// The store's writer and its database file, while the store backend runs.
+    pub fn store(&self) -> Option<(StoreControl, PathBuf)> {
+        lock(&self.running).iter().find_map(|sink| match &sink.role {
+            Role::Store { control, database } => Some((control.clone(), database.clone())),
+            _ => None,
+        })
+    }
+
+    /// Stops every sink (the flusher has made its last flush): each delivers what it holds,
+    /// all within [`SINK_GRACE`], retired ones included.
+    pub async fn finish_all(&self) {
+        let running = std::mem::take(&mut *lock(&self.running));
+        self.outlets.set(Vec::new());
+        self.tap.set(None);
+        let mut tasks: Vec<_> = running.into_iter().map(|sink| sink.handle.task).collect();
+        tasks.append(&mut lock(&self.retiring));
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        if tokio::time::timeout(SINK_GRACE, all).await.is_err() {
+            tracing::error!(grace_s = SINK_GRACE.as_secs(), "sinks did not finish in time");
+        }
+    }
+
+    /// Closes the queues of `sinks` and lets each deliver what it holds within the grace; one
+    /// that cannot (graphite whose carbon is gone) is stopped then, its loss logged.
+    fn retire(&self, sinks: Vec<RunningSink>) {
+        let mut retiring = lock(&self.retiring);
+        retiring.retain(|task| !task.is_finished());
+        for sink in sinks {
+            let RunningSink { backend, handle, .. } = sink;
+            let SinkHandle { snapshots, telemetry, task, .. } = handle;
+            drop(snapshots);
+            retiring.push(tokio::spawn(async move {
+                let abort = task.abort_handle();
+                if tokio::time::timeout(SINK_GRACE, task).await.is_err() {
+                    abort.abort();
+                    let held = telemetry.buffered_bytes.get() + telemetry.queued_bytes.get();
+                    tracing::error!(
+                        backend = backend.name(),
+                        held_bytes = held,
+                        grace_s = SINK_GRACE.as_secs(),
+                        "a sink the reload retired could not deliver what it held in time: dropped"
+                    );
+                }
+            }));
+        }
+    }
+
+    fn start_sink(&self, config: &Config, backend: Backend, settings: Value) -> anyhow::Result<RunningSink> {
+        let startup_s = self.startup_s;
+        let telemetry = |etsy, queue_limit| {
+            Arc::new(SinkTelemetry::new(backend.name(), etsy, startup_s).with_queue_limit(queue_limit))
+        };
+        let queue_limit = config.sink_queue_bytes;
+        let (handle, role) = match backend {
+            Backend::Graphite => {
+                let names =
+                    GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
+                // retryBufferBytes bounds what graphite holds: flushes waiting and lines to resend.
+                let telemetry = telemetry(EtsyStatus::Graphite, config.graphite.retry_buffer_bytes);
+                (graphite::spawn(config.graphite.clone(), names, telemetry), Role::Plain)
+            }
+            Backend::Console => {
+                (console::spawn(config.console.clone(), telemetry(EtsyStatus::Console, queue_limit)), Role::Plain)
+            }
+            Backend::Repeater => {
+                let (sink, tap) = repeater::spawn(config.repeater.clone(), telemetry(EtsyStatus::None, queue_limit));
+                (sink, Role::Repeater(tap))
+            }
+            Backend::Store => {
+                let (sink, control) = store::spawn(&config.store, telemetry(EtsyStatus::None, queue_limit))?;
+                (sink, Role::Store { control, database: config.store.data_dir.join(store::DATABASE) })
+            }
+            Backend::Prometheus => {
+                let targets = config.prometheus.remote_write.iter().map(|target| {
+                    let name = target_name(&target.name);
+                    let limit = target.retry_buffer_bytes;
+                    Arc::new(SinkTelemetry::new(name, EtsyStatus::None, startup_s).with_queue_limit(limit))
+                });
+                let own = telemetry(EtsyStatus::None, queue_limit);
+                let (sink, series) = prometheus::spawn(config.prometheus.clone(), own, targets.collect());
+                (sink, Role::Prometheus(series))
+            }
+            Backend::Forward => {
+                let settings = CutSettings {
+                    source: config.forward.source.clone(),
+                    prefix_stats: config.agg.prefix_stats.clone(),
+                    set_members_limit: config.forward.set_members_limit,
+                    raw_values_limit: config.forward.raw_values_limit.unwrap_or(config.agg.timer_sample_limit),
+                    max_batch_bytes: config.forward.max_batch_bytes,
+                };
+                let telemetry = telemetry(EtsyStatus::None, queue_limit);
+                (forward::spawn(config.forward.clone(), settings, telemetry)?, Role::Plain)
+            }
+        };
+        Ok(RunningSink { backend, settings, handle, role })
+    }
+}
+
+impl RunningSink {
+    fn outlet(&self) -> Option<Outlet> {
+        Some((self.handle.telemetry.clone(), self.handle.snapshots.clone()?))
+    }
+}
+
+/// Everything a backend's sink takes from the config when it starts: a reload restarts it
+/// when this changes. The store's retention and disk budget are applied in place, so only its
+/// directory counts.
+pub fn settings(config: &Config, backend: Backend) -> Value {
+    let queue = config.sink_queue_bytes;
+    match backend {
+        Backend::Graphite => json!({
+            "graphite": config.graphite.effective(),
+            "histdSelfMetrics": config.graphite.self_metrics,
+            "prefixStats": config.agg.prefix_stats,
+            "keyNameSanitize": config.agg.key_name_sanitize,
+        }),
+        Backend::Console => json!({ "console": config.console.prettyprint, "sinkQueueBytes": queue }),
+        Backend::Repeater => json!({ "repeater": config.repeater.effective(), "sinkQueueBytes": queue }),
+        Backend::Store => json!({ "dataDir": config.store.data_dir }),
+        Backend::Prometheus => json!({ "prometheus": config.prometheus.effective(), "sinkQueueBytes": queue }),
+        Backend::Forward => json!({
+            "forward": config.forward.effective(),
+            "prefixStats": config.agg.prefix_stats,
+            "timerSampleLimit": config.forward.raw_values_limit.unwrap_or(config.agg.timer_sample_limit),
+            "sinkQueueBytes": queue,
+        }),
+    }
+}
+
+/// A remote-write target's telemetry name, `prometheus.<name>`, made once per name for the
+/// life of the process (restarts reuse it).
+fn target_name(name: &str) -> &'static str {
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let wanted = format!("prometheus.{name}");
+    let mut names = lock(&NAMES);
+    if let Some(known) = names.iter().find(|known| **known == wanted) {
+        return known;
+    }
+    let made: &'static str = Box::leak(wanted.into_boxed_str());
+    names.push(made);
+    made
+}
