@@ -113,6 +113,11 @@ pub struct Aggregator {
     ledger: Ledger,
     /// Set intervals that passed `maxSetMembers` and were counted by a sketch, since start.
     sets_sketched: u64,
+    /// Flushes each timer and set without a value has gone so, while an idle TTL is set.
+    idle_timers: KeyedMap<u32>,
+    idle_sets: KeyedMap<u32>,
+    /// Series the idle TTLs deleted, per type, since start.
+    expired: [u64; 4],
 }
 
 /// Keys of the internal metrics under `prefixStats`.
@@ -189,6 +194,9 @@ impl Aggregator {
         Aggregator {
             ledger: Ledger::new(config.budgets),
             sets_sketched: 0,
+            idle_timers: keyed_map(),
+            idle_sets: keyed_map(),
+            expired: [0; 4],
             config,
             counters,
             timers: keyed_map(),
@@ -252,7 +260,7 @@ impl Aggregator {
             let key = admitted(&mut self.ledger, &self.timers, MetricType::Timers, &key);
             value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
         }
-        let ttl = self.config.gauges_max_ttl;
+        let ttl = self.gauge_ttl();
         for (key, gauge) in table.gauges {
             let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
             let state = self.gauges.get(&*key).map(|state| state.value);
@@ -312,7 +320,7 @@ impl Aggregator {
             let key = admitted(&mut self.ledger, &self.timers, MetricType::Timers, &key);
             value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
         }
-        let ttl = self.config.gauges_max_ttl;
+        let ttl = self.gauge_ttl();
         for (key, gauge) in interval.gauges {
             let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
             let updated = GaugeState::updated(gauge.value, ttl, gauge.updated_unix_s);
@@ -461,22 +469,34 @@ impl Aggregator {
         sorted(points, |p| &p.key)
     }
 
-    /// Etsy's §4.6: idle values reset to zero, or deleted where `delete*` says so.
+    /// Etsy's §4.6: idle values reset to zero, or deleted where `delete*` says so; series
+    /// idle for their type's `idleTTL` deleted.
     fn reset_after_flush(&mut self) {
         let config = &self.config;
+        let ttl = MetricType::ALL.map(|kind| config.idle_flushes(kind));
+        let (delete_timers, delete_sets) = (config.delete_timers, config.delete_sets);
         let internal = &self.internal;
-        if self.counters.reset_after_flush(config.delete_counters, |key| internal.is_internal_counter(key)) {
+        let is_internal = |key: &str| internal.is_internal_counter(key);
+        let (renumbered, expired) = self.counters.reset_after_flush(config.delete_counters, ttl[0], is_internal);
+        self.expired[MetricType::Counters as usize] += expired as u64;
+        if renumbered {
             self.ledger.deleted(MetricType::Counters);
         }
         self.ledger.flushed();
-        if config.delete_timers {
+        if delete_timers {
             self.released |= clear_returning_memory!(&mut self.timers);
             self.ledger.deleted(MetricType::Timers);
+        } else if let Some(ttl) = ttl[MetricType::Timers as usize] {
+            let expired = expire_idle(&mut self.timers, &mut self.idle_timers, ttl, |samples| samples.received > 0);
+            self.count_expired(MetricType::Timers, expired);
         }
         self.timers.values_mut().for_each(|samples| *samples = TimerSamples::default());
-        if config.delete_sets {
+        if delete_sets {
             self.released |= clear_returning_memory!(&mut self.sets);
             self.ledger.deleted(MetricType::Sets);
+        } else if let Some(ttl) = ttl[MetricType::Sets as usize] {
+            let expired = expire_idle(&mut self.sets, &mut self.idle_sets, ttl, |set| set.count() > 0);
+            self.count_expired(MetricType::Sets, expired);
         }
         for distinct in self.sets.values_mut() {
             match distinct {
@@ -487,16 +507,41 @@ impl Aggregator {
         for state in self.gauges.values_mut() {
             state.updated_in_interval = false;
         }
-        if config.delete_gauges {
+        if self.config.delete_gauges || ttl[MetricType::Gauges as usize].is_some() {
             let before = self.gauges.len();
+            let lag = &self.internal.timestamp_lag;
             self.gauges.retain(|key, state| {
                 state.ttl = state.ttl.saturating_sub(1);
-                *key == internal.timestamp_lag || state.ttl > 0
+                key == lag || state.ttl > 0
             });
             if self.gauges.len() < before {
                 self.ledger.deleted(MetricType::Gauges);
+                if !self.config.delete_gauges {
+                    self.expired[MetricType::Gauges as usize] += (before - self.gauges.len()) as u64;
+                }
             }
         }
+    }
+
+    /// Counts series the idle TTL deleted (the ledger counts their type again).
+    fn count_expired(&mut self, kind: MetricType, expired: usize) {
+        if expired > 0 {
+            self.expired[kind as usize] += expired as u64;
+            self.ledger.deleted(kind);
+            self.released = true;
+        }
+    }
+
+    /// Flushes a gauge is kept from its update: the flush that reports it and its idle TTL,
+    /// else `gaugesMaxTTL`.
+    fn gauge_ttl(&self) -> u32 {
+        let idle = self.config.idle_flushes(MetricType::Gauges);
+        idle.map_or(self.config.gauges_max_ttl, |flushes| flushes.saturating_add(1))
+    }
+
+    /// Series the idle TTLs deleted, per type (counters, timers, gauges, sets), since start.
+    pub fn expired(&self) -> [u64; 4] {
+        self.expired
     }
 
     /// The keys of one type, sorted.
@@ -619,6 +664,28 @@ fn keyed_map<V>() -> KeyedMap<V> {
     KeyedMap::with_hasher(crate::series::shared_hasher())
 }
 
+/// Advances the idle count of each series of `map` (`active`: it had values this interval)
+/// and deletes those idle for `ttl` flushes; how many it deleted. `idle` holds only the
+/// series idle now.
+fn expire_idle<V>(map: &mut KeyedMap<V>, idle: &mut KeyedMap<u32>, ttl: u32, active: impl Fn(&V) -> bool) -> usize {
+    for (key, value) in map.iter() {
+        match active(value) {
+            true if !idle.is_empty() => drop(idle.remove(key)),
+            true => {}
+            false => *value_for(idle, key, || 0) += 1,
+        }
+    }
+    let before = map.len();
+    idle.retain(|key, flushes| {
+        let expired = *flushes >= ttl;
+        if expired {
+            map.remove(key);
+        }
+        !expired && map.contains_key(key)
+    });
+    before - map.len()
+}
+
 fn keys_of<V>(map: &KeyedMap<V>) -> impl Iterator<Item = &str> {
     map.keys().map(CompactString::as_str)
 }
@@ -644,6 +711,8 @@ fn sorted<T>(items: impl Iterator<Item = T>, key: impl Fn(&T) -> &CompactString)
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::Threshold;
 
@@ -774,6 +843,40 @@ mod tests {
         absorb(&mut aggregator, "g:+5|g");
         absorb(&mut aggregator, "g:-3|g");
         assert_eq!(gauge(&aggregator.flush(20_000), "g"), Some(12.0));
+    }
+
+    /// `idleTTL`: a series of each type is reported through `ttl` idle flushes (zero, a gauge
+    /// its last value), then deleted and counted; a value in between starts it over.
+    #[test]
+    fn series_idle_for_their_ttl_are_deleted_and_counted() {
+        let ttl = Some(Duration::from_secs(25)); // three flushes of 10 s
+        let mut aggregator = Aggregator::new(AggConfig { idle_ttl: [ttl; 4], ..AggConfig::default() });
+        let present = |snapshot: &Snapshot| {
+            [
+                counter(snapshot, "c").is_some(),
+                snapshot.timers.iter().any(|t| t.key == "t"),
+                gauge(snapshot, "g").is_some(),
+                snapshot.sets.iter().any(|s| s.key == "s"),
+            ]
+        };
+        absorb(&mut aggregator, "c:1|c\nt:5|ms\ng:7|g\ns:a|s");
+        let mut seen = Vec::new();
+        for flush in 1..=6 {
+            if flush == 3 {
+                absorb(&mut aggregator, "c:1|c"); // the counter starts over
+            }
+            seen.push(present(&aggregator.flush(flush * 10_000)));
+        }
+        let all = [true; 4];
+        let counter_only = [true, false, false, false];
+        let none = [false; 4];
+        assert_eq!(seen, [all, all, all, all, counter_only, counter_only]);
+        assert_eq!(aggregator.expired(), [1, 1, 1, 1], "the counter went after its third idle flush, 6");
+        let seventh = aggregator.flush(70_000);
+        assert_eq!(present(&seventh), none);
+        assert_eq!(gauge(&seventh, "statsd.timestamp_lag"), Some(0.0), "internal series stay");
+        assert_eq!(counter(&aggregator.flush(80_000), "statsd.packets_received"), Some((0.0, 0.0)));
+        assert_eq!(aggregator.idle_timers.len() + aggregator.idle_sets.len(), 0, "nothing left idle");
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub struct AggConfig {
     pub delete_gauges: bool,
     /// Flushes a gauge survives without updates when deleted (`gaugesMaxTTL`, at least 1).
     pub gauges_max_ttl: u32,
+    /// How long a series of each type (counters, timers, gauges, sets) may go without a value
+    /// before it is deleted (`idleTTL`); `None`: kept (reported as zero, a gauge as its last
+    /// value) until a `delete*` key says otherwise, as Etsy does.
+    pub idle_ttl: [Option<Duration>; 4],
     /// Namespace of internal metrics (`prefixStats`).
     pub prefix_stats: String,
     /// Apply Etsy's key sanitising (`keyNameSanitize`).
@@ -61,6 +65,7 @@ impl Default for AggConfig {
             delete_sets: false,
             delete_gauges: false,
             gauges_max_ttl: 1,
+            idle_ttl: [None; 4],
             prefix_stats: "statsd".to_string(),
             key_name_sanitize: true,
             timer_sample_limit: DEFAULT_TIMER_SAMPLE_LIMIT,
@@ -84,6 +89,13 @@ impl AggConfig {
             keep_mergeable: self.keep_mergeable,
             ..new.clone()
         }
+    }
+
+    /// The idle TTL of `kind` in whole flushes (at least one), when it has one.
+    pub fn idle_flushes(&self, kind: crate::MetricType) -> Option<u32> {
+        let interval = self.flush_interval.as_millis().max(1);
+        let ttl = self.idle_ttl[kind as usize]?;
+        Some(ttl.as_millis().div_ceil(interval).clamp(1, u128::from(u32::MAX)) as u32)
     }
 
     /// The flush interval in seconds, the divisor of every per-second rate.

@@ -137,8 +137,10 @@ pub(crate) struct CounterStore {
     index: KeyIndex,
     values: Vec<f64>,
     live: Vec<bool>,
-    /// Flushes since each counter was last live (0: live at the last flush).
-    idle_flushes: Vec<u8>,
+    /// Whether each counter was added to this interval.
+    updated: Vec<bool>,
+    /// Flushes since each counter was last added to (0: in the last flushed interval).
+    idle_flushes: Vec<u32>,
     /// Ids sorted by key; ids from `order.len()` on are not placed yet.
     order: Vec<u32>,
     /// Bumped by every renumbering: maps of an older one are rebuilt.
@@ -152,6 +154,7 @@ impl CounterStore {
         if id as usize == self.values.len() {
             self.values.push(0.0);
             self.live.push(false);
+            self.updated.push(false);
             self.idle_flushes.push(0);
         }
         id
@@ -162,6 +165,7 @@ impl CounterStore {
         let id = id as usize;
         self.values[id] += amount;
         self.live[id] = true;
+        self.updated[id] = true;
     }
 
     /// Adds to the counter `key`, making it live.
@@ -212,23 +216,37 @@ impl CounterStore {
     }
 
     /// After a flush: zeroes every count; with `delete`, counters for which `keep` is false
-    /// stop being live; renumbers when stale counters dominate (true when it did: keys went).
-    pub(crate) fn reset_after_flush(&mut self, delete: bool, keep: impl Fn(&str) -> bool) -> bool {
-        let mut stale = 0;
+    /// stop being live, and so do those not added to for `ttl` flushes (the idle TTL);
+    /// renumbers when stale counters dominate. Returns whether it renumbered (keys went) and
+    /// how many counters the TTL ended.
+    pub(crate) fn reset_after_flush(
+        &mut self,
+        delete: bool,
+        ttl: Option<u32>,
+        keep: impl Fn(&str) -> bool,
+    ) -> (bool, usize) {
+        let (mut stale, mut expired) = (0, 0);
         for id in 0..self.values.len() {
             let idle = &mut self.idle_flushes[id];
-            *idle = if self.live[id] { 0 } else { idle.saturating_add(1) };
-            stale += usize::from(*idle >= 2);
-            if delete && self.live[id] && !keep(self.index.key(id as u32)) {
+            *idle = if self.updated[id] { 0 } else { idle.saturating_add(1) };
+            self.updated[id] = false;
+            if self.live[id] && (delete || ttl.is_some_and(|ttl| *idle >= ttl)) && !keep(self.index.key(id as u32)) {
                 self.live[id] = false;
+                expired += usize::from(!delete);
             }
+            stale += usize::from(self.is_stale(id));
         }
         self.values.fill(0.0);
         let renumber = stale > CHURN_SLACK && stale * 2 > self.values.len();
         if renumber {
             self.renumber();
         }
-        renumber
+        (renumber, expired)
+    }
+
+    /// Not reported, and not added to for two flushes: dropped at the next renumbering.
+    fn is_stale(&self, id: usize) -> bool {
+        !self.live[id] && self.idle_flushes[id] >= 2
     }
 
     /// Keeps the counters that are not stale, numbered again in key order, in a new generation.
@@ -237,9 +255,10 @@ impl CounterStore {
         let mut renumbered = CounterStore { generation: self.generation + 1, ..CounterStore::default() };
         for &id in &self.order {
             let id = id as usize;
-            if self.idle_flushes[id] < 2 {
+            if !self.is_stale(id) {
                 let new = renumbered.id(&self.index.keys()[id]) as usize;
                 renumbered.live[new] = self.live[id];
+                renumbered.updated[new] = self.updated[id];
                 renumbered.idle_flushes[new] = self.idle_flushes[id];
             }
         }
@@ -417,7 +436,7 @@ mod tests {
         assert_eq!((delta.first_new, delta.keys.len()), (0, 2));
         store.absorb(&mut map, delta, |key| std::borrow::Cow::Borrowed(key));
         assert_eq!(flushed(&mut store), [("a".into(), 2.0), ("b".into(), 4.0)]);
-        store.reset_after_flush(false, |_| true);
+        store.reset_after_flush(false, None, |_| true);
 
         add(&mut reader, "c", 0.0);
         add(&mut reader, "b", 5.0);
@@ -453,16 +472,38 @@ mod tests {
         for flush in 0..3 {
             cycle(&mut reader, &mut store, &mut map, false);
             assert_eq!(store.generation, 0, "flush {flush}: deleted once, idle once: not stale yet");
-            store.reset_after_flush(true, keep_none);
+            store.reset_after_flush(true, None, keep_none);
             add(&mut reader, "kept", 1.0);
         }
         assert_eq!((store.generation, store.values.len()), (1, 1), "only the counter in use is left");
         add(&mut reader, "new", 2.0);
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 2.0)], "the map was rebuilt");
-        store.reset_after_flush(false, keep_none);
+        store.reset_after_flush(false, None, keep_none);
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 0.0), ("new".into(), 0.0)]);
+    }
+
+    /// Counters idle for their TTL stop being reported and, once they dominate, are renumbered
+    /// away; live ones idle for less stay reported (as zero).
+    #[test]
+    fn counters_idle_for_their_ttl_expire_and_are_renumbered_away() {
+        let (mut reader, mut store, mut map) =
+            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        for i in 0..(CHURN_SLACK + 10) {
+            add(&mut reader, &format!("gone.{i}"), 1.0);
+        }
+        let mut expired = Vec::new();
+        for _ in 0..5 {
+            add(&mut reader, "kept", 1.0);
+            cycle(&mut reader, &mut store, &mut map, false);
+            let (_, went) = store.reset_after_flush(false, Some(2), |_| false);
+            expired.push(went);
+        }
+        assert_eq!(expired, [0, 0, CHURN_SLACK + 10, 0, 0], "reported at flushes 1 to 3, gone after the third");
+        assert_eq!((store.generation, store.values.len()), (1, 1), "only the counter in use is left");
+        cycle(&mut reader, &mut store, &mut map, false);
+        assert_eq!(flushed(&mut store), [("kept".into(), 0.0)], "idle once: reported as zero");
     }
 
     #[test]
@@ -475,7 +516,7 @@ mod tests {
             }
             cycle(&mut reader, &mut store, &mut map, false);
             assert_eq!(store.flush_points(1.0).len(), CHURN_SLACK + 10, "flush {flush}");
-            store.reset_after_flush(true, |_| false);
+            store.reset_after_flush(true, None, |_| false);
         }
         assert_eq!(store.generation, 0);
     }

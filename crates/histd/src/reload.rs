@@ -11,7 +11,7 @@
 //!   going whole to one generation of a sink and a retired sink delivering what it holds
 //!   ([`crate::sinks::roster`]);
 //! - the timer settings (`percentThreshold`, `histogram`, `calculatedTimerMetrics`,
-//!   `timerSampleLimit`), the `delete*` family and `gaugesMaxTTL`, the cardinality budgets,
+//!   `timerSampleLimit`), the `delete*` family, `gaugesMaxTTL` and `idleTTL`, the cardinality budgets,
 //!   `histdSelfMetrics`, and the store's retention and `maxBytes`: the interval in progress is
 //!   flushed by the new settings; every series keeps its state.
 //!
@@ -53,7 +53,7 @@ impl ConfigSource {
 
 /// The effective config's top-level keys a reload applies to the aggregator (the settings
 /// [`agg::AggConfig::reloaded`] takes from the new config).
-const AGGREGATOR_KEYS: [&str; 14] = [
+const AGGREGATOR_KEYS: [&str; 15] = [
     "percentThreshold",
     "histogram",
     "calculatedTimerMetrics",
@@ -63,6 +63,7 @@ const AGGREGATOR_KEYS: [&str; 14] = [
     "deleteSets",
     "deleteGauges",
     "gaugesMaxTTL",
+    "idleTTL",
     "histdSelfMetrics",
     "maxSeries",
     "maxSeriesPerName",

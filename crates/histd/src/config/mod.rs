@@ -165,6 +165,9 @@ impl Config {
             "deleteSets": agg.delete_sets,
             "deleteGauges": agg.delete_gauges,
             "gaugesMaxTTL": agg.gauges_max_ttl,
+            "idleTTL": agg::MetricType::ALL.iter().zip(agg.idle_ttl)
+                .map(|(kind, ttl)| (kind.name().to_string(), ttl.map_or(Value::Null, |t| json!(t.as_millis() as u64))))
+                .collect::<serde_json::Map<_, _>>(),
             "prefixStats": agg.prefix_stats,
             "keyNameSanitize": agg.key_name_sanitize,
             "timerSampleLimit": agg.timer_sample_limit,
@@ -245,6 +248,7 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         delete_sets: top.bool("deleteSets", delete_idle)?,
         delete_gauges: top.bool("deleteGauges", delete_idle)?,
         gauges_max_ttl: gauges_max_ttl(top)?,
+        idle_ttl: idle_ttl(top)?,
         prefix_stats,
         key_name_sanitize: top.bool("keyNameSanitize", true)?,
         timer_sample_limit: timer_sample_limit(top)?,
@@ -252,6 +256,39 @@ fn agg_config(top: &Reader<'_>) -> Result<AggConfig, ConfigError> {
         keep_mergeable: false,
         budgets: budgets(top)?,
     })
+}
+
+/// `idleTTL` (histd): one duration for every type, or one per type
+/// (`{counters, timers, gauges, sets}`); each a duration (`10m`, `1h`, `7d`) or milliseconds.
+fn idle_ttl(top: &Reader<'_>) -> Result<[Option<std::time::Duration>; 4], ConfigError> {
+    let one = |reader: &Reader<'_>, key: &str| -> Result<Option<std::time::Duration>, ConfigError> {
+        let bad = |got: &Value| {
+            reader.error(key, format!("expected a duration like 10m, 1h or 7d (or milliseconds), got {got}"))
+        };
+        match reader.raw(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(ms) if ms >= 1.0 && ms.is_finite() => Ok(Some(std::time::Duration::from_millis(ms as u64))),
+                _ => Err(bad(&Value::Number(n.clone()))),
+            },
+            Some(Value::String(text)) => match parse_duration(text) {
+                Some(seconds) => Ok(Some(std::time::Duration::from_secs(seconds as u64))),
+                None => Err(bad(&Value::String(text.clone()))),
+            },
+            Some(other) => Err(bad(other)),
+        }
+    };
+    match top.raw("idleTTL") {
+        Some(Value::Object(_)) => {
+            let per_type = top.object("idleTTL")?;
+            let mut ttl = [None; 4];
+            for (at, kind) in agg::MetricType::ALL.into_iter().enumerate() {
+                ttl[at] = one(&per_type, kind.name())?;
+            }
+            Ok(ttl)
+        }
+        _ => Ok([one(top, "idleTTL")?; 4]),
+    }
 }
 
 /// `maxSeries` (a number, or one per type), `maxSeriesPerName`, `maxTagValues`,

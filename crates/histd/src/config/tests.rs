@@ -95,6 +95,9 @@ fn errors_name_the_key() {
         ("{ maxSeries: { timers: -5 } }", "config key `maxSeries.timers`"),
         ("{ maxSeriesPerName: 'lots' }", "config key `maxSeriesPerName`"),
         ("{ maxTagValues: 2.5 }", "config key `maxTagValues`"),
+        ("{ idleTTL: 'soon' }", "config key `idleTTL`: expected a duration like 10m, 1h or 7d"),
+        ("{ idleTTL: { gauges: 0 } }", "config key `idleTTL.gauges`"),
+        ("{ idleTTL: true }", "config key `idleTTL`"),
         ("{ maxSetMembers: 0 }", "config key `maxSetMembers`"),
         ("{ udpReaders: 0 }", "config key `udpReaders`"),
         ("{ udpReaderMode: 'fast' }", "config key `udpReaderMode`"),
@@ -212,7 +215,7 @@ const EVERY_KEY: [&str; 3] = [
        store: { dataDir: '/tmp/d', retention: { raw: '1h', minute: '1d', hour: '7d' }, maxBytes: '1GiB' }, \
        http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, maxStreamConnections: 10, connectionIdleTimeoutMs: 0, httpMaxConnections: 8, httpHeaderTimeoutMs: 500, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
-       maxSeries: { counters: 10, timers: 10, gauges: 10, sets: 10 }, maxSeriesPerName: 5, maxTagValues: 5, maxSetMembers: 5, \
+       maxSeries: { counters: 10, timers: 10, gauges: 10, sets: 10 }, idleTTL: { counters: '1h', timers: '1h', gauges: '1h', sets: '1h' }, maxSeriesPerName: 5, maxTagValues: 5, maxSetMembers: 5, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
        keyFlush: { interval: 1000 }, \
        prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, nativeSchema: 3, mappingFile: 'tests/data/statsd_exporter_mapping.yml', externalLabels: { instance: 'a' }, \
@@ -315,4 +318,22 @@ fn budgets_are_read_as_one_number_or_one_per_type() {
     let budgets = config.agg.budgets;
     assert_eq!(budgets.max_series, [defaults.max_series[0], 7, defaults.max_series[2], defaults.max_series[3]]);
     assert_eq!((budgets.max_series_per_name, budgets.max_tag_values, budgets.max_set_members), (3, 4, 6));
+}
+
+#[test]
+fn idle_ttls_are_one_duration_or_one_per_type() {
+    use std::time::Duration;
+    let minutes = |m: u64| Some(Duration::from_secs(60 * m));
+    let cases: &[(&str, [Option<Duration>; 4])] = &[
+        ("{}", [None; 4]),
+        ("{ idleTTL: '10m' }", [minutes(10); 4]),
+        ("{ idleTTL: 600000 }", [minutes(10); 4]),
+        ("{ idleTTL: { counters: '1h', sets: 120000 } }", [minutes(60), None, None, minutes(2)]),
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse(text).agg.idle_ttl, *want, "{text}");
+    }
+    let config = parse("{ flushInterval: 10000, idleTTL: { timers: '25s' } }");
+    assert_eq!(config.agg.idle_flushes(agg::MetricType::Timers), Some(3), "rounded up to whole flushes");
+    assert_eq!(config.effective()["idleTTL"]["timers"], 25000);
 }

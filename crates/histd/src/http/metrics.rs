@@ -151,6 +151,11 @@ fn budget_metrics(budgets: &BudgetState, out: &mut Exposition) {
     }
     let help = "Set intervals counted by a sketch past maxSetMembers.";
     single(out, "histd_sets_sketched_total", Kind::Counter, help, budgets.sets_sketched as f64);
+    let help = "Series deleted after going without a value for their idleTTL, per type.";
+    let expired = out.family("histd_idle_expired_series_total", Some(Kind::Counter), Some(help));
+    for (kind, value) in agg::MetricType::ALL.iter().zip(budgets.idle_expired) {
+        out.sample(&expired, &[("type".to_string(), kind.name().to_string())], None, value as f64);
+    }
 }
 
 /// Each sink's telemetry, one family per value, a `sink` label per sink.

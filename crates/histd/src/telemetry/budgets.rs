@@ -11,12 +11,18 @@ pub struct BudgetState {
     pub report: BudgetReport,
     /// Set intervals counted by a sketch past `maxSetMembers`.
     pub sets_sketched: u64,
+    /// Series deleted by `idleTTL`, per type.
+    pub idle_expired: [u64; 4],
 }
 
 impl BudgetState {
     /// Reads it from the aggregator.
     pub fn of(aggregator: &agg::Aggregator) -> BudgetState {
-        BudgetState { report: aggregator.budget_report(), sets_sketched: aggregator.sets_sketched() }
+        BudgetState {
+            report: aggregator.budget_report(),
+            sets_sketched: aggregator.sets_sketched(),
+            idle_expired: aggregator.expired(),
+        }
     }
 
     /// `(name, value, is_total)`: series held and budgets per type (levels), folds by reason
@@ -34,6 +40,9 @@ impl BudgetState {
             out.push((format!("folded_series.{}", reason.as_str()), report.folded[reason as usize] as f64, true));
         }
         out.push(("sets_sketched".to_string(), self.sets_sketched as f64, true));
+        for (kind, expired) in MetricType::ALL.iter().zip(self.idle_expired) {
+            out.push((format!("idle_expired.{}", kind.name()), expired as f64, true));
+        }
         out
     }
 
@@ -66,6 +75,7 @@ impl BudgetState {
             "names_at_series_per_name": per_type(report.names_at_budget),
             "folded_series": folded,
             "sets_sketched": self.sets_sketched,
+            "idle_expired": per_type(self.idle_expired.map(|n| n as usize)),
             "offenders": offenders,
         })
     }
