@@ -64,3 +64,30 @@ fn a_cardinality_explosion_stays_within_its_budget() {
     assert_eq!(health["offenders"][0]["pattern"], "explode.user.*.logins");
     assert!(daemon.terminate());
 }
+
+/// `idleTTL`: idle series are flushed as zero for their TTL, then no more, counted per type.
+#[test]
+fn idle_series_expire_after_their_ttl() {
+    let carbon = Carbon::start();
+    let daemon = Daemon::start(
+        "idle-ttl",
+        &format!(
+            "{{ servers: [ {{ server: 'tcp', address: '127.0.0.1', port: 0 }} ], mgmt_port: 0, http_port: 0, \
+               graphiteHost: '127.0.0.1', graphitePort: {}, flushInterval: 200, \
+               idleTTL: {{ counters: 400, timers: 400, sets: 400 }} }}",
+            carbon.port
+        ),
+    );
+    daemon.send_tcp("idle.c:1|c\nidle.t:5|ms\nidle.s:a|s\nidle.g:3|g\n");
+    let expired = |kind: &str| daemon.stat(&format!("budget.idle_expired.{kind}"));
+    assert!(eventually(|| expired("counters") == 1.0 && expired("timers") == 1.0 && expired("sets") == 1.0));
+    assert_eq!(expired("gauges"), 0.0, "gauges have no TTL here: kept");
+    let flushes =
+        carbon.wait_flush(|f| f.get("stats.gauges.idle.g").is_some() && f.get("stats_counts.idle.c").is_none());
+    assert_eq!(flushes.get("stats.timers.idle.t.count"), None, "the timer went too");
+    let reported: Vec<_> =
+        carbon.flushes().into_iter().filter_map(|f| f.get("stats_counts.idle.c").map(str::to_string)).collect();
+    assert_eq!(reported, ["1", "0", "0"], "its value, then two idle flushes (400 ms)");
+    let budgets = daemon.http_json("/api/v1/budgets");
+    assert_eq!(budgets["idle_expired"]["counters"], 1, "{budgets}");
+}
