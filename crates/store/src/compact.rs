@@ -105,9 +105,14 @@ impl Store {
         }
         let points = self.usage.points.saturating_add_signed(-removed);
         crate::usage::save_points(&transaction, points)?;
+        let expired = crate::prune::expired_series(&transaction, now, self.options.retention.longest())?;
         transaction.commit()?;
         self.usage.points = points;
         self.usage.trimmed_period = period;
+        if !expired.is_empty() {
+            self.usage.expired_series += expired.len() as u64;
+            self.forget_ids(&expired.into_iter().collect());
+        }
         // Once a period the log is copied into the database and cut back to nothing (when no
         // reader holds it), so what the store takes on disk is its pages.
         self.connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
@@ -227,6 +232,7 @@ fn merge_hour(
     gained += points;
     lost += dropped;
     let day = Resolution::Hour.block_start(hour);
+    crate::prune::seen_on(transaction, hours.iter().map(|(id, _)| *id), day)?;
     let (points, dropped) = put_block(transaction, Resolution::Hour, grp, day, 86_400, kind, hours)?;
     Ok((gained + points, lost + dropped))
 }

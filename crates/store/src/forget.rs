@@ -50,11 +50,7 @@ impl Store {
             }
         }
         if forgotten.series > 0 {
-            transaction
-                .prepare_cached(
-                    "INSERT INTO meta (key, value) VALUES (?1, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1",
-                )?
-                .execute([GENERATION])?;
+            next_generation(&transaction)?;
         }
         let points = self.usage.points.saturating_sub(forgotten.points);
         crate::usage::save_points(&transaction, points)?;
@@ -66,7 +62,7 @@ impl Store {
     }
 
     /// The writer's caches without `ids`: a key sent again looks its series up anew.
-    fn forget_ids(&mut self, ids: &HashSet<i64>) {
+    pub(crate) fn forget_ids(&mut self, ids: &HashSet<i64>) {
         for known in &mut self.known {
             known.retain(|_, (id, _)| !ids.contains(id));
         }
@@ -88,6 +84,16 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Tells readers that series went since they loaded them.
+pub(crate) fn next_generation(transaction: &Transaction<'_>) -> Result<(), StoreError> {
+    transaction
+        .prepare_cached(
+            "INSERT INTO meta (key, value) VALUES (?1, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1",
+        )?
+        .execute([GENERATION])?;
+    Ok(())
 }
 
 /// The id and group of a stored series.

@@ -13,6 +13,7 @@ pub mod codec;
 mod compact;
 mod forget;
 mod migrate;
+mod prune;
 pub mod query;
 mod read;
 mod row;

@@ -1,6 +1,8 @@
 //! The tables (format 2).
 //!
-//! - `series`: one row per series (name, sorted tags, kind) and the group it belongs to.
+//! - `series`: one row per series (name, sorted tags, kind), the group it belongs to, and the
+//!   last day (unix days) its rows reached an hour rollup: a series whose last day is past the
+//!   longest retention holds no rows any more and is deleted ([`crate::prune`]).
 //! - `groups`: series are grouped by kind (up to [`group_size`] a group); a group's rows share
 //!   blocks. `compacted_until` is the end of the last period compacted for it: before it, minute
 //!   rollups are complete, from it on only raw rows exist; `hour_until` is where its hour
@@ -91,6 +93,7 @@ CREATE TABLE IF NOT EXISTS series (
     tags TEXT NOT NULL,
     kind TEXT NOT NULL,
     grp INTEGER,
+    last_day INTEGER,
     UNIQUE (name, tags, kind)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -134,6 +137,10 @@ pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
         connection.execute_batch("ALTER TABLE series ADD COLUMN grp INTEGER")?;
     }
     connection.execute_batch(TABLES)?;
+    if !column_exists(connection, "series", "last_day")? {
+        connection.execute_batch("ALTER TABLE series ADD COLUMN last_day INTEGER")?;
+    }
+    connection.execute_batch("CREATE INDEX IF NOT EXISTS series_last_day ON series (last_day)")?;
     if fresh {
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?1)", [FORMAT])?;
     }

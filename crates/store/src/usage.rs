@@ -25,6 +25,9 @@ pub struct Usage {
     pub budget_dropped_blocks: u64,
     /// Points lost because a stored block did not decode, since the store opened.
     pub corrupt_points: u64,
+    /// Series deleted because none of their rows was left within the longest retention, since
+    /// the store opened.
+    pub expired_series: u64,
     /// Upkeep (compaction, retention, budget) that failed and will be retried.
     pub upkeep_failures: u64,
     /// What the last failure said.

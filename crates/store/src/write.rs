@@ -31,6 +31,11 @@ impl Default for Retention {
 }
 
 impl Retention {
+    /// The longest of the three: past it no block holds a row.
+    pub(crate) fn longest(&self) -> i64 {
+        self.raw.max(self.minute).max(self.hour)
+    }
+
     pub(crate) fn of(&self, resolution: Resolution) -> i64 {
         match resolution {
             Resolution::Raw => self.raw,

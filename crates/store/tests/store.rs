@@ -489,3 +489,43 @@ fn forgotten_series_are_gone_at_every_resolution_and_nothing_else_is() {
     assert_eq!(totals(&f.store, "count(y)")[0], 1.0);
     assert_eq!(f.store.forget(&[newest.key]).unwrap(), store::Forgotten::default(), "already gone");
 }
+
+/// Series whose rows have all passed the longest retention are deleted (a store fed churning
+/// names keeps no row per name forever); one sent again after a long silence is kept; ids are
+/// never handed out twice.
+#[test]
+fn series_past_the_longest_retention_are_deleted() {
+    let retention = Retention { raw: 600, minute: 3600, hour: 2 * 86_400 };
+    let (mut f, path) = fixture_at("expiry", retention);
+    f.aggregator = Aggregator::new(AggConfig { delete_counters: true, ..AggConfig::default() });
+    for i in 1..=800 {
+        f.flush(START + i * 10, "old:1|c\nback:1|c\nlive:1|c\n"); // hour rollups made
+    }
+    let mut reader = Store::open_reader(&path).unwrap();
+    reader.load_series().unwrap();
+    let listed = |store: &Store| -> Vec<String> {
+        let all = store.series(None, usize::MAX).unwrap().0;
+        all.into_iter().map(|s| s.key.to_string()).filter(|k| !k.starts_with("statsd.")).collect()
+    };
+    assert_eq!(listed(&reader), ["back", "live", "old"]);
+    let largest_before = f.store.series(None, usize::MAX).unwrap().0.iter().map(|s| s.id).max().unwrap();
+    // Five days later: `back` comes back, `old` never does.
+    let later = START + 5 * 86_400;
+    f.flush(later, "back:2|c\nlive:1|c\n");
+    for i in 1..=70 {
+        f.flush(later + i * 10, "live:1|c\n"); // past a period: trimmed
+    }
+    assert_eq!(f.store.usage().expired_series, 1);
+    reader.load_series().unwrap();
+    for store in [&f.store, &reader] {
+        assert_eq!(listed(store), ["back", "live"]);
+        let back = store.query(&parse("count(back)").unwrap(), later - 10, later + 700, 10).unwrap();
+        assert_eq!(back.iter().map(|p| p.1).sum::<f64>(), 2.0, "its new rows are kept");
+    }
+    f.flush(later + 710, "new:1|c\n");
+    let new = f.store.series(Some("new"), 1).unwrap().0[0].id;
+    assert!(new > largest_before, "a new series under a new id, never a deleted one's");
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    let rows: i64 = connection.query_row("SELECT count(*) FROM series WHERE name = 'old'", [], |r| r.get(0)).unwrap();
+    assert_eq!(rows, 0);
+}

@@ -129,6 +129,12 @@ pub fn without(bytes: &[u8], drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, 
     Ok(Some(Cut { bytes: (kept_count > 0).then_some(out), rows }))
 }
 
+/// The ids of the series a block holds, ascending.
+pub fn series_ids(bytes: &[u8]) -> Result<Vec<i64>, Corrupt> {
+    let (_, entries, _) = read_header(bytes)?;
+    Ok(entries.into_iter().map(|(id, _)| id).collect())
+}
+
 /// Where a block's index starts (after its version and timestamps).
 fn timestamps_end(bytes: &[u8]) -> Result<usize, Corrupt> {
     let mut input = ByteReader::new(bytes);

@@ -198,6 +198,7 @@ fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64
         total("store_budget_dropped_blocks", usage.budget_dropped_blocks),
         total("store_corrupt_points", usage.corrupt_points),
         total("store_upkeep_failures", usage.upkeep_failures),
+        total("store_expired_series", usage.expired_series),
     ]);
 }
 
