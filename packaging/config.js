@@ -44,4 +44,6 @@
   // maxSeries: { counters: 1000000, timers: 200000, gauges: 1000000, sets: 100000 },
   // maxSeriesPerName: 10000,
   // maxTagValues: 10000,
+  // Forget series idle this long (flushed as zero until then, as Etsy does forever):
+  // idleTTL: "1h",   // or per type: { counters: "1h", timers: "1h", gauges: "1d", sets: "10m" }
 }
