@@ -166,6 +166,10 @@ impl Reloader {
                 return Err(format!("{error:#}"));
             }
         };
+        for backend in &started.kept_as_they_were {
+            outcome.applied.retain(|key| key != backend);
+            outcome.needs_restart.push(format!("{backend} (its spoolDir is in use)"));
+        }
         outcome.changes = sinks.apply(started);
         outcome.changes.extend(ingress.apply(listeners).await.map_err(|error| format!("{error:#}"))?);
         if outcome.applied.iter().any(|key| key.starts_with("store.")) {

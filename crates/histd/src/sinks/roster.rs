@@ -65,6 +65,8 @@ enum Role {
 pub struct SinkPlan {
     /// In the new config's order: `Ok` a kept sink's backend, `Err` a sink started for it.
     order: Vec<Result<Backend, RunningSink>>,
+    /// Backends whose new settings cannot apply while they run (named as needing a restart).
+    pub kept_as_they_were: Vec<String>,
 }
 
 impl SinkPlan {
@@ -97,8 +99,15 @@ impl Roster {
         let mut plan = SinkPlan::default();
         for &backend in &config.backends {
             let wanted = settings(config, backend);
-            if running.iter().any(|(b, s)| *b == backend && *s == wanted) {
+            let old = running.iter().find(|(b, _)| *b == backend).map(|(_, settings)| settings);
+            if old == Some(&wanted) {
                 plan.order.push(Ok(backend));
+                continue;
+            }
+            if old.is_some_and(|old| shares_a_spool(old, &wanted)) {
+                // Two forward sinks on one spool directory would number files alike.
+                plan.order.push(Ok(backend));
+                plan.kept_as_they_were.push(backend.name().to_string());
                 continue;
             }
             match self.start_sink(config, backend, wanted) {
@@ -303,6 +312,13 @@ pub fn settings(config: &Config, backend: Backend) -> Value {
     }
 }
 
+/// Whether a forward sink's old and new settings spool to the same directory: the old sink
+/// still writes and removes its files while it delivers, so a new one cannot start beside it.
+fn shares_a_spool(old: &Value, new: &Value) -> bool {
+    let dir = |settings: &Value| settings.get("forward").and_then(|f| f.get("spoolDir")).cloned();
+    dir(old).is_some_and(|old| !old.is_null() && Some(old) == dir(new))
+}
+
 /// A remote-write target's telemetry name, `prometheus.<name>`, made once per name for the
 /// life of the process (restarts reuse it).
 fn target_name(name: &str) -> &'static str {
@@ -315,4 +331,39 @@ fn target_name(name: &str) -> &'static str {
     let made: &'static str = Box::leak(wanted.into_boxed_str());
     names.push(made);
     made
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a reload compares: a changed setting restarts a backend, a forward spool in use
+    /// keeps it as it was.
+    #[test]
+    fn settings_name_what_a_sink_started_with() {
+        let config = |text: &str| Config::from_text(text).unwrap();
+        let base = config("{ backends: ['graphite', 'forward'], forward: { nodes: ['http://127.0.0.1:1'] } }");
+        let cases: &[(&str, Backend, bool)] = &[
+            ("{ backends: ['graphite'], graphitePort: 2004 }", Backend::Graphite, true),
+            ("{ backends: ['graphite'], percentThreshold: [50] }", Backend::Graphite, false),
+            ("{ backends: ['graphite'], histdSelfMetrics: true }", Backend::Graphite, true),
+            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] } }", Backend::Forward, false),
+            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:2'] } }", Backend::Forward, true),
+            (
+                "{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] }, timerSampleLimit: 5 }",
+                Backend::Forward,
+                true,
+            ),
+        ];
+        for (text, backend, changed) in cases {
+            let differs = settings(&base, *backend) != settings(&config(text), *backend);
+            assert_eq!(differs, *changed, "{text}");
+        }
+        let spooled = |nodes: &str, dir: &str| {
+            settings(&config(&format!("{{ forward: {{ nodes: ['{nodes}'], spoolDir: '{dir}' }} }}")), Backend::Forward)
+        };
+        assert!(shares_a_spool(&spooled("http://a:1", "/s"), &spooled("http://b:1", "/s")));
+        assert!(!shares_a_spool(&spooled("http://a:1", "/s"), &spooled("http://a:1", "/t")));
+        assert!(!shares_a_spool(&settings(&base, Backend::Forward), &settings(&base, Backend::Forward)));
+    }
 }
