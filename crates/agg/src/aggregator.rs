@@ -276,6 +276,15 @@ impl Aggregator {
         }
     }
 
+    /// Sets a gauge histd computes itself (an alert's value and state), updated at
+    /// `now_unix_s`; it is admitted like any new series.
+    pub fn set_gauge(&mut self, key: &str, value: f64, now_unix_s: u64) {
+        self.refresh_ledger();
+        let updated = GaugeState::updated(value, self.gauge_ttl(), now_unix_s);
+        let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, key);
+        *value_for(&mut self.gauges, &key, || updated) = updated;
+    }
+
     /// Counts again the types whose keys were deleted since their ledger was built.
     fn refresh_ledger(&mut self) {
         let ledger = &mut self.ledger;

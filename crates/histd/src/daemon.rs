@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::accept::ConnectionSlots;
 use crate::admin::{self, AdminState};
+use crate::alerts::Alerts;
 use crate::config::{Backend, Config};
 use crate::flush::{unix_now_ms, Aggregation, Flusher, Outlets};
 use crate::global::Global;
@@ -119,6 +120,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     if config.backends.contains(&Backend::Store) {
         tracing::info!(data_dir = %config.store.data_dir.display(), "the embedded store keeps its data here");
     }
+    let alerts = start_alerts(&config, &aggregation, &sinks, &bound, startup_s);
     let admin_state = Arc::new(AdminState {
         aggregation: aggregation.clone(),
         healthy: AtomicBool::new(config.healthy_at_start),
@@ -135,6 +137,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
             aggregation: aggregation.clone(),
             sinks: sinks.clone(),
             ingress: ingress.clone(),
+            alerts: alerts.clone(),
             edges: admin_state.edges.clone(),
         };
         Arc::new(Reloader::new(source, config.clone(), daemon))
@@ -145,6 +148,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         prefix_stats: config.agg.prefix_stats.clone(),
         global: global.clone(),
         ingress: ingress.clone(),
+        alerts: alerts.clone(),
         admin: admin_state,
     });
     let limits = http::Limits {
@@ -154,10 +158,30 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     let http_task = http_listener.map(|listener| tokio::spawn(http::serve(listener, http_state, limits, stop.clone())));
     let flusher = Flusher { aggregation, sinks: outlets, journal: global.journal() };
     let serving =
-        Serving { flusher, sinks, ingress: ingress.clone(), stop: stop_sender.clone(), admin_task, http_task };
+        Serving { flusher, sinks, alerts, ingress: ingress.clone(), stop: stop_sender.clone(), admin_task, http_task };
     let task = tokio::spawn(serving.run(startup_s * 1000, config.agg.flush_interval, stop));
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
     Ok(Running { bound, stop: stop_sender, task, reloader, ingress })
+}
+
+/// Starts the alert rules' evaluation when the config has rules: each flush goes to it after
+/// the backends; its links point at the HTTP address unless `alerting.externalURL` says.
+fn start_alerts(
+    config: &Config,
+    aggregation: &Arc<Aggregation>,
+    sinks: &Roster,
+    bound: &Bound,
+    startup_s: u64,
+) -> Option<Arc<Alerts>> {
+    if config.alerts.rules.is_empty() {
+        return None;
+    }
+    let base_url = format!("http://{}", bound.http.unwrap_or(config.store.http));
+    let prefix = &config.agg.prefix_stats;
+    let (alerts, outlet) = Alerts::start(&config.alerts, aggregation.clone(), prefix, base_url, startup_s);
+    sinks.attach(outlet, alerts.telemetry());
+    tracing::info!(rules = config.alerts.rules.len(), "alert rules evaluated after every flush");
+    Some(alerts)
 }
 
 /// Gives up the listeners opened for a start that failed, passing its error on.
@@ -212,6 +236,7 @@ pub async fn run(
 struct Serving {
     flusher: Flusher,
     sinks: Arc<Roster>,
+    alerts: Option<Arc<Alerts>>,
     ingress: Arc<Ingress>,
     stop: watch::Sender<bool>,
     admin_task: tokio::task::JoinHandle<()>,
@@ -238,6 +263,9 @@ impl Serving {
         self.flusher.flush(unix_now_ms());
         drop(self.flusher);
         self.sinks.finish_all().await;
+        if let Some(alerts) = &self.alerts {
+            alerts.finish(Duration::from_secs(5)).await;
+        }
         self.admin_task.abort();
     }
 }

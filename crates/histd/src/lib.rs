@@ -13,6 +13,7 @@
 //! # }
 //! ```
 
+pub mod alerts;
 pub mod bench;
 pub mod config;
 pub mod proxy;

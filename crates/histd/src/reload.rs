@@ -72,8 +72,8 @@ const AGGREGATOR_KEYS: [&str; 15] = [
 ];
 
 /// The effective config's top-level keys that reopen listeners or restart sinks.
-const EDGE_KEYS: [&str; 8] =
-    ["servers", "backends", "graphite", "console", "repeater", "prometheus", "forward", "sinkQueueBytes"];
+const EDGE_KEYS: [&str; 9] =
+    ["servers", "backends", "graphite", "console", "repeater", "prometheus", "forward", "sinkQueueBytes", "alerts"];
 
 /// Keys that are runtime state or derived, not settings to compare (`healthStatus` is the
 /// management `health` command's to change; `ignoredKeys` is a report).
@@ -101,6 +101,8 @@ pub struct Daemon {
     pub sinks: Arc<Roster>,
     /// The metric listeners.
     pub ingress: Arc<Ingress>,
+    /// The alert rules at work, when the config had some at start.
+    pub alerts: Option<Arc<crate::alerts::Alerts>>,
     /// Where reloads and their failures are counted.
     pub edges: Arc<EdgeCounters>,
 }
@@ -154,7 +156,11 @@ impl Reloader {
         let in_force = crate::ingest::shards_lock(&self.current).clone();
         let applied = applied(&in_force, &new);
         let mut outcome = classify(&in_force.effective(), &new.effective());
-        let Daemon { aggregation, sinks, ingress, .. } = &self.daemon;
+        let Daemon { aggregation, sinks, ingress, alerts, .. } = &self.daemon;
+        if alerts.is_none() && outcome.applied.iter().any(|key| key == "alerts") {
+            outcome.applied.retain(|key| key != "alerts");
+            outcome.needs_restart.push("alerts (histd started without rules)".to_string());
+        }
         let listeners = ingress
             .plan(&applied.listeners, applied.ingest.receive_buffer)
             .await
@@ -176,6 +182,9 @@ impl Reloader {
             if let Some((store, _)) = sinks.store() {
                 store.set_options(&applied.store).await?;
             }
+        }
+        if let Some(alerts) = alerts.as_ref().filter(|_| outcome.applied.iter().any(|key| key == "alerts")) {
+            alerts.set_rules(&applied.alerts.rules);
         }
         if outcome.applied.iter().any(|key| AGGREGATOR_KEYS.contains(&key.as_str())) {
             aggregation.current().reconfigure(&applied.agg);
@@ -202,6 +211,7 @@ fn applied(in_force: &Config, new: &Config) -> Config {
     applied.store.retention = new.store.retention;
     applied.store.max_bytes = new.store.max_bytes;
     applied.store.data_dir = new.store.data_dir.clone();
+    applied.alerts.rules = new.alerts.rules.clone();
     applied
 }
 

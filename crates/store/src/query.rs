@@ -94,8 +94,14 @@ impl Function {
         matches!(self, Function::Quantile | Function::InverseQuantile | Function::CountAbove | Function::CountBelow)
     }
 
+    /// Its value over one merged row (`number`: the quantile, or the value compared with),
+    /// as the query API computes it; `None` where the row has no such value.
+    pub fn evaluate(self, row: &Row, number: f64) -> Option<f64> {
+        value_of(self, row, number)
+    }
+
     /// The kinds of series the function reads.
-    fn kinds(self) -> &'static [Kind] {
+    pub fn kinds(self) -> &'static [Kind] {
         match self {
             Function::Quantile
             | Function::InverseQuantile

@@ -58,6 +58,8 @@ pub struct Config {
     pub global: GlobalConfig,
     /// The embedded store and the HTTP API.
     pub store: StoreConfig,
+    /// Alert rules (`alerts`) and where their notifications go (`alerting`).
+    pub alerts: crate::alerts::AlertsConfig,
     /// `debug`: log at debug level.
     pub debug: bool,
     /// `sinkQueueBytes`: the bytes of flushes (the repeater: packets) each sink but graphite
@@ -112,11 +114,13 @@ impl Config {
         };
         let backends = backends::backends(&top)?;
         let forwarding = backends.contains(&Backend::Forward);
+        let agg = AggConfig { keep_mergeable: forwarding, ..agg_config(&top)? };
         let config = Config {
+            alerts: crate::alerts::config::alerts(&top, agg.flush_interval)?,
             listeners: listen::listeners(&top)?,
             ingest: ingest::ingest(&top)?,
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
-            agg: AggConfig { keep_mergeable: forwarding, ..agg_config(&top)? },
+            agg,
             forward: crate::sinks::forward::config::forward(&top, forwarding)?,
             global: crate::sinks::forward::config::global(&top)?,
             backends,
@@ -185,6 +189,8 @@ impl Config {
             "forward": self.forward.effective(),
             "global": self.global.effective(),
             "store": self.store.effective(),
+            "alerts": self.alerts.effective().0,
+            "alerting": self.alerts.effective().1,
             "debug": self.debug,
             "healthStatus": if self.healthy_at_start { "up" } else { "down" },
             "sinkQueueBytes": self.sink_queue_bytes,

@@ -155,3 +155,19 @@ pub fn number_of(value: &Value) -> Option<f64> {
         _ => None,
     }
 }
+
+/// An object whose keys are the user's (header or label names), read whole: its keys are not
+/// config keys.
+pub fn string_object(reader: &Reader<'_>, key: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    match reader.raw(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Object(object)) => object
+            .iter()
+            .map(|(name, value)| match value {
+                Value::String(value) => Ok((name.clone(), value.clone())),
+                other => Err(reader.error(key, format!("the value of '{name}' is not a string: {other}"))),
+            })
+            .collect(),
+        Some(other) => Err(reader.error(key, format!("expected an object of strings, got {other}"))),
+    }
+}

@@ -98,6 +98,17 @@ fn errors_name_the_key() {
         ("{ idleTTL: 'soon' }", "config key `idleTTL`: expected a duration like 10m, 1h or 7d"),
         ("{ idleTTL: { gauges: 0 } }", "config key `idleTTL.gauges`"),
         ("{ idleTTL: true }", "config key `idleTTL`"),
+        ("{ alerts: [ { expr: 'count(a)', over: '1m', above: 1 } ] }", "config key `alerts[0].name`"),
+        ("{ alerts: [ { name: 'a', expr: 'count(', over: '1m', above: 1 } ] }", "config key `alerts[0].expr`"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', above: 1 } ] }", "config key `alerts[0].over`"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1s', above: 1 } ] }", "config key `alerts[0].over`: 1000 ms is not a window of 1 to 360 flushes"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m' } ] }", "config key `alerts[0].above`"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1, below: 2 } ] }", "config key `alerts[0].below`"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1, for: 'soon' } ] }", "config key `alerts[0].for`"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1, labels: { '1x': 'y' } } ] }", "config key `alerts[0].labels`: '1x' is not a label name"),
+        ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1 }, { name: 'a', expr: 'count(b)', over: '1m', above: 1 } ] }", "config key `alerts[1].name`: 'a' names two rules"),
+        ("{ alerting: { alertmanagers: ['https://am:9093'] } }", "config key `alerting.alertmanagers[0]`"),
+        ("{ alerting: { webhooks: [ { url: 'http://h/x', format: 'teams' } ] } }", "config key `alerting.webhooks[0].format`"),
         ("{ maxSetMembers: 0 }", "config key `maxSetMembers`"),
         ("{ udpReaders: 0 }", "config key `udpReaders`"),
         ("{ udpReaderMode: 'fast' }", "config key `udpReaderMode`"),
@@ -216,6 +227,10 @@ const EVERY_KEY: [&str; 3] = [
        http_address: '127.0.0.1', http_port: 0, udpReaders: 1, udpReaderMode: 'shared', \
        udpReceiveBufferBytes: 4096, udpBatchDatagrams: 8, maxDatagramBytes: 4096, timerSampleLimit: 10, shutdownDrainMs: 10, streamPendingBytes: 2097152, maxStreamConnections: 10, connectionIdleTimeoutMs: 0, httpMaxConnections: 8, httpHeaderTimeoutMs: 500, histdSelfMetrics: true, sinkQueueBytes: 2097152, \
        maxSeries: { counters: 10, timers: 10, gauges: 10, sets: 10 }, idleTTL: { counters: '1h', timers: '1h', gauges: '1h', sets: '1h' }, maxSeriesPerName: 5, maxTagValues: 5, maxSetMembers: 5, \
+       alerts: [ { name: 'slow', expr: 'count_above(api.latency, 1500)', over: '5m', above: 100, for: '1m', labels: { severity: 'page' }, summary: '{{value}} people' }, \
+                 { name: 'quiet', expr: 'rate(hits)', over: 60000, below: 1 } ], \
+       alerting: { alertmanagers: ['http://127.0.0.1:9093'], webhooks: [ { url: 'http://127.0.0.1:9/hook', format: 'slack' } ], \
+                   externalURL: 'http://histd.example:8127', resendEvery: '2m', timeoutMs: 2000, maxQueued: 10 }, \
        title: 'statsd', log: { backend: 'stdout' }, dumpMessages: false, automaticConfigReload: false, \
        keyFlush: { interval: 1000 }, \
        prometheus: { timerSeconds: true, buckets: [0.1, 1], scrapeHistograms: 'vmrange', ttlSeconds: 60, nativeSchema: 3, mappingFile: 'tests/data/statsd_exporter_mapping.yml', externalLabels: { instance: 'a' }, \

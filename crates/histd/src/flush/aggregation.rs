@@ -77,6 +77,17 @@ impl Aggregation {
     }
 }
 
+impl Aggregation {
+    /// Sets gauges histd computes itself into the current interval (the readers' tables are
+    /// left to the next flush).
+    pub fn set_gauges(&self, gauges: &[(String, f64)], now_unix_s: u64) {
+        let mut gathered = lock(&self.gathered);
+        for (key, value) in gauges {
+            gathered.aggregator.set_gauge(key, *value, now_unix_s);
+        }
+    }
+}
+
 impl Gathered {
     /// The journaled batches merged since the last call (the flush takes them).
     pub fn take_journaled(&mut self) -> Vec<u64> {

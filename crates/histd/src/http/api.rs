@@ -98,6 +98,10 @@ pub(super) fn sinks_json(sinks: &[Arc<SinkTelemetry>]) -> Value {
 
 /// `GET /api/v1/budgets`: the cardinality budgets, what they hold, the folds and the names
 /// bringing new series fastest.
+pub async fn alerts(State(state): State<Arc<HttpState>>) -> Json<Value> {
+    Json(state.alerts.as_ref().map_or_else(|| json!({ "alerts": [], "firing": 0 }), |alerts| alerts.view()))
+}
+
 pub async fn budgets(State(state): State<Arc<HttpState>>) -> Json<Value> {
     let budgets = BudgetState::of(&state.admin.aggregation.current());
     Json(budgets.json())

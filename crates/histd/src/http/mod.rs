@@ -3,6 +3,7 @@
 //! | route | parameters | answer |
 //! |---|---|---|
 //! | `GET /health` | | `{"status", "uptime_s", "packets_received", "metrics_received", "bad_lines", "kernel_drops", "truncated_datagrams", "edges": {counter: n}, "sinks": {sink: {counter: n}}}`; 503 when `health down` |
+//! | `GET /api/v1/alerts` | | `{"alerts": [{"name", "expr", "over_s", "for_s", "comparison", "threshold", "state", "value", "since", "firing_since", "resolved_at", "evaluated_at", "summary", "labels", "url"}], "firing"}`: every alert rule, evaluated after each flush (`state`: inactive, pending, firing) |
 //! | `GET /api/v1/budgets` | | `{"series": {type: n}, "max_series": {type: n}, "max_series_per_name", "max_tag_values", "max_set_members", "names_at_series_per_name": {type: n}, "folded_series": {reason: n}, "sets_sketched", "idle_expired": {type: n}, "offenders": [{"pattern", "new_series_per_second", "new_series", "folded"}]}`: the cardinality budgets (also under `budgets` in `/health`) |
 //! | `GET /api/v1/series` | `match` (glob on the name, default `*`, at most 1024 bytes), `contains` (text of `name{tags}`, any case), `name` (a selector; `exact=1`: its tags exactly), `type`, `origin` (`user,histd,bench`), `group=name`, `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type", "origin"}], "total", "truncated", "origins": {origin: n}}`: the first `limit` by name; with `group=name` an entry per name and type with `tag_sets` instead of `tags` |
 //! | `DELETE /api/v1/series` | the same filters, at least one (`match=*` for all) | `{"forgotten", "points", "aggregator_keys", "series", "series_truncated"}`: the series deleted from the aggregator and every resolution of the store; 404 when none is picked, 403 from another web origin or host name |
@@ -61,6 +62,8 @@ pub struct HttpState {
     pub prefix_stats: String,
     /// The metric listeners (the live view reads their UDP receive queues).
     pub ingress: Arc<crate::ingest::Ingress>,
+    /// The alert rules at work, when the config has some.
+    pub alerts: Option<Arc<crate::alerts::Alerts>>,
     /// Where forwarded batches are merged (`global.accept`).
     pub global: Arc<crate::global::Global>,
     /// Counters and health, shared with the management interface.
@@ -85,8 +88,9 @@ impl HttpState {
 }
 
 /// The API's routes (each is in `openapi.json`; a test checks both ways).
-const API_ROUTES: [&str; 9] = [
+const API_ROUTES: [&str; 10] = [
     "/health",
+    "/api/v1/alerts",
     "/api/v1/budgets",
     "/api/v1/series",
     "/api/v1/query",
@@ -136,10 +140,11 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits,
 }
 
 fn router(state: Arc<HttpState>) -> Router {
-    let [health, budgets, series, query, histogram, heatmap, openapi, forward, live] = API_ROUTES;
+    let [health, alerts, budgets, series, query, histogram, heatmap, openapi, forward, live] = API_ROUTES;
     let forward_limit = DefaultBodyLimit::max(state.global.max_body_bytes());
     Router::new()
         .route(health, get(api::health))
+        .route(alerts, get(api::alerts))
         .route(budgets, get(api::budgets))
         .route(series, get(api::series).delete(api::forget))
         .route(query, get(api::query))

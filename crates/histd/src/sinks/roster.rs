@@ -35,6 +35,8 @@ pub struct Roster {
     running: Mutex<Vec<RunningSink>>,
     /// Retired sinks still delivering.
     retiring: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Readers of flushes that are not backends (the alerts), and their telemetry.
+    attached: Mutex<(Vec<Outlet>, Vec<Arc<SinkTelemetry>>)>,
     /// Where the flusher finds the sinks' queues.
     outlets: Arc<Outlets>,
     /// The repeater's tap, read by the listeners.
@@ -84,7 +86,14 @@ impl Roster {
         outlets: Arc<Outlets>,
         tap: Arc<TapSwitch>,
     ) -> anyhow::Result<Roster> {
-        let roster = Roster { running: Mutex::default(), retiring: Mutex::default(), outlets, tap, startup_s };
+        let roster = Roster {
+            running: Mutex::default(),
+            retiring: Mutex::default(),
+            attached: Mutex::default(),
+            outlets,
+            tap,
+            startup_s,
+        };
         let plan = roster.plan(config)?;
         roster.apply(plan);
         Ok(roster)
@@ -151,7 +160,7 @@ impl Roster {
                     .filter(|sink| !kept_or_restarted(sink.backend))
                     .map(|sink| format!("stopped {}", sink.backend.name())),
             );
-            self.outlets.set(running.iter().filter_map(RunningSink::outlet).collect());
+            self.publish_outlets(&running);
             let tap = running.iter().find_map(|sink| match &sink.role {
                 Role::Repeater(tap) => Some(tap.clone()),
                 _ => None,
@@ -163,12 +172,33 @@ impl Roster {
         changes
     }
 
-    /// Every running sink's telemetry (and its targets'), for `stats`, `/health`, `/metrics`.
+    /// Sends every flush to `outlet` too (after the backends), its `telemetry` shown beside
+    /// theirs.
+    pub fn attach(&self, outlet: Outlet, telemetry: Vec<Arc<SinkTelemetry>>) {
+        {
+            let mut attached = lock(&self.attached);
+            attached.0.push(outlet);
+            attached.1.extend(telemetry);
+        }
+        self.publish_outlets(&lock(&self.running));
+    }
+
+    /// The flusher's queues: the running sinks', then the attached readers'.
+    fn publish_outlets(&self, running: &[RunningSink]) {
+        let mut outlets: Vec<Outlet> = running.iter().filter_map(RunningSink::outlet).collect();
+        outlets.extend(lock(&self.attached).0.iter().cloned());
+        self.outlets.set(outlets);
+    }
+
+    /// Every running sink's telemetry (and its targets'), then the attached readers', for
+    /// `stats`, `/health`, `/metrics`.
     pub fn telemetry(&self) -> Vec<Arc<SinkTelemetry>> {
-        lock(&self.running)
+        let mut all: Vec<Arc<SinkTelemetry>> = lock(&self.running)
             .iter()
             .flat_map(|sink| std::iter::once(&sink.handle.telemetry).chain(&sink.handle.targets).cloned())
-            .collect()
+            .collect();
+        all.extend(lock(&self.attached).1.iter().cloned());
+        all
     }
 
     /// The prometheus backend's series, while it runs.
@@ -191,6 +221,7 @@ impl Roster {
     /// all within [`SINK_GRACE`], retired ones included.
     pub async fn finish_all(&self) {
         let running = std::mem::take(&mut *lock(&self.running));
+        lock(&self.attached).0.clear();
         self.outlets.set(Vec::new());
         self.tap.set(None);
         let mut tasks: Vec<_> = running.into_iter().map(|sink| sink.handle.task).collect();

@@ -195,7 +195,7 @@ fn native_schema(section: &Reader<'_>) -> Result<i32, ConfigError> {
 /// `externalLabels`: an object of label names (valid Prometheus names) and non-empty values.
 fn external_labels(section: &Reader<'_>) -> Result<Vec<(String, String)>, ConfigError> {
     let mut labels = Vec::new();
-    for (name, value) in string_object(section, "externalLabels")? {
+    for (name, value) in crate::config::reader::string_object(section, "externalLabels")? {
         let valid = !name.is_empty() && name == super::names::escape(&name) && !name.starts_with("__");
         if !valid || value.is_empty() {
             let message = format!(
@@ -207,22 +207,6 @@ fn external_labels(section: &Reader<'_>) -> Result<Vec<(String, String)>, Config
     }
     labels.sort();
     Ok(labels)
-}
-
-/// An object whose keys are the user's (header or label names), read whole: its keys are not
-/// config keys.
-fn string_object(reader: &Reader<'_>, key: &str) -> Result<Vec<(String, String)>, ConfigError> {
-    match reader.raw(key) {
-        None => Ok(Vec::new()),
-        Some(Value::Object(object)) => object
-            .iter()
-            .map(|(name, value)| match value {
-                Value::String(value) => Ok((name.clone(), value.clone())),
-                other => Err(reader.error(key, format!("the value of '{name}' is not a string: {other}"))),
-            })
-            .collect(),
-        Some(other) => Err(reader.error(key, format!("expected an object of strings, got {other}"))),
-    }
 }
 
 fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
@@ -242,7 +226,7 @@ fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
 fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteTarget, ConfigError> {
     let url = target.string("url")?.ok_or_else(|| target.error("url", "is missing"))?;
     let url = HttpUrl::parse(&url).map_err(|message| target.error("url", message))?;
-    let headers = string_object(target, "headers")?;
+    let headers = crate::config::reader::string_object(target, "headers")?;
     let timeout = match target.number("timeoutMs")? {
         None => DEFAULT_TIMEOUT,
         Some(ms) if ms >= 1.0 && ms.is_finite() => Duration::from_millis(ms as u64),
