@@ -97,6 +97,27 @@ pub fn own_prometheus(targets: &[String]) -> Service {
     service
 }
 
+/// An Alertmanager of the caller's (one route to a receiver that sends nothing on: the test
+/// reads the alerts through its API), stopped when dropped.
+pub fn own_alertmanager() -> Service {
+    let (port, dir) = (free_port(), temp_dir("alertmanager"));
+    let config = "route: { receiver: keep, group_wait: 1s, group_interval: 1s }\nreceivers: [ { name: keep } ]\n";
+    std::fs::write(dir.join("alertmanager.yml"), config).unwrap();
+    let child = Command::new(binary("prometheus-alertmanager", "prometheus-alertmanager"))
+        .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+        .arg(format!("--storage.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .arg("--log.level=error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus-alertmanager starts");
+    let service = Service { address: format!("127.0.0.1:{port}"), _dir: dir, child: Some(child) };
+    service.wait_ready("/-/ready");
+    service
+}
+
 impl Service {
     fn wait_ready(&self, path: &str) {
         let deadline = Instant::now() + WAIT;

@@ -2,6 +2,7 @@
 //! binary (signals, standard output, process memory), real sockets on 127.0.0.1, a test carbon.
 
 mod admin;
+mod alerts;
 mod backends;
 mod budgets;
 mod concurrency;
