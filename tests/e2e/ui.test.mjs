@@ -30,7 +30,9 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 function startHistd(dataDir) {
   const config = path.join(dataDir, "config.js");
   fs.writeFileSync(config, `{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 1000,
-    backends: ['store'], store: { dataDir: '${dataDir}' } }`);
+    backends: ['store'], store: { dataDir: '${dataDir}' },
+    alerts: [ { name: 'slow api', expr: 'count_above(api.latency, 1000)', over: '10s', above: 5,
+                summary: '{{value}} requests took longer than 1 s in the last {{over}}' } ] }`);
   const child = spawn(binary, ["run", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   return new Promise((resolve, reject) => {
     const addresses = {};
@@ -145,6 +147,17 @@ async function main() {
     await page.waitForSelector("canvas#heatmap[data-total]");
     check("the first timer opens by default", page.url().includes("series=api.latency") && (await page.$('button.series.selected[data-series="api.latency"]')) !== null, page.url());
     const listed = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
+    // The alert rule on the tail fires while the traffic's last ten seconds are in its window.
+    const alertPage = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await alertPage.goto(base);
+    await alertPage.waitForSelector('#alerts-panel li[data-alert="slow api"]', { timeout: 15000 });
+    const alertText = await alertPage.$eval("#alerts-panel", (panel) => panel.textContent);
+    check("a firing alert is shown above the view, in people", /firing\s*slow api: \d+ requests took longer than 1 s in the last 10s/.test(alertText), alertText);
+    await alertPage.click('#alerts-panel li[data-alert="slow api"] a');
+    await alertPage.waitForSelector('#slo-total [data-alert="slow api"]', { timeout: 15000 });
+    const sloAlert = await alertPage.$eval('#slo-total [data-alert="slow api"]', (line) => line.textContent);
+    check("the alert's link opens its series with its threshold, and the rule is drawn there", alertPage.url().includes("slo=1000") && /more than 5 in 10 s/.test(sloAlert), `${alertPage.url()} ${sloAlert}`);
+    await alertPage.close();
     check("the browser lists every type of series", ["api.latency", "api.requests", "api.inflight", "api.users"].every((s) => listed.includes(s)), listed.join(" "));
     await page.waitForFunction(() => document.getElementById("store-usage").textContent.startsWith("Store "));
     const usage = await page.textContent("#store-usage");

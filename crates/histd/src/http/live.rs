@@ -203,6 +203,7 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
         "store_bytes": store_bytes(state),
         "series_count": series_counts(&per_type),
         "sinks": sinks_json(&state.admin.sinks.telemetry()),
+        "alerts": active_alerts(state),
         "series": rows,
         "matched": matched,
         "truncated": matched > asked.limit,
@@ -351,6 +352,18 @@ fn prefixes(series: &[LiveSeries], elapsed_s: f64) -> Value {
 /// Bytes waiting in the UDP listeners' receive buffers (the kernel's count, /proc/net/udp).
 fn receive_queue_bytes(ports: &[u16]) -> u64 {
     ports.iter().filter_map(|&port| crate::bench::socket_stats::counts(port).ok()).map(|c| c.queued_bytes).sum()
+}
+
+/// The alert rules firing or pending: `{name, state, summary}`.
+fn active_alerts(state: &HttpState) -> Vec<Value> {
+    let Some(alerts) = &state.alerts else { return Vec::new() };
+    let view = alerts.view();
+    let rules = view["alerts"].as_array().cloned().unwrap_or_default();
+    rules
+        .into_iter()
+        .filter(|rule| rule["state"] != "inactive")
+        .map(|rule| json!({ "name": rule["name"], "state": rule["state"], "summary": rule["summary"] }))
+        .collect()
 }
 
 /// The store's files (database and write-ahead log), when the store is on.

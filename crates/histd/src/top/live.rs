@@ -35,6 +35,9 @@ pub struct Live {
     pub series_count: SeriesCount,
     /// Each backend's telemetry.
     pub sinks: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Alert rules firing or pending.
+    #[serde(default)]
+    pub alerts: Vec<ActiveAlert>,
     /// The rows asked for.
     pub series: Vec<SeriesRow>,
     /// Series the filter matched.
@@ -154,4 +157,15 @@ pub struct Prefix {
     pub rate: f64,
     /// Share of all of them.
     pub share: f64,
+}
+
+/// An alert rule firing or pending.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ActiveAlert {
+    /// The rule's name.
+    pub name: String,
+    /// `firing` or `pending`.
+    pub state: String,
+    /// Its summary, filled in.
+    pub summary: String,
 }

@@ -228,6 +228,9 @@ impl Model {
         if !bad_reasons.is_empty() {
             lines.push(format!("bad lines: {}", bad_reasons.join(", ")));
         }
+        for alert in &live.alerts {
+            lines.push(format!("ALERT {} {}: {}", alert.state.to_uppercase(), alert.name, alert.summary));
+        }
         let count = &live.series_count;
         let store = live.store_bytes.map_or(String::new(), |b| {
             let growth = self.change_per_second(|l| l.store_bytes.unwrap_or(0) as f64);

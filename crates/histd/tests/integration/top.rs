@@ -158,8 +158,9 @@ fn top_in_tmux_sorts_filters_opens_a_detail_and_quits() {
     tmux.keys(&["/", "BSpace", "BSpace", "BSpace", "BSpace", "latency;route=-slow", "Enter"]);
     tmux.until("the slow route alone", |s| data_rows(s) == ["api.latency;route=-slow"]);
     tmux.keys(&["Enter"]);
-    let screen = tmux.until("the detail view", |s| s.contains("histogram of the interval so far"));
-    assert!(screen.contains("rate/s") && screen.contains("p99"), "{screen}");
+    // Waited for whole: a capture can catch the terminal half drawn.
+    let whole = |s: &str| s.contains("histogram of the interval so far") && s.contains("rate/s") && s.contains("p99");
+    tmux.until("the detail view, drawn whole", whole);
     tmux.keys(&["Escape", "t"]);
     tmux.until("the cardinality view", |s| s.contains("HOT PREFIX") && s.contains("api.latency"));
     tmux.keys(&["q"]);

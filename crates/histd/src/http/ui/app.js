@@ -779,16 +779,26 @@ async function renderSlo(panel, selector, window, run) {
     element("span", {}, [element("b", { text: aboveTotal.toLocaleString("en-US") }), ` samples at or above ${formatNumber(threshold)}`]),
     element("span", {}, [element("b", { text: samples ? `${((100 * aboveTotal) / samples).toPrecision(3)}%` : "–" }), ` of ${samples.toLocaleString("en-US")}`]),
   );
+  // An alert rule on these samples: its threshold (people per window) drawn per step.
+  const rules = alertRulesOn(selector, threshold);
+  const countLines = [{ label: "count above", points: above }];
+  for (const rule of rules) {
+    const perStep = (rule.threshold * window.step) / rule.over_s;
+    countLines.push({ label: `alert "${rule.name}" (${formatNumber(rule.threshold)} per ${rule.over_s} s)`, points: above.map(([t]) => [t, perStep]) });
+    total.append(element("span", { class: "alert-rule", "data-alert": rule.name }, [
+      "Alert ", element("b", { text: rule.name }), `: more than ${formatNumber(rule.threshold)} in ${rule.over_s} s, now ${rule.state}${rule.value === null ? "" : ` (${formatNumber(rule.value)})`}`,
+    ]));
+  }
   const panels = [
     ["Share above the threshold, per step", "share above", share.map(([t, v]) => [t, 1 - v])],
-    ["Samples above the threshold, per step", "count above", above],
+    ["Samples above the threshold, per step", "count above", above, countLines],
     ["Samples above the threshold, so far", "cumulative", cumulative],
     ["p99 (for comparison)", "p99", p99],
   ];
   // Lay out every box first, so each chart is sized to its final grid cell.
   const boxes = panels.map(([title]) => element("div", {}, element("h4", { text: title })));
   charts.append(...boxes);
-  panels.forEach(([, label, points], i) => lineChart(boxes[i], [{ label, points }], window.step, 160));
+  panels.forEach(([, label, points, lines], i) => lineChart(boxes[i], lines || [{ label, points }], window.step, 160));
 }
 
 // ---------- controls ----------
@@ -872,6 +882,7 @@ function scheduleRefresh() {
       loadSeries();
       renderView();
       loadStoreUsage();
+      loadAlerts();
     }, state.refresh * 1000);
   }
 }
@@ -903,6 +914,43 @@ function showBudgets(budgets) {
   line.classList.toggle("error", folded > 0);
 }
 
+// ---------- alerts ----------
+
+let alertRules = [];
+
+/** The alert rules (GET /api/v1/alerts): the firing and pending ones listed above the view,
+ * each a link to its series with the rule's threshold. */
+async function loadAlerts() {
+  try {
+    const response = await fetch("/api/v1/alerts");
+    alertRules = (await response.json()).alerts || [];
+  } catch (error) {
+    alertRules = [];
+  }
+  const panel = $("alerts-panel");
+  const active = alertRules.filter((rule) => rule.state !== "inactive");
+  panel.hidden = active.length === 0;
+  const items = active.map((rule) => {
+    const since = rule.since ? ` since ${formatTime(rule.since, false)}` : "";
+    const link = element("a", { href: new URL(rule.url, location.href).search || "?", text: rule.name });
+    return element("li", { class: rule.state, "data-alert": rule.name }, [
+      element("span", { class: "state", text: rule.state }),
+      link,
+      `: ${rule.summary}${since}`,
+    ]);
+  });
+  panel.replaceChildren(element("ul", {}, items));
+}
+
+/** Rules of the form `count_above(<selector>, <threshold>)` on this series and threshold. */
+function alertRulesOn(selector, threshold) {
+  const pattern = /^\s*count_above\(\s*(.+?)\s*,\s*([-+0-9.eE]+)\s*\)\s*$/;
+  return alertRules.filter((rule) => {
+    const match = pattern.exec(rule.expr);
+    return match && match[1] === selector && Number(match[2]) === threshold && rule.comparison === "above";
+  });
+}
+
 /** The store's size against its budget, growth and drops (from /health), under the list. */
 async function loadStoreUsage() {
   try {
@@ -926,6 +974,7 @@ setUpControls();
 $("series-list").addEventListener("scroll", () => requestAnimationFrame(renderVisibleRows), { passive: true });
 loadSeries();
 loadStoreUsage();
-renderView();
+loadAlerts().then(renderView);
+setInterval(loadAlerts, 10000);
 scheduleRefresh();
 redrawOnResize();
