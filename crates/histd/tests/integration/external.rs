@@ -73,46 +73,41 @@ pub fn own_victoria_metrics(port: u16) -> Service {
 /// A Prometheus of the caller's scraping `targets` every second, with the remote-write
 /// receiver and native histograms on, stopped when dropped.
 pub fn own_prometheus(targets: &[String]) -> Service {
-    let (port, dir) = (free_port(), temp_dir("prometheus"));
     let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
     let config = format!(
         "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
          scrape_configs:\n  - job_name: histd\n    static_configs: [ {{ targets: [{}] }} ]\n",
         targets.join(", ")
     );
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    let child = Command::new(binary("prometheus", "prometheus"))
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--web.enable-remote-write-receiver")
-        .arg("--enable-feature=native-histograms")
-        .arg("--log.level=error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("prometheus starts");
-    let service = Service { address: format!("127.0.0.1:{port}"), _dir: dir, child: Some(child) };
-    service.wait_ready("/-/ready");
-    service
+    let flags = ["--storage.tsdb.path=", "--web.enable-remote-write-receiver", "--enable-feature=native-histograms"];
+    own_prometheus_project("prometheus", &config, &flags)
 }
 
 /// An Alertmanager of the caller's (one route to a receiver that sends nothing on: the test
 /// reads the alerts through its API), stopped when dropped.
 pub fn own_alertmanager() -> Service {
-    let (port, dir) = (free_port(), temp_dir("alertmanager"));
     let config = "route: { receiver: keep, group_wait: 1s, group_interval: 1s }\nreceivers: [ { name: keep } ]\n";
-    std::fs::write(dir.join("alertmanager.yml"), config).unwrap();
-    let child = Command::new(binary("prometheus-alertmanager", "prometheus-alertmanager"))
-        .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
-        .arg(format!("--storage.path={}", dir.join("data").display()))
+    own_prometheus_project("prometheus-alertmanager", config, &["--storage.path=", "--cluster.listen-address="])
+}
+
+/// A program of the Prometheus project (Debian package and command `name`) with `config` as
+/// its config file, listening on a free port, its flags `flags` (one ending in `path=` gets
+/// its data directory), stopped when dropped; returned once it answers `/-/ready`.
+fn own_prometheus_project(name: &str, config: &str, flags: &[&str]) -> Service {
+    let (port, dir) = (free_port(), temp_dir(name));
+    std::fs::write(dir.join("config.yml"), config).unwrap();
+    let mut command = Command::new(binary(name, name));
+    command
+        .arg(format!("--config.file={}", dir.join("config.yml").display()))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--cluster.listen-address=")
-        .arg("--log.level=error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("prometheus-alertmanager starts");
+        .arg("--log.level=error");
+    for flag in flags {
+        match flag.ends_with("path=") {
+            true => command.arg(format!("{flag}{}", dir.join("data").display())),
+            false => command.arg(flag),
+        };
+    }
+    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("it starts");
     let service = Service { address: format!("127.0.0.1:{port}"), _dir: dir, child: Some(child) };
     service.wait_ready("/-/ready");
     service
