@@ -22,6 +22,8 @@ pub enum Backend {
     Prometheus,
     /// Each flush's mergeable state to global histd nodes.
     Forward,
+    /// OTLP/HTTP to an OpenTelemetry collector.
+    Otlp,
 }
 
 impl Backend {
@@ -34,6 +36,7 @@ impl Backend {
             Backend::Store => "store",
             Backend::Prometheus => "prometheus",
             Backend::Forward => "forward",
+            Backend::Otlp => "otlp",
         }
     }
 }
@@ -56,9 +59,10 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             "store" => Backend::Store,
             "prometheus" => Backend::Prometheus,
             "forward" => Backend::Forward,
+            "otlp" => Backend::Otlp,
             other => {
                 let message = format!(
-                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward)"
+                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward, otlp)"
                 );
                 return Err(ConfigError { key, message });
             }

@@ -54,6 +54,8 @@ pub struct Config {
     pub prometheus: PrometheusConfig,
     /// The `forward` backend (a local histd's global nodes).
     pub forward: ForwardConfig,
+    /// The `otlp` backend.
+    pub otlp: crate::sinks::otlp::OtlpConfig,
     /// What this histd does with batches other histd forward to it.
     pub global: GlobalConfig,
     /// The embedded store and the HTTP API.
@@ -128,6 +130,7 @@ impl Config {
             console: backends::console(&top)?,
             repeater: backends::repeater(&top)?,
             prometheus: crate::sinks::prometheus::config::prometheus(&top)?,
+            otlp: crate::sinks::otlp::config::otlp(&top)?,
             store: store::store(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
@@ -187,6 +190,7 @@ impl Config {
             "repeater": self.repeater.effective(),
             "prometheus": self.prometheus.effective(),
             "forward": self.forward.effective(),
+            "otlp": self.otlp.effective(),
             "global": self.global.effective(),
             "store": self.store.effective(),
             "alerts": self.alerts.effective().0,

@@ -21,6 +21,38 @@ pub enum Outcome {
     Rejected(String),
 }
 
+impl Outcome {
+    /// How the plain rules read an answer: 2xx delivered, 5xx and 429 retried, any other
+    /// status refused.
+    pub fn of(answer: &Answer) -> Outcome {
+        let text = String::from_utf8_lossy(&answer.body).chars().take(300).collect::<String>();
+        match answer.status {
+            200..=299 => Outcome::Delivered,
+            429 | 500..=599 => Outcome::Retry(format!("HTTP {}: {}", answer.status, text.trim())),
+            _ => Outcome::Rejected(format!("HTTP {}: {}", answer.status, text.trim())),
+        }
+    }
+}
+
+/// What a receiver answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The body (a protocol's partial-success message, an error text).
+    pub body: Bytes,
+    /// `Retry-After` in seconds, when the answer had one.
+    pub retry_after: Option<Duration>,
+}
+
+impl Answer {
+    /// The status and the start of the body, for a log line.
+    pub fn summary(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body).chars().take(300).collect::<String>();
+        format!("HTTP {}: {}", self.status, text.trim())
+    }
+}
+
 /// An HTTP target: `http://host:port/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpUrl {
@@ -102,9 +134,26 @@ impl Client {
         self.request(Method::GET, path, Bytes::new()).await
     }
 
+    /// Sends `body` to the URL's path with `method` (with the client's headers); the answer,
+    /// or why there was none (refused, reset, timed out).
+    pub async fn send(&mut self, method: Method, body: Bytes) -> Result<Answer, String> {
+        let path = self.url.path.clone();
+        match tokio::time::timeout(self.timeout, self.try_request(method, &path, body)).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(error)) => {
+                self.connection = None;
+                Err(error)
+            }
+            Err(_) => {
+                self.connection = None;
+                Err(format!("no answer within {} ms", self.timeout.as_millis()))
+            }
+        }
+    }
+
     async fn request(&mut self, method: Method, path: &str, body: Bytes) -> Outcome {
         match tokio::time::timeout(self.timeout, self.try_request(method, path, body)).await {
-            Ok(Ok(outcome)) => outcome,
+            Ok(Ok(answer)) => Outcome::of(&answer),
             Ok(Err(error)) => {
                 self.connection = None;
                 Outcome::Retry(error)
@@ -116,13 +165,13 @@ impl Client {
         }
     }
 
-    async fn try_request(&mut self, method: Method, path: &str, body: Bytes) -> Result<Outcome, String> {
+    async fn try_request(&mut self, method: Method, path: &str, body: Bytes) -> Result<Answer, String> {
         let mut builder = Request::builder()
             .method(method.clone())
             .uri(path)
             .header("host", self.url.authority())
             .header("user-agent", concat!("histd/", env!("CARGO_PKG_VERSION")));
-        if method == Method::POST {
+        if method != Method::GET {
             for (name, value) in &self.headers {
                 builder = builder.header(name, value);
             }
@@ -130,14 +179,15 @@ impl Client {
         let request = builder.body(Full::new(body)).map_err(|e| format!("bad request header: {e}"))?;
         let sender = self.connected().await?;
         let response = sender.send_request(request).await.map_err(|e| format!("request failed: {e}"))?;
-        let status = response.status();
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         let body = response.into_body().collect().await.map_err(|e| format!("reading the answer: {e}"))?;
-        let text = String::from_utf8_lossy(&body.to_bytes()).chars().take(300).collect::<String>();
-        Ok(match status.as_u16() {
-            200..=299 => Outcome::Delivered,
-            429 | 500..=599 => Outcome::Retry(format!("HTTP {status}: {}", text.trim())),
-            _ => Outcome::Rejected(format!("HTTP {status}: {}", text.trim())),
-        })
+        Ok(Answer { status, body: body.to_bytes(), retry_after })
     }
 
     async fn connected(&mut self) -> Result<&mut SendRequest<Full<Bytes>>, String> {

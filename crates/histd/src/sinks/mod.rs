@@ -4,9 +4,11 @@
 //! (counted), never blocks the flusher. README.md beside this file is the shape of a sink.
 
 pub mod console;
+pub mod delivery;
 pub mod forward;
 pub mod graphite;
 pub mod http_client;
+pub mod otlp;
 pub mod prometheus;
 pub mod repeater;
 pub mod roster;

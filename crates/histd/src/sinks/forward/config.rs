@@ -94,7 +94,7 @@ impl ForwardConfig {
 }
 
 /// The host name (`/proc/sys/kernel/hostname`), or `histd` when it cannot be read.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|name| name.trim().to_string())

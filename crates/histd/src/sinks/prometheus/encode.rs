@@ -26,14 +26,8 @@ pub const SERIES_PER_REQUEST: usize = 10_000;
 /// The value Prometheus reads as "this series ended" (a stale marker).
 pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
 
-/// One request ready to send.
-#[derive(Debug, Clone)]
-pub struct Request {
-    /// The snappy-compressed `WriteRequest`.
-    pub body: Bytes,
-    /// The samples it carries.
-    pub samples: usize,
-}
+/// One request ready to send: the snappy-compressed `WriteRequest` and the samples in it.
+pub use crate::sinks::delivery::Request;
 
 /// What every request of a flush shares.
 pub struct Flush<'a> {
@@ -166,7 +160,7 @@ impl<'a> Batcher<'a> {
         let compressed = snap::raw::Encoder::new()
             .compress_vec(&self.buffer)
             .unwrap_or_else(|_| unreachable!("snappy compresses any input below 4 GiB; a request is far smaller"));
-        self.done.push(Request { body: Bytes::from(compressed), samples: self.series });
+        self.done.push(Request { body: Bytes::from(compressed), points: self.series as u64 });
         self.buffer.clear();
         self.series = 0;
     }

@@ -29,7 +29,7 @@ mod sink;
 pub mod state;
 #[cfg(test)]
 mod tests;
-mod wire;
+pub(crate) mod wire;
 
 pub use config::{HistogramMode, PrometheusConfig};
 

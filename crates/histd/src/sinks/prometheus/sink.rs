@@ -2,35 +2,26 @@
 //! encodes remote-write requests once per histogram mode; one per remote-write target sends
 //! them in order, holding what its receiver does not take in a retry buffer bounded in bytes.
 //!
-//! A target retries 5xx, 429 and connection failures with backoff (0.25 s doubling to 5 s),
-//! in order, so each series' samples arrive in time order; any other status drops that
-//! request (`dropped_points.rejected`), as the remote-write spec asks.
+//! A target ([`crate::sinks::delivery`]) retries 5xx, 429 and connection failures with
+//! backoff (0.25 s doubling to 5 s), in order, so each series' samples arrive in time order;
+//! any other status drops that request (`dropped_points.rejected`), as the remote-write spec
+//! asks.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agg::Snapshot;
+use hyper::Method;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::config::{HistogramMode, PrometheusConfig, RemoteWriteTarget};
 use super::encode::{encode, Flush, Request};
 use super::samples::Layout;
 use super::state::Registry;
 use crate::ingest::unix_now_s;
-use crate::sinks::http_client::{Client, Outcome};
+use crate::sinks::delivery::{plain_judge, Delivery, Destination, BATCH_QUEUE};
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
-
-/// Flushes' requests a target may have waiting to enter its retry buffer.
-const BATCH_QUEUE: usize = 16;
-/// Retries back off as Prometheus' own remote write does (its max_backoff is 5 s): a
-/// receiver that comes back is written to within seconds.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// At shutdown, how long a target keeps trying to deliver what it holds.
-const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The cumulative series and how `/metrics` lays out their histograms.
 #[derive(Debug)]
@@ -57,7 +48,7 @@ pub fn spawn(
     let mut tasks = Vec::new();
     for (target, target_telemetry) in config.remote_write.iter().zip(&targets) {
         let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
-        tasks.push(tokio::spawn(Delivery::new(target, target_telemetry.clone()).run(waiting)));
+        tasks.push(tokio::spawn(Delivery::new(destination(target), target_telemetry.clone()).run(waiting)));
         queues.push(TargetQueue { mode: target.histograms, batches, telemetry: target_telemetry.clone() });
     }
     let task = tokio::spawn(run(exposed.clone(), config, telemetry.clone(), receiver, queues, tasks));
@@ -97,10 +88,10 @@ async fn run(
             continue;
         };
         for (queue, batch) in queues.iter().zip(batches) {
-            let samples: usize = batch.iter().map(|request| request.samples).sum();
+            let samples: u64 = batch.iter().map(|request| request.points).sum();
             if queue.batches.try_send(batch).is_err() {
                 queue.telemetry.queue_full_drops.add(1);
-                queue.telemetry.drop_points(DropReason::BufferFull, samples as u64);
+                queue.telemetry.drop_points(DropReason::BufferFull, samples);
             }
         }
         telemetry.succeeded(unix_now_s());
@@ -150,127 +141,16 @@ fn remote_write_headers(own: &[(String, String)]) -> Vec<(String, String)> {
     fixed.iter().map(|(name, value)| (name.to_string(), value.to_string())).chain(own.iter().cloned()).collect()
 }
 
-/// One target's sender and retry buffer.
-struct Delivery {
-    name: String,
-    client: Client,
-    buffer: VecDeque<Request>,
-    buffered_bytes: u64,
-    limit: u64,
-    telemetry: Arc<SinkTelemetry>,
-    backoff: Duration,
-    retry_at: Option<Instant>,
-    /// Failing since the last delivery (logged once per run of failures).
-    failing: bool,
-    /// Dropping since the last delivery (logged once per run).
-    dropping: bool,
-}
-
-impl Delivery {
-    fn new(target: &RemoteWriteTarget, telemetry: Arc<SinkTelemetry>) -> Delivery {
-        Delivery {
-            name: target.name.clone(),
-            client: Client::new(target.url.clone(), remote_write_headers(&target.headers), target.timeout),
-            buffer: VecDeque::new(),
-            buffered_bytes: 0,
-            limit: target.retry_buffer_bytes,
-            telemetry,
-            backoff: FIRST_BACKOFF,
-            retry_at: None,
-            failing: false,
-            dropping: false,
-        }
-    }
-
-    async fn run(mut self, mut batches: mpsc::Receiver<Arc<Vec<Request>>>) {
-        loop {
-            let retry_at = self.retry_at;
-            tokio::select! {
-                batch = batches.recv() => match batch {
-                    Some(batch) => {
-                        self.take(&batch);
-                        if self.retry_at.is_none() {
-                            self.deliver().await;
-                        }
-                    }
-                    None => break,
-                },
-                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
-                    self.telemetry.retries.add(1);
-                    self.deliver().await;
-                }
-            }
-        }
-        self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
-        if !self.buffer.is_empty() {
-            let samples: usize = self.buffer.iter().map(|request| request.samples).sum();
-            self.telemetry.drop_points(DropReason::Shutdown, samples as u64);
-            tracing::error!(target = %self.name, samples, "remote-write receiver unreachable at exit: undelivered samples lost");
-        }
-    }
-
-    /// Queues a flush's requests, within the retry buffer's bytes: the oldest go first, the
-    /// newest request always stays.
-    fn take(&mut self, batch: &[Request]) {
-        for request in batch {
-            self.buffered_bytes += request.body.len() as u64;
-            self.buffer.push_back(request.clone());
-        }
-        while self.buffered_bytes > self.limit && self.buffer.len() > 1 {
-            let Some(oldest) = self.buffer.pop_front() else { break };
-            self.buffered_bytes -= oldest.body.len() as u64;
-            self.telemetry.drop_points(DropReason::BufferFull, oldest.samples as u64);
-            if !self.dropping {
-                self.dropping = true;
-                tracing::warn!(target = %self.name, limit = self.limit, "remote-write retry buffer full: dropping the oldest samples (dropped_points.buffer_full)");
-            }
-        }
-        self.telemetry.buffered_bytes.set(self.buffered_bytes);
-    }
-
-    /// Sends what is buffered, in order, until a request must wait for a retry.
-    async fn deliver(&mut self) {
-        while let Some(request) = self.buffer.front() {
-            let (body, samples) = (request.body.clone(), request.samples as u64);
-            let outcome = self.client.post(body.clone()).await;
-            match outcome {
-                Outcome::Delivered => {
-                    self.telemetry.points_out.add(samples);
-                    self.telemetry.bytes_out.add(body.len() as u64);
-                    self.telemetry.succeeded(unix_now_s());
-                    (self.backoff, self.failing, self.dropping) = (FIRST_BACKOFF, false, false);
-                }
-                Outcome::Rejected(reason) => {
-                    self.telemetry.failed(unix_now_s());
-                    self.telemetry.drop_points(DropReason::Rejected, samples);
-                    tracing::warn!(target = %self.name, samples, %reason, "remote-write receiver refused a request: dropped (dropped_points.rejected)");
-                }
-                Outcome::Retry(reason) => {
-                    self.telemetry.failed(unix_now_s());
-                    if !self.failing {
-                        self.failing = true;
-                        tracing::warn!(target = %self.name, %reason, "remote write failed; buffering and retrying");
-                    } else {
-                        tracing::debug!(target = %self.name, %reason, "remote write failed again");
-                    }
-                    self.retry_at = Some(Instant::now() + self.backoff);
-                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                    return;
-                }
-            }
-            self.buffer.pop_front();
-            self.buffered_bytes -= body.len() as u64;
-            self.telemetry.buffered_bytes.set(self.buffered_bytes);
-        }
-        self.retry_at = None;
-    }
-
-    async fn deliver_before(&mut self, deadline: Instant) {
-        while !self.buffer.is_empty() && Instant::now() < deadline {
-            self.deliver().await;
-            if let Some(retry_at) = self.retry_at {
-                tokio::time::sleep_until(retry_at.min(deadline)).await;
-            }
-        }
+/// Where a remote-write target's requests go, read as the remote-write spec says: 5xx and 429
+/// retried, any other status dropped.
+fn destination(target: &RemoteWriteTarget) -> Destination {
+    Destination {
+        name: format!("prometheus.{}", target.name),
+        url: target.url.clone(),
+        method: Method::POST,
+        headers: remote_write_headers(&target.headers),
+        timeout: target.timeout,
+        retry_buffer_bytes: target.retry_buffer_bytes,
+        judge: plain_judge,
     }
 }

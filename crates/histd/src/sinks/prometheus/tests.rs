@@ -259,9 +259,9 @@ fn large_flushes_are_cut_into_requests() {
     let requests =
         encode(&registry, &Flush { layout: &layout, timestamp_ms: 1, start_ms: 0, external_labels: &[] }, &[]);
     assert_eq!(requests.len(), 2);
-    let total: usize = requests.iter().map(|r| r.samples).sum();
+    let total: u64 = requests.iter().map(|r| r.points).sum();
     let decoded: usize = requests.iter().map(|r| decode_request(&r.body).len()).sum();
-    assert_eq!((total, decoded), (registry.series_count(), registry.series_count()));
+    assert_eq!((total, decoded), (registry.series_count() as u64, registry.series_count()));
 }
 
 #[test]

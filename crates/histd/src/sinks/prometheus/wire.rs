@@ -35,6 +35,12 @@ pub fn double(out: &mut Vec<u8>, tag: u8, value: f64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
+/// Appends a `fixed64` (or `sfixed64`) field.
+pub fn fixed64(out: &mut Vec<u8>, tag: u8, value: u64) {
+    out.push(tag);
+    out.extend_from_slice(&value.to_le_bytes());
+}
+
 /// Appends a length-delimited field (a string, bytes, a packed list or a message).
 pub fn bytes(out: &mut Vec<u8>, tag: u8, content: &[u8]) {
     out.push(tag);

@@ -1,0 +1,165 @@
+//! The tasks: one encodes each flush (on a blocking thread: a flush of 100k series is
+//! milliseconds of work), one delivers the requests in order ([`crate::sinks::delivery`]).
+//!
+//! Answers are read as the OTLP/HTTP spec says: 429, 502, 503 and 504 are retried (after the
+//! `Retry-After` the receiver gives, else with backoff), as is a connection that fails; any
+//! other error status drops the request (`dropped_points.rejected`); a 200 whose
+//! `ExportMetricsServiceResponse` reports a partial success counts its rejected points in
+//! `dropped_points.rejected` too.
+
+use std::sync::Arc;
+
+use agg::Snapshot;
+use hyper::Method;
+use tokio::sync::mpsc;
+
+use super::config::OtlpConfig;
+use super::encode::Encoder;
+use super::state::Running;
+use crate::ingest::unix_now_s;
+use crate::sinks::delivery::{Delivery, Destination, Verdict, BATCH_QUEUE};
+use crate::sinks::http_client::Answer;
+use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+
+/// Starts the otlp backend.
+pub fn spawn(config: OtlpConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
+    let (sender, mut snapshots) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+    let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
+    let delivery = tokio::spawn(Delivery::new(destination(&config), telemetry.clone()).run(waiting));
+    let encoder = Arc::new(Encoder::new(&config));
+    let counts = telemetry.clone();
+    let task = tokio::spawn(async move {
+        let mut running = Running::default();
+        while let Some(snapshot) = snapshots.recv().await {
+            counts.dequeued(snapshot.queue_bytes, snapshots.len());
+            let encoder = encoder.clone();
+            let encoded = tokio::task::spawn_blocking(move || {
+                let requests = encoder.encode(&snapshot, &mut running);
+                (requests, running)
+            })
+            .await;
+            let Ok((requests, kept)) = encoded else {
+                counts.failed(unix_now_s());
+                tracing::error!("the otlp backend failed to encode a flush: its running totals start over");
+                running = Running::default();
+                continue;
+            };
+            running = kept;
+            let points: u64 = requests.iter().map(|request| request.points).sum();
+            if batches.try_send(Arc::new(requests)).is_err() {
+                counts.queue_full_drops.add(1);
+                counts.drop_points(DropReason::BufferFull, points);
+            }
+        }
+        drop(batches);
+        let _ = delivery.await;
+    });
+    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+}
+
+/// The collector's endpoint, with OTLP/HTTP's headers and then the configured ones.
+fn destination(config: &OtlpConfig) -> Destination {
+    let mut headers = vec![("content-type".to_string(), "application/x-protobuf".to_string())];
+    if config.gzip {
+        headers.push(("content-encoding".to_string(), "gzip".to_string()));
+    }
+    headers.extend(config.headers.iter().cloned());
+    Destination {
+        name: "otlp".to_string(),
+        url: config.url.clone(),
+        method: Method::POST,
+        headers,
+        timeout: config.timeout,
+        retry_buffer_bytes: config.retry_buffer_bytes,
+        judge: judge,
+    }
+}
+
+/// OTLP/HTTP's reading of an answer.
+pub fn judge(answer: &Answer) -> Verdict {
+    match answer.status {
+        200..=299 => match partial_success(&answer.body) {
+            Some((rejected, reason)) if rejected > 0 => Verdict::Delivered { rejected, reason: Some(reason) },
+            _ => Verdict::Delivered { rejected: 0, reason: None },
+        },
+        429 | 502 | 503 | 504 => Verdict::Retry { reason: answer.summary(), after: answer.retry_after },
+        _ => Verdict::Rejected(answer.summary()),
+    }
+}
+
+/// `ExportMetricsServiceResponse { ExportMetricsPartialSuccess partial_success = 1; }` with
+/// `{ int64 rejected_data_points = 1; string error_message = 2; }`: the rejected points and
+/// the message, when the body holds them (an empty body is a full success).
+pub fn partial_success(body: &[u8]) -> Option<(u64, String)> {
+    let partial = fields(body).find(|(number, _)| *number == 1).and_then(|(_, value)| value.bytes())?;
+    let mut answer = (0, String::new());
+    for (number, value) in fields(partial) {
+        match (number, value) {
+            (1, Field::Varint(rejected)) => answer.0 = rejected,
+            (2, Field::Bytes(text)) => answer.1 = String::from_utf8_lossy(text).into_owned(),
+            _ => {}
+        }
+    }
+    Some(answer)
+}
+
+/// A protobuf field's value, as much as a response needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Field<'a> {
+    /// A varint.
+    Varint(u64),
+    /// A length-delimited value.
+    Bytes(&'a [u8]),
+    /// A fixed64 or fixed32 value (a double's bits, a count, a time).
+    Fixed(u64),
+}
+
+impl<'a> Field<'a> {
+    fn bytes(self) -> Option<&'a [u8]> {
+        match self {
+            Field::Bytes(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of a message, until the end or the first malformed one.
+pub(super) fn fields(mut body: &[u8]) -> impl Iterator<Item = (u64, Field<'_>)> {
+    std::iter::from_fn(move || {
+        let key = varint(&mut body)?;
+        let value = match key & 7 {
+            0 => Field::Varint(varint(&mut body)?),
+            1 => {
+                let (bytes, rest) = (body.get(..8)?, body.get(8..)?);
+                body = rest;
+                Field::Fixed(u64::from_le_bytes(bytes.try_into().ok()?))
+            }
+            5 => {
+                let (bytes, rest) = (body.get(..4)?, body.get(4..)?);
+                body = rest;
+                Field::Fixed(u64::from(u32::from_le_bytes(bytes.try_into().ok()?)))
+            }
+            2 => {
+                let len = usize::try_from(varint(&mut body)?).ok()?;
+                let (content, rest) = (body.get(..len)?, body.get(len..)?);
+                body = rest;
+                Field::Bytes(content)
+            }
+            _ => return None,
+        };
+        Some((key >> 3, value))
+    })
+}
+
+fn varint(body: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = body.split_first()?;
+        *body = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
+}
