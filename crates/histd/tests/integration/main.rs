@@ -13,6 +13,7 @@ mod forwarding;
 mod graphite_output;
 mod harness;
 mod lifecycle;
+mod otlp;
 mod listeners;
 mod prometheus;
 mod proxy;
