@@ -24,6 +24,8 @@ pub enum Backend {
     Forward,
     /// OTLP/HTTP to an OpenTelemetry collector.
     Otlp,
+    /// Each flush appended to a file.
+    File,
 }
 
 impl Backend {
@@ -37,6 +39,7 @@ impl Backend {
             Backend::Prometheus => "prometheus",
             Backend::Forward => "forward",
             Backend::Otlp => "otlp",
+            Backend::File => "file",
         }
     }
 }
@@ -60,9 +63,10 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             "prometheus" => Backend::Prometheus,
             "forward" => Backend::Forward,
             "otlp" => Backend::Otlp,
+            "file" => Backend::File,
             other => {
                 let message = format!(
-                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward, otlp)"
+                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward, otlp, file)"
                 );
                 return Err(ConfigError { key, message });
             }

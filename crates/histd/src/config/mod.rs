@@ -56,6 +56,8 @@ pub struct Config {
     pub forward: ForwardConfig,
     /// The `otlp` backend.
     pub otlp: crate::sinks::otlp::OtlpConfig,
+    /// The `file` backend (`file.name` is required with it).
+    pub file: Option<crate::sinks::file::FileConfig>,
     /// What this histd does with batches other histd forward to it.
     pub global: GlobalConfig,
     /// The embedded store and the HTTP API.
@@ -116,7 +118,10 @@ impl Config {
         };
         let backends = backends::backends(&top)?;
         let forwarding = backends.contains(&Backend::Forward);
-        let agg = AggConfig { keep_mergeable: forwarding, ..agg_config(&top)? };
+        // The file backend writes sets' members, which only mergeable snapshots carry.
+        let writing_files = backends.contains(&Backend::File);
+        let keep_mergeable = forwarding || writing_files;
+        let agg = AggConfig { keep_mergeable, ..agg_config(&top)? };
         let config = Config {
             alerts: crate::alerts::config::alerts(&top, agg.flush_interval)?,
             listeners: listen::listeners(&top)?,
@@ -131,6 +136,7 @@ impl Config {
             repeater: backends::repeater(&top)?,
             prometheus: crate::sinks::prometheus::config::prometheus(&top)?,
             otlp: crate::sinks::otlp::config::otlp(&top)?,
+            file: crate::sinks::file::config::file(&top, writing_files)?,
             store: store::store(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
@@ -191,6 +197,7 @@ impl Config {
             "prometheus": self.prometheus.effective(),
             "forward": self.forward.effective(),
             "otlp": self.otlp.effective(),
+            "file": self.file.as_ref().map(|file| file.effective()),
             "global": self.global.effective(),
             "store": self.store.effective(),
             "alerts": self.alerts.effective().0,

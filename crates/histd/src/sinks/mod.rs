@@ -5,6 +5,7 @@
 
 pub mod console;
 pub mod delivery;
+pub mod file;
 pub mod forward;
 pub mod graphite;
 pub mod http_client;

@@ -20,7 +20,7 @@ use super::forward::encode::CutSettings;
 use super::graphite::GraphiteNames;
 use super::prometheus::Exposed;
 use super::store::StoreControl;
-use super::{console, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
+use super::{console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
 use crate::config::{Backend, Config};
 use crate::flush::{Outlet, Outlets};
 use crate::ingest::{shards_lock as lock, TapSwitch};
@@ -307,6 +307,11 @@ impl Roster {
                 let telemetry = telemetry(EtsyStatus::None, queue_limit);
                 (forward::spawn(config.forward.clone(), settings, telemetry)?, Role::Plain)
             }
+            Backend::File => {
+                let settings = config.file.clone().ok_or_else(|| anyhow::anyhow!("file.name: the file backend needs a file"))?;
+                let telemetry = telemetry(EtsyStatus::None, queue_limit);
+                (file::spawn(settings, config.agg.prefix_stats.clone(), telemetry), Role::Plain)
+            }
             Backend::Otlp => {
                 // retryBufferBytes bounds the requests waiting; the queue of flushes is sinkQueueBytes.
                 (otlp::spawn(config.otlp.clone(), telemetry(EtsyStatus::None, queue_limit)), Role::Plain)
@@ -338,6 +343,11 @@ pub fn settings(config: &Config, backend: Backend) -> Value {
         Backend::Repeater => json!({ "repeater": config.repeater.effective(), "sinkQueueBytes": queue }),
         Backend::Store => json!({ "dataDir": config.store.data_dir }),
         Backend::Prometheus => json!({ "prometheus": config.prometheus.effective(), "sinkQueueBytes": queue }),
+        Backend::File => json!({
+            "file": config.file.as_ref().map(|file| file.effective()),
+            "prefixStats": config.agg.prefix_stats,
+            "sinkQueueBytes": queue,
+        }),
         Backend::Otlp => json!({ "otlp": config.otlp.effective(), "headers": config.otlp.headers, "sinkQueueBytes": queue }),
         Backend::Forward => json!({
             "forward": config.forward.effective(),
