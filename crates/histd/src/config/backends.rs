@@ -26,6 +26,8 @@ pub enum Backend {
     Otlp,
     /// Each flush appended to a file.
     File,
+    /// Circonus HTTPTrap or IRONdb, histograms as circllhist.
+    Circonus,
 }
 
 impl Backend {
@@ -40,6 +42,7 @@ impl Backend {
             Backend::Forward => "forward",
             Backend::Otlp => "otlp",
             Backend::File => "file",
+            Backend::Circonus => "circonus",
         }
     }
 }
@@ -64,9 +67,10 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             "forward" => Backend::Forward,
             "otlp" => Backend::Otlp,
             "file" => Backend::File,
+            "circonus" => Backend::Circonus,
             other => {
                 let message = format!(
-                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward, otlp, file)"
+                    "unknown backend '{other}' (histd has graphite, console, repeater, store, prometheus, forward, otlp, file, circonus)"
                 );
                 return Err(ConfigError { key, message });
             }

@@ -58,6 +58,8 @@ pub struct Config {
     pub otlp: crate::sinks::otlp::OtlpConfig,
     /// The `file` backend (`file.name` is required with it).
     pub file: Option<crate::sinks::file::FileConfig>,
+    /// The `circonus` backend (`circonus.url` is required with it).
+    pub circonus: Option<crate::sinks::circonus::CirconusConfig>,
     /// What this histd does with batches other histd forward to it.
     pub global: GlobalConfig,
     /// The embedded store and the HTTP API.
@@ -120,6 +122,7 @@ impl Config {
         let forwarding = backends.contains(&Backend::Forward);
         // The file backend writes sets' members, which only mergeable snapshots carry.
         let writing_files = backends.contains(&Backend::File);
+        let to_circonus = backends.contains(&Backend::Circonus);
         let keep_mergeable = forwarding || writing_files;
         let agg = AggConfig { keep_mergeable, ..agg_config(&top)? };
         let config = Config {
@@ -137,6 +140,7 @@ impl Config {
             prometheus: crate::sinks::prometheus::config::prometheus(&top)?,
             otlp: crate::sinks::otlp::config::otlp(&top)?,
             file: crate::sinks::file::config::file(&top, writing_files)?,
+            circonus: crate::sinks::circonus::config::circonus(&top, to_circonus)?,
             store: store::store(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
@@ -198,6 +202,7 @@ impl Config {
             "forward": self.forward.effective(),
             "otlp": self.otlp.effective(),
             "file": self.file.as_ref().map(|file| file.effective()),
+            "circonus": self.circonus.as_ref().map(|circonus| circonus.effective()),
             "global": self.global.effective(),
             "store": self.store.effective(),
             "alerts": self.alerts.effective().0,

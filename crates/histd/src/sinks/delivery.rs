@@ -13,8 +13,10 @@ use hyper::Method;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use agg::Snapshot;
+
 use super::http_client::{Answer, Client, HttpUrl, Outcome};
-use super::{DropReason, SinkTelemetry};
+use super::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 use crate::ingest::unix_now_s;
 
 /// Flushes' requests a destination may have waiting to enter its retry buffer.
@@ -60,6 +62,45 @@ pub fn plain_judge(answer: &Answer) -> Verdict {
         Outcome::Retry(reason) => Verdict::Retry { reason, after: answer.retry_after },
         Outcome::Rejected(reason) => Verdict::Rejected(reason),
     }
+}
+
+/// Starts a backend that turns each flush into requests with `encode` (on a blocking thread:
+/// a flush of 100k series is milliseconds of work; `encode` keeps its own state between
+/// flushes) and delivers them to `destination` in order. A full queue of requests drops the
+/// flush's (counted in `queue_full_drops` and `dropped_points.buffer_full`).
+pub fn spawn_http_sink<E>(mut encode: E, destination: Destination, telemetry: Arc<SinkTelemetry>) -> SinkHandle
+where
+    E: FnMut(&Snapshot) -> Vec<Request> + Send + 'static,
+{
+    let (sender, mut snapshots) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+    let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
+    let name = destination.name.clone();
+    let delivery = tokio::spawn(Delivery::new(destination, telemetry.clone()).run(waiting));
+    let counts = telemetry.clone();
+    let task = tokio::spawn(async move {
+        while let Some(snapshot) = snapshots.recv().await {
+            counts.dequeued(snapshot.queue_bytes, snapshots.len());
+            let encoded = tokio::task::spawn_blocking(move || {
+                let requests = encode(&snapshot);
+                (requests, encode)
+            })
+            .await;
+            let Ok((requests, kept)) = encoded else {
+                counts.failed(unix_now_s());
+                tracing::error!(destination = %name, "encoding a flush failed: the backend stops");
+                break;
+            };
+            encode = kept;
+            let points: u64 = requests.iter().map(|request| request.points).sum();
+            if batches.try_send(Arc::new(requests)).is_err() {
+                counts.queue_full_drops.add(1);
+                counts.drop_points(DropReason::BufferFull, points);
+            }
+        }
+        drop(batches);
+        let _ = delivery.await;
+    });
+    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
 }
 
 /// Where a [`Delivery`] sends, and how.

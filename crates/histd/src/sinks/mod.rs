@@ -3,6 +3,7 @@
 //! management `stats` command and `/health`). A sink that falls behind loses snapshots
 //! (counted), never blocks the flusher. README.md beside this file is the shape of a sink.
 
+pub mod circonus;
 pub mod console;
 pub mod delivery;
 pub mod file;

@@ -20,7 +20,7 @@ use super::forward::encode::CutSettings;
 use super::graphite::GraphiteNames;
 use super::prometheus::Exposed;
 use super::store::StoreControl;
-use super::{console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
+use super::{circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
 use crate::config::{Backend, Config};
 use crate::flush::{Outlet, Outlets};
 use crate::ingest::{shards_lock as lock, TapSwitch};
@@ -312,6 +312,11 @@ impl Roster {
                 let telemetry = telemetry(EtsyStatus::None, queue_limit);
                 (file::spawn(settings, config.agg.prefix_stats.clone(), telemetry), Role::Plain)
             }
+            Backend::Circonus => {
+                let settings =
+                    config.circonus.clone().ok_or_else(|| anyhow::anyhow!("circonus.url: the circonus backend needs a URL"))?;
+                (circonus::spawn(settings, telemetry(EtsyStatus::None, queue_limit)), Role::Plain)
+            }
             Backend::Otlp => {
                 // retryBufferBytes bounds the requests waiting; the queue of flushes is sinkQueueBytes.
                 (otlp::spawn(config.otlp.clone(), telemetry(EtsyStatus::None, queue_limit)), Role::Plain)
@@ -346,6 +351,10 @@ pub fn settings(config: &Config, backend: Backend) -> Value {
         Backend::File => json!({
             "file": config.file.as_ref().map(|file| file.effective()),
             "prefixStats": config.agg.prefix_stats,
+            "sinkQueueBytes": queue,
+        }),
+        Backend::Circonus => json!({
+            "circonus": config.circonus.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
             "sinkQueueBytes": queue,
         }),
         Backend::Otlp => json!({ "otlp": config.otlp.effective(), "headers": config.otlp.headers, "sinkQueueBytes": queue }),

@@ -4,66 +4,16 @@
 //! `for` does not fire on one bad flush; ingest goes on at full rate while a destination
 //! hangs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::external::own_alertmanager;
-use crate::harness::{eventually, http, Daemon};
+use crate::harness::{eventually, http, Daemon, HttpCapture};
 
-/// A webhook receiver: every request body it was sent, answered 200.
-struct Receiver {
-    address: String,
-    bodies: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let kept = bodies.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let kept = kept.clone();
-                std::thread::spawn(move || serve(stream, &kept));
-            }
-        });
-        Receiver { address, bodies }
-    }
-
-    fn texts(&self) -> Vec<String> {
-        let bodies = self.bodies.lock().unwrap();
-        bodies.iter().filter_map(|body| body["text"].as_str().map(str::to_string)).collect()
-    }
-}
-
-/// Answers every request on one kept-alive connection with 200, keeping its JSON body.
-fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<serde_json::Value>>) {
-    let mut writer = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut length = 0;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        kept.lock().unwrap().push(serde_json::from_slice(&body).unwrap());
-        writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
-    }
+/// The `text` of every JSON body a Slack-style webhook was sent.
+fn texts(receiver: &HttpCapture) -> Vec<String> {
+    receiver.requests().iter().filter_map(|request| request.json()["text"].as_str().map(str::to_string)).collect()
 }
 
 /// The alerts Alertmanager holds as active, by name: their `summary`.
@@ -106,7 +56,7 @@ fn humantime_now(now: std::time::SystemTime) -> String {
 #[test]
 fn alerts_fire_and_resolve_in_people_through_alertmanager_and_webhooks() {
     let alertmanager = own_alertmanager();
-    let slack = Receiver::start();
+    let slack = HttpCapture::start();
     // A destination that takes connections and never answers.
     let hanging = TcpListener::bind("127.0.0.1:0").unwrap();
     let hanging_address = hanging.local_addr().unwrap();
@@ -135,8 +85,8 @@ fn alerts_fire_and_resolve_in_people_through_alertmanager_and_webhooks() {
     daemon.send_tcp(&lines);
     let people = "5 people waited more than 1.5 s for /login in the last 1s";
     let fired =
-        eventually(|| slack.texts().iter().any(|t| t.contains("*slow logins* is firing") && t.contains(people)));
-    assert!(fired, "{:?}", slack.texts());
+        eventually(|| texts(&slack).iter().any(|t| t.contains("*slow logins* is firing") && t.contains(people)));
+    assert!(fired, "{:?}", texts(&slack));
     let in_alertmanager =
         eventually(|| active_in(&alertmanager.address).contains(&("slow logins".into(), people.into())));
     assert!(in_alertmanager, "{:?}", active_in(&alertmanager.address));
@@ -147,8 +97,8 @@ fn alerts_fire_and_resolve_in_people_through_alertmanager_and_webhooks() {
     assert!(daemon.admin("gauges").contains("statsd.alerts.slow_logins.state"), "the state is a series");
 
     // Nothing slow for a window: resolved in both.
-    let resolved = eventually(|| slack.texts().iter().any(|t| t.contains("*slow logins* is resolved")));
-    assert!(resolved, "{:?}", slack.texts());
+    let resolved = eventually(|| texts(&slack).iter().any(|t| t.contains("*slow logins* is resolved")));
+    assert!(resolved, "{:?}", texts(&slack));
     assert!(eventually(|| active_in(&alertmanager.address).is_empty()), "{:?}", active_in(&alertmanager.address));
 
     // `for: 2s` over a 1 s window: one bad flush is pending while it is in the window (1 s),
@@ -157,14 +107,14 @@ fn alerts_fire_and_resolve_in_people_through_alertmanager_and_webhooks() {
     let pending = eventually(|| daemon.http_json("/api/v1/alerts")["alerts"][1]["state"] == "pending");
     assert!(pending);
     assert!(eventually(|| daemon.http_json("/api/v1/alerts")["alerts"][1]["state"] == "inactive"));
-    assert!(!slack.texts().iter().any(|t| t.contains("*errors*")), "{:?}", slack.texts());
+    assert!(!texts(&slack).iter().any(|t| t.contains("*errors*")), "{:?}", texts(&slack));
     // Errors flush after flush: it fires.
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(3500) {
         daemon.send_tcp(&"api.errors:1|c\n".repeat(10));
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(eventually(|| slack.texts().iter().any(|t| t.contains("*errors* is firing"))), "{:?}", slack.texts());
+    assert!(eventually(|| texts(&slack).iter().any(|t| t.contains("*errors* is firing"))), "{:?}", texts(&slack));
 
     // The hanging destination holds nothing up: a burst of lines is all counted.
     let received_before = daemon.stat("messages.metrics_received");

@@ -531,3 +531,90 @@ fn status_kib(daemon: &Daemon, field: &str) -> u64 {
     let line = status.lines().find(|l| l.starts_with(field)).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
+
+/// One request an [`HttpCapture`] received.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// `PUT`, `POST`...
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// Header names (lower case) and values.
+    pub headers: Vec<(String, String)>,
+    /// The body as sent.
+    pub body: Vec<u8>,
+}
+
+impl Captured {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// An HTTP receiver of the test's on 127.0.0.1: every request kept, answered 200 (HTTP/1.1,
+/// connections kept alive).
+pub struct HttpCapture {
+    /// `127.0.0.1:port`.
+    pub address: String,
+    requests: Arc<Mutex<Vec<Captured>>>,
+}
+
+impl HttpCapture {
+    /// Starts listening.
+    pub fn start() -> HttpCapture {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kept = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || capture(stream, &kept));
+            }
+        });
+        HttpCapture { address, requests }
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Captured> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Keeps each request of one connection and answers it 200.
+fn capture(stream: TcpStream, kept: &Mutex<Vec<Captured>>) {
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = request_line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+            }
+        }
+        let length = headers.iter().find(|(n, _)| n == "content-length").map_or(0, |(_, v)| v.parse().unwrap());
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        kept.lock().unwrap().push(Captured { method, path, headers, body });
+        writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
+    }
+}

@@ -5,6 +5,7 @@ mod admin;
 mod alerts;
 mod backends;
 mod budgets;
+mod circonus;
 mod concurrency;
 mod config_files;
 mod external;

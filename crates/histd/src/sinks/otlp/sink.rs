@@ -1,5 +1,5 @@
-//! The tasks: one encodes each flush (on a blocking thread: a flush of 100k series is
-//! milliseconds of work), one delivers the requests in order ([`crate::sinks::delivery`]).
+//! Each flush is encoded on a blocking thread and its requests delivered in order
+//! ([`crate::sinks::delivery`]).
 //!
 //! Answers are read as the OTLP/HTTP spec says: 429, 502, 503 and 504 are retried (after the
 //! `Retry-After` the receiver gives, else with backoff), as is a connection that fails; any
@@ -9,52 +9,20 @@
 
 use std::sync::Arc;
 
-use agg::Snapshot;
 use hyper::Method;
-use tokio::sync::mpsc;
 
 use super::config::OtlpConfig;
 use super::encode::Encoder;
 use super::state::Running;
-use crate::ingest::unix_now_s;
-use crate::sinks::delivery::{Delivery, Destination, Verdict, BATCH_QUEUE};
+use crate::sinks::delivery::{spawn_http_sink, Destination, Verdict};
 use crate::sinks::http_client::Answer;
-use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::sinks::{SinkHandle, SinkTelemetry};
 
 /// Starts the otlp backend.
 pub fn spawn(config: OtlpConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
-    let (sender, mut snapshots) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
-    let delivery = tokio::spawn(Delivery::new(destination(&config), telemetry.clone()).run(waiting));
-    let encoder = Arc::new(Encoder::new(&config));
-    let counts = telemetry.clone();
-    let task = tokio::spawn(async move {
-        let mut running = Running::default();
-        while let Some(snapshot) = snapshots.recv().await {
-            counts.dequeued(snapshot.queue_bytes, snapshots.len());
-            let encoder = encoder.clone();
-            let encoded = tokio::task::spawn_blocking(move || {
-                let requests = encoder.encode(&snapshot, &mut running);
-                (requests, running)
-            })
-            .await;
-            let Ok((requests, kept)) = encoded else {
-                counts.failed(unix_now_s());
-                tracing::error!("the otlp backend failed to encode a flush: its running totals start over");
-                running = Running::default();
-                continue;
-            };
-            running = kept;
-            let points: u64 = requests.iter().map(|request| request.points).sum();
-            if batches.try_send(Arc::new(requests)).is_err() {
-                counts.queue_full_drops.add(1);
-                counts.drop_points(DropReason::BufferFull, points);
-            }
-        }
-        drop(batches);
-        let _ = delivery.await;
-    });
-    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+    let encoder = Encoder::new(&config);
+    let mut running = Running::default();
+    spawn_http_sink(move |snapshot| encoder.encode(snapshot, &mut running), destination(&config), telemetry)
 }
 
 /// The collector's endpoint, with OTLP/HTTP's headers and then the configured ones.

@@ -1,0 +1,161 @@
+//! The `circonus` section: where flushes go (a Circonus HTTPTrap check or an IRONdb node) and,
+//! for IRONdb, which check the metrics belong to.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::config::reader::{string_object, ConfigError, Reader};
+use crate::sinks::http_client::HttpUrl;
+
+/// What waits while the receiver fails.
+pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
+/// One request's size: a flush larger than this is split.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// The payload a receiver takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CirconusFormat {
+    /// A Circonus broker's HTTPTrap JSON: `{"name": {"_type": "h", "_value": "<base64>"}}`.
+    HttpTrap,
+    /// IRONdb's `/raw` TSV: `M` records for numbers, `H1` records for histograms, all of the
+    /// check `check`.
+    Irondb {
+        /// `` TARGET`MODULE`c_ACCOUNT_BUNDLE::MODULE`uuid ``, built from the section's keys.
+        check: String,
+    },
+}
+
+/// The circonus backend's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CirconusConfig {
+    /// `circonus.url` (required with the backend): the HTTPTrap check's submission URL, or an
+    /// IRONdb node's `http://host:8112/raw`.
+    pub url: HttpUrl,
+    /// The URL as given (for `check-config`, its secret path hidden).
+    pub url_text: String,
+    /// `circonus.format` (`httptrap`) and what `irondb` needs.
+    pub format: CirconusFormat,
+    /// `circonus.headers` (none): sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// `circonus.timeoutMs` (10000).
+    pub timeout: Duration,
+    /// `circonus.retryBufferBytes` (64 MiB).
+    pub retry_buffer_bytes: u64,
+    /// `circonus.maxRequestBytes` (4 MiB).
+    pub max_request_bytes: usize,
+}
+
+impl CirconusConfig {
+    /// The settings as `histd check-config` prints them (the URL's path, an HTTPTrap secret,
+    /// and header values hidden).
+    pub fn effective(&self) -> Value {
+        json!({
+            "url": format!("http://{}/…", self.url.authority()),
+            "format": match &self.format { CirconusFormat::HttpTrap => "httptrap".to_string(), CirconusFormat::Irondb { check } => format!("irondb ({check})") },
+            "headers": self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "timeoutMs": self.timeout.as_millis() as u64,
+            "retryBufferBytes": self.retry_buffer_bytes,
+            "maxRequestBytes": self.max_request_bytes,
+        })
+    }
+}
+
+/// Reads `circonus.*`; `required` (the backend is on) makes `url` mandatory.
+pub fn circonus(top: &Reader<'_>, required: bool) -> Result<Option<CirconusConfig>, ConfigError> {
+    let section = top.object("circonus")?;
+    let Some(url_text) = section.string("url")? else {
+        return match required {
+            true => Err(section.error("url", "the circonus backend needs the HTTPTrap submission URL or IRONdb's http://host:8112/raw")),
+            false => Ok(None),
+        };
+    };
+    let url = HttpUrl::parse(&url_text).map_err(|message| section.error("url", message))?;
+    let format = match section.string("format")?.as_deref() {
+        None | Some("httptrap") => CirconusFormat::HttpTrap,
+        Some("irondb") => CirconusFormat::Irondb { check: irondb_check(&section)? },
+        Some(other) => return Err(section.error("format", format!("expected httptrap or irondb, got '{other}'"))),
+    };
+    Ok(Some(CirconusConfig {
+        url,
+        url_text,
+        format,
+        headers: string_object(&section, "headers")?,
+        timeout: match section.number("timeoutMs")? {
+            None => Duration::from_secs(10),
+            Some(ms) if (1.0..=3_600_000.0).contains(&ms) => Duration::from_millis(ms as u64),
+            Some(ms) => return Err(section.error("timeoutMs", format!("expected milliseconds from 1 to 3600000, got {ms}"))),
+        },
+        retry_buffer_bytes: whole(&section, "retryBufferBytes", DEFAULT_RETRY_BUFFER_BYTES, 1024)?,
+        max_request_bytes: whole(&section, "maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES as u64, 4096)? as usize,
+    }))
+}
+
+/// The `UUID` field of IRONdb's records: `` TARGET`MODULE`c_ACCOUNT_BUNDLE::MODULE`uuid ``.
+fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
+    let uuid = section
+        .string("checkUuid")?
+        .ok_or_else(|| section.error("checkUuid", "IRONdb needs the check's UUID its metrics belong to"))?
+        .to_ascii_lowercase();
+    let is_uuid = uuid.len() == 36
+        && uuid.char_indices().all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() });
+    if !is_uuid {
+        return Err(section.error("checkUuid", format!("'{uuid}' is not a UUID (8-4-4-4-12 hex digits)")));
+    }
+    let id = |key: &str| -> Result<u64, ConfigError> { whole(section, key, 1, 1) };
+    let (account, bundle) = (id("accountId")?, id("checkBundleId")?);
+    let target = section.string("target")?.unwrap_or_else(crate::sinks::forward::config::host_name);
+    let module = section.string("module")?.unwrap_or_else(|| "histd".to_string());
+    for (key, value) in [("target", &target), ("module", &module)] {
+        if value.is_empty() || value.contains(['`', '\t', '\n']) {
+            return Err(section.error(key, format!("'{value}' must be non-empty, without backticks, tabs or newlines")));
+        }
+    }
+    Ok(format!("{target}`{module}`c_{account}_{bundle}::{module}`{uuid}"))
+}
+
+/// A whole number of at least `least`, `default` when absent.
+fn whole(section: &Reader<'_>, key: &str, default: u64, least: u64) -> Result<u64, ConfigError> {
+    match section.number(key)? {
+        None => Ok(default),
+        Some(n) if n.fract() == 0.0 && n >= least as f64 && n < 1e18 => Ok(n as u64),
+        Some(n) => Err(section.error(key, format!("expected a whole number of at least {least}, got {n}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn settings_are_read_or_refused_naming_the_key() {
+        let read = |text: &str| Config::from_text(text).map(|config| config.circonus);
+        let config = read("{ backends: ['circonus'], circonus: { url: 'http://broker:43191/module/httptrap/abc/secret' } }").unwrap().unwrap();
+        assert_eq!(config.format, CirconusFormat::HttpTrap);
+        assert!(!config.effective().to_string().contains("secret"));
+        let config = read(
+            "{ circonus: { url: 'http://irondb:8112/raw', format: 'irondb', checkUuid: '1B988FD7-D1E1-48EC-848E-55709511D43F',
+               accountId: 123, checkBundleId: 987654, target: 'web1', module: 'statsd' } }",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            config.format,
+            CirconusFormat::Irondb { check: "web1`statsd`c_123_987654::statsd`1b988fd7-d1e1-48ec-848e-55709511d43f".into() }
+        );
+        assert_eq!(read("{}").unwrap(), None);
+        for (text, key) in [
+            ("{ backends: ['circonus'] }", "circonus.url"),
+            ("{ circonus: { url: 'ftp://x' } }", "circonus.url"),
+            ("{ circonus: { url: 'http://x', format: 'json' } }", "circonus.format"),
+            ("{ circonus: { url: 'http://x', format: 'irondb' } }", "circonus.checkUuid"),
+            ("{ circonus: { url: 'http://x', format: 'irondb', checkUuid: 'abc' } }", "circonus.checkUuid"),
+            ("{ circonus: { url: 'http://x', format: 'irondb', checkUuid: '1b988fd7-d1e1-48ec-848e-55709511d43f', accountId: 0 } }", "circonus.accountId"),
+            ("{ circonus: { url: 'http://x', format: 'irondb', checkUuid: '1b988fd7-d1e1-48ec-848e-55709511d43f', target: 'a`b' } }", "circonus.target"),
+        ] {
+            let error = read(text).unwrap_err().to_string();
+            assert!(error.contains(key), "{text}: {error}");
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The circonus backend: each flush to a Circonus broker's HTTPTrap check (JSON, `PUT`) or to
+//! IRONdb's `/raw` endpoint (`M` and `H1` records), the only systems whose native histogram
+//! is circllhist: a timer's histogram leaves as the very bytes histd keeps and stores, so
+//! nothing is re-binned or lost. Deliveries are retried like remote write's (5xx, 429 and
+//! failed connections; `Retry-After` obeyed), held in a retry buffer bounded in bytes, and
+//! the last flush is sent at shutdown.
+
+pub mod config;
+pub mod encode;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use hyper::Method;
+
+pub use config::CirconusConfig;
+use config::CirconusFormat;
+
+use super::delivery::{plain_judge, spawn_http_sink, Destination};
+use super::{SinkHandle, SinkTelemetry};
+
+/// Starts the circonus backend.
+pub fn spawn(config: CirconusConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
+    let content_type = match config.format {
+        CirconusFormat::HttpTrap => "application/json",
+        CirconusFormat::Irondb { .. } => "text/tab-separated-values",
+    };
+    let mut headers = vec![("content-type".to_string(), content_type.to_string())];
+    headers.extend(config.headers.iter().cloned());
+    let destination = Destination {
+        name: "circonus".to_string(),
+        url: config.url.clone(),
+        method: Method::PUT,
+        headers,
+        timeout: config.timeout,
+        retry_buffer_bytes: config.retry_buffer_bytes,
+        judge: plain_judge,
+    };
+    let (format, max) = (config.format, config.max_request_bytes);
+    spawn_http_sink(move |snapshot| encode::encode(snapshot, &format, max), destination, telemetry)
+}
