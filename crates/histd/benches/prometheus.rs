@@ -40,7 +40,7 @@ fn flush_costs(c: &mut Criterion) {
         let layout = Layout::new(mode, &DEFAULT_BUCKETS);
         let flush = Flush { layout: &layout, timestamp_ms: 1_020_000, start_ms: 1_010_000, external_labels: &[] };
         let requests = encode(&registry, &flush, &[]);
-        let samples: usize = requests.iter().map(|r| r.samples).sum();
+        let samples: u64 = requests.iter().map(|r| r.points).sum();
         let bytes: usize = requests.iter().map(|r| r.body.len()).sum();
         eprintln!(
             "remote write, {}: {} requests, {samples} time series, {bytes} bytes (snappy)",

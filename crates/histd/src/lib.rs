@@ -45,8 +45,14 @@ pub mod api {
 pub mod prometheus {
     pub use crate::sinks::prometheus::{config, encode, exposition, mapping, samples, state};
 }
+/// What the otlp backend reads from a receiver (for the fuzz target).
+pub mod otlp {
+    pub use crate::sinks::http_client::Answer;
+    pub use crate::sinks::otlp::{judge, partial_success};
+}
 /// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
+
 pub mod forward {
     pub use crate::sinks::forward::{encode, format, ring};
 }

@@ -20,7 +20,10 @@ use super::forward::encode::CutSettings;
 use super::graphite::GraphiteNames;
 use super::prometheus::Exposed;
 use super::store::StoreControl;
-use super::{circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle, SinkTelemetry};
+use super::{
+    circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle,
+    SinkTelemetry,
+};
 use crate::config::{Backend, Config};
 use crate::flush::{Outlet, Outlets};
 use crate::ingest::{shards_lock as lock, TapSwitch};
@@ -308,13 +311,16 @@ impl Roster {
                 (forward::spawn(config.forward.clone(), settings, telemetry)?, Role::Plain)
             }
             Backend::File => {
-                let settings = config.file.clone().ok_or_else(|| anyhow::anyhow!("file.name: the file backend needs a file"))?;
+                let settings =
+                    config.file.clone().ok_or_else(|| anyhow::anyhow!("file.name: the file backend needs a file"))?;
                 let telemetry = telemetry(EtsyStatus::None, queue_limit);
                 (file::spawn(settings, config.agg.prefix_stats.clone(), telemetry), Role::Plain)
             }
             Backend::Circonus => {
-                let settings =
-                    config.circonus.clone().ok_or_else(|| anyhow::anyhow!("circonus.url: the circonus backend needs a URL"))?;
+                let settings = config
+                    .circonus
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("circonus.url: the circonus backend needs a URL"))?;
                 (circonus::spawn(settings, telemetry(EtsyStatus::None, queue_limit)), Role::Plain)
             }
             Backend::Otlp => {
@@ -357,7 +363,9 @@ pub fn settings(config: &Config, backend: Backend) -> Value {
             "circonus": config.circonus.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
             "sinkQueueBytes": queue,
         }),
-        Backend::Otlp => json!({ "otlp": config.otlp.effective(), "headers": config.otlp.headers, "sinkQueueBytes": queue }),
+        Backend::Otlp => {
+            json!({ "otlp": config.otlp.effective(), "headers": config.otlp.headers, "sinkQueueBytes": queue })
+        }
         Backend::Forward => json!({
             "forward": config.forward.effective(),
             "prefixStats": config.agg.prefix_stats,

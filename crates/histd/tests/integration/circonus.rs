@@ -18,7 +18,11 @@ fn decoder() -> PathBuf {
         return PathBuf::from(path);
     }
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/bin/circllhist-decode");
-    assert!(built.exists(), "{} is missing: scripts/test builds it (go build in crates/histd/tests/circllhist_go)", built.display());
+    assert!(
+        built.exists(),
+        "{} is missing: scripts/test builds it (go build in crates/histd/tests/circllhist_go)",
+        built.display()
+    );
     built
 }
 
@@ -113,7 +117,8 @@ fn irondb_raw_records_carry_the_same_histogram_bytes() {
     // put negatives first), so with a negative value the same bins come in another order.
     let answer = &go_reference(&[(fields[4].to_string(), VALUES.to_vec())])[0];
     let sorted = |key: &str| {
-        let mut bins: Vec<String> = answer[key].as_array().unwrap().iter().map(|b| b.as_str().unwrap().to_string()).collect();
+        let mut bins: Vec<String> =
+            answer[key].as_array().unwrap().iter().map(|b| b.as_str().unwrap().to_string()).collect();
         bins.sort();
         bins
     };

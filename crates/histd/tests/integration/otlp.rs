@@ -19,7 +19,11 @@ fn python() -> PathBuf {
         return PathBuf::from(path);
     }
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/otlp-venv/bin/python");
-    assert!(venv.exists(), "{} is missing: scripts/test makes it (python3 -m venv + pip install opentelemetry-proto)", venv.display());
+    assert!(
+        venv.exists(),
+        "{} is missing: scripts/test makes it (python3 -m venv + pip install opentelemetry-proto)",
+        venv.display()
+    );
     venv
 }
 
@@ -164,11 +168,8 @@ fn explicit_buckets_merged_across_requests_give_histds_quantiles_exactly() {
     }
     assert_eq!(count, 12.0);
     assert!((sum / LATENCIES.iter().sum::<f64>() - 1.0).abs() < 1e-12, "exact sum (two intervals added): {sum}");
-    let (min, max): (Vec<f64>, Vec<f64>) = receiver
-        .points("api.latency")
-        .iter()
-        .map(|(_, point)| (number(&point["min"]), number(&point["max"])))
-        .unzip();
+    let (min, max): (Vec<f64>, Vec<f64>) =
+        receiver.points("api.latency").iter().map(|(_, point)| (number(&point["min"]), number(&point["max"]))).unzip();
     assert_eq!(min.iter().copied().fold(f64::INFINITY, f64::min), 0.0);
     assert_eq!(max.iter().copied().fold(0.0, f64::max), 1500.0);
 
@@ -181,8 +182,10 @@ fn explicit_buckets_merged_across_requests_give_histds_quantiles_exactly() {
     assert_eq!(number(&receiver.points("users")[0].1["asDouble"]), 2.0);
     let request = &receiver.requests()[0];
     let attributes = request["resourceMetrics"][0]["resource"]["attributes"].as_array().unwrap();
-    let resource: Vec<(&str, &str)> =
-        attributes.iter().map(|kv| (kv["key"].as_str().unwrap(), kv["value"]["stringValue"].as_str().unwrap())).collect();
+    let resource: Vec<(&str, &str)> = attributes
+        .iter()
+        .map(|kv| (kv["key"].as_str().unwrap(), kv["value"]["stringValue"].as_str().unwrap()))
+        .collect();
     assert!(resource.contains(&("service.name", "histd")));
     assert!(resource.contains(&("deployment.environment", "test")));
     assert!(resource.iter().any(|(key, _)| *key == "host.name"));

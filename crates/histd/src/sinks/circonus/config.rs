@@ -66,7 +66,10 @@ pub fn circonus(top: &Reader<'_>, required: bool) -> Result<Option<CirconusConfi
     let section = top.object("circonus")?;
     let Some(url_text) = section.string("url")? else {
         return match required {
-            true => Err(section.error("url", "the circonus backend needs the HTTPTrap submission URL or IRONdb's http://host:8112/raw")),
+            true => Err(section.error(
+                "url",
+                "the circonus backend needs the HTTPTrap submission URL or IRONdb's http://host:8112/raw",
+            )),
             false => Ok(None),
         };
     };
@@ -84,7 +87,9 @@ pub fn circonus(top: &Reader<'_>, required: bool) -> Result<Option<CirconusConfi
         timeout: match section.number("timeoutMs")? {
             None => Duration::from_secs(10),
             Some(ms) if (1.0..=3_600_000.0).contains(&ms) => Duration::from_millis(ms as u64),
-            Some(ms) => return Err(section.error("timeoutMs", format!("expected milliseconds from 1 to 3600000, got {ms}"))),
+            Some(ms) => {
+                return Err(section.error("timeoutMs", format!("expected milliseconds from 1 to 3600000, got {ms}")))
+            }
         },
         retry_buffer_bytes: whole(&section, "retryBufferBytes", DEFAULT_RETRY_BUFFER_BYTES, 1024)?,
         max_request_bytes: whole(&section, "maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES as u64, 4096)? as usize,
@@ -98,7 +103,9 @@ fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
         .ok_or_else(|| section.error("checkUuid", "IRONdb needs the check's UUID its metrics belong to"))?
         .to_ascii_lowercase();
     let is_uuid = uuid.len() == 36
-        && uuid.char_indices().all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() });
+        && uuid
+            .char_indices()
+            .all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() });
     if !is_uuid {
         return Err(section.error("checkUuid", format!("'{uuid}' is not a UUID (8-4-4-4-12 hex digits)")));
     }
@@ -131,7 +138,10 @@ mod tests {
     #[test]
     fn settings_are_read_or_refused_naming_the_key() {
         let read = |text: &str| Config::from_text(text).map(|config| config.circonus);
-        let config = read("{ backends: ['circonus'], circonus: { url: 'http://broker:43191/module/httptrap/abc/secret' } }").unwrap().unwrap();
+        let config =
+            read("{ backends: ['circonus'], circonus: { url: 'http://broker:43191/module/httptrap/abc/secret' } }")
+                .unwrap()
+                .unwrap();
         assert_eq!(config.format, CirconusFormat::HttpTrap);
         assert!(!config.effective().to_string().contains("secret"));
         let config = read(
@@ -142,7 +152,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             config.format,
-            CirconusFormat::Irondb { check: "web1`statsd`c_123_987654::statsd`1b988fd7-d1e1-48ec-848e-55709511d43f".into() }
+            CirconusFormat::Irondb {
+                check: "web1`statsd`c_123_987654::statsd`1b988fd7-d1e1-48ec-848e-55709511d43f".into()
+            }
         );
         assert_eq!(read("{}").unwrap(), None);
         for (text, key) in [

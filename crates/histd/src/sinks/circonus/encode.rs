@@ -116,7 +116,8 @@ pub fn circonus_name(out: &mut String, key: &str) {
 /// A tag category or value as it is when Circonus takes its characters (a value may also
 /// hold `:` and `=`), else base64-wrapped as `b"…"`.
 fn tag_part(out: &mut String, text: &str, is_value: bool) {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "`+!@#$%^&\"'/?._-".contains(c) || (is_value && (c == ':' || c == '='));
+    let plain =
+        |c: char| c.is_ascii_alphanumeric() || "`+!@#$%^&\"'/?._-".contains(c) || (is_value && (c == ':' || c == '='));
     if !text.is_empty() && text.chars().all(plain) {
         out.push_str(text);
     } else {

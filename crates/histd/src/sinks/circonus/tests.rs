@@ -81,7 +81,9 @@ fn a_large_flush_is_split_into_whole_records() {
             assert!(request.body.len() <= 4096, "{}", request.body.len());
             let text = std::str::from_utf8(&request.body).unwrap();
             records += match format {
-                CirconusFormat::HttpTrap => serde_json::from_str::<serde_json::Value>(text).unwrap().as_object().unwrap().len(),
+                CirconusFormat::HttpTrap => {
+                    serde_json::from_str::<serde_json::Value>(text).unwrap().as_object().unwrap().len()
+                }
                 CirconusFormat::Irondb { .. } => text.lines().count(),
             };
         }

@@ -53,7 +53,10 @@ pub fn file(top: &Reader<'_>, required: bool) -> Result<Option<FileConfig>, Conf
     let section = top.object("file")?;
     let Some(name) = section.string("name")? else {
         return match required {
-            true => Err(section.error("name", "the file backend needs the file to write: file: { name: \"/var/log/histd/flush.log\" }")),
+            true => Err(section.error(
+                "name",
+                "the file backend needs the file to write: file: { name: \"/var/log/histd/flush.log\" }",
+            )),
             false => Ok(None),
         };
     };
@@ -68,7 +71,12 @@ pub fn file(top: &Reader<'_>, required: bool) -> Result<Option<FileConfig>, Conf
     let max_bytes = match section.number("maxBytes")? {
         None => DEFAULT_MAX_BYTES,
         Some(n) if n == 0.0 || (n.fract() == 0.0 && (4096.0..1e18).contains(&n)) => n as u64,
-        Some(n) => return Err(section.error("maxBytes", format!("expected 0 (no rotation) or a whole number of bytes of at least 4096, got {n}"))),
+        Some(n) => {
+            return Err(section.error(
+                "maxBytes",
+                format!("expected 0 (no rotation) or a whole number of bytes of at least 4096, got {n}"),
+            ))
+        }
     };
     let keep = match section.number("keep")? {
         None => DEFAULT_KEEP,

@@ -3,11 +3,11 @@
 //! `statsd` (Net::Statsd::Server's File backend, one line per value, tab-separated):
 //!
 //! ```text
-//! c	api.hits	42
-//! g	heap	1024.5
-//! s	users	ann;bob
-//! t	api.latency.count	3
-//! t	api.latency.mean_90	120.5
+//! c<TAB>api.hits<TAB>42
+//! g<TAB>heap<TAB>1024.5
+//! s<TAB>users<TAB>ann;bob
+//! t<TAB>api.latency.count<TAB>3
+//! t<TAB>api.latency.mean_90<TAB>120.5
 //! ```
 //!
 //! Numbers are written as Etsy writes them to Graphite (a counter keeps its fraction where

@@ -24,7 +24,8 @@ fn snapshot(packet: &str) -> Snapshot {
     aggregator.flush(1_700_000_000_000)
 }
 
-const PACKET: &str = "hits:3|c\nhits;route=a:1|c|@0.5\nheap:1024.5|g\nusers:bob|s\nusers:ann|s\nlat:100|ms\nlat:200|ms\nlat:600|ms";
+const PACKET: &str =
+    "hits:3|c\nhits;route=a:1|c|@0.5\nheap:1024.5|g\nusers:bob|s\nusers:ann|s\nlat:100|ms\nlat:200|ms\nlat:600|ms";
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("histd-file-{}-{name}", std::process::id()));
@@ -69,12 +70,18 @@ fn jsonl_objects_parse_back_with_the_timers_histogram() {
     assert_eq!(objects.len() as u64, series);
     let find = |key: &str| objects.iter().find(|o| o["key"] == key).unwrap_or_else(|| panic!("{key}"));
     let hits = find("hits;route=a");
-    assert_eq!((hits["type"].as_str(), hits["name"].as_str(), hits["tags"]["route"].as_str()), (Some("counter"), Some("hits"), Some("a")));
+    assert_eq!(
+        (hits["type"].as_str(), hits["name"].as_str(), hits["tags"]["route"].as_str()),
+        (Some("counter"), Some("hits"), Some("a"))
+    );
     assert_eq!((hits["count"].as_f64(), hits["time"].as_u64()), (Some(2.0), Some(1_700_000_000)));
     assert_eq!(find("heap")["value"].as_f64(), Some(1024.5));
     assert_eq!(find("users")["members"], serde_json::json!(["ann", "bob"]));
     let lat = find("lat");
-    assert_eq!((lat["unit"].as_str(), lat["count"].as_f64(), lat["sum"].as_f64()), (Some("ms"), Some(3.0), Some(900.0)));
+    assert_eq!(
+        (lat["unit"].as_str(), lat["count"].as_f64(), lat["sum"].as_f64()),
+        (Some("ms"), Some(3.0), Some(900.0))
+    );
     assert_eq!(lat["stats"]["upper_90"].as_f64(), Some(600.0));
     let histogram = Histogram::from_base64(lat["circllhist"].as_str().unwrap()).unwrap();
     let mut want = Histogram::new();
@@ -94,7 +101,10 @@ fn rotation_keeps_the_newest_files() {
         rotate(&path, 3).unwrap();
     }
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-    assert_eq!((read("flush.log"), read("flush.log.1"), read("flush.log.2"), read("flush.log.3")), (None, Some("5".into()), Some("4".into()), Some("3".into())));
+    assert_eq!(
+        (read("flush.log"), read("flush.log.1"), read("flush.log.2"), read("flush.log.3")),
+        (None, Some("5".into()), Some("4".into()), Some("3".into()))
+    );
     assert_eq!(read("flush.log.4"), None);
     std::fs::write(&path, "x").unwrap();
     rotate(&path, 0).unwrap();

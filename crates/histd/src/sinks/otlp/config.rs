@@ -123,7 +123,9 @@ pub fn otlp(top: &Reader<'_>) -> Result<OtlpConfig, ConfigError> {
     let histograms = match section.string("histograms")?.as_deref() {
         None | Some("exponential") => OtlpHistograms::Exponential,
         Some("explicit") => OtlpHistograms::Explicit,
-        Some(other) => return Err(section.error("histograms", format!("expected exponential or explicit, got '{other}'"))),
+        Some(other) => {
+            return Err(section.error("histograms", format!("expected exponential or explicit, got '{other}'")))
+        }
     };
     let scale = match section.number("scale")? {
         None => defaults.scale,
@@ -157,7 +159,9 @@ pub fn otlp(top: &Reader<'_>) -> Result<OtlpConfig, ConfigError> {
         timeout: match section.number("timeoutMs")? {
             None => defaults.timeout,
             Some(ms) if (1.0..=3_600_000.0).contains(&ms) => Duration::from_millis(ms as u64),
-            Some(ms) => return Err(section.error("timeoutMs", format!("expected milliseconds from 1 to 3600000, got {ms}"))),
+            Some(ms) => {
+                return Err(section.error("timeoutMs", format!("expected milliseconds from 1 to 3600000, got {ms}")))
+            }
         },
         retry_buffer_bytes: whole(&section, "retryBufferBytes", defaults.retry_buffer_bytes, 1024)?,
         max_request_bytes: whole(&section, "maxRequestBytes", defaults.max_request_bytes as u64, 4096)? as usize,
@@ -183,14 +187,20 @@ mod tests {
         let read = |text: &str| Config::from_text(text).map(|config| config.otlp);
         let config = read("{ backends: ['otlp'] }").unwrap();
         assert_eq!(config.url, HttpUrl::parse(DEFAULT_ENDPOINT).unwrap());
-        assert_eq!((config.histograms, config.scale, config.temporality, config.gzip), (OtlpHistograms::Exponential, 5, Temporality::Delta, true));
+        assert_eq!(
+            (config.histograms, config.scale, config.temporality, config.gzip),
+            (OtlpHistograms::Exponential, 5, Temporality::Delta, true)
+        );
         let config = read(
             "{ otlp: { endpoint: 'http://collector:4318', histograms: 'explicit', scale: 3, temporality: 'cumulative',
                compression: 'none', headers: { 'api-key': 'k' }, resource: { 'service.name': 'edge', 'deployment.environment': 'prod' } } }",
         )
         .unwrap();
         assert_eq!(config.url.path, "/v1/metrics");
-        assert_eq!((config.histograms, config.scale, config.temporality, config.gzip), (OtlpHistograms::Explicit, 3, Temporality::Cumulative, false));
+        assert_eq!(
+            (config.histograms, config.scale, config.temporality, config.gzip),
+            (OtlpHistograms::Explicit, 3, Temporality::Cumulative, false)
+        );
         assert_eq!(config.headers, vec![("api-key".to_string(), "k".to_string())]);
         let names: Vec<&str> = config.resource.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, vec!["host.name", "service.name", "deployment.environment"]);

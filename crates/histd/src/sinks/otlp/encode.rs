@@ -120,7 +120,13 @@ impl Encoder {
         }
         for set in &snapshot.sets {
             let (name, attributes) = split(&set.key);
-            number_point(metrics.entry((Kind::Gauge, name)).or_default(), &attributes, start_ns, time_ns, set.count as f64);
+            number_point(
+                metrics.entry((Kind::Gauge, name)).or_default(),
+                &attributes,
+                start_ns,
+                time_ns,
+                set.count as f64,
+            );
         }
         for timer in &snapshot.timers {
             let (name, attributes) = split(&timer.key);
@@ -177,7 +183,14 @@ impl Encoder {
         field
     }
 
-    fn histogram_point(&self, points: &mut Points, attributes: &[(&str, &str)], start_ns: u64, time_ns: u64, values: &HistogramValues) {
+    fn histogram_point(
+        &self,
+        points: &mut Points,
+        attributes: &[(&str, &str)],
+        start_ns: u64,
+        time_ns: u64,
+        values: &HistogramValues,
+    ) {
         let mut point = Vec::new();
         let attribute_tag = match self.histograms {
             OtlpHistograms::Explicit => 0x4a,

@@ -25,4 +25,4 @@ pub mod state;
 mod tests;
 
 pub use config::OtlpConfig;
-pub use sink::spawn;
+pub use sink::{judge, partial_success, spawn};

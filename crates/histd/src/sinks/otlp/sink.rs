@@ -39,7 +39,7 @@ fn destination(config: &OtlpConfig) -> Destination {
         headers,
         timeout: config.timeout,
         retry_buffer_bytes: config.retry_buffer_bytes,
-        judge: judge,
+        judge,
     }
 }
 

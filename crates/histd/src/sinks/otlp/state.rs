@@ -103,7 +103,8 @@ impl Flush<'_> {
     /// The counter `key`'s total with this interval's `count` added, and its start time
     /// (`interval_start_ns` for a series new in this flush).
     pub fn counter(&mut self, key: &str, count: f64, interval_start_ns: u64) -> (f64, u64) {
-        let mut running = self.previous.counters.remove(key).unwrap_or(Since { start_ns: interval_start_ns, value: 0.0 });
+        let mut running =
+            self.previous.counters.remove(key).unwrap_or(Since { start_ns: interval_start_ns, value: 0.0 });
         running.value += count;
         let answer = (running.value, running.start_ns);
         self.next.counters.insert(key.into(), running);

@@ -73,6 +73,9 @@ fn fixed(field: Field<'_>) -> u64 {
     }
 }
 
+/// A decoded number point: attributes, value, start and time.
+type NumberPoint = (Vec<(String, String)>, f64, u64, u64);
+
 /// A decoded metric: name, unit, data field number, and its data message.
 struct Metric {
     name: String,
@@ -102,7 +105,10 @@ fn decode(body: &[u8], gzip: bool) -> (Vec<(String, String)>, Vec<Metric>) {
             let data = fields(metric).find(|(n, _)| [5, 7, 9, 10].contains(n)).unwrap();
             Metric {
                 name: text(metric, 1),
-                unit: all(metric, 3).first().map(|u| String::from_utf8(bytes_of(*u).to_vec()).unwrap()).unwrap_or_default(),
+                unit: all(metric, 3)
+                    .first()
+                    .map(|u| String::from_utf8(bytes_of(*u).to_vec()).unwrap())
+                    .unwrap_or_default(),
                 data_field: data.0,
                 data: bytes_of(data.1).to_vec(),
             }
@@ -121,7 +127,9 @@ fn config(histograms: OtlpHistograms, temporality: Temporality) -> OtlpConfig {
 
 #[test]
 fn every_type_becomes_its_otlp_metric_with_tags_as_attributes() {
-    let flush = &snapshots(&["hits:3|c\nhits;route=/a:2|c\nheap:7|g\nusers:a|s\nusers:b|s\nlat:100|ms\nlat:200|ms\nsize:5|h"])[0];
+    let flush =
+        &snapshots(&["hits:3|c\nhits;route=/a:2|c\nheap:7|g\nusers:a|s\nusers:b|s\nlat:100|ms\nlat:200|ms\nsize:5|h"])
+            [0];
     let config = OtlpConfig { gzip: true, ..config(OtlpHistograms::Exponential, Temporality::Delta) };
     let requests = Encoder::new(&config).encode(flush, &mut Running::default());
     assert_eq!(requests.len(), 1);
@@ -130,15 +138,13 @@ fn every_type_becomes_its_otlp_metric_with_tags_as_attributes() {
     assert!(resource.iter().any(|(key, _)| key == "host.name"));
     // histd's own counters (`statsd.metrics_received`...) are sent too; the user's are these.
     let metrics: Vec<Metric> = metrics.into_iter().filter(|m| !m.name.starts_with("statsd.")).collect();
-    let kinds: Vec<(&str, u64, &str)> = metrics.iter().map(|m| (m.name.as_str(), m.data_field, m.unit.as_str())).collect();
-    assert_eq!(
-        kinds,
-        vec![("hits", 7, ""), ("heap", 5, ""), ("users", 5, ""), ("lat", 10, "ms"), ("size", 10, "")]
-    );
+    let kinds: Vec<(&str, u64, &str)> =
+        metrics.iter().map(|m| (m.name.as_str(), m.data_field, m.unit.as_str())).collect();
+    assert_eq!(kinds, vec![("hits", 7, ""), ("heap", 5, ""), ("users", 5, ""), ("lat", 10, "ms"), ("size", 10, "")]);
     // hits: one Sum, delta (1), monotonic, two points: 3 and 2 with route=-a (keyNameSanitize).
     let sum = &metrics[0].data;
     assert_eq!((one(sum, 2), one(sum, 3)), (Field::Varint(1), Field::Varint(1)));
-    let points: Vec<(Vec<(String, String)>, f64, u64, u64)> = all(sum, 1)
+    let points: Vec<NumberPoint> = all(sum, 1)
         .into_iter()
         .map(|point| {
             let point = bytes_of(point);
@@ -200,7 +206,10 @@ fn explicit_buckets_keep_every_bin_whole() {
 #[test]
 fn cumulative_points_run_from_the_series_start_and_restart_after_a_gap() {
     let flushes = snapshots(&["n:1|c\nt:10|ms", "n:2|c\nt:20|ms", "other:1|c"]);
-    let config = OtlpConfig { temporality: Temporality::Cumulative, ..config(OtlpHistograms::Explicit, Temporality::Cumulative) };
+    let config = OtlpConfig {
+        temporality: Temporality::Cumulative,
+        ..config(OtlpHistograms::Explicit, Temporality::Cumulative)
+    };
     let encoder = Encoder::new(&config);
     let mut running = Running::default();
     let values = |snapshot: &Snapshot, running: &mut Running| {
@@ -259,7 +268,10 @@ fn answers_are_read_as_otlp_http_says() {
     let cases: Vec<(Answer, Verdict)> = vec![
         (answer(200, &[], None), Verdict::Delivered { rejected: 0, reason: None }),
         (answer(200, &partial, None), Verdict::Delivered { rejected: 3, reason: Some("bad".into()) }),
-        (answer(429, b"slow down", Some(7)), Verdict::Retry { reason: "HTTP 429: slow down".into(), after: Some(std::time::Duration::from_secs(7)) }),
+        (
+            answer(429, b"slow down", Some(7)),
+            Verdict::Retry { reason: "HTTP 429: slow down".into(), after: Some(std::time::Duration::from_secs(7)) },
+        ),
         (answer(503, b"", None), Verdict::Retry { reason: "HTTP 503: ".into(), after: None }),
         (answer(500, b"boom", None), Verdict::Rejected("HTTP 500: boom".into())),
         (answer(400, b"bad data", None), Verdict::Rejected("HTTP 400: bad data".into())),
