@@ -52,7 +52,6 @@ pub mod otlp {
 }
 /// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
-
 pub mod forward {
     pub use crate::sinks::forward::{encode, format, ring};
 }
