@@ -229,3 +229,21 @@ fn exponential_points_gzipped_retried_after_503_and_partial_success_counted() {
     let starts: Vec<&Value> = jobs.iter().map(|(_, p)| &p["startTimeUnixNano"]).collect();
     assert!(starts.windows(2).all(|pair| pair[0] == pair[1]), "one start time: {starts:?}");
 }
+
+#[test]
+fn the_last_flush_is_sent_at_sigterm() {
+    let receiver = OtlpReceiver::start("otlp-sigterm", &[]);
+    let config = format!(
+        "{{ servers: [ {{ server: 'tcp', address: '127.0.0.1', port: 0 }} ], mgmt_port: 0, http_port: 0, \
+           flushInterval: 600000, backends: ['otlp'], otlp: {{ endpoint: 'http://127.0.0.1:{}' }} }}",
+        receiver.port
+    );
+    let daemon = Daemon::start_process("otlp-sigterm", &config);
+    daemon.send_tcp("last.words:4|c\n");
+    daemon.wait_received(1);
+    assert!(receiver.points("last.words").is_empty(), "nothing before the flush");
+    assert!(daemon.terminate(), "a clean exit");
+    let points = receiver.points("last.words");
+    assert_eq!(points.len(), 1, "the final flush, delivered before exit");
+    assert_eq!(number(&points[0].1["asDouble"]), 4.0);
+}
