@@ -52,7 +52,7 @@ fuzz_target!(|bytes: &[u8]| {
     let query: HashMap<String, String> =
         lines.filter_map(|line| line.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let store = store().lock().unwrap();
-    let context = Context { now: NOW, prefix_stats: "statsd".to_string() };
+    let context = Context { now: NOW, prefix_stats: "statsd".to_string(), limits: Default::default() };
     if let Err(failure) = answer(route, &query, &store, &context) {
         assert_eq!(failure.status(), 400, "{route:?} {query:?}: {}", failure.message());
     }

@@ -129,6 +129,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         raw_config: config.raw.clone(),
         edges: edge_counters.clone(),
         idle_timeout: config.ingest.idle_timeout,
+        max_connections: config.ingest.mgmt_max_connections,
+        max_line: config.ingest.mgmt_max_line_bytes,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
@@ -150,6 +152,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         ingress: ingress.clone(),
         alerts: alerts.clone(),
         admin: admin_state,
+        query_limits: config.ingest.query,
     });
     let limits = http::Limits {
         max_connections: config.ingest.http_max_connections,
@@ -201,7 +204,11 @@ fn stream_context(
         shards: aggregation.shards.clone(),
         tap: tap.clone(),
         edges: edges.clone(),
-        pending: PendingBudget { limit: config.ingest.stream_pending_bytes as u64, edges: edges.clone() },
+        pending: PendingBudget {
+            limit: config.ingest.stream_pending_bytes as u64,
+            line_limit: config.ingest.max_stream_line_bytes,
+            edges: edges.clone(),
+        },
         drain_limit: config.ingest.shutdown_drain,
         slots: ConnectionSlots::new(config.ingest.max_stream_connections),
         idle_timeout: config.ingest.idle_timeout,

@@ -25,15 +25,9 @@ use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
 use crate::flush::Aggregation;
 use crate::telemetry::EdgeCounters;
 
-/// Management connections served at once; more are closed at once and counted in
-/// `refused_management_connections` (each may hold a full dump while its client reads it).
-const MAX_CONNECTIONS: usize = 16;
 /// How long a reply may take to be taken by its client before the connection is closed (a
 /// client that never reads would otherwise hold its dump for good).
 const REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The longest command line read; a longer line is discarded whole and answered `ERROR`.
-const MAX_LINE: usize = 64 * 1024;
 
 /// What the commands read and change.
 #[derive(Debug)]
@@ -52,12 +46,18 @@ pub struct AdminState {
     pub edges: Arc<EdgeCounters>,
     /// Silence after which a management connection is closed (`connectionIdleTimeoutMs`).
     pub idle_timeout: Option<std::time::Duration>,
+    /// Connections served at once (`mgmtMaxConnections`); more are closed at once and counted
+    /// in `refused_management_connections` (each may hold a full dump while its client reads).
+    pub max_connections: usize,
+    /// The longest command line read (`mgmtMaxLineBytes`); a longer one is discarded whole
+    /// and answered `ERROR`.
+    pub max_line: usize,
 }
 
 /// Serves management connections until shutdown.
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
     let mut failures = AcceptFailures::default();
-    let slots = ConnectionSlots::new(MAX_CONNECTIONS);
+    let slots = ConnectionSlots::new(state.max_connections);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -81,7 +81,8 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let mut limited = (&mut reader).take(MAX_LINE as u64);
+        let max_line = state.max_line;
+        let mut limited = (&mut reader).take(max_line as u64);
         match within_idle(state.idle_timeout, limited.read_until(b'\n', &mut line)).await {
             Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                 state.edges.idle_closed_connections.add(1);
@@ -90,9 +91,10 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        if line.len() == MAX_LINE && !line.ends_with(b"\n") {
+        if line.len() == max_line && !line.ends_with(b"\n") {
             // Too long to be a command: discarded whole, never run in pieces.
-            if !skip_line(&mut reader).await || writer.write_all(b"ERROR\n").await.is_err() {
+            state.edges.refused_management_lines.add(1);
+            if !skip_line(&mut reader, max_line).await || writer.write_all(b"ERROR\n").await.is_err() {
                 return;
             }
             continue;
@@ -114,11 +116,11 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
 }
 
 /// Reads and drops the rest of a line; false when the connection ended first.
-async fn skip_line(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> bool {
+async fn skip_line(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>, max_line: usize) -> bool {
     let mut rest = Vec::new();
     loop {
         rest.clear();
-        match reader.take(MAX_LINE as u64).read_until(b'\n', &mut rest).await {
+        match reader.take(max_line as u64).read_until(b'\n', &mut rest).await {
             Ok(0) | Err(_) => return false,
             Ok(_) if rest.ends_with(b"\n") => return true,
             Ok(_) => {}

@@ -14,6 +14,12 @@ pub const DEFAULT_BATCH_DATAGRAMS: usize = 32;
 pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
 /// Partial stream lines held across all connections, by default.
 pub const DEFAULT_STREAM_PENDING_BYTES: usize = 64 * 1024 * 1024;
+/// The longest statsd stream line kept, by default.
+pub const DEFAULT_MAX_STREAM_LINE_BYTES: usize = 1024 * 1024;
+/// Management connections served at once, by default.
+pub const DEFAULT_MGMT_MAX_CONNECTIONS: usize = 16;
+/// The longest management command line, by default.
+pub const DEFAULT_MGMT_MAX_LINE_BYTES: usize = 64 * 1024;
 /// How long datagram readers keep reading at shutdown, by default.
 pub const DEFAULT_SHUTDOWN_DRAIN_MS: usize = 2_000;
 
@@ -47,6 +53,17 @@ pub struct IngestConfig {
     /// `httpHeaderTimeoutMs`: how long an HTTP client may take to send a request's headers
     /// (10 s); then the connection is closed and counted.
     pub http_header_timeout: std::time::Duration,
+    /// `maxStreamLineBytes`: the longest statsd line a TCP or Unix stream may send (1 MiB); a
+    /// longer one is discarded whole and counted (`bad_lines.too_long`).
+    pub max_stream_line_bytes: usize,
+    /// `mgmtMaxConnections`: management connections served at once (16); more are closed at
+    /// once and counted (`refused_management_connections`).
+    pub mgmt_max_connections: usize,
+    /// `mgmtMaxLineBytes`: the longest management command line (64 KiB); a longer one is
+    /// answered `ERROR` and discarded whole.
+    pub mgmt_max_line_bytes: usize,
+    /// `queryMaxSteps` and `queryMaxSeries`: what one query of the HTTP API may ask for.
+    pub query: crate::http::QueryLimits,
 }
 
 impl IngestConfig {
@@ -64,6 +81,11 @@ impl IngestConfig {
             "connectionIdleTimeoutMs": self.idle_timeout.map_or(0, |t| t.as_millis() as u64),
             "httpMaxConnections": self.http_max_connections,
             "httpHeaderTimeoutMs": self.http_header_timeout.as_millis() as u64,
+            "maxStreamLineBytes": self.max_stream_line_bytes,
+            "mgmtMaxConnections": self.mgmt_max_connections,
+            "mgmtMaxLineBytes": self.mgmt_max_line_bytes,
+            "queryMaxSteps": self.query.max_steps,
+            "queryMaxSeries": self.query.max_series,
         })
     }
 }
@@ -99,6 +121,17 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
         http_header_timeout: std::time::Duration::from_millis(
             count(top, "httpHeaderTimeoutMs", 10_000, 1, 600_000)? as u64
         ),
+        // At least a read's chunk: a line within one read is never measured on its own.
+        max_stream_line_bytes: count(top, "maxStreamLineBytes", DEFAULT_MAX_STREAM_LINE_BYTES, 65_536, 64 << 20)?,
+        mgmt_max_connections: count(top, "mgmtMaxConnections", DEFAULT_MGMT_MAX_CONNECTIONS, 1, 4096)?,
+        mgmt_max_line_bytes: count(top, "mgmtMaxLineBytes", DEFAULT_MGMT_MAX_LINE_BYTES, 1024, 16 << 20)?,
+        query: {
+            let defaults = crate::http::QueryLimits::default();
+            crate::http::QueryLimits {
+                max_steps: count(top, "queryMaxSteps", defaults.max_steps, 10, 10_000_000)?,
+                max_series: count(top, "queryMaxSeries", defaults.max_series, 1, 100_000_000)?,
+            }
+        },
     })
 }
 

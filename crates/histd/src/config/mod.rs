@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 
 pub use backends::{Backend, ConsoleConfig, GraphiteConfig, GraphiteProtocol, RepeaterConfig, RepeaterProtocol};
 pub(crate) use ingest::ingest as ingest_config;
-pub use ingest::IngestConfig;
+pub use ingest::{IngestConfig, DEFAULT_MAX_STREAM_LINE_BYTES};
 pub use listen::{Listener, UnixPath};
 pub use reader::ConfigError;
 use reader::{KeysRead, Reader};

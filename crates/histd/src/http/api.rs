@@ -130,7 +130,12 @@ pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) 
 /// A store route's [`answer`], read on the blocking pool.
 async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String, String>) -> Answer {
     let context = Context::of(&state);
-    with_store(state, move |store| answer(route, &query, store, &context)).await.map(Json)
+    let edges = state.admin.edges.clone();
+    let answered = with_store(state, move |store| answer(route, &query, store, &context)).await.map(Json);
+    if matches!(&answered, Err(Failure(StatusCode::BAD_REQUEST, _))) {
+        edges.refused_api_requests.add(1);
+    }
+    answered
 }
 
 /// `DELETE /api/v1/series`: the series picked (the list's filters) are deleted from the
@@ -206,11 +211,13 @@ pub struct Context {
     pub now: i64,
     /// `prefixStats` (histd's own series are under it).
     pub prefix_stats: String,
+    /// What one query may ask for.
+    pub limits: params::QueryLimits,
 }
 
 impl Context {
     fn of(state: &HttpState) -> Context {
-        Context { now: unix_now_s() as i64, prefix_stats: state.prefix_stats.clone() }
+        Context { now: unix_now_s() as i64, prefix_stats: state.prefix_stats.clone(), limits: state.query_limits }
     }
 }
 
@@ -238,18 +245,23 @@ pub fn answer(
 ) -> Result<Value, Failure> {
     let now = context.now;
     match route {
-        Route::Series => series::list(query, store, &context.prefix_stats),
-        Route::Query => query_answer(query, store, now),
+        Route::Series => series::list(query, store, &context.prefix_stats, context.limits.max_series),
+        Route::Query => query_answer(query, store, now, context.limits.max_steps),
         Route::Histogram => histogram_answer(query, store, now),
-        Route::Heatmap => heatmap_answer(query, store, now),
+        Route::Heatmap => heatmap_answer(query, store, now, context.limits.max_steps),
     }
 }
 
-fn query_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+fn query_answer(
+    query: &HashMap<String, String>,
+    store: &store::Store,
+    now: i64,
+    max_steps: usize,
+) -> Result<Value, Failure> {
     let text = required(query, "expr")?;
     let expr = store::parse(&text).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
     store.check_types(&expr).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
-    let (from, to, step) = window(query, now)?;
+    let (from, to, step) = window(query, now, max_steps)?;
     let points = store.query(&expr, from, to, step).map_err(internal)?;
     let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();
     Ok(json!({ "expr": text, "step": step, "from": from, "to": to, "points": points }))
@@ -259,7 +271,7 @@ fn histogram_answer(query: &HashMap<String, String>, store: &store::Store, now: 
     let (name, selector) = selector(query)?;
     let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
     let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
-    params::range(from, to, (to - from).max(1))?;
+    params::range(from, to, (to - from).max(1), 1)?;
     let row = store.merged(&selector, from, to).map_err(internal)?;
     let empty = circllhist::Histogram::new();
     let hist = row.as_ref().and_then(|r| r.hist.as_ref()).unwrap_or(&empty);
@@ -275,9 +287,14 @@ fn histogram_answer(query: &HashMap<String, String>, store: &store::Store, now: 
     }))
 }
 
-fn heatmap_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
+fn heatmap_answer(
+    query: &HashMap<String, String>,
+    store: &store::Store,
+    now: i64,
+    max_steps: usize,
+) -> Result<Value, Failure> {
     let (name, selector) = selector(query)?;
-    let (from, to, step) = window(query, now)?;
+    let (from, to, step) = window(query, now, max_steps)?;
     let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
     let steps: Vec<Value> = steps
         .into_iter()
@@ -307,12 +324,12 @@ fn required(query: &HashMap<String, String>, name: &'static str) -> Result<Strin
         .ok_or_else(|| BadParameter { name, message: "is required".to_string() }.into())
 }
 
-/// `from`, `to` and `step`, checked.
-fn window(query: &HashMap<String, String>, now: i64) -> Result<(i64, i64, i64), Failure> {
+/// `from`, `to` and `step`, checked (at most `max_steps` steps).
+fn window(query: &HashMap<String, String>, now: i64, max_steps: usize) -> Result<(i64, i64, i64), Failure> {
     let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
     let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
     let step = params::step(query.get("step").map(String::as_str), from, to)?;
-    params::range(from, to, step)?;
+    params::range(from, to, step, max_steps)?;
     Ok((from, to, step))
 }
 

@@ -49,7 +49,7 @@ use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
 pub use api::{answer, Context, Failure, Route};
-pub use params::{step, time, BadParameter};
+pub use params::{step, time, BadParameter, QueryLimits};
 
 /// What the handlers read.
 pub struct HttpState {
@@ -68,6 +68,8 @@ pub struct HttpState {
     pub global: Arc<crate::global::Global>,
     /// Counters and health, shared with the management interface.
     pub admin: Arc<AdminState>,
+    /// What one query may ask for (`queryMaxSteps`, `queryMaxSeries`).
+    pub query_limits: QueryLimits,
 }
 
 impl HttpState {

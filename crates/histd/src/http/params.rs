@@ -80,17 +80,34 @@ pub fn count(name: &'static str, text: Option<&str>, default: usize, most: usize
 }
 
 /// Checks a range: from before to, and not absurdly many steps.
-pub fn range(from: i64, to: i64, step: i64) -> Result<(), BadParameter> {
+pub fn range(from: i64, to: i64, step: i64, max_steps: usize) -> Result<(), BadParameter> {
     if from >= to {
         return Err(BadParameter { name: "from", message: format!("must be before `to` ({from} is not before {to})") });
     }
-    if (to - from) / step > 11_000 {
+    if (to - from) / step > max_steps as i64 {
         return Err(BadParameter {
             name: "step",
-            message: format!("{step}s gives more than 11000 steps over the range: use a larger step"),
+            message: format!(
+                "{step}s gives more than {max_steps} steps over the range (queryMaxSteps): use a larger step"
+            ),
         });
     }
     Ok(())
+}
+
+/// What one query of the HTTP API may ask for (`queryMaxSteps`, `queryMaxSeries`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// The most steps a query or heatmap answers (11,000).
+    pub max_steps: usize,
+    /// The most series one listing gives (`limit` at most this; 100,000).
+    pub max_series: usize,
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        QueryLimits { max_steps: 11_000, max_series: 100_000 }
+    }
 }
 
 #[cfg(test)]
@@ -111,8 +128,9 @@ mod tests {
         assert_eq!(step(None, 0, 3600), Ok(30));
         assert_eq!(step(None, 0, 7 * 86_400), Ok(3600));
         assert!(step(Some("fast"), 0, 10).is_err());
-        assert!(range(10, 5, 1).is_err());
-        assert!(range(0, 86_400 * 7, 10).is_err());
+        assert!(range(10, 5, 1, 11_000).is_err());
+        assert!(range(0, 86_400 * 7, 10, 11_000).is_err());
+        assert!(range(0, 86_400 * 7, 10, 100_000).is_ok());
         // Far ends are refused, not wrapped into nonsense (or a debug-build overflow panic).
         for text in ["1e300", "-9999999999999999999s", "now-106751991167300d", "100000000001"] {
             assert!(time("from", Some(text), "now", now).is_err(), "{text}");

@@ -18,8 +18,6 @@ use crate::admin::AdminState;
 
 /// Entries listed when `limit` is not given.
 pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
-/// The most entries one answer lists.
-pub const MAX_SERIES_LIMIT: usize = 100_000;
 
 /// Where a series comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,9 +148,19 @@ fn origin_named(name: &str) -> Result<Origin, BadParameter> {
 /// `GET /api/v1/series`: the series picked, sorted, at most `limit`; with `group=name` one
 /// entry per name and type, with how many tag sets it has. `origins` counts what each origin
 /// has among the series picked before the origin filter.
-pub fn list(query: &HashMap<String, String>, store: &store::Store, prefix_stats: &str) -> Result<Value, Failure> {
+pub fn list(
+    query: &HashMap<String, String>,
+    store: &store::Store,
+    prefix_stats: &str,
+    max_series: usize,
+) -> Result<Value, Failure> {
     let filter = Filter::read(query)?;
-    let limit = params::count("limit", query.get("limit").map(String::as_str), DEFAULT_SERIES_LIMIT, MAX_SERIES_LIMIT)?;
+    let limit = params::count(
+        "limit",
+        query.get("limit").map(String::as_str),
+        DEFAULT_SERIES_LIMIT.min(max_series),
+        max_series,
+    )?;
     let grouped = match query.get("group").map(String::as_str) {
         None | Some("") => false,
         Some("name") => true,

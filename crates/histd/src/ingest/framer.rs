@@ -4,7 +4,7 @@
 //! Each read lands in a fixed chunk; everything up to the chunk's last newline goes out as one
 //! packet (joined to the partial line held from before), and only what follows it is held. So
 //! each byte is scanned for a newline once, whatever a client drips, and memory per connection
-//! is the chunk plus its partial line. A partial line longer than [`MAX_LINE_BYTES`], or one
+//! is the chunk plus its partial line. A partial line longer than `maxStreamLineBytes`, or one
 //! that would take the daemon's partial lines past their budget (`streamPendingBytes`), is
 //! discarded whole, up to its newline, and reported once ([`Framed::TooLong`]): never parsed in
 //! pieces (the tail of a long line could read as a valid metric).
@@ -15,8 +15,8 @@ use crate::telemetry::EdgeCounters;
 
 /// Bytes read at once.
 pub const READ_CHUNK: usize = 64 * 1024;
-/// The longest partial line one connection holds.
-pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+#[cfg(test)]
+use crate::config::DEFAULT_MAX_STREAM_LINE_BYTES as MAX_LINE_BYTES;
 
 /// The budget for partial lines across every stream connection; what is held is the
 /// `stream_pending_bytes` gauge.
@@ -24,6 +24,8 @@ pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 pub struct PendingBudget {
     /// The most bytes held at once.
     pub limit: u64,
+    /// The longest line kept (`maxStreamLineBytes`).
+    pub line_limit: usize,
     /// Where the bytes held are counted.
     pub edges: Arc<EdgeCounters>,
 }
@@ -72,9 +74,19 @@ impl Framer {
             }
         }
         match new.iter().rposition(|&b| b == b'\n') {
+            Some(newline) if self.pending.is_empty() => {
+                out(Framed::Packet(&new[..=newline]));
+                self.hold(&new[newline + 1..], &mut out);
+            }
             Some(newline) => {
-                if self.pending.is_empty() {
-                    out(Framed::Packet(&new[..=newline]));
+                // The held line ends at the first newline: whole if it fits, else discarded.
+                let first = new.iter().position(|&b| b == b'\n').unwrap_or(newline);
+                if self.pending.len() + first > self.budget.line_limit {
+                    self.release();
+                    out(Framed::TooLong);
+                    if first < newline {
+                        out(Framed::Packet(&new[first + 1..=newline]));
+                    }
                 } else {
                     self.pending.extend_from_slice(&new[..=newline]);
                     out(Framed::Packet(&self.pending));
@@ -101,7 +113,8 @@ impl Framer {
         if bytes.is_empty() {
             return;
         }
-        let too_long = self.pending.len() + bytes.len() > MAX_LINE_BYTES;
+        // Without its newline yet, a line that already reaches the limit cannot fit.
+        let too_long = self.pending.len() + bytes.len() > self.budget.line_limit;
         if too_long || !self.budget.edges.stream_pending_bytes.try_add(bytes.len() as u64, self.budget.limit) {
             self.release();
             self.skipping = true;
@@ -135,7 +148,7 @@ mod tests {
 
     fn framer(limit: u64) -> (Framer, Arc<EdgeCounters>) {
         let edges = Arc::new(EdgeCounters::default());
-        (Framer::new(PendingBudget { limit, edges: edges.clone() }), edges)
+        (Framer::new(PendingBudget { limit, line_limit: MAX_LINE_BYTES, edges: edges.clone() }), edges)
     }
 
     /// Feeds `reads` and collects what comes out (`None` for a discarded line), the last from
@@ -186,9 +199,28 @@ mod tests {
     }
 
     #[test]
+    fn the_line_limit_is_exact_across_reads() {
+        // A limit of two chunks: a line of exactly that many bytes (newline aside) is kept,
+        // one byte more is discarded, however the reads cut it.
+        let edges = Arc::new(EdgeCounters::default());
+        let line_limit = 2 * READ_CHUNK;
+        let new = || Framer::new(PendingBudget { limit: u64::MAX, line_limit, edges: edges.clone() });
+        for extra in [0, 1] {
+            let mut line = vec![b'x'; line_limit - 4 + extra];
+            line.extend_from_slice(b":1|c\nnext:1|c\n");
+            let reads: Vec<&[u8]> = line.chunks(READ_CHUNK - 7).collect();
+            let framed = frame(&mut new(), &reads);
+            let kept = framed.iter().flatten().any(|packet| packet.len() > line_limit);
+            assert_eq!((kept, framed.contains(&None)), (extra == 0, extra == 1), "{extra} over");
+            assert!(framed.iter().flatten().any(|packet| packet.ends_with(b"next:1|c\n")), "the next line is kept");
+        }
+        assert_eq!(edges.stream_pending_bytes.get(), 0);
+    }
+
+    #[test]
     fn partial_lines_share_one_budget() {
         let edges = Arc::new(EdgeCounters::default());
-        let budget = PendingBudget { limit: 10, edges: edges.clone() };
+        let budget = PendingBudget { limit: 10, line_limit: MAX_LINE_BYTES, edges: edges.clone() };
         let (mut first, mut second) = (Framer::new(budget.clone()), Framer::new(budget));
         let mut framed = Vec::new();
         first.chunk()[..6].copy_from_slice(b"aaaaaa");

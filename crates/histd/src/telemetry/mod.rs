@@ -65,6 +65,8 @@ pub struct EdgeCounters {
     pub refused_http_connections: Counter,
     /// Management connections closed at once because as many as allowed were open.
     pub refused_management_connections: Counter,
+    /// Management command lines longer than `mgmtMaxLineBytes`, answered `ERROR` unread.
+    pub refused_management_lines: Counter,
     /// Statsd stream connections closed at once because `maxStreamConnections` were open.
     pub refused_stream_connections: Counter,
     /// HTTP connections closed at once because `httpMaxConnections` were open.
@@ -73,6 +75,9 @@ pub struct EdgeCounters {
     pub idle_closed_connections: Counter,
     /// HTTP connections closed because a request's headers took past `httpHeaderTimeoutMs`.
     pub http_header_timeouts: Counter,
+    /// Store API requests answered 400: a parameter that does not read, or asks past a
+    /// limit (`queryMaxSteps`, `queryMaxSeries`, the fixed bounds on patterns and depth).
+    pub refused_api_requests: Counter,
     /// Datagrams still in a socket buffer when the shutdown drain's time ran out.
     pub shutdown_unread_datagrams: Counter,
     /// Stream connections still sending when the shutdown drain's time ran out (what they sent
@@ -116,14 +121,16 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 17] {
+    pub fn entries(&self) -> [(&'static str, u64); 19] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
+            ("refused_management_lines", self.refused_management_lines.get()),
             ("refused_stream_connections", self.refused_stream_connections.get()),
             ("refused_api_connections", self.refused_api_connections.get()),
             ("idle_closed_connections", self.idle_closed_connections.get()),
             ("http_header_timeouts", self.http_header_timeouts.get()),
+            ("refused_api_requests", self.refused_api_requests.get()),
             ("shutdown_unread_datagrams", self.shutdown_unread_datagrams.get()),
             ("shutdown_cut_connections", self.shutdown_cut_connections.get()),
             ("forward_batches_merged", self.forward_batches_merged.get()),

@@ -396,3 +396,43 @@ fn b7_memory_comes_back_after_a_burst_of_distinct_timers_and_sets() {
     );
     assert!(daemon.terminate());
 }
+
+/// Issue 20 item 3: the bounds that were fixed (a stream line, management connections and
+/// lines, a query's steps and series) are config keys, each reached and counted.
+#[test]
+fn configured_edge_limits_apply_and_are_counted() {
+    let data = temp_dir("edge-limits-data");
+    let daemon = Daemon::start(
+        "edge-limits",
+        &config(&data).replace(
+            "backends:",
+            "maxStreamLineBytes: 65536, mgmtMaxConnections: 2, mgmtMaxLineBytes: 1024, queryMaxSteps: 100, \
+             queryMaxSeries: 50, backends:",
+        ),
+    );
+    // A 70,000-byte stream line is discarded whole; the next line counts.
+    let mut stream = TcpStream::connect(daemon.address("tcp")).unwrap();
+    stream.write_all(&[vec![b'x'; 70_000], b":1|c\nkept:1|c\n".to_vec()].concat()).unwrap();
+    drop(stream);
+    daemon.wait_received(2);
+    assert_eq!(daemon.stat("messages.bad_lines.too_long"), 1.0);
+    // A 2000-byte management line is answered ERROR and counted.
+    let long = format!("{}\n", "y".repeat(2000));
+    assert_eq!(daemon.admin_until(&long, |r| r.ends_with('\n')), "ERROR\n");
+    assert_eq!(daemon.stat("messages.refused_management_lines"), 1.0);
+    // Two management connections are served; a third is closed at once.
+    let mgmt = daemon.address("mgmt");
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&mgmt).unwrap()).collect();
+    wait_until(|| exchange(&mgmt, b"health\n").is_empty(), "a connection past mgmtMaxConnections closed");
+    drop(held);
+    wait_until(|| daemon.stat("messages.refused_management_connections") >= 1.0, "the refusal counted");
+    // 101 steps and 51 series are past the query limits: 400s naming the parameter, counted.
+    let (status, body) = daemon.http_get("/api/v1/query?expr=count(kept)&from=-1010s&step=10s");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("queryMaxSteps"), "{body}");
+    let (status, body) = daemon.http_get("/api/v1/series?limit=51");
+    assert_eq!((status, body.contains("limit")), (400, true), "{body}");
+    assert_eq!(daemon.http_get("/api/v1/query?expr=count(kept)&from=-990s&step=10s").0, 200);
+    assert_eq!(daemon.stat("messages.refused_api_requests"), 2.0);
+    let _ = std::fs::remove_dir_all(&data);
+}
