@@ -459,7 +459,7 @@ impl Aggregator {
             }
             let exact_percentiles = samples.is_complete();
             let totals = totals_of(samples);
-            let distribution = std::mem::take(&mut samples.histogram);
+            let distribution = std::mem::take(&mut samples.histogram).into_histogram();
             let values = match config.keep_mergeable && exact_percentiles {
                 true => std::mem::take(&mut samples.values),
                 false => Vec::new(),
@@ -607,7 +607,7 @@ impl Aggregator {
     pub fn live_histogram(&mut self, key: &str) -> Option<circllhist::Histogram> {
         let samples = self.timers.get_mut(key)?;
         samples.settle();
-        Some(samples.histogram.clone())
+        Some((*samples.histogram).clone())
     }
 
     /// Current counters (this interval so far), sorted.

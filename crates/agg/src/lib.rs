@@ -31,4 +31,6 @@ pub use mergeable::{ForwardedGauge, Mergeable};
 pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
 };
-pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval, TimerSamples};
+pub use table::{
+    apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, LazyHistogram, Table, TakenInterval, TimerSamples,
+};

@@ -211,7 +211,7 @@ fn typos_get_a_suggestion() {
 
 /// Configs that set every documented key between them (`servers` and the top-level listener
 /// keys are each read only when the other form is absent, an address only without a socket).
-const EVERY_KEY: [&str; 3] = [
+const EVERY_KEY: [&str; 5] = [
     "{ servers: [ { server: './servers/udp', address: '127.0.0.1', port: 0, recvBufferSize: 4096 }, \
                   { server: 'tcp', address_ipv6: true }, { server: 'udp', socket: '/tmp/s', socket_mod: '0660' } ], \
        mgmt_address: '127.0.0.1', mgmt_port: 0, backends: ['graphite', 'console', 'repeater', 'store'], \
@@ -238,6 +238,16 @@ const EVERY_KEY: [&str; 3] = [
                                       headers: { 'X-Scope-OrgID': 'a' }, timeoutMs: 1000, retryBufferBytes: 1048576 } ] } }",
     "{ server: 'udp', address: '127.0.0.1', port: 0, address_ipv6: false, recvBufferSize: 4096 }",
     "{ server: 'tcp', socket: '/tmp/s', socket_mod: 438, graphiteProtocol: 'pickle', graphitePicklePort: 2004 }",
+    "{ backends: ['otlp', 'file', 'circonus'], maxStreamLineBytes: 65536, mgmtMaxConnections: 4, mgmtMaxLineBytes: 4096, \
+       queryMaxSteps: 500, queryMaxSeries: 500, \
+       otlp: { endpoint: 'http://127.0.0.1:4318', histograms: 'explicit', scale: 3, temporality: 'cumulative', \
+               headers: { a: 'b' }, resource: { 'service.name': 'x' }, compression: 'none', timeoutMs: 1000, \
+               retryBufferBytes: 1048576, maxRequestBytes: 65536 }, \
+       file: { name: '/tmp/f.log', format: 'jsonl', maxBytes: 0, keep: 2 }, \
+       circonus: { url: 'http://127.0.0.1:8112/raw', format: 'irondb', checkUuid: '1b988fd7-d1e1-48ec-848e-55709511d43f', \
+                   accountId: 2, checkBundleId: 3, target: 't', module: 'm', headers: { a: 'b' }, timeoutMs: 1000, \
+                   retryBufferBytes: 1048576, maxRequestBytes: 65536 } }",
+    "{ circonus: { url: 'http://127.0.0.1:43191/module/httptrap/x/y', format: 'httptrap' } }",
 ];
 
 #[test]
