@@ -128,6 +128,24 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A whole number of at least `least`, `default` when absent.
+    pub fn whole(&self, key: &str, default: u64, least: u64) -> Result<u64, ConfigError> {
+        match self.number(key)? {
+            None => Ok(default),
+            Some(n) if n.fract() == 0.0 && n >= least as f64 && n < 1e18 => Ok(n as u64),
+            Some(n) => Err(self.error(key, format!("expected a whole number of at least {least}, got {n}"))),
+        }
+    }
+
+    /// Milliseconds from 1 to a day, `default` when absent.
+    pub fn milliseconds(&self, key: &str, default: std::time::Duration) -> Result<std::time::Duration, ConfigError> {
+        match self.number(key)? {
+            None => Ok(default),
+            Some(ms) if (1.0..=86_400_000.0).contains(&ms) => Ok(std::time::Duration::from_millis(ms as u64)),
+            Some(ms) => Err(self.error(key, format!("expected milliseconds from 1 to 86400000, got {ms}"))),
+        }
+    }
+
     /// A TCP/UDP port number.
     pub fn port(&self, key: &str, default: u16) -> Result<u16, ConfigError> {
         match self.number(key)? {

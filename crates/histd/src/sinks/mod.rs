@@ -42,3 +42,18 @@ pub struct SinkHandle {
     /// Ends after its queue closes and it has delivered what it could.
     pub task: JoinHandle<()>,
 }
+
+/// Flushes of one aggregator with `config`, one packet each, 10 s apart from `first_ms`: the
+/// snapshots the sinks' encoder tests read back.
+#[cfg(test)]
+pub(crate) fn test_flushes(packets: &[&str], first_ms: u64, config: agg::AggConfig) -> Vec<Snapshot> {
+    let mut aggregator = agg::Aggregator::new(config.clone());
+    let mut flushes = Vec::new();
+    for (index, packet) in packets.iter().enumerate() {
+        let mut table = agg::Table::new(config.key_name_sanitize, config.timer_sample_limit);
+        table.insert_packet(1, packet.as_bytes());
+        aggregator.absorb(table);
+        flushes.push(aggregator.flush(first_ms + index as u64 * 10_000));
+    }
+    flushes
+}

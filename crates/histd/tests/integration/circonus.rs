@@ -5,25 +5,20 @@
 //! negative values the port orders bins wrongly, ignoring the sign; the bins still match).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::harness::{wait_until, Daemon, HttpCapture};
+use crate::harness::{prepared_tool, wait_until, Daemon, HttpCapture};
 
 /// The Go reference's decoder: `HISTD_CIRCLLHIST_DECODE`, else where `scripts/test` builds it.
 fn decoder() -> PathBuf {
-    if let Some(path) = std::env::var_os("HISTD_CIRCLLHIST_DECODE") {
-        return PathBuf::from(path);
-    }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/bin/circllhist-decode");
-    assert!(
-        built.exists(),
-        "{} is missing: scripts/test builds it (go build in crates/histd/tests/circllhist_go)",
-        built.display()
-    );
-    built
+    prepared_tool(
+        "HISTD_CIRCLLHIST_DECODE",
+        "target/tools/bin/circllhist-decode",
+        "go build in crates/histd/tests/circllhist_go",
+    )
 }
 
 /// The Go library's answer for each `(histogram as sent, values recorded)`.

@@ -619,3 +619,15 @@ fn capture(stream: TcpStream, kept: &Mutex<Vec<Captured>>) {
         writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
     }
 }
+
+/// A tool `scripts/test` prepares: the path in the environment variable `env` when set, else
+/// `relative` to the workspace root (`target/tools/...`); a missing one fails the test saying
+/// how `scripts/test` makes it.
+pub fn prepared_tool(env: &str, relative: &str, how: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return PathBuf::from(path);
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative);
+    assert!(path.exists(), "{} is missing: scripts/test makes it ({how})", path.display());
+    path
+}

@@ -10,21 +10,16 @@ use std::process::{Child, Command, Stdio};
 use circllhist::{Bucket, Histogram};
 use serde_json::Value;
 
-use crate::harness::{free_port, temp_dir, wait_until, Daemon};
+use crate::harness::{free_port, prepared_tool, temp_dir, wait_until, Daemon};
 
 /// The Python with `opentelemetry-proto`: `HISTD_OTLP_PYTHON`, else the venv `scripts/test`
 /// makes in `target/tools/otlp-venv`.
 fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("HISTD_OTLP_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/otlp-venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: scripts/test makes it (python3 -m venv + pip install opentelemetry-proto)",
-        venv.display()
-    );
-    venv
+    prepared_tool(
+        "HISTD_OTLP_PYTHON",
+        "target/tools/otlp-venv/bin/python",
+        "python3 -m venv + pip install opentelemetry-proto",
+    )
 }
 
 /// The receiver script, on its own port, writing a JSON line per request; killed on drop.

@@ -84,15 +84,9 @@ pub fn circonus(top: &Reader<'_>, required: bool) -> Result<Option<CirconusConfi
         url_text,
         format,
         headers: string_object(&section, "headers")?,
-        timeout: match section.number("timeoutMs")? {
-            None => Duration::from_secs(10),
-            Some(ms) if (1.0..=3_600_000.0).contains(&ms) => Duration::from_millis(ms as u64),
-            Some(ms) => {
-                return Err(section.error("timeoutMs", format!("expected milliseconds from 1 to 3600000, got {ms}")))
-            }
-        },
-        retry_buffer_bytes: whole(&section, "retryBufferBytes", DEFAULT_RETRY_BUFFER_BYTES, 1024)?,
-        max_request_bytes: whole(&section, "maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES as u64, 4096)? as usize,
+        timeout: section.milliseconds("timeoutMs", Duration::from_secs(10))?,
+        retry_buffer_bytes: section.whole("retryBufferBytes", DEFAULT_RETRY_BUFFER_BYTES, 1024)?,
+        max_request_bytes: section.whole("maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES as u64, 4096)? as usize,
     }))
 }
 
@@ -109,7 +103,7 @@ fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
     if !is_uuid {
         return Err(section.error("checkUuid", format!("'{uuid}' is not a UUID (8-4-4-4-12 hex digits)")));
     }
-    let id = |key: &str| -> Result<u64, ConfigError> { whole(section, key, 1, 1) };
+    let id = |key: &str| -> Result<u64, ConfigError> { section.whole(key, 1, 1) };
     let (account, bundle) = (id("accountId")?, id("checkBundleId")?);
     let target = section.string("target")?.unwrap_or_else(crate::sinks::forward::config::host_name);
     let module = section.string("module")?.unwrap_or_else(|| "histd".to_string());
@@ -119,15 +113,6 @@ fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
         }
     }
     Ok(format!("{target}`{module}`c_{account}_{bundle}::{module}`{uuid}"))
-}
-
-/// A whole number of at least `least`, `default` when absent.
-fn whole(section: &Reader<'_>, key: &str, default: u64, least: u64) -> Result<u64, ConfigError> {
-    match section.number(key)? {
-        None => Ok(default),
-        Some(n) if n.fract() == 0.0 && n >= least as f64 && n < 1e18 => Ok(n as u64),
-        Some(n) => Err(section.error(key, format!("expected a whole number of at least {least}, got {n}"))),
-    }
 }
 
 #[cfg(test)]

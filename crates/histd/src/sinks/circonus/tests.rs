@@ -8,12 +8,7 @@ use super::config::CirconusFormat;
 use super::encode::{circonus_name, encode};
 
 fn snapshot(packet: &str) -> Snapshot {
-    let config = AggConfig::default();
-    let mut aggregator = Aggregator::new(config.clone());
-    let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
-    table.insert_packet(1, packet.as_bytes());
-    aggregator.absorb(table);
-    aggregator.flush(1_700_000_000_250)
+    crate::sinks::test_flushes(&[packet], 1_700_000_000_250, AggConfig::default()).remove(0)
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use agg::{AggConfig, Aggregator, Snapshot, Table};
+use agg::{AggConfig, Snapshot};
 use circllhist::Histogram;
 
 use super::config::{FileConfig, FileFormat};
@@ -17,11 +17,7 @@ use crate::sinks::{DropReason, EtsyStatus, SinkTelemetry};
 /// with the file backend).
 fn snapshot(packet: &str) -> Snapshot {
     let config = AggConfig { keep_mergeable: true, ..AggConfig::default() };
-    let mut aggregator = Aggregator::new(config.clone());
-    let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
-    table.insert_packet(1, packet.as_bytes());
-    aggregator.absorb(table);
-    aggregator.flush(1_700_000_000_000)
+    crate::sinks::test_flushes(&[packet], 1_700_000_000_000, config).remove(0)
 }
 
 const PACKET: &str =

@@ -131,17 +131,17 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
     Ok(ForwardConfig {
         nodes,
         source,
-        check_interval: milliseconds(&section, "checkInterval", defaults.check_interval)?,
-        timeout: milliseconds(&section, "timeoutMs", defaults.timeout)?,
-        redirect_after: milliseconds(&section, "redirectAfterMs", defaults.redirect_after)?,
+        check_interval: section.milliseconds("checkInterval", defaults.check_interval)?,
+        timeout: section.milliseconds("timeoutMs", defaults.timeout)?,
+        redirect_after: section.milliseconds("redirectAfterMs", defaults.redirect_after)?,
         spool_dir: section.string("spoolDir")?.map(PathBuf::from),
-        spool_bytes: whole(&section, "spoolBytes", defaults.spool_bytes, 1024)?,
-        set_members_limit: whole(&section, "setMembersLimit", defaults.set_members_limit as u64, 0)? as usize,
+        spool_bytes: section.whole("spoolBytes", defaults.spool_bytes, 1024)?,
+        set_members_limit: section.whole("setMembersLimit", defaults.set_members_limit as u64, 0)? as usize,
         raw_values_limit: match section.raw("rawValuesLimit") {
             None => None,
-            Some(_) => Some(whole(&section, "rawValuesLimit", 0, 0)? as usize),
+            Some(_) => Some(section.whole("rawValuesLimit", 0, 0)? as usize),
         },
-        max_batch_bytes: whole(&section, "maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
+        max_batch_bytes: section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
     })
 }
 
@@ -202,26 +202,8 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
     Ok(GlobalConfig {
         accept: section.bool("accept", defaults.accept)?,
         tag_source,
-        dedup_batches: whole(&section, "dedupBatches", defaults.dedup_batches as u64, 1)? as usize,
-        max_batch_bytes: whole(&section, "maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize,
+        dedup_batches: section.whole("dedupBatches", defaults.dedup_batches as u64, 1)? as usize,
+        max_batch_bytes: section.whole("maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize,
         journal_dir: section.string("journalDir")?.map(PathBuf::from),
     })
-}
-
-/// A whole number of at least `least`, `default` when absent.
-fn whole(section: &Reader<'_>, key: &str, default: u64, least: u64) -> Result<u64, ConfigError> {
-    match section.number(key)? {
-        None => Ok(default),
-        Some(n) if n.fract() == 0.0 && n >= least as f64 && n < 1e18 => Ok(n as u64),
-        Some(n) => Err(section.error(key, format!("expected a whole number of at least {least}, got {n}"))),
-    }
-}
-
-/// Milliseconds, at least 1.
-fn milliseconds(section: &Reader<'_>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
-    match section.number(key)? {
-        None => Ok(default),
-        Some(ms) if (1.0..=86_400_000.0).contains(&ms) => Ok(Duration::from_millis(ms as u64)),
-        Some(ms) => Err(section.error(key, format!("expected milliseconds from 1 to 86400000, got {ms}"))),
-    }
 }

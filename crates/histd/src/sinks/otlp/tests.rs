@@ -4,7 +4,7 @@
 
 use std::io::Read as _;
 
-use agg::{AggConfig, Aggregator, Snapshot, Table};
+use agg::{AggConfig, Snapshot};
 use circllhist::{Bucket, Histogram};
 
 use super::config::{OtlpConfig, OtlpHistograms, Temporality};
@@ -17,16 +17,7 @@ use crate::sinks::prometheus::native::Native;
 
 /// Flushes of one aggregator, one packet each, 10 s apart from t = 1000 s.
 fn snapshots(packets: &[&str]) -> Vec<Snapshot> {
-    let config = AggConfig::default();
-    let mut aggregator = Aggregator::new(config.clone());
-    let mut flushes = Vec::new();
-    for (index, packet) in packets.iter().enumerate() {
-        let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
-        table.insert_packet(1, packet.as_bytes());
-        aggregator.absorb(table);
-        flushes.push(aggregator.flush(1_000_000 + index as u64 * 10_000));
-    }
-    flushes
+    crate::sinks::test_flushes(packets, 1_000_000, AggConfig::default())
 }
 
 fn histogram_of(values: &[f64]) -> Histogram {

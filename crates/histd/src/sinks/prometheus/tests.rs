@@ -2,7 +2,7 @@
 //! and decoded by a protobuf reader written here from the `prompb` schema; `/metrics` text is
 //! parsed line by line.
 
-use agg::{AggConfig, Aggregator, Snapshot, Table};
+use agg::{AggConfig, Snapshot};
 
 use super::config::{HistogramMode, DEFAULT_BUCKETS};
 use super::encode::{encode, Flush, SERIES_PER_REQUEST, STALE_NAN};
@@ -13,16 +13,7 @@ use super::state::Registry;
 
 /// Flushes of one aggregator, one packet each, 10 s apart from t = 1000 s.
 fn snapshots(packets: &[&str]) -> Vec<Snapshot> {
-    let config = AggConfig::default();
-    let mut aggregator = Aggregator::new(config.clone());
-    let mut flushes = Vec::new();
-    for (index, packet) in packets.iter().enumerate() {
-        let mut table = Table::new(config.key_name_sanitize, config.timer_sample_limit);
-        table.insert_packet(1, packet.as_bytes());
-        aggregator.absorb(table);
-        flushes.push(aggregator.flush(1_000_000 + index as u64 * 10_000));
-    }
-    flushes
+    crate::sinks::test_flushes(packets, 1_000_000, AggConfig::default())
 }
 
 fn registry(packets: &[&str]) -> Registry {
