@@ -29,10 +29,13 @@
   flushInterval: 10000,
 
   // Where flushes go: the embedded store (web page, query API). Add "graphite" with
-  // graphiteHost, "prometheus" (scrape /metrics, remote write) or "forward" as needed.
+  // graphiteHost, "prometheus" (scrape /metrics, remote write), "otlp" (an OpenTelemetry
+  // collector), "circonus" (HTTPTrap or IRONdb), "file" or "forward" as needed.
   backends: ["store"],
   // graphiteHost: "127.0.0.1",
   // graphitePort: 2003,
+  // otlp: { endpoint: "http://127.0.0.1:4318/v1/metrics", histograms: "exponential" },
+  // file: { name: "/var/log/histd/flush.log", format: "jsonl" },
 
   // Timer percentiles; every timer also keeps its whole histogram in the store.
   percentThreshold: [90, 99],
