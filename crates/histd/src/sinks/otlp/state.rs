@@ -26,7 +26,8 @@ pub struct HistogramValues {
     pub min: f64,
     /// The largest value.
     pub max: f64,
-    /// The circllhist bins (explicit mode).
+    /// The circllhist bins (explicit mode; empty in exponential mode, which needs only
+    /// `native`).
     pub histogram: Histogram,
     /// The re-binned buckets (exponential mode).
     pub native: Option<Native>,
@@ -35,15 +36,18 @@ pub struct HistogramValues {
 impl HistogramValues {
     /// One interval of `timer`, its buckets laid out for `mode` at `scale`.
     pub fn of_interval(timer: &TimerPoint, mode: OtlpHistograms, scale: i32) -> HistogramValues {
-        let histogram = timer.distribution.clone();
-        let count = histogram.count().saturating_sub(histogram.nan_count());
+        let distribution = &timer.distribution;
+        let count = distribution.count().saturating_sub(distribution.nan_count());
         let totals = &timer.totals;
         let weight = if totals.received > 0 { totals.count / totals.received as f64 } else { 1.0 };
-        let native = (mode == OtlpHistograms::Exponential).then(|| {
-            let mut native = Native::new(scale);
-            native.add(&histogram);
-            native
-        });
+        let (histogram, native) = match mode {
+            OtlpHistograms::Explicit => (distribution.clone(), None),
+            OtlpHistograms::Exponential => {
+                let mut native = Native::new(scale);
+                native.add(distribution);
+                (Histogram::new(), Some(native))
+            }
+        };
         HistogramValues { count, sum: totals.sum * weight, min: totals.min, max: totals.max, histogram, native }
     }
 
