@@ -45,10 +45,16 @@ pub mod api {
 pub mod prometheus {
     pub use crate::sinks::prometheus::{config, encode, exposition, mapping, samples, state};
 }
-/// What the otlp backend reads from a receiver (for the fuzz target).
+/// The otlp backend's parts without the daemon: what it reads from a receiver (for the fuzz
+/// target) and its encoder (for benchmarks).
 pub mod otlp {
     pub use crate::sinks::http_client::Answer;
-    pub use crate::sinks::otlp::{judge, partial_success};
+    pub use crate::sinks::otlp::{config, encode, judge, partial_success, state};
+}
+/// The circonus and file backends' encoders, for benchmarks.
+pub mod exports {
+    pub use crate::sinks::circonus::{config as circonus_config, encode as circonus};
+    pub use crate::sinks::file::{config as file_config, encode as file};
 }
 /// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
