@@ -56,7 +56,8 @@ impl Native {
             } else {
                 let low = bucket.edge().abs();
                 let side = if bucket.val() > 0 { &mut self.positive } else { &mut self.negative };
-                spread(side, self.schema, low, bucket.width(), count);
+                let schema = self.schema;
+                with_edges(schema, bucket, |edges| spread(side, edges, low, bucket.width(), count));
             }
         }
     }
@@ -79,18 +80,50 @@ impl Native {
     }
 }
 
-/// Counts `n` samples at `low + width·(k + ½)/n` into the buckets they fall in.
-fn spread(side: &mut BTreeMap<i32, u64>, schema: i32, low: f64, width: f64, n: u64) {
+/// The buckets that overlap a bin `[low, low + width]` (magnitudes): each index with its upper
+/// edge, from the bucket of `low` to the bucket of `low + width`.
+type Edges = [(i32, f64)];
+
+/// Bins' overlapping buckets, computed once per schema and bin on each thread: spreading a bin
+/// then needs no logarithm or power (a flush of 10k timers re-bins about a million bins).
+/// Bounded: past [`EDGE_CACHE_BINS`] entries the cache starts over.
+fn with_edges<T>(schema: i32, bucket: circllhist::Bucket, use_edges: impl FnOnce(&Edges) -> T) -> T {
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<(i32, u16), Box<Edges>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= EDGE_CACHE_BINS {
+            cache.clear();
+        }
+        let edges = cache.entry((schema, bucket.key())).or_insert_with(|| {
+            let low = bucket.edge().abs();
+            let (first, last) = (Native::index_of(schema, low), Native::index_of(schema, low + bucket.width()));
+            (first..=last).map(|index| (index, Native::upper_edge(schema, index))).collect()
+        });
+        use_edges(edges)
+    })
+}
+
+/// The most (schema, bin) pairs [`with_edges`] keeps per thread (~2 MB).
+const EDGE_CACHE_BINS: usize = 65_536;
+
+/// Counts `n` samples at `low + width·(k + ½)/n` into the buckets they fall in; `edges` are the
+/// buckets overlapping the bin ([`with_edges`]).
+fn spread(side: &mut BTreeMap<i32, u64>, edges: &Edges, low: f64, width: f64, n: u64) {
     // Samples at or below `edge`.
     let at_or_below = |edge: f64| -> u64 {
         let k = ((edge - low) * n as f64 / width - 0.5).floor();
         (k + 1.0).clamp(0.0, n as f64) as u64
     };
-    let first = Native::index_of(schema, low + width * 0.5 / n as f64);
-    let last = Native::index_of(schema, low + width * (n as f64 - 0.5) / n as f64);
+    // The bucket of a position in the bin: the first whose upper edge is at or above it.
+    let bucket_of = |x: f64| edges.iter().position(|&(_, edge)| edge >= x).unwrap_or(edges.len() - 1);
+    let first = bucket_of(low + width * 0.5 / n as f64);
+    let last = bucket_of(low + width * (n as f64 - 0.5) / n as f64);
     let mut below = 0;
-    for index in first..=last {
-        let upto = if index == last { n } else { at_or_below(Native::upper_edge(schema, index)) };
+    for &(index, edge) in &edges[first..=last] {
+        let upto = if index == edges[last].0 { n } else { at_or_below(edge) };
         if upto > below {
             *side.entry(index).or_insert(0) += upto - below;
             below = upto;
@@ -143,6 +176,44 @@ mod tests {
     fn bin_range(value: f64) -> (f64, f64) {
         let bucket = Bucket::of_f64(value);
         (bucket.left(), bucket.left() + bucket.width())
+    }
+
+    /// The spread of the module's definition, with the index of every position computed
+    /// (what the cache of edges must give).
+    fn spread_uncached(side: &mut BTreeMap<i32, u64>, schema: i32, low: f64, width: f64, n: u64) {
+        let at_or_below = |edge: f64| -> u64 {
+            let k = ((edge - low) * n as f64 / width - 0.5).floor();
+            (k + 1.0).clamp(0.0, n as f64) as u64
+        };
+        let first = Native::index_of(schema, low + width * 0.5 / n as f64);
+        let last = Native::index_of(schema, low + width * (n as f64 - 0.5) / n as f64);
+        let mut below = 0;
+        for index in first..=last {
+            let upto = if index == last { n } else { at_or_below(Native::upper_edge(schema, index)) };
+            if upto > below {
+                *side.entry(index).or_insert(0) += upto - below;
+                below = upto;
+            }
+        }
+    }
+
+    #[test]
+    fn cached_edges_spread_as_the_definition_does() {
+        for schema in [-4, 0, 3, 5, 8] {
+            let bins = (-128i16..=127)
+                .step_by(5)
+                .flat_map(|exp| [10i8, 11, 37, 99, -10, -42, -99].map(move |val| (val, exp as i8)));
+            for (val, exp) in bins {
+                let bucket = Bucket::new(val, exp).unwrap();
+                let (low, width) = (bucket.edge().abs(), bucket.width());
+                for n in [1, 2, 7, 100, 12_345] {
+                    let (mut cached, mut direct) = (BTreeMap::new(), BTreeMap::new());
+                    with_edges(schema, bucket, |edges| spread(&mut cached, edges, low, width, n));
+                    spread_uncached(&mut direct, schema, low, width, n);
+                    assert_eq!(cached, direct, "schema {schema} bin {:?} n {n}", (bucket.val(), bucket.exp()));
+                }
+            }
+        }
     }
 
     #[test]
