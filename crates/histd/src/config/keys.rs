@@ -132,6 +132,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["otlp.histograms"], "`exponential`", "timers and `h`/`d` as `exponential` histograms (re-binned at `otlp.scale`, exact count, sum, min, max) or `explicit` histograms whose bounds are each point's populated circllhist edges (every bin whole)"),
     histd(&["otlp.scale"], "5", "the exponential histograms' scale, -4 to 8: buckets `2^(2^-scale)` wide (5: 2.2%); README has the measured quantile error per scale"),
     histd(&["otlp.temporality"], "`delta`", "`delta`: each point holds its flush interval; `cumulative`: counters and histograms hold running totals since the series began (a series deleted as idle starts over)"),
+    histd(&["otlp.monotonicCounters"], "true", "counters are sent as monotonic Sums; `false` sends them as non-monotonic Sums (an UpDownCounter), for counters that are also decremented (`-1|c`), which a monotonic Sum must not carry"),
     histd(&["otlp.headers"], "none", "added to every request (`Authorization`, an API key)"),
     histd(&["otlp.resource"], "`service.name: histd`, `host.name`: the host name", "the resource's attributes, added to or replacing those two"),
     histd(&["otlp.compression"], "`gzip`", "`gzip` or `none`"),

@@ -241,7 +241,7 @@ const EVERY_KEY: [&str; 5] = [
     "{ backends: ['otlp', 'file', 'circonus'], maxStreamLineBytes: 65536, mgmtMaxConnections: 4, mgmtMaxLineBytes: 4096, \
        queryMaxSteps: 500, queryMaxSeries: 500, \
        otlp: { endpoint: 'http://127.0.0.1:4318', histograms: 'explicit', scale: 3, temporality: 'cumulative', \
-               headers: { a: 'b' }, resource: { 'service.name': 'x' }, compression: 'none', timeoutMs: 1000, \
+               headers: { a: 'b' }, resource: { 'service.name': 'x' }, compression: 'none', monotonicCounters: false, timeoutMs: 1000, \
                retryBufferBytes: 1048576, maxRequestBytes: 65536 }, \
        file: { name: '/tmp/f.log', format: 'jsonl', maxBytes: 0, keep: 2 }, \
        circonus: { url: 'http://127.0.0.1:8112/raw', format: 'irondb', checkUuid: '1b988fd7-d1e1-48ec-848e-55709511d43f', \

@@ -59,6 +59,9 @@ pub struct OtlpConfig {
     pub resource: Vec<(String, String)>,
     /// `otlp.compression` (`gzip`): `gzip` or `none`.
     pub gzip: bool,
+    /// `otlp.monotonicCounters` (true): counters are monotonic Sums; false for counters that
+    /// are also decremented (`-1|c`), which a monotonic Sum must not carry.
+    pub monotonic_counters: bool,
     /// `otlp.timeoutMs` (10000): one request's deadline.
     pub timeout: Duration,
     /// `otlp.retryBufferBytes` (64 MiB): requests held while the receiver fails; past it the
@@ -79,6 +82,7 @@ impl Default for OtlpConfig {
             headers: Vec::new(),
             resource: default_resource(),
             gzip: true,
+            monotonic_counters: true,
             timeout: Duration::from_secs(10),
             retry_buffer_bytes: DEFAULT_RETRY_BUFFER_BYTES,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
@@ -104,6 +108,7 @@ impl OtlpConfig {
             "headers": self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "resource": self.resource.iter().map(|(k, v)| (k.clone(), Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
             "compression": if self.gzip { "gzip" } else { "none" },
+            "monotonicCounters": self.monotonic_counters,
             "timeoutMs": self.timeout.as_millis() as u64,
             "retryBufferBytes": self.retry_buffer_bytes,
             "maxRequestBytes": self.max_request_bytes,
@@ -156,6 +161,7 @@ pub fn otlp(top: &Reader<'_>) -> Result<OtlpConfig, ConfigError> {
         headers: string_object(&section, "headers")?,
         resource,
         gzip,
+        monotonic_counters: section.bool("monotonicCounters", defaults.monotonic_counters)?,
         timeout: section.milliseconds("timeoutMs", defaults.timeout)?,
         retry_buffer_bytes: section.whole("retryBufferBytes", defaults.retry_buffer_bytes, 1024)?,
         max_request_bytes: section.whole("maxRequestBytes", defaults.max_request_bytes as u64, 4096)? as usize,

@@ -55,6 +55,7 @@ pub struct Encoder {
     scale: i32,
     temporality: Temporality,
     gzip: bool,
+    monotonic_counters: bool,
     max_request_bytes: usize,
 }
 
@@ -95,6 +96,7 @@ impl Encoder {
             scale: config.scale,
             temporality: config.temporality,
             gzip: config.gzip,
+            monotonic_counters: config.monotonic_counters,
             max_request_bytes: config.max_request_bytes,
         }
     }
@@ -161,7 +163,9 @@ impl Encoder {
             Kind::Gauge => 0x2a,
             Kind::Sum => {
                 wire::uint(&mut data, 0x10, temporality);
-                wire::uint(&mut data, 0x18, 1);
+                if self.monotonic_counters {
+                    wire::uint(&mut data, 0x18, 1);
+                }
                 0x3a
             }
             Kind::Histogram => {

@@ -135,6 +135,10 @@ fn every_type_becomes_its_otlp_metric_with_tags_as_attributes() {
     // hits: one Sum, delta (1), monotonic, two points: 3 and 2 with route=-a (keyNameSanitize).
     let sum = &metrics[0].data;
     assert_eq!((one(sum, 2), one(sum, 3)), (Field::Varint(1), Field::Varint(1)));
+    // With monotonicCounters off the Sum says nothing of monotonicity (false).
+    let config = OtlpConfig { monotonic_counters: false, ..config.clone() };
+    let (_, plain) = decode(&Encoder::new(&config).encode(flush, &mut Running::default())[0].body, true);
+    assert!(all(&plain.iter().find(|m| m.name == "hits").unwrap().data, 3).is_empty());
     let points: Vec<NumberPoint> = all(sum, 1)
         .into_iter()
         .map(|point| {
