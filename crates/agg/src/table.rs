@@ -315,7 +315,9 @@ impl TimerSamples {
         self.sum_squares += other.sum_squares;
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
-        self.histogram.merge(&other.histogram);
+        if !other.histogram.is_empty() {
+            self.histogram.merge(&other.histogram); // allocates ours only when there is something to add
+        }
         self.milliseconds |= other.milliseconds;
         self.weight_carry += other.weight_carry;
     }

@@ -25,11 +25,10 @@ impl Outcome {
     /// How the plain rules read an answer: 2xx delivered, 5xx and 429 retried, any other
     /// status refused.
     pub fn of(answer: &Answer) -> Outcome {
-        let text = String::from_utf8_lossy(&answer.body).chars().take(300).collect::<String>();
         match answer.status {
             200..=299 => Outcome::Delivered,
-            429 | 500..=599 => Outcome::Retry(format!("HTTP {}: {}", answer.status, text.trim())),
-            _ => Outcome::Rejected(format!("HTTP {}: {}", answer.status, text.trim())),
+            429 | 500..=599 => Outcome::Retry(answer.summary()),
+            _ => Outcome::Rejected(answer.summary()),
         }
     }
 }
@@ -138,31 +137,27 @@ impl Client {
     /// or why there was none (refused, reset, timed out).
     pub async fn send(&mut self, method: Method, body: Bytes) -> Result<Answer, String> {
         let path = self.url.path.clone();
-        match tokio::time::timeout(self.timeout, self.try_request(method, &path, body)).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(error)) => {
-                self.connection = None;
-                Err(error)
-            }
-            Err(_) => {
-                self.connection = None;
-                Err(format!("no answer within {} ms", self.timeout.as_millis()))
-            }
-        }
+        self.answer(method, &path, body).await
     }
 
     async fn request(&mut self, method: Method, path: &str, body: Bytes) -> Outcome {
-        match tokio::time::timeout(self.timeout, self.try_request(method, path, body)).await {
-            Ok(Ok(answer)) => Outcome::of(&answer),
-            Ok(Err(error)) => {
-                self.connection = None;
-                Outcome::Retry(error)
-            }
-            Err(_) => {
-                self.connection = None;
-                Outcome::Retry(format!("no answer within {} ms", self.timeout.as_millis()))
-            }
+        match self.answer(method, path, body).await {
+            Ok(answer) => Outcome::of(&answer),
+            Err(reason) => Outcome::Retry(reason),
         }
+    }
+
+    /// One request within the timeout; a connection that failed or timed out is dropped (the
+    /// next request connects again).
+    async fn answer(&mut self, method: Method, path: &str, body: Bytes) -> Result<Answer, String> {
+        let answered = tokio::time::timeout(self.timeout, self.try_request(method, path, body)).await;
+        let failure = match answered {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(error)) => error,
+            Err(_) => format!("no answer within {} ms", self.timeout.as_millis()),
+        };
+        self.connection = None;
+        Err(failure)
     }
 
     async fn try_request(&mut self, method: Method, path: &str, body: Bytes) -> Result<Answer, String> {

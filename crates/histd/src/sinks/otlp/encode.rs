@@ -146,19 +146,19 @@ impl Encoder {
         drop(flush);
         let mut requests = Requests::new(self);
         for ((kind, name), points) in metrics {
-            requests.add(&self.metric(kind, name, &points), points.count);
+            let count = points.count;
+            requests.add(&self.metric(kind, name, points), count);
         }
         requests.finish()
     }
 
     /// A `Metric` field (tagged for `ScopeMetrics.metrics`) holding `points`.
-    fn metric(&self, kind: Kind, name: &str, points: &Points) -> Vec<u8> {
+    fn metric(&self, kind: Kind, name: &str, points: Points) -> Vec<u8> {
         let temporality = match self.temporality {
             Temporality::Delta => DELTA,
             Temporality::Cumulative => CUMULATIVE,
         };
-        let mut data = Vec::with_capacity(points.bytes.len() + 8);
-        data.extend_from_slice(&points.bytes);
+        let mut data = points.bytes;
         let data_tag = match kind {
             Kind::Gauge => 0x2a,
             Kind::Sum => {

@@ -59,14 +59,7 @@ impl HistogramValues {
         self.max = self.max.max(later.max);
         self.histogram.merge(&later.histogram);
         if let (Some(native), Some(more)) = (&mut self.native, &later.native) {
-            native.zero_count += more.zero_count;
-            native.nan_count += more.nan_count;
-            for (&index, &count) in &more.positive {
-                *native.positive.entry(index).or_insert(0) += count;
-            }
-            for (&index, &count) in &more.negative {
-                *native.negative.entry(index).or_insert(0) += count;
-            }
+            native.merge(more);
         }
     }
 }

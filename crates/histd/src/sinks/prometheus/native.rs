@@ -62,6 +62,19 @@ impl Native {
         }
     }
 
+    /// Adds the counts of `other` (at the same schema) bucket by bucket: what a later
+    /// interval re-binned on its own adds to running counts.
+    pub fn merge(&mut self, other: &Native) {
+        debug_assert_eq!(self.schema, other.schema);
+        self.zero_count += other.zero_count;
+        self.nan_count += other.nan_count;
+        for (side, more) in [(&mut self.positive, &other.positive), (&mut self.negative, &other.negative)] {
+            for (&index, &count) in more {
+                *side.entry(index).or_insert(0) += count;
+            }
+        }
+    }
+
     /// The upper edge of bucket `index`.
     pub fn upper_edge(schema: i32, index: i32) -> f64 {
         (f64::from(index) * (-f64::from(schema)).exp2()).exp2()
