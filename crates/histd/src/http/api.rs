@@ -271,7 +271,7 @@ fn histogram_answer(query: &HashMap<String, String>, store: &store::Store, now: 
     let (name, selector) = selector(query)?;
     let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
     let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
-    params::range(from, to, (to - from).max(1), 1)?;
+    params::range(from, to, (to - from).max(1), 1)?; // one merge over the whole range: one step
     let row = store.merged(&selector, from, to).map_err(internal)?;
     let empty = circllhist::Histogram::new();
     let hist = row.as_ref().and_then(|r| r.hist.as_ref()).unwrap_or(&empty);

@@ -58,42 +58,55 @@ pub fn encode(snapshot: &Snapshot, format: &CirconusFormat, max_request_bytes: u
     requests.finish()
 }
 
+impl Value<'_> {
+    /// The type letter Circonus gives it (`n`, `L`, `h`).
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Number(_) => "n",
+            Value::Count(_) => "L",
+            Value::Histogram(_) => "h",
+        }
+    }
+
+    /// Appends the value as text (a histogram as base64, in quotes when `quoted`).
+    fn write(&self, out: &mut String, quoted: bool) {
+        match self {
+            Value::Number(number) => write_js_number(out, *number),
+            Value::Count(count) => {
+                let _ = write!(out, "{count}");
+            }
+            Value::Histogram(histogram) if quoted => {
+                let _ = write!(out, "\"{}\"", histogram.to_base64());
+            }
+            Value::Histogram(histogram) => out.push_str(&histogram.to_base64()),
+        }
+    }
+}
+
 /// Appends one record: a JSON member (`"name":{...}`) or a TSV line.
 fn write_record(out: &mut String, format: &CirconusFormat, time_ms: u64, key: &str, value: &Value<'_>) {
     let mut name = String::with_capacity(key.len() + 16);
     circonus_name(&mut name, key);
     match format {
         CirconusFormat::HttpTrap => {
-            out.push_str(&serde_json::Value::from(name).to_string());
-            let (kind, text) = match value {
-                Value::Number(number) => ("n", js(*number)),
-                Value::Count(count) => ("L", count.to_string()),
-                Value::Histogram(histogram) => ("h", format!("\"{}\"", histogram.to_base64())),
-            };
-            let _ = write!(out, ":{{\"_type\":\"{kind}\",\"_value\":{text},\"_ts\":{time_ms}}}");
+            let _ = write!(out, "{}:{{\"_type\":\"{}\",\"_value\":", serde_json::Value::from(name), value.kind());
+            value.write(out, true);
+            let _ = write!(out, ",\"_ts\":{time_ms}}}");
         }
         CirconusFormat::Irondb { check } => {
             let stamp = format!("{}.{:03}", time_ms / 1000, time_ms % 1000);
             match value {
-                Value::Number(number) => {
-                    let _ = write!(out, "M\t{stamp}\t{check}\t{name}\tn\t{}", js(*number));
+                Value::Histogram(_) => {
+                    let _ = write!(out, "H1\t{stamp}\t{check}\t{name}\t");
                 }
-                Value::Count(count) => {
-                    let _ = write!(out, "M\t{stamp}\t{check}\t{name}\tL\t{count}");
-                }
-                Value::Histogram(histogram) => {
-                    let _ = write!(out, "H1\t{stamp}\t{check}\t{name}\t{}", histogram.to_base64());
+                _ => {
+                    let _ = write!(out, "M\t{stamp}\t{check}\t{name}\t{}\t", value.kind());
                 }
             }
+            value.write(out, false);
             out.push('\n');
         }
     }
-}
-
-fn js(number: f64) -> String {
-    let mut text = String::new();
-    write_js_number(&mut text, number);
-    text
 }
 
 /// A series key as a Circonus metric name: `name`, then its tags as `|ST[cat:value,...]`.

@@ -276,19 +276,15 @@ fn exponential_buckets(out: &mut Vec<u8>, native: &Native) {
     wire::uint(out, 0x30, wire::zigzag(i64::from(native.schema)));
     wire::fixed64(out, 0x39, native.zero_count);
     for (tag, side) in [(0x42, &native.positive), (0x4a, &native.negative)] {
-        let (Some((&first, _)), Some((&last, _))) = (side.first_key_value(), side.last_key_value()) else { continue };
-        let mut counts = Vec::with_capacity((last - first + 1) as usize);
+        let Some((&first, _)) = side.first_key_value() else { continue };
+        // Dense counts from the first bucket: a zero (one byte) for each empty one between.
+        let mut packed = Vec::with_capacity(side.len() * 2);
         let mut next = first;
         for (&index, &count) in side {
-            while next < index {
-                counts.push(0);
-                next += 1;
-            }
-            counts.push(count);
+            packed.resize(packed.len() + (index - next) as usize, 0);
+            wire::varint(&mut packed, count);
             next = index + 1;
         }
-        let mut packed = Vec::with_capacity(counts.len() * 2);
-        counts.iter().for_each(|&count| wire::varint(&mut packed, count));
         let mut buckets = Vec::with_capacity(packed.len() + 8);
         wire::uint(&mut buckets, 0x08, wire::zigzag(i64::from(first) - 1));
         wire::bytes(&mut buckets, 0x12, &packed);
