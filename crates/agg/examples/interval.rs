@@ -1,5 +1,5 @@
-//! Flush intervals' worth of traffic into one reader's table, timed per line (the take that
-//! ends each interval included): a quick check of the reader's steady state.
+//! Flush intervals' worth of traffic into one reader's table, timed per line (the take, absorb
+//! and flush that end each interval included, each also apart): a quick check of the reader's steady state.
 //! Run: `cargo run --release -p agg --example interval -- NAMES PASSES [LINES_PER_DATAGRAM] [c|ms]`
 use std::time::Instant;
 
@@ -19,16 +19,30 @@ fn main() {
                 .into_bytes()
         })
         .collect();
-    // One reader's table across rounds, taken after each: the daemon's steady state (the first
-    // round also pays for every key's first insert).
+    // One reader's table across rounds, taken after each and absorbed by the flusher's
+    // aggregator, which then flushes: the daemon's steady state on one core (the first round
+    // also pays for every key's first insert).
     let mut table = agg::Table::new(true, 8192);
+    let mut aggregator = agg::Aggregator::new(agg::AggConfig::default());
+    let mut map = agg::ReaderMap::default();
     for round in 0..3 {
         let started = Instant::now();
         for _ in 0..passes {
             packets.iter().for_each(|p| table.insert_packet(1, p));
         }
-        drop(table.take(false));
+        let read = started.elapsed();
+        aggregator.absorb_taken(&mut map, table.take(false));
+        let absorbed = started.elapsed() - read;
+        drop(aggregator.flush(10_000 * (round + 1)));
+        let flushed = started.elapsed() - read - absorbed;
         let lines = (packets.len() * per_datagram * passes) as f64;
-        println!("round {round}: {:.1} ns/line", started.elapsed().as_nanos() as f64 / lines);
+        let per_line = |time: std::time::Duration| time.as_nanos() as f64 / lines;
+        println!(
+            "round {round}: {:.1} ns/line (read {:.1}, take and absorb {:.1}, flush {:.1})",
+            per_line(started.elapsed()),
+            per_line(read),
+            per_line(absorbed),
+            per_line(flushed)
+        );
     }
 }

@@ -133,63 +133,25 @@ impl<V> SeriesMap<V> {
         self.slots.prefetch(hash);
     }
 
-    /// The state in the slot probed first for `hash`, if that slot is prefetched and full:
-    /// likely (not surely) the state of the key with `hash`, to prefetch what it points at.
-    #[inline]
-    pub fn likely_value(&self, hash: u64) -> Option<&V> {
-        self.slots.home_if_large(hash)?.as_ref().map(|(_, value)| value)
-    }
-
     /// The state of `key` (whose hash is `hash`), inserted by `make` if absent; the key is
     /// copied only then.
     #[inline]
     pub fn get_or_insert_with(&mut self, hash: u64, key: &str, make: impl FnOnce() -> V) -> &mut V {
-        let index = self.index_or_insert(hash, key, make);
-        self.at_mut(index).1
-    }
-
-    /// The slot index of `key` (whose hash is `hash`), inserted by `make` if absent. Indexes
-    /// stay valid until the slots grow ([`SeriesMap::slot_count`] changes).
-    #[inline]
-    pub fn index_or_insert(&mut self, hash: u64, key: &str, make: impl FnOnce() -> V) -> usize {
         if (self.len + 1) * 8 > self.slots.len() * 7 {
             self.grow();
         }
-        match self.find(hash, key) {
+        let index = match self.find(hash, key) {
             Ok(found) => found,
             Err(empty) => {
                 self.slots[empty] = Some((CompactString::from(key), make()));
                 self.len += 1;
                 empty
             }
-        }
-    }
-
-    /// The key and state in the full slot `index` (from [`SeriesMap::index_or_insert`]).
-    #[inline]
-    pub fn at_mut(&mut self, index: usize) -> (&CompactString, &mut V) {
+        };
         match &mut self.slots[index] {
-            Some((key, value)) => (key, value),
-            None => panic!("slot {index} is empty"),
+            Some((_, value)) => value,
+            None => unreachable!("slot {index} was just found or filled"),
         }
-    }
-
-    /// The number of slots (it changes only when they grow, which moves every key).
-    pub fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// The number of keys.
-    pub fn key_count(&self) -> usize {
-        self.len
-    }
-
-    /// The indexes of the full slots whose state passes `keep`.
-    pub fn indexes_where(&self, keep: impl Fn(&V) -> bool) -> Vec<u32> {
-        (0..self.slots.len())
-            .filter(|&index| matches!(&self.slots[index], Some((_, value)) if keep(value)))
-            .map(|index| index as u32)
-            .collect()
     }
 
     /// The state of `key`, if present.
@@ -268,7 +230,7 @@ pub(crate) fn prefetch_read<T>(value: &T) {
 }
 
 /// A hint to load the cache lines of the first [`HOT_BYTES`] of `value` (a slot larger than a
-/// line: its key and the state's fields an update touches; see `TimerSamples`' layout).
+/// line: its key and the start of its state).
 /// Prefetching more lines per slot, for a run of slots, asks more of the core's outstanding
 /// misses than it can hold.
 #[inline(always)]

@@ -16,7 +16,6 @@ use crate::counters::{CounterDelta, ReaderCounters};
 use crate::run::{Pending, Run};
 use crate::series::{hash_key, SeriesMap};
 use crate::timers::ReaderTimers;
-use compact_str::CompactString;
 
 /// Counts about the input itself, for the internal metrics.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -125,7 +124,6 @@ pub fn apply_delta(current: f64, delta: f64) -> f64 {
 /// reader's hot path). Values past the limit or at a sample rate are binned on arrival, so the
 /// reader never bins a backlog at once.
 #[derive(Debug, Clone, Default, PartialEq)]
-#[repr(C)] // what `add` touches first (one prefetch covers the key and these), the histogram last
 pub struct TimerSamples {
     /// Values received, unweighted.
     pub received: u64,
@@ -148,19 +146,15 @@ pub struct TimerSamples {
     /// True once a value came as a statsd timer (`ms`) rather than an `h`/`d` histogram:
     /// exporters that convert units (Prometheus: seconds) convert this series.
     pub milliseconds: bool,
-    /// How many values the reader expects to keep this interval (as many as it kept in the
-    /// last one): the room reserved at the first, instead of growing the list a few times.
-    pub(crate) expected_values: u32,
     /// Every value, each counted `1 / rate` times (fractions carried to the next sample),
     /// except the first `waiting` of `values` (see [`TimerSamples::settle`]). Allocated at its
-    /// first bin, so the slot a line touches stays two cache lines.
+    /// first bin.
     pub histogram: LazyHistogram,
 }
 
 /// A circllhist allocated when its first bin is added: most timers at rate 1 bin nothing in
-/// the reader (their values wait for the flush), and the 56 bytes of an empty histogram in
-/// every timer's slot made the slot (key and state) 176 bytes, three cache lines to fetch
-/// per line instead of two.
+/// the reader (their values wait for the flush), and a timer that received nothing in an
+/// interval keeps no empty histogram (56 bytes) in the flusher.
 #[derive(Debug, Clone, Default)]
 pub struct LazyHistogram(Option<Box<circllhist::Histogram>>);
 
@@ -216,9 +210,6 @@ impl TimerSamples {
         if complete && self.values.len() < limit {
             // A value of weight 1 can wait for the flush, which bins it at weight 1.
             let waits = whole == 1.0 && self.waiting == self.values.len();
-            if self.values.capacity() == 0 {
-                self.values.reserve_exact((self.expected_values as usize).min(RESERVED_VALUES_AT_MOST));
-            }
             self.values.push(value);
             if waits {
                 self.waiting += 1;
@@ -240,11 +231,21 @@ impl TimerSamples {
         whole
     }
 
-    /// Starts loading the cache line where the next kept value goes.
-    #[inline]
-    pub(crate) fn prefetch_next_value(&self) {
-        let next = self.values.as_ptr().wrapping_add(self.values.len());
-        crate::series::prefetch_address(next.cast());
+    /// The samples of `values` received at rate 1, in this order, all of them waiting for the
+    /// flush to bin them: what adding them one by one gives.
+    pub(crate) fn waiting(values: Vec<f64>) -> TimerSamples {
+        let mut samples = TimerSamples { received: values.len() as u64, waiting: values.len(), ..Default::default() };
+        if let Some(&first) = values.first() {
+            (samples.min, samples.max) = (first, first);
+        }
+        for &value in &values {
+            samples.count += 1.0;
+            (samples.min, samples.max) = (samples.min.min(value), samples.max.max(value));
+            samples.sum += value;
+            samples.sum_squares += value * value;
+        }
+        samples.values = values;
+        samples
     }
 
     /// True while every value received is still kept.
@@ -358,12 +359,6 @@ impl TimerSamples {
         }
     }
 }
-
-/// The most values reserved at a timer's first value of an interval: enough for every value
-/// of most timers at once; a busier one grows from there as the interval fills it, so the
-/// reader does not hold the room of a whole interval from its start (twice the memory at a
-/// flush, when the flusher still holds the last interval's values).
-const RESERVED_VALUES_AT_MOST: usize = 1024;
 
 /// `value.floor()` for a non-negative `value`, without the library call LLVM would otherwise
 /// make on every line (it computes `floor` speculatively, and without SSE4.1 that is a call):
@@ -514,7 +509,7 @@ impl Table {
     fn prefetch_entry(&self, kind: Kind, hash: u64) {
         match kind {
             Kind::Counter => self.counters.prefetch_entry(hash),
-            Kind::Timer | Kind::Histogram | Kind::Distribution => self.timers.prefetch_next_value(hash),
+            Kind::Timer | Kind::Histogram | Kind::Distribution => self.timers.prefetch_entry(hash),
             Kind::Gauge | Kind::Set => {}
         }
     }
@@ -544,10 +539,8 @@ impl Table {
                     }
                 }
                 Kind::Timer | Kind::Histogram | Kind::Distribution => {
-                    let limit = self.timer_sample_limit;
-                    let timer = self.timers.samples(hash, key);
-                    timer.add(number, metric.sample_rate, limit);
-                    timer.milliseconds |= metric.kind == Kind::Timer;
+                    let (rate, limit) = (metric.sample_rate, self.timer_sample_limit);
+                    self.timers.add(hash, key, number, rate, limit, metric.kind == Kind::Timer);
                 }
                 Kind::Set => unreachable!("the scanner reads no set lines"),
             }
@@ -594,9 +587,8 @@ impl Table {
                 self.counters.add(hash, key, number / metric.sample_rate);
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
-                let timer = self.timers.samples(hash, key);
-                timer.add(number, metric.sample_rate, self.timer_sample_limit);
-                timer.milliseconds |= metric.kind == Kind::Timer;
+                let (rate, limit) = (metric.sample_rate, self.timer_sample_limit);
+                self.timers.add(hash, key, number, rate, limit, metric.kind == Kind::Timer);
             }
             (Kind::Gauge, Value::Number(number)) => {
                 let gauge = self.gauges.get_or_insert_with(hash, key, GaugeInterval::default);
@@ -627,7 +619,7 @@ const SECOND_STAGE_LAG: usize = 10;
 #[derive(Debug)]
 pub struct TakenInterval {
     pub(crate) counters: CounterDelta,
-    pub(crate) timers: Vec<(CompactString, TimerSamples)>,
+    pub(crate) timers: crate::timers::TimerDelta,
     pub(crate) gauges: SeriesMap<GaugeInterval>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
@@ -648,11 +640,18 @@ fn series_key<'a>(scratch: &'a mut String, metric: &Metric<'a>, sanitize: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use compact_str::CompactString;
 
     fn table_of(packet: &str) -> Table {
         let mut table = Table::new(true, 4);
         table.insert_packet(1, packet.as_bytes());
         table
+    }
+
+    /// The interval's samples of the timer `key`, grouped as the flusher takes them.
+    fn timer_of(mut table: Table, key: &str) -> TimerSamples {
+        let found = table.take(false).timers.into_iter().find(|(k, _)| k == key);
+        found.unwrap_or_else(|| panic!("no timer {key:?}")).1
     }
 
     #[test]
@@ -684,19 +683,6 @@ mod tests {
     }
 
     #[test]
-    fn a_timer_slot_keeps_what_an_update_touches_in_its_first_128_bytes() {
-        let slot: Option<(CompactString, TimerSamples)> = Some((CompactString::from("k"), TimerSamples::default()));
-        let Some((key, samples)) = &slot else { unreachable!() };
-        let start = &slot as *const _ as usize;
-        let offset = |field: *const u8| field as usize - start;
-        let key_at = offset((key as *const CompactString).cast());
-        let hot_end = offset((&samples.milliseconds as *const bool).cast()) + 1;
-        assert!(key_at + 24 <= 128 && hot_end <= 128, "key at {key_at}, hot fields end at {hot_end}");
-        // The whole slot is two cache lines: the histogram is allocated apart, when needed.
-        assert_eq!(std::mem::size_of::<Option<(CompactString, TimerSamples)>>(), 128);
-    }
-
-    #[test]
     fn floors_non_negative_numbers_like_floor() {
         for value in [0.0, 0.3, 1.0, 1.9999999999999998, 2.5, 1e15 + 0.5, 4503599627370495.5, 4503599627370496.0, 1e300]
         {
@@ -706,8 +692,7 @@ mod tests {
 
     #[test]
     fn timers_keep_values_and_weighted_count() {
-        let table = table_of("t:1|ms|@0.5\nt:2|h\nt:3|d|@0.25");
-        let timer = &table.timers["t"];
+        let timer = timer_of(table_of("t:1|ms|@0.5\nt:2|h\nt:3|d|@0.25"), "t");
         assert_eq!(timer.values, [1.0, 2.0, 3.0]);
         assert_eq!(timer.count, 2.0 + 1.0 + 4.0);
         assert_eq!(timer.histogram.count(), 7, "the histogram is weighted by 1/rate");
@@ -717,8 +702,8 @@ mod tests {
     #[test]
     fn timers_drop_raw_values_past_the_limit_and_keep_exact_totals() {
         let table = table_of("t:1|ms\nt:2|ms\nt:3|ms\nt:4|ms\nt:5|ms\nt:0.5|ms|@0.3\nt:0.5|ms|@0.3\nt:0.5|ms|@0.3");
-        let mut timer = table.timers["t"].clone();
-        assert_eq!((timer.values.len(), timer.is_complete()), (4, false), "the first four wait for the flush");
+        let mut timer = timer_of(table, "t");
+        assert!(!timer.is_complete(), "past the limit of four");
         assert_eq!((timer.received, timer.min, timer.max, timer.sum), (8, 0.5, 5.0, 16.5));
         timer.settle();
         assert!(timer.values.is_empty());
