@@ -1,23 +1,21 @@
 //! A reader's timers (and `h`/`d` histograms): keys numbered like the counters' and kept across
-//! intervals, and the interval's values in one log, in arrival order.
+//! intervals, values appended to a short log and moved to their timers' lists in batches.
 //!
-//! A timer line touches three things: its key's slot in the index (a `u32`), its id's entry
-//! in an array of `u32` states (how many values it received, whether one came as `ms` or at a
-//! sample rate), and the end of the log, where the id and the value are appended. No per-timer
-//! list of values and no per-timer state of ~100 bytes: at 100k timer names those were two or
-//! three cache misses to memory per line (15 MB of slots and 100k lists of values), where the
-//! index, the states and the log's end stay in cache like a counter's.
+//! A timer line touches three things: its key's slot in the index (a `u32`), its id's state in
+//! an array of `u64` (values received, whether one came as `ms` or at a sample rate, its place
+//! in this interval's lists) and the end of the log, where its place and value are appended.
+//! Every [`LOG_VALUES`] values the reader moves the log's values to the ends of their timers'
+//! lists in one pass. Adding each value to its timer's list as it arrived cost two or three
+//! cache misses a line at 100k timer names (a 128-byte state and the end of a list, among
+//! 100k of each): as many as a run of lines could overlap, and the core could keep no more in
+//! flight. In a batch the log is in cache and the stores to the lists overlap freely.
 //!
-//! Taking an interval is a swap; the flusher then groups the log by timer ([`TimerDelta`]):
-//! one pass that moves each value into its timer's list (with room for all of them, from the
-//! states), then each timer's totals in arrival order. The grouping is the same work the reader
-//! did before, one push per value, done where it costs the reader nothing.
-//!
-//! Values within `timerSampleLimit` go to the log, whatever their sample rate (a rate is kept
-//! beside its value's place, rare enough not to cost the common line anything); a value past
-//! the limit is binned on arrival into its timer's circllhist, so memory stays bounded by the
-//! limit however many values arrive. A timer grouped from the log is the one adding its values
-//! one by one in arrival order gives ([`TimerSamples::add`], tested below).
+//! Values within `timerSampleLimit` go to the lists, whatever their sample rate (a rate is kept
+//! beside its value's place, rare enough to cost the common line nothing); a value past the
+//! limit is binned on arrival into its timer's circllhist, so memory stays bounded by the limit
+//! however many values arrive. Taking an interval moves the lists out ([`TimerDelta`]); the
+//! flusher then makes each timer's samples, the ones adding its values one by one in arrival
+//! order gives ([`TimerSamples::add`], tested below).
 //!
 //! Like the counters' readers ([`crate::counters`]), a reader whose keys outnumber twice those
 //! it saw in the interval plus [`CHURN_SLACK`] starts over, so names that churn cannot grow
@@ -35,47 +33,65 @@ use crate::table::TimerSamples;
 const RECEIVED: u32 = (1 << 30) - 1;
 /// A state's flag: a value came as a statsd timer (`ms`), not an `h`/`d` histogram.
 const MILLISECONDS: u32 = 1 << 31;
-/// A state's flag: a logged value came at a sample rate other than 1.
+/// A state's flag: a listed value came at a sample rate other than 1.
 const RATED: u32 = 1 << 30;
+/// Values logged before they move to their lists: 384 KiB of log, which stays in the core's
+/// cache between its writes and the pass that reads it.
+const LOG_VALUES: usize = 1 << 15;
+/// The most values reserved at a timer's first value of an interval (it reserves as many as
+/// it received in its last interval, up to this): enough for most timers at once; a busier
+/// one grows from there, so a reader does not hold a whole interval's room from its start.
+const RESERVED_VALUES_AT_MOST: u32 = 1024;
 
 /// A reader's timers: every key seen (until it starts over), this interval's values of each.
 #[derive(Debug, Default)]
 pub struct ReaderTimers {
     index: KeyIndex,
-    /// By id: values received this interval ([`RECEIVED`]) and the flags.
-    states: Vec<u32>,
-    /// Values within the limit, in arrival order.
+    /// By id: values received this interval and the flags (low half), its place in this
+    /// interval's lists (high half; meaningful once a value was received).
+    states: Vec<u64>,
+    /// By id: values received in the last interval that had any.
+    expected: Vec<u32>,
+    interval: Interval,
     log: ValueLog,
-    /// Values past the limit, binned on arrival, by id.
-    past_limit: HashMap<u32, TimerSamples>,
-    /// The ids that received a value this interval, in order of their first.
-    touched: Vec<u32>,
 }
 
-/// Values in arrival order and whose they are; the few at a sample rate other than 1 have
-/// their rate noted by place.
+/// One interval's values, by place: timers in order of their first value.
+#[derive(Debug, Default)]
+struct Interval {
+    /// The id at each place.
+    ids: Vec<u32>,
+    /// Each place's values moved out of the log, in arrival order.
+    lists: Vec<Vec<f64>>,
+    /// The rates other than 1 of listed values, by place: (index in the list, rate), in order.
+    rated: HashMap<u32, Vec<(usize, f64)>>,
+    /// Values past the limit, binned on arrival, by place.
+    past_limit: HashMap<u32, TimerSamples>,
+}
+
+/// Values not yet in their lists, in arrival order.
 #[derive(Debug, Default)]
 struct ValueLog {
-    ids: Vec<u32>,
+    places: Vec<u32>,
     values: Vec<f64>,
-    /// (place in the log, rate), in order of place.
-    rates: Vec<(usize, f64)>,
 }
 
 impl ValueLog {
-    /// The log so far, leaving an empty one with room for as many values (address space
-    /// only: pages are mapped as they are written).
-    fn take(&mut self) -> ValueLog {
-        let room = self.ids.len();
-        let ids: Vec<u32> = Vec::with_capacity(room);
-        let values: Vec<f64> = Vec::with_capacity(room);
-        crate::series::advise_huge_pages(ids.as_ptr().cast(), room * std::mem::size_of::<u32>());
-        crate::series::advise_huge_pages(values.as_ptr().cast(), room * std::mem::size_of::<f64>());
-        ValueLog {
-            ids: std::mem::replace(&mut self.ids, ids),
-            values: std::mem::replace(&mut self.values, values),
-            rates: std::mem::take(&mut self.rates),
+    /// Appends a value for the timer at `place`; true when the log is full.
+    #[inline]
+    fn push(&mut self, place: u32, value: f64) -> bool {
+        self.places.push(place);
+        self.values.push(value);
+        self.places.len() == LOG_VALUES
+    }
+
+    /// Moves every value to the end of its place's list, leaving the log empty.
+    fn drain_into(&mut self, lists: &mut [Vec<f64>]) {
+        for (&place, &value) in self.places.iter().zip(&self.values) {
+            lists[place as usize].push(value);
         }
+        self.places.clear();
+        self.values.clear();
     }
 }
 
@@ -103,44 +119,63 @@ impl ReaderTimers {
     /// statsd timer (`ms`).
     #[inline]
     pub fn add(&mut self, hash: u64, key: &str, value: f64, rate: f64, limit: usize, milliseconds: bool) {
-        let id = self.index.id_or_insert(hash, key);
-        let index = id as usize;
-        if index >= self.states.len() {
-            self.states.resize(index + 1, 0);
+        let id = self.index.id_or_insert(hash, key) as usize;
+        if id >= self.states.len() {
+            self.states.resize(id + 1, 0);
+            self.expected.resize(id + 1, 0);
         }
-        let state = self.states[index];
-        let received = state & RECEIVED;
-        if received == 0 {
-            self.touched.push(id);
-        }
-        let mut flags = (state & !RECEIVED) | if milliseconds { MILLISECONDS } else { 0 };
+        let state = self.states[id];
+        let received = state as u32 & RECEIVED;
+        let place = match received {
+            0 => self.open(id),
+            _ => (state >> 32) as u32,
+        };
+        let mut flags = (state as u32 & !RECEIVED) | if milliseconds { MILLISECONDS } else { 0 };
         if (received as usize) < limit {
             if rate != 1.0 {
+                // Every value before this one went to the list too: this one's index is theirs.
                 flags |= RATED;
-                self.log.rates.push((self.log.ids.len(), rate));
+                self.interval.rated.entry(place).or_default().push((received as usize, rate));
             }
-            self.log.ids.push(id);
-            self.log.values.push(value);
+            if self.log.push(place, value) {
+                self.log.drain_into(&mut self.interval.lists);
+            }
         } else {
-            self.past_limit.entry(id).or_default().add(value, rate, 0);
+            self.interval.past_limit.entry(place).or_default().add(value, rate, 0);
         }
-        self.states[index] = flags | (received + 1).min(RECEIVED);
+        self.states[id] = u64::from(place) << 32 | u64::from(flags | (received + 1).min(RECEIVED));
+    }
+
+    /// Gives the timer `id` the next place of the interval, with room for as many values as
+    /// it had last time (up to [`RESERVED_VALUES_AT_MOST`]).
+    fn open(&mut self, id: usize) -> u32 {
+        let place = self.interval.ids.len() as u32;
+        self.interval.ids.push(id as u32);
+        let room = self.expected[id].min(RESERVED_VALUES_AT_MOST);
+        self.interval.lists.push(Vec::with_capacity(room as usize));
+        place
     }
 
     /// The interval so far, leaving the keys (or none, when most of them were idle).
     pub fn take(&mut self) -> TimerDelta {
+        self.log.drain_into(&mut self.interval.lists);
         let keys = self.index.keys().clone();
-        if self.index.len() > 2 * self.touched.len() + CHURN_SLACK {
-            self.index = KeyIndex::default();
+        let interval = std::mem::take(&mut self.interval);
+        let flags = interval
+            .ids
+            .iter()
+            .map(|&id| {
+                let state = std::mem::take(&mut self.states[id as usize]) as u32;
+                self.expected[id as usize] = state & RECEIVED;
+                state & !RECEIVED
+            })
+            .collect();
+        if self.index.len() > 2 * interval.ids.len() + CHURN_SLACK {
+            (self.index, self.states, self.expected) = Default::default();
         }
-        let room = self.touched.len();
-        TimerDelta {
-            keys,
-            touched: std::mem::replace(&mut self.touched, Vec::with_capacity(room)),
-            states: std::mem::replace(&mut self.states, vec![0; self.index.len()]),
-            log: self.log.take(),
-            past_limit: std::mem::take(&mut self.past_limit),
-        }
+        self.interval.ids.reserve(interval.ids.len());
+        self.interval.lists.reserve(interval.ids.len());
+        TimerDelta { keys, flags, interval }
     }
 
     /// The number of keys held.
@@ -150,77 +185,46 @@ impl ReaderTimers {
     }
 }
 
-/// One reader's interval of timers, as taken: grouped by timer when iterated (on the
-/// flusher's thread, not the reader's).
+/// One reader's interval of timers, as taken: each timer's samples are made when it is
+/// iterated (on the flusher's thread, not the reader's).
 #[derive(Debug, Default)]
 pub struct TimerDelta {
     keys: KeyList,
-    touched: Vec<u32>,
-    states: Vec<u32>,
-    log: ValueLog,
-    past_limit: HashMap<u32, TimerSamples>,
+    /// By place: the state's flags.
+    flags: Vec<u32>,
+    interval: Interval,
 }
 
 impl TimerDelta {
     /// The number of timers that received a value.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.touched.len()
+        self.interval.ids.len()
     }
 
     /// True when no timer received a value.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.touched.is_empty()
+        self.interval.ids.is_empty()
     }
 
-    /// Each touched timer's key and samples, in order of first arrival.
-    fn group(self) -> Vec<(CompactString, TimerSamples)> {
-        let TimerDelta { keys, touched, mut states, log, mut past_limit } = self;
-        let flags: Vec<u32> = touched.iter().map(|&id| states[id as usize] & !RECEIVED).collect();
-        let mut lists: Vec<Vec<f64>> = Vec::with_capacity(touched.len());
-        for (place, &id) in touched.iter().enumerate() {
-            let received = u64::from(states[id as usize] & RECEIVED);
-            let past = past_limit.get(&id).map_or(0, |samples| samples.received);
-            lists.push(Vec::with_capacity(received.saturating_sub(past) as usize));
-            states[id as usize] = place as u32; // from here on, where the id's list is
-        }
-        let rated = scatter(&log, &states, &mut lists);
-        touched
-            .iter()
-            .zip(lists)
-            .zip(flags)
-            .map(|((&id, values), flags)| {
-                let mut samples = match flags & RATED {
-                    0 => TimerSamples::waiting(values),
-                    _ => replayed(&values, rated.get(&id).map_or(&[][..], Vec::as_slice)),
-                };
-                if let Some(past) = past_limit.remove(&id) {
-                    samples.merge(past, usize::MAX);
-                }
-                samples.milliseconds = flags & MILLISECONDS != 0;
-                (keys[id as usize].clone(), samples)
-            })
-            .collect()
+    /// Each timer's key and samples, in order of first arrival.
+    fn samples(self) -> impl Iterator<Item = (CompactString, TimerSamples)> {
+        let TimerDelta { keys, flags, interval } = self;
+        let Interval { ids, lists, rated, mut past_limit } = interval;
+        ids.into_iter().zip(lists).zip(flags).enumerate().map(move |(place, ((id, values), flags))| {
+            let place = place as u32;
+            let mut samples = match flags & RATED {
+                0 => TimerSamples::waiting(values),
+                _ => replayed(&values, rated.get(&place).map_or(&[][..], Vec::as_slice)),
+            };
+            if let Some(past) = past_limit.remove(&place) {
+                samples.merge(past, usize::MAX);
+            }
+            samples.milliseconds = flags & MILLISECONDS != 0;
+            (keys[id as usize].clone(), samples)
+        })
     }
-}
-
-/// Moves each logged value to the end of its timer's list (`places`: an id's list), and
-/// returns the rates of the values at one, by id: (place in the timer's list, rate).
-fn scatter(log: &ValueLog, places: &[u32], lists: &mut [Vec<f64>]) -> HashMap<u32, Vec<(usize, f64)>> {
-    let mut rated: HashMap<u32, Vec<(usize, f64)>> = HashMap::new();
-    let mut rates = log.rates.iter().copied().peekable();
-    let mut next_rated = rates.peek().map_or(usize::MAX, |&(place, _)| place);
-    for (place, (&id, &value)) in log.ids.iter().zip(&log.values).enumerate() {
-        let list = &mut lists[places[id as usize] as usize];
-        list.push(value);
-        if place == next_rated {
-            let (_, rate) = rates.next().expect("peeked");
-            rated.entry(id).or_default().push((list.len() - 1, rate));
-            next_rated = rates.peek().map_or(usize::MAX, |&(place, _)| place);
-        }
-    }
-    rated
 }
 
 /// The samples of values added one by one, in order, those at `rated` places with their rate
@@ -243,11 +247,11 @@ fn replayed(values: &[f64], rated: &[(usize, f64)]) -> TimerSamples {
 
 impl IntoIterator for TimerDelta {
     type Item = (CompactString, TimerSamples);
-    type IntoIter = std::vec::IntoIter<(CompactString, TimerSamples)>;
+    type IntoIter = Box<dyn Iterator<Item = (CompactString, TimerSamples)> + Send>;
 
-    /// Groups the log by timer: each touched timer's key and samples, in order of first arrival.
+    /// Each timer's key and samples, in order of first arrival.
     fn into_iter(self) -> Self::IntoIter {
-        self.group().into_iter()
+        Box::new(self.samples())
     }
 }
 
@@ -349,6 +353,31 @@ mod tests {
                 want.settle();
                 assert_eq!(got, want, "{case}: {key}");
             }
+        }
+    }
+
+    /// Enough lines to move the log to the lists twice mid-interval, rates among them and
+    /// across those moves, one timer past the limit: the same samples as adding one by one.
+    #[test]
+    fn values_moved_from_the_log_in_batches_keep_their_rates_and_order() {
+        let (limit, keys) = (30_000, ["x", "y", "z"]);
+        let mut timers = ReaderTimers::default();
+        let mut expected: Vec<TimerSamples> = vec![TimerSamples::default(); 3];
+        for line in 0..(3 * LOG_VALUES + 12_345) {
+            // x gets most lines (past the limit), y and z fewer; every 7th line at rate 0.5.
+            let which = [0, 0, 0, 1, 0, 2][line % 6];
+            let (value, rate) = ((line % 1000) as f64, if line % 7 == 0 { 0.5 } else { 1.0 });
+            timers.add(hash_key(keys[which]), keys[which], value, rate, limit, which != 2);
+            expected[which].add(value, rate, limit);
+            expected[which].milliseconds |= which != 2;
+        }
+        let grouped: Vec<_> = timers.take().into_iter().collect();
+        assert_eq!(grouped.iter().map(|(key, _)| key.as_str()).collect::<Vec<_>>(), keys);
+        for ((key, mut got), mut want) in grouped.into_iter().zip(expected) {
+            assert_eq!((got.received, got.is_complete()), (want.received, want.is_complete()), "{key}");
+            got.settle();
+            want.settle();
+            assert_eq!(got, want, "{key}");
         }
     }
 
