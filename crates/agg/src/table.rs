@@ -373,9 +373,15 @@ fn floor_of_non_negative(value: f64) -> f64 {
 }
 
 /// Etsy's order (`values.sort((a, b) => a - b)`, a stable sort): ascending, equal values (0 and
-/// -0) in arrival order.
+/// -0) in arrival order. Values without a sign bit (no negative value, no -0: most timers)
+/// are ordered by their bits, which for them is their numeric order, by an unstable sort:
+/// equal values are then the same bits, so no order among them shows.
 fn sort_like_etsy(values: &mut [f64]) {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if values.iter().all(|value| value.is_sign_positive()) {
+        values.sort_unstable_by_key(|value| value.to_bits());
+    } else {
+        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    }
 }
 
 /// Bins sorted values at weight 1: a value equal to the one before reuses its bin, and the
@@ -679,6 +685,27 @@ mod tests {
         for (packet, earlier, want) in cases {
             let table = table_of(packet);
             assert_eq!(table.gauges["g"].update.apply(*earlier), *want, "packet {packet:?} on {earlier:?}");
+        }
+    }
+
+    #[test]
+    fn values_sort_as_etsys_stable_sort_does() {
+        let spread: Vec<f64> = (0..500u64).map(|i| (i.wrapping_mul(2_654_435_761) % 997) as f64 / 4.0).collect();
+        let cases: &[&[f64]] = &[
+            &[3.0, 1.0, 2.0, 1.0],
+            &[0.5, 1e-310, 0.0, 5e-324, 1e300, 7.25],
+            &[2.0, -0.0, 0.0, -0.0, -1.0, 0.0],
+            &[0.0, -0.0, 1.0],
+            &[-5.5, 3.0, -5.5, 0.0],
+            &spread,
+        ];
+        for case in cases {
+            let mut got = case.to_vec();
+            sort_like_etsy(&mut got);
+            let mut want = case.to_vec();
+            want.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let bits = |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{case:?}");
         }
     }
 
