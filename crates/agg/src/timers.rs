@@ -38,6 +38,8 @@ const RATED: u32 = 1 << 30;
 /// Values logged before they move to their lists: 384 KiB of log, which stays in the core's
 /// cache between its writes and the pass that reads it.
 const LOG_VALUES: usize = 1 << 15;
+/// How many values ahead of the one being moved the move prefetches where it goes.
+const PREFETCH_AHEAD: usize = 8;
 /// The most values reserved at a timer's first value of an interval (it reserves as many as
 /// it received in its last interval, up to this): enough for most timers at once; a busier
 /// one grows from there, so a reader does not hold a whole interval's room from its start.
@@ -87,7 +89,16 @@ impl ValueLog {
 
     /// Moves every value to the end of its place's list, leaving the log empty.
     fn drain_into(&mut self, lists: &mut [Vec<f64>]) {
-        for (&place, &value) in self.places.iter().zip(&self.values) {
+        let places = &self.places;
+        for (index, (&place, &value)) in places.iter().zip(&self.values).enumerate() {
+            // Two stages ahead: a list's header, then (once it has likely arrived) its end.
+            if let Some(&ahead) = places.get(index + 2 * PREFETCH_AHEAD) {
+                crate::series::prefetch_read(&lists[ahead as usize]);
+            }
+            if let Some(&ahead) = places.get(index + PREFETCH_AHEAD) {
+                let list = &lists[ahead as usize];
+                crate::series::prefetch_address(list.as_ptr().wrapping_add(list.len()).cast());
+            }
             lists[place as usize].push(value);
         }
         self.places.clear();
