@@ -257,8 +257,14 @@ impl Aggregator {
         self.counters.absorb(map, table.counters, |key| ledger.admit(MetricType::Counters, key));
         let limit = self.config.timer_sample_limit;
         for (key, samples) in table.timers {
-            let key = admitted(&mut self.ledger, &self.timers, MetricType::Timers, &key);
-            value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
+            // A timer held already (most of them) is found with one lookup.
+            match self.timers.get_mut(key.as_str()) {
+                Some(held) => held.merge(samples, limit),
+                None => {
+                    let key = self.ledger.admit(MetricType::Timers, &key);
+                    value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
+                }
+            }
         }
         let ttl = self.gauge_ttl();
         for (key, gauge) in table.gauges {

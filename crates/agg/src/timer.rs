@@ -23,18 +23,17 @@ pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec
 
 fn exact_stats(samples: &TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
     let values = &samples.values;
-    let running = RunningSums::new(values);
+    let n = values.len();
+    let (sum, sum_squares) = running_sums(values, n - 1);
     let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
     for (index, threshold) in config.thresholds.iter().enumerate() {
-        if let Some(inside) = running.threshold(values, threshold.percent) {
+        if let Some(inside) = threshold_inside(values, (sum, sum_squares), threshold.percent) {
             push_threshold(&mut stats, index, &inside);
         }
     }
-    let n = values.len();
-    let sum = running.sums[n - 1];
     let mean = sum / n as f64;
     let median = median(values);
-    let summary = Summary { std: population_std(values, mean), sum, sum_squares: running.squares[n - 1], mean, median };
+    let summary = Summary { std: population_std(values, mean), sum, sum_squares, mean, median };
     push_summary(&mut stats, samples, &summary, config);
     stats
 }
@@ -129,12 +128,6 @@ fn push_summary(stats: &mut Vec<(TimerStat, f64)>, samples: &TimerSamples, summa
     ]);
 }
 
-/// Running sums of the sorted values and of their squares.
-struct RunningSums {
-    sums: Vec<f64>,
-    squares: Vec<f64>,
-}
-
 /// The values inside one threshold.
 struct Inside {
     count: usize,
@@ -144,42 +137,38 @@ struct Inside {
     sum_squares: f64,
 }
 
-impl RunningSums {
-    fn new(sorted: &[f64]) -> Self {
-        let mut sums = Vec::with_capacity(sorted.len());
-        let mut squares = Vec::with_capacity(sorted.len());
-        let (mut sum, mut square_sum) = (0.0, 0.0);
-        for (index, &value) in sorted.iter().enumerate() {
-            // Etsy starts the running sums at the first value, not at 0 + it (same result
-            // except for -0, which it keeps).
-            (sum, square_sum) =
-                if index == 0 { (value, value * value) } else { (sum + value, square_sum + value * value) };
-            sums.push(sum);
-            squares.push(square_sum);
-        }
-        RunningSums { sums, squares }
-    }
+/// Etsy's running sums of the sorted values and of their squares (its `cumulativeValues`
+/// arrays) at index `through`: started at the first value, not at 0 + it (the same except
+/// for -0, which it keeps), then added in order. Computed where a statistic needs one, with
+/// no array of every running sum.
+fn running_sums(sorted: &[f64], through: usize) -> (f64, f64) {
+    let first = sorted[0];
+    sorted[1..=through]
+        .iter()
+        .fold((first, first * first), |(sum, squares), &value| (sum + value, squares + value * value))
+}
 
-    /// The values inside `percent` (0 < |percent| ≤ 100): the lowest k for a positive one, the
-    /// highest k for a negative one, with k = round(|percent| / 100 × n); `None` when k is 0.
-    fn threshold(&self, sorted: &[f64], percent: f64) -> Option<Inside> {
-        let n = sorted.len();
-        if n == 1 {
-            let only = sorted[0];
-            return Some(Inside { count: 1, mean: only, bound: only, sum: only, sum_squares: only * only });
-        }
-        let k = (percent.abs() / 100.0 * n as f64).round() as usize;
-        if k == 0 {
-            return None;
-        }
-        let (bound, sum, sum_squares) = if percent > 0.0 {
-            (sorted[k - 1], self.sums[k - 1], self.squares[k - 1])
-        } else {
-            let before = |sums: &[f64]| if k < n { sums[n - k - 1] } else { 0.0 };
-            (sorted[n - k], self.sums[n - 1] - before(&self.sums), self.squares[n - 1] - before(&self.squares))
-        };
-        Some(Inside { count: k, mean: sum / k as f64, bound, sum, sum_squares })
+/// The values inside `percent` (0 < |percent| ≤ 100) of `sorted`, whose running sums to the
+/// end are `all`: the lowest k for a positive one, the highest k for a negative one, with
+/// k = round(|percent| / 100 × n); `None` when k is 0.
+fn threshold_inside(sorted: &[f64], all: (f64, f64), percent: f64) -> Option<Inside> {
+    let n = sorted.len();
+    if n == 1 {
+        let only = sorted[0];
+        return Some(Inside { count: 1, mean: only, bound: only, sum: only, sum_squares: only * only });
     }
+    let k = (percent.abs() / 100.0 * n as f64).round() as usize;
+    if k == 0 {
+        return None;
+    }
+    let (bound, sum, sum_squares) = if percent > 0.0 {
+        let (sum, sum_squares) = running_sums(sorted, k - 1);
+        (sorted[k - 1], sum, sum_squares)
+    } else {
+        let before = if k < n { running_sums(sorted, n - k - 1) } else { (0.0, 0.0) };
+        (sorted[n - k], all.0 - before.0, all.1 - before.1)
+    };
+    Some(Inside { count: k, mean: sum / k as f64, bound, sum, sum_squares })
 }
 
 fn population_std(values: &[f64], mean: f64) -> f64 {

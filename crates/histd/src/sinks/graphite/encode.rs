@@ -112,7 +112,7 @@ impl GraphiteNames {
     /// Appends every line of `snapshot` and `numStats`, in Etsy's order (the caller adds the
     /// timing lines that follow: see [`GraphiteNames::internal_line`]).
     pub fn encode(&self, snapshot: &Snapshot, out: &mut Chunked<impl FnMut(String)>) {
-        let ts = snapshot.timestamp;
+        let ts = &time_suffix(snapshot.timestamp);
         let names = snapshot.stat_names();
         let mut head = String::new();
         for counter in &snapshot.counters {
@@ -154,10 +154,10 @@ impl GraphiteNames {
     /// Appends `<prefixStats>.<name>` (prefixed as the namespace mode wants).
     pub fn internal_line(&self, out: &mut String, name: &str, value: f64, ts: u64) {
         let full = format!("{}{name}", self.internal);
-        self.plain_line(out, &full, value, ts);
+        self.plain_line(out, &full, value, &time_suffix(ts));
     }
 
-    fn plain_line(&self, out: &mut String, name: &str, value: f64, ts: u64) {
+    fn plain_line(&self, out: &mut String, name: &str, value: f64, ts: &str) {
         out.push_str(name);
         out.push_str(&self.suffix);
         push_value_and_time(out, value, ts);
@@ -177,7 +177,7 @@ impl GraphiteNames {
     }
 
     /// `prefix` + key without tags + `stat` + suffix + `;tags`, then value and time.
-    fn line(&self, out: &mut String, prefix: &str, key: &str, stat: &str, value: f64, ts: u64) {
+    fn line(&self, out: &mut String, prefix: &str, key: &str, stat: &str, value: f64, ts: &str) {
         let tags = self.push_name(out, prefix, key);
         out.push_str(stat);
         out.push_str(&self.suffix);
@@ -186,10 +186,17 @@ impl GraphiteNames {
     }
 }
 
-fn push_value_and_time(out: &mut String, value: f64, ts: u64) {
+/// `" <ts>\n"`: what ends every line of a flush, written once.
+fn time_suffix(ts: u64) -> String {
+    let mut suffix = String::from(" ");
+    agg::jsfmt::write_integer(&mut suffix, ts);
+    suffix.push('\n');
+    suffix
+}
+
+/// Appends `" <value>"` and the flush's [`time_suffix`].
+fn push_value_and_time(out: &mut String, value: f64, time_suffix: &str) {
     out.push(' ');
     write_js_number(out, value);
-    out.push(' ');
-    agg::jsfmt::write_integer(out, ts);
-    out.push('\n');
+    out.push_str(time_suffix);
 }
