@@ -710,6 +710,21 @@ mod tests {
     }
 
     #[test]
+    fn sorted_values_bin_as_one_insert_per_value_does() {
+        let many: Vec<f64> = (0..3000u64).map(|i| (i.wrapping_mul(2_654_435_761) % 1300) as f64 / 7.0).collect();
+        let cases: &[&[f64]] = &[&[], &[5.0], &[1.0, 1.0, 1.0], &[-3.5, -0.0, 0.0, 0.0, 0.01, 1.0, 1.04, 1.05], &many];
+        for case in cases {
+            let mut sorted = case.to_vec();
+            sort_like_etsy(&mut sorted);
+            let mut want = circllhist::Histogram::new();
+            sorted.iter().for_each(|&value| insert_exactly(&mut want, value, 1));
+            let mut got = circllhist::Histogram::new();
+            bin_sorted(&mut got, &sorted);
+            assert_eq!(got, want, "{case:?}");
+        }
+    }
+
+    #[test]
     fn floors_non_negative_numbers_like_floor() {
         for value in [0.0, 0.3, 1.0, 1.9999999999999998, 2.5, 1e15 + 0.5, 4503599627370495.5, 4503599627370496.0, 1e300]
         {
