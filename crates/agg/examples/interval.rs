@@ -1,5 +1,6 @@
 //! Flush intervals' worth of traffic into one reader's table, timed per line (the take, absorb
-//! and flush that end each interval included, each also apart): a quick check of the reader's steady state.
+//! and flush that end each interval included, each also apart): a quick check of
+//! a reader's and the flusher's steady state on one core.
 //! Run: `cargo run --release -p agg --example interval -- NAMES PASSES [LINES_PER_DATAGRAM] [c|ms] [spread]`
 use std::time::Instant;
 

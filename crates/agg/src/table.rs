@@ -234,12 +234,12 @@ impl TimerSamples {
     /// The samples of `values` received at rate 1, in this order, all of them waiting for the
     /// flush to bin them: what adding them one by one gives.
     pub(crate) fn waiting(values: Vec<f64>) -> TimerSamples {
-        let mut samples = TimerSamples { received: values.len() as u64, waiting: values.len(), ..Default::default() };
+        let (received, waiting, count) = (values.len() as u64, values.len(), values.len() as f64);
+        let mut samples = TimerSamples { received, waiting, count, ..Default::default() };
         if let Some(&first) = values.first() {
             (samples.min, samples.max) = (first, first);
         }
         for &value in &values {
-            samples.count += 1.0;
             (samples.min, samples.max) = (samples.min.min(value), samples.max.max(value));
             samples.sum += value;
             samples.sum_squares += value * value;

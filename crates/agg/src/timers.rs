@@ -2,13 +2,13 @@
 //! intervals, values appended to a short log and moved to their timers' lists in batches.
 //!
 //! A timer line touches three things: its key's slot in the index (a `u32`), its id's state in
-//! an array of `u64` (values received, whether one came as `ms` or at a sample rate, its place
-//! in this interval's lists) and the end of the log, where its place and value are appended.
+//! an array of `u64` (values received, whether one came as `ms`, its place in this interval's
+//! lists) and the end of the log, where its place and value are appended.
 //! Every [`LOG_VALUES`] values the reader moves the log's values to the ends of their timers'
 //! lists in one pass. Adding each value to its timer's list as it arrived cost two or three
 //! cache misses a line at 100k timer names (a 128-byte state and the end of a list, among
-//! 100k of each): as many as a run of lines could overlap, and the core could keep no more in
-//! flight. In a batch the log is in cache and the stores to the lists overlap freely.
+//! 100k of each), interleaved with the scan of the next lines; the pass does nothing but
+//! those stores, from a log still in cache (what they cost is measured in BENCHMARKS.md).
 //!
 //! Values within `timerSampleLimit` go to the lists, whatever their sample rate (a rate is kept
 //! beside its value's place, rare enough to cost the common line nothing); a value past the
@@ -33,8 +33,6 @@ use crate::table::TimerSamples;
 const RECEIVED: u32 = (1 << 30) - 1;
 /// A state's flag: a value came as a statsd timer (`ms`), not an `h`/`d` histogram.
 const MILLISECONDS: u32 = 1 << 31;
-/// A state's flag: a listed value came at a sample rate other than 1.
-const RATED: u32 = 1 << 30;
 /// Values logged before they move to their lists: 384 KiB of log, which stays in the core's
 /// cache between its writes and the pass that reads it.
 const LOG_VALUES: usize = 1 << 15;
@@ -49,8 +47,8 @@ const RESERVED_VALUES_AT_MOST: u32 = 1024;
 #[derive(Debug, Default)]
 pub struct ReaderTimers {
     index: KeyIndex,
-    /// By id: values received this interval and the flags (low half), its place in this
-    /// interval's lists (high half; meaningful once a value was received).
+    /// By id: values received this interval and whether one came as `ms` (low half), its
+    /// place in this interval's lists (high half; meaningful once a value was received).
     states: Vec<u64>,
     /// By id: values received in the last interval that had any.
     expected: Vec<u32>,
@@ -141,11 +139,10 @@ impl ReaderTimers {
             0 => self.open(id),
             _ => (state >> 32) as u32,
         };
-        let mut flags = (state as u32 & !RECEIVED) | if milliseconds { MILLISECONDS } else { 0 };
+        let flag = (state as u32 & MILLISECONDS) | if milliseconds { MILLISECONDS } else { 0 };
         if (received as usize) < limit {
             if rate != 1.0 {
                 // Every value before this one went to the list too: this one's index is theirs.
-                flags |= RATED;
                 self.interval.rated.entry(place).or_default().push((received as usize, rate));
             }
             if self.log.push(place, value) {
@@ -154,7 +151,7 @@ impl ReaderTimers {
         } else {
             self.interval.past_limit.entry(place).or_default().add(value, rate, 0);
         }
-        self.states[id] = u64::from(place) << 32 | u64::from(flags | (received + 1).min(RECEIVED));
+        self.states[id] = u64::from(place) << 32 | u64::from(flag | (received + 1).min(RECEIVED));
     }
 
     /// Gives the timer `id` the next place of the interval, with room for as many values as
@@ -172,13 +169,13 @@ impl ReaderTimers {
         self.log.drain_into(&mut self.interval.lists);
         let keys = self.index.keys().clone();
         let interval = std::mem::take(&mut self.interval);
-        let flags = interval
+        let milliseconds = interval
             .ids
             .iter()
             .map(|&id| {
                 let state = std::mem::take(&mut self.states[id as usize]) as u32;
                 self.expected[id as usize] = state & RECEIVED;
-                state & !RECEIVED
+                state & MILLISECONDS != 0
             })
             .collect();
         if self.index.len() > 2 * interval.ids.len() + CHURN_SLACK {
@@ -186,7 +183,7 @@ impl ReaderTimers {
         }
         self.interval.ids.reserve(interval.ids.len());
         self.interval.lists.reserve(interval.ids.len());
-        TimerDelta { keys, flags, interval }
+        TimerDelta { keys, milliseconds, interval }
     }
 
     /// The number of keys held.
@@ -201,8 +198,8 @@ impl ReaderTimers {
 #[derive(Debug, Default)]
 pub struct TimerDelta {
     keys: KeyList,
-    /// By place: the state's flags.
-    flags: Vec<u32>,
+    /// By place: a value came as `ms`.
+    milliseconds: Vec<bool>,
     interval: Interval,
 }
 
@@ -221,18 +218,18 @@ impl TimerDelta {
 
     /// Each timer's key and samples, in order of first arrival.
     fn samples(self) -> impl Iterator<Item = (CompactString, TimerSamples)> {
-        let TimerDelta { keys, flags, interval } = self;
-        let Interval { ids, lists, rated, mut past_limit } = interval;
-        ids.into_iter().zip(lists).zip(flags).enumerate().map(move |(place, ((id, values), flags))| {
+        let TimerDelta { keys, milliseconds, interval } = self;
+        let Interval { ids, lists, mut rated, mut past_limit } = interval;
+        ids.into_iter().zip(lists).zip(milliseconds).enumerate().map(move |(place, ((id, values), ms))| {
             let place = place as u32;
-            let mut samples = match flags & RATED {
-                0 => TimerSamples::waiting(values),
-                _ => replayed(&values, rated.get(&place).map_or(&[][..], Vec::as_slice)),
+            let mut samples = match rated.remove(&place) {
+                None => TimerSamples::waiting(values),
+                Some(rates) => replayed(&values, &rates),
             };
             if let Some(past) = past_limit.remove(&place) {
                 samples.merge(past, usize::MAX);
             }
-            samples.milliseconds = flags & MILLISECONDS != 0;
+            samples.milliseconds = ms;
             (keys[id as usize].clone(), samples)
         })
     }
