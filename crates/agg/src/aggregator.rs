@@ -16,6 +16,7 @@ use crate::config::AggConfig;
 use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
+use crate::spare_lists::SpareLists;
 use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
 use crate::table::{IngestCounts, Table, TakenInterval, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
@@ -118,6 +119,8 @@ pub struct Aggregator {
     idle_sets: KeyedMap<u32>,
     /// Series the idle TTLs deleted, per type, since start.
     expired: [u64; 4],
+    /// The last flush's timer value lists, emptied, for the readers to fill again.
+    spare_lists: SpareLists,
 }
 
 /// Keys of the internal metrics under `prefixStats`.
@@ -208,6 +211,7 @@ impl Aggregator {
             previous_flush_s: None,
             timers_over_sample_limit: 0,
             released: false,
+            spare_lists: SpareLists::default(),
         }
     }
 
@@ -239,6 +243,12 @@ impl Aggregator {
     /// may then ask the allocator to return freed memory to the system).
     pub fn take_released(&mut self) -> bool {
         std::mem::take(&mut self.released)
+    }
+
+    /// The last flush's timer value lists, emptied, for the readers' tables
+    /// ([`Table::refill`]); what they do not take is freed.
+    pub fn take_spare_lists(&mut self) -> SpareLists {
+        std::mem::take(&mut self.spare_lists)
     }
 
     /// Moves a whole table (one never taken before) into the current interval.
@@ -490,6 +500,9 @@ impl Aggregator {
         let config = &self.config;
         let ttl = MetricType::ALL.map(|kind| config.idle_flushes(kind));
         let (delete_timers, delete_sets) = (config.delete_timers, config.delete_sets);
+        for samples in self.timers.values_mut() {
+            self.spare_lists.put(std::mem::take(&mut samples.values));
+        }
         let internal = &self.internal;
         let is_internal = |key: &str| internal.is_internal_counter(key);
         let (renumbered, expired) = self.counters.reset_after_flush(config.delete_counters, ttl[0], is_internal);

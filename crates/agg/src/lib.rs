@@ -18,6 +18,7 @@ mod mergeable;
 mod run;
 mod series;
 mod snapshot;
+mod spare_lists;
 mod table;
 mod timer;
 mod timers;
@@ -28,6 +29,7 @@ pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
 pub use distinct::{Distinct, Hll};
 pub use mergeable::{ForwardedGauge, Mergeable};
+pub use spare_lists::SpareLists;
 pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
 };
