@@ -16,10 +16,11 @@ use crate::config::AggConfig;
 use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
-use crate::spare_lists::SpareLists;
 use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
+use crate::spare_lists::SpareLists;
 use crate::table::{IngestCounts, Table, TakenInterval, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
+use crate::timer_store::TimerStore;
 
 type KeyedMap<V> = HashMap<CompactString, V>;
 
@@ -99,7 +100,7 @@ impl MetricType {
 pub struct Aggregator {
     config: AggConfig,
     counters: CounterStore,
-    timers: KeyedMap<TimerSamples>,
+    timers: TimerStore,
     gauges: KeyedMap<GaugeState>,
     sets: KeyedMap<Distinct>,
     internal: InternalNames,
@@ -114,8 +115,7 @@ pub struct Aggregator {
     ledger: Ledger,
     /// Set intervals that passed `maxSetMembers` and were counted by a sketch, since start.
     sets_sketched: u64,
-    /// Flushes each timer and set without a value has gone so, while an idle TTL is set.
-    idle_timers: KeyedMap<u32>,
+    /// Flushes each set without a value has gone so, while an idle TTL is set.
     idle_sets: KeyedMap<u32>,
     /// Series the idle TTLs deleted, per type, since start.
     expired: [u64; 4],
@@ -197,12 +197,11 @@ impl Aggregator {
         Aggregator {
             ledger: Ledger::new(config.budgets),
             sets_sketched: 0,
-            idle_timers: keyed_map(),
             idle_sets: keyed_map(),
             expired: [0; 4],
             config,
             counters,
-            timers: keyed_map(),
+            timers: TimerStore::default(),
             gauges: keyed_map(),
             sets: keyed_map(),
             internal,
@@ -266,16 +265,8 @@ impl Aggregator {
         let ledger = &mut self.ledger;
         self.counters.absorb(map, table.counters, |key| ledger.admit(MetricType::Counters, key));
         let limit = self.config.timer_sample_limit;
-        for (key, samples) in table.timers {
-            // A timer held already (most of them) is found with one lookup.
-            match self.timers.get_mut(key.as_str()) {
-                Some(held) => held.merge(samples, limit),
-                None => {
-                    let key = self.ledger.admit(MetricType::Timers, &key);
-                    value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
-                }
-            }
-        }
+        let ledger = &mut self.ledger;
+        self.timers.absorb(&mut map.timers, table.timers, limit, |key| ledger.admit(MetricType::Timers, key));
         let ttl = self.gauge_ttl();
         for (key, gauge) in table.gauges {
             let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
@@ -308,7 +299,7 @@ impl Aggregator {
             ledger.rebuild(MetricType::Counters, self.counters.all_keys());
         }
         if ledger.is_stale(MetricType::Timers) {
-            ledger.rebuild(MetricType::Timers, keys_of(&self.timers));
+            ledger.rebuild(MetricType::Timers, self.timers.iter().map(|(key, _)| key));
         }
         if ledger.is_stale(MetricType::Gauges) {
             ledger.rebuild(MetricType::Gauges, keys_of(&self.gauges));
@@ -342,8 +333,11 @@ impl Aggregator {
         }
         let limit = self.config.timer_sample_limit;
         for (key, samples) in interval.timers {
-            let key = admitted(&mut self.ledger, &self.timers, MetricType::Timers, &key);
-            value_for(&mut self.timers, &key, TimerSamples::default).merge(samples, limit);
+            let key = match self.timers.contains(&key) {
+                true => Cow::Borrowed(key.as_str()),
+                false => self.ledger.admit(MetricType::Timers, &key),
+            };
+            self.timers.merge(&key, samples, limit);
         }
         let ttl = self.gauge_ttl();
         for (key, gauge) in interval.gauges {
@@ -428,7 +422,7 @@ impl Aggregator {
     /// Adds the timers whose percentiles will be estimated this flush to
     /// `<prefixStats>.timers_over_sample_limit` (created when first needed).
     fn count_timers_over_limit(&mut self) {
-        let over = self.timers.values().filter(|samples| !samples.is_complete()).count();
+        let over = self.timers.iter().filter(|(_, samples)| !samples.is_complete()).count();
         self.timers_over_sample_limit += over as u64;
         if over > 0 && self.config.self_metrics {
             self.counters.add_key(&self.internal.timers_over_sample_limit, over as f64);
@@ -466,7 +460,8 @@ impl Aggregator {
             true => None,
             false => Some(config.calculated_timer_metrics.iter().map(String::as_str).collect()),
         };
-        let points = self.timers.iter_mut().map(|(key, samples)| {
+        let mut points = Vec::with_capacity(self.timers.len());
+        self.timers.for_each_sorted(|key, samples| {
             let mut stats = timer_stats(samples, config);
             let mut bins = bin_counts(key, samples, config);
             if let Some(wanted) = &filter {
@@ -480,7 +475,7 @@ impl Aggregator {
                 true => std::mem::take(&mut samples.values),
                 false => Vec::new(),
             };
-            TimerPoint {
+            points.push(TimerPoint {
                 key: key.clone(),
                 stats,
                 bins,
@@ -489,9 +484,9 @@ impl Aggregator {
                 totals,
                 exact_percentiles,
                 milliseconds: samples.milliseconds,
-            }
+            });
         });
-        sorted(points, |p| &p.key)
+        points
     }
 
     /// Etsy's §4.6: idle values reset to zero, or deleted where `delete*` says so; series
@@ -500,9 +495,6 @@ impl Aggregator {
         let config = &self.config;
         let ttl = MetricType::ALL.map(|kind| config.idle_flushes(kind));
         let (delete_timers, delete_sets) = (config.delete_timers, config.delete_sets);
-        for samples in self.timers.values_mut() {
-            self.spare_lists.put(std::mem::take(&mut samples.values));
-        }
         let internal = &self.internal;
         let is_internal = |key: &str| internal.is_internal_counter(key);
         let (renumbered, expired) = self.counters.reset_after_flush(config.delete_counters, ttl[0], is_internal);
@@ -511,14 +503,14 @@ impl Aggregator {
             self.ledger.deleted(MetricType::Counters);
         }
         self.ledger.flushed();
+        let timer_ttl = ttl[MetricType::Timers as usize];
+        let (expired, renumbered) = self.timers.reset_after_flush(delete_timers, timer_ttl, &mut self.spare_lists);
+        self.released |= renumbered;
         if delete_timers {
-            self.released |= clear_returning_memory!(&mut self.timers);
             self.ledger.deleted(MetricType::Timers);
-        } else if let Some(ttl) = ttl[MetricType::Timers as usize] {
-            let expired = expire_idle(&mut self.timers, &mut self.idle_timers, ttl, |samples| samples.received > 0);
+        } else if timer_ttl.is_some() {
             self.count_expired(MetricType::Timers, expired);
         }
-        self.timers.values_mut().for_each(|samples| *samples = TimerSamples::default());
         if delete_sets {
             self.released |= clear_returning_memory!(&mut self.sets);
             self.ledger.deleted(MetricType::Sets);
@@ -576,7 +568,7 @@ impl Aggregator {
     pub fn keys(&mut self, metric_type: MetricType) -> Vec<CompactString> {
         let mut keys: Vec<CompactString> = match metric_type {
             MetricType::Counters => self.counters.live_values().into_iter().map(|(key, _)| key).collect(),
-            MetricType::Timers => self.timers.keys().cloned().collect(),
+            MetricType::Timers => self.timers.iter().map(|(key, _)| key.into()).collect(),
             MetricType::Gauges => self.gauges.keys().cloned().collect(),
             MetricType::Sets => self.sets.keys().cloned().collect(),
         };
@@ -588,7 +580,7 @@ impl Aggregator {
     pub fn remove(&mut self, metric_type: MetricType, key: &str) -> bool {
         let removed = match metric_type {
             MetricType::Counters => self.counters.remove(key), // numbered until renumbered
-            MetricType::Timers => self.timers.remove(key).is_some(),
+            MetricType::Timers => self.timers.remove(key),
             MetricType::Gauges => self.gauges.remove(key).is_some(),
             MetricType::Sets => self.sets.remove(key).is_some(),
         };
@@ -608,13 +600,14 @@ impl Aggregator {
             self.counters.live_values().into_iter().map(|(key, value)| plain(key, MetricType::Counters, value)),
         );
         for (key, samples) in self.timers.iter_mut() {
+            let key = CompactString::from(key);
             samples.settle();
             let histogram = &samples.histogram;
             let quantiles = (!histogram.is_empty()).then(|| (histogram.quantile(0.5), histogram.quantile(0.99)));
             series.push(LiveSeries {
                 quantiles,
                 at_or_above: threshold.map(|t| histogram.count_above(t, true)),
-                ..plain(key.clone(), MetricType::Timers, samples.count)
+                ..plain(key, MetricType::Timers, samples.count)
             });
         }
         series.extend(self.gauges.iter().map(|(key, state)| plain(key.clone(), MetricType::Gauges, state.value)));
@@ -636,7 +629,7 @@ impl Aggregator {
 
     /// Current timer values (this interval so far, in arrival order), sorted by key.
     pub fn timer_values(&self) -> Vec<(CompactString, Vec<f64>)> {
-        sorted(self.timers.iter().map(|(k, s)| (k.clone(), s.values.clone())), |(k, _)| k)
+        sorted(self.timers.iter().map(|(k, s)| (k.into(), s.values.clone())), |(k, _)| k)
     }
 
     /// Current gauge values, sorted.
@@ -904,7 +897,7 @@ mod tests {
         assert_eq!(present(&seventh), none);
         assert_eq!(gauge(&seventh, "statsd.timestamp_lag"), Some(0.0), "internal series stay");
         assert_eq!(counter(&aggregator.flush(80_000), "statsd.packets_received"), Some((0.0, 0.0)));
-        assert_eq!(aggregator.idle_timers.len() + aggregator.idle_sets.len(), 0, "nothing left idle");
+        assert_eq!(aggregator.timers.len() + aggregator.idle_sets.len(), 0, "nothing left idle");
     }
 
     #[test]

@@ -122,12 +122,14 @@ impl ReaderCounters {
     }
 }
 
-/// The flusher's map from one reader's counter ids to its own.
+/// The flusher's map from one reader's counter and timer ids to its own.
 #[derive(Debug, Default)]
 pub struct ReaderMap {
     ids: Vec<u32>,
     /// The flusher's numbering these ids belong to.
     generation: u64,
+    /// The same for the reader's timers.
+    pub(crate) timers: crate::timer_store::TimerMap,
 }
 
 /// The flusher's counters: every key seen (until deleted and renumbered), this interval's
@@ -195,7 +197,7 @@ impl CounterStore {
     ) {
         let CounterDelta { values, touched, keys, first_new, reset } = delta;
         if map.generation != self.generation {
-            *map = ReaderMap { ids: Vec::new(), generation: self.generation };
+            (map.ids, map.generation) = (Vec::new(), self.generation);
         }
         debug_assert!(map.ids.is_empty() || map.ids.len() == first_new, "a reader's ids are mapped in order");
         map.ids.truncate(first_new);
@@ -296,28 +298,9 @@ impl CounterStore {
         self.order.iter().copied().filter(|&id| self.live[id as usize])
     }
 
-    /// Places ids numbered since the last sort into `order` (sorted new ids, then one merge).
+    /// Places ids numbered since the last sort into `order`.
     fn sort_new_ids(&mut self) {
-        let placed = self.order.len();
-        if placed == self.values.len() {
-            return;
-        }
-        let keys = self.index.keys();
-        let mut new: Vec<u32> = (placed as u32..self.values.len() as u32).collect();
-        new.sort_unstable_by(|&a, &b| keys[a as usize].cmp(&keys[b as usize]));
-        let old = std::mem::take(&mut self.order);
-        self.order.reserve(old.len() + new.len());
-        let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
-        while let (Some(&x), Some(&y)) = (a.peek(), b.peek()) {
-            if keys[x as usize] <= keys[y as usize] {
-                self.order.push(x);
-                a.next();
-            } else {
-                self.order.push(y);
-                b.next();
-            }
-        }
-        self.order.extend(a.chain(b));
+        crate::key_index::place_new_ids(&mut self.order, self.index.keys(), self.values.len());
     }
 }
 

@@ -156,6 +156,32 @@ impl KeyIndex {
     }
 }
 
+/// Places the ids numbered since `order` was last brought up to date (those from
+/// `order.len()` to `count`) into it, keeping it sorted by key: the new ids sorted, then one
+/// merge. A store that numbers keys in order of first sight reports them in key order
+/// without sorting all of them at every flush.
+pub(crate) fn place_new_ids(order: &mut Vec<u32>, keys: &KeyList, count: usize) {
+    let placed = order.len();
+    if placed == count {
+        return;
+    }
+    let mut new: Vec<u32> = (placed as u32..count as u32).collect();
+    new.sort_unstable_by(|&a, &b| keys[a as usize].cmp(&keys[b as usize]));
+    let old = std::mem::take(order);
+    order.reserve(old.len() + new.len());
+    let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
+    while let (Some(&x), Some(&y)) = (a.peek(), b.peek()) {
+        if keys[x as usize] <= keys[y as usize] {
+            order.push(x);
+            a.next();
+        } else {
+            order.push(y);
+            b.next();
+        }
+    }
+    order.extend(a.chain(b));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +200,26 @@ mod tests {
         assert_eq!(index.len(), keys.len());
         assert_eq!((index.id("series.number.17"), index.id("nope")), (Some(17), None));
         assert_eq!(index.key(2999), "series.number.2999");
+    }
+
+    #[test]
+    fn new_ids_are_merged_into_key_order() {
+        let mut index = KeyIndex::default();
+        let mut order = Vec::new();
+        // (keys numbered next, all keys in key order after placing them)
+        let steps: [(&[&str], &[&str]); 3] = [
+            (&["m", "c", "x"], &["c", "m", "x"]),
+            (&[], &["c", "m", "x"]),
+            (&["a", "n", "z", "d"], &["a", "c", "d", "m", "n", "x", "z"]),
+        ];
+        for (new, sorted) in steps {
+            for key in new {
+                index.id_or_insert(hash_key(key), key);
+            }
+            place_new_ids(&mut order, index.keys(), index.len());
+            let keys: Vec<&str> = order.iter().map(|&id| index.key(id)).collect();
+            assert_eq!(keys, sorted);
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod snapshot;
 mod spare_lists;
 mod table;
 mod timer;
+mod timer_store;
 mod timers;
 
 pub use aggregator::{is_internal_key, Aggregator, LiveSeries, MetricType};
@@ -29,10 +30,10 @@ pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
 pub use distinct::{Distinct, Hll};
 pub use mergeable::{ForwardedGauge, Mergeable};
-pub use spare_lists::SpareLists;
 pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
 };
+pub use spare_lists::SpareLists;
 pub use table::{
     apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, LazyHistogram, Table, TakenInterval, TimerSamples,
 };

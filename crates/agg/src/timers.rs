@@ -188,12 +188,13 @@ impl ReaderTimers {
             })
             .collect();
         self.places_taken = interval.ids.len();
-        if self.index.len() > 2 * interval.ids.len() + CHURN_SLACK {
+        let reset = self.index.len() > 2 * interval.ids.len() + CHURN_SLACK;
+        if reset {
             (self.index, self.states, self.expected) = Default::default();
         }
         self.interval.ids.reserve(interval.ids.len());
         self.interval.lists.reserve(interval.ids.len());
-        TimerDelta { keys, milliseconds, interval }
+        TimerDelta { keys, milliseconds, interval, reset }
     }
 
     /// The number of keys held.
@@ -211,6 +212,8 @@ pub struct TimerDelta {
     /// By place: a value came as `ms`.
     milliseconds: Vec<bool>,
     interval: Interval,
+    /// The reader started over at this take: its ids are numbered anew from the next one.
+    reset: bool,
 }
 
 impl TimerDelta {
@@ -226,22 +229,32 @@ impl TimerDelta {
         self.interval.ids.is_empty()
     }
 
+    /// The reader's keys by id; whether the reader started over at this take (its next
+    /// take numbers its keys anew); and each timer's id in the reader and samples, in order
+    /// of first arrival.
+    pub(crate) fn into_parts(self) -> (KeyList, bool, impl Iterator<Item = (u32, TimerSamples)>) {
+        let TimerDelta { keys, milliseconds, interval, reset } = self;
+        let Interval { ids, lists, mut rated, mut past_limit } = interval;
+        let samples =
+            ids.into_iter().zip(lists).zip(milliseconds).enumerate().map(move |(place, ((id, values), ms))| {
+                let place = place as u32;
+                let mut samples = match rated.remove(&place) {
+                    None => TimerSamples::waiting(values),
+                    Some(rates) => replayed(&values, &rates),
+                };
+                if let Some(past) = past_limit.remove(&place) {
+                    samples.merge(past, usize::MAX);
+                }
+                samples.milliseconds = ms;
+                (id, samples)
+            });
+        (keys, reset, samples)
+    }
+
     /// Each timer's key and samples, in order of first arrival.
     fn samples(self) -> impl Iterator<Item = (CompactString, TimerSamples)> {
-        let TimerDelta { keys, milliseconds, interval } = self;
-        let Interval { ids, lists, mut rated, mut past_limit } = interval;
-        ids.into_iter().zip(lists).zip(milliseconds).enumerate().map(move |(place, ((id, values), ms))| {
-            let place = place as u32;
-            let mut samples = match rated.remove(&place) {
-                None => TimerSamples::waiting(values),
-                Some(rates) => replayed(&values, &rates),
-            };
-            if let Some(past) = past_limit.remove(&place) {
-                samples.merge(past, usize::MAX);
-            }
-            samples.milliseconds = ms;
-            (keys[id as usize].clone(), samples)
-        })
+        let (keys, _, samples) = self.into_parts();
+        samples.map(move |(id, samples)| (keys[id as usize].clone(), samples))
     }
 }
 

@@ -1,11 +1,12 @@
-//! Counters through several readers over many flushes, with names that churn, against a plain
-//! model of Etsy's rules: every flush reports each counter's sum for the interval, and keeps
-//! reporting idle counters as 0 unless `deleteCounters`. Enough distinct names pass through to
-//! make readers start over and the flusher renumber (both past `CHURN_SLACK`).
+//! Counters and timers through several readers over many flushes, with names that churn,
+//! against a plain model of Etsy's rules: every flush reports each counter's (or timer's) sum
+//! for the interval, and keeps reporting idle ones as 0 unless `deleteCounters`
+//! (`deleteTimers`). Enough distinct names pass through to make readers start over (past
+//! `CHURN_SLACK`) and the flusher number its keys again.
 
 use std::collections::BTreeMap;
 
-use agg::{AggConfig, Aggregator, ReaderMap, Table, CHURN_SLACK};
+use agg::{AggConfig, Aggregator, Budgets, ReaderMap, Snapshot, Table, CHURN_SLACK};
 
 /// SplitMix64: deterministic and good enough for picking names and amounts.
 struct Random(u64);
@@ -20,8 +21,23 @@ impl Random {
     }
 }
 
-fn run(delete_counters: bool) {
-    let config = AggConfig { delete_counters, ..AggConfig::default() };
+/// The series' sums in a flush: counters' counts, or timers' sums of values.
+fn sums(snapshot: &Snapshot, kind: &str) -> BTreeMap<String, f64> {
+    match kind {
+        "c" => snapshot
+            .counters
+            .iter()
+            .filter(|p| !p.key.starts_with("statsd."))
+            .map(|p| (p.key.to_string(), p.count))
+            .collect(),
+        _ => snapshot.timers.iter().map(|p| (p.key.to_string(), p.totals.sum)).collect(),
+    }
+}
+
+fn run(kind: &str, delete: bool) {
+    // Without budgets: every name is its own series (the budgets have tests of their own).
+    let budgets = Budgets { max_series: [usize::MAX; 4], ..Budgets::default() };
+    let config = AggConfig { delete_counters: delete, delete_timers: delete, budgets, ..AggConfig::default() };
     let mut aggregator = Aggregator::new(config);
     let mut readers: Vec<(Table, ReaderMap)> = (0..3).map(|_| (Table::new(true, 16), ReaderMap::default())).collect();
     let mut random = Random(7);
@@ -35,7 +51,7 @@ fn run(delete_counters: bool) {
         for line in 0..names_per_flush + 5000 {
             let name = format!("churn.{}", first_name + (random.next() as usize % names_per_flush));
             let amount = (random.next() % 5) as f64;
-            packet.push_str(&format!("{name}:{amount}|c\n"));
+            packet.push_str(&format!("{name}:{amount}|{kind}\n"));
             *interval.entry(name).or_default() += amount;
             if line % 20 == 19 {
                 // Mostly one reader per flush, so the others go idle and start over.
@@ -49,30 +65,35 @@ fn run(delete_counters: bool) {
             aggregator.absorb_taken(map, table.take(false));
         }
         let snapshot = aggregator.flush(10_000 * (flush + 1));
-        let got: BTreeMap<String, f64> = snapshot
-            .counters
-            .iter()
-            .filter(|p| !p.key.starts_with("statsd."))
-            .map(|p| (p.key.to_string(), p.count))
-            .collect();
-        let want = if delete_counters {
+        let got = sums(&snapshot, kind);
+        let want = if delete {
             interval
         } else {
             known.values_mut().for_each(|count| *count = 0.0);
             known.extend(interval);
             known.clone()
         };
-        assert_eq!(got.len(), want.len(), "flush {flush}: number of counters");
-        assert!(got == want, "flush {flush}: counts differ");
+        assert_eq!(got.len(), want.len(), "{kind}, flush {flush}: number of series");
+        assert!(got == want, "{kind}, flush {flush}: sums differ");
     }
 }
 
 #[test]
 fn counters_match_the_model_when_idle_ones_are_kept() {
-    run(false);
+    run("c", false);
 }
 
 #[test]
 fn counters_match_the_model_when_idle_ones_are_deleted() {
-    run(true);
+    run("c", true);
+}
+
+#[test]
+fn timers_match_the_model_when_idle_ones_are_kept() {
+    run("ms", false);
+}
+
+#[test]
+fn timers_match_the_model_when_idle_ones_are_deleted() {
+    run("ms", true);
 }

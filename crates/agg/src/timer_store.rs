@@ -1,0 +1,331 @@
+//! The flusher's timers, numbered like its counters ([`crate::counters`]): every key held gets
+//! an id in order of first sight, its interval's samples sit in an array by id, and a map per
+//! reader from the reader's timer ids to these ([`TimerMap`]) finds a reader's timer with an
+//! array lookup instead of hashing and comparing its key at every take. The ids stay sorted by
+//! key in `order`, new ones merged in at a flush, so a flush lists its timers in key order
+//! without sorting them.
+//!
+//! A timer deleted (`deleteTimers`, an idle TTL, a management `deltimers`) stops being live but
+//! keeps its id; one that comes back is admitted by the budgets again. Once timers deleted and
+//! idle for an interval since outnumber the live ones (and [`STALE_SLACK`]), the store is numbered again
+//! and the readers' maps are rebuilt at their next take.
+
+use std::borrow::Cow;
+
+use compact_str::CompactString;
+
+use crate::key_index::{place_new_ids, KeyIndex};
+use crate::spare_lists::SpareLists;
+use crate::table::TimerSamples;
+use crate::timers::TimerDelta;
+
+/// Stale timers (deleted, and idle for an interval since) a store keeps before it numbers its
+/// timers again, when they outnumber the others: a burst of timer names deleted by
+/// `deleteTimers` or an idle TTL gives its room back at the next flush but one.
+const STALE_SLACK: usize = 4096;
+
+/// A reader's timer id not mapped yet.
+const UNMAPPED: u32 = u32::MAX;
+
+/// The flusher's map from one reader's timer ids to the store's.
+#[derive(Debug, Default)]
+pub(crate) struct TimerMap {
+    ids: Vec<u32>,
+    /// The store's numbering these ids belong to.
+    generation: u64,
+}
+
+/// Every timer key held, and this interval's samples of each.
+#[derive(Debug, Default)]
+pub(crate) struct TimerStore {
+    index: KeyIndex,
+    samples: Vec<TimerSamples>,
+    /// Reported at the flush (not deleted).
+    live: Vec<bool>,
+    /// Flushes since each timer last had a value (0: it had one in the last flushed interval).
+    idle_flushes: Vec<u32>,
+    /// Ids sorted by key; ids from `order.len()` on are not placed yet.
+    order: Vec<u32>,
+    /// Bumped by every renumbering: maps of an older one are rebuilt.
+    generation: u64,
+}
+
+impl TimerStore {
+    /// The number of live timers.
+    pub(crate) fn len(&self) -> usize {
+        self.live.iter().filter(|&&live| live).count()
+    }
+
+    /// True when `key` is a live timer.
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.index.id(key).is_some_and(|id| self.live[id as usize])
+    }
+
+    /// The live timer `key`'s samples.
+    pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut TimerSamples> {
+        let id = self.index.id(key)? as usize;
+        self.live[id].then(|| &mut self.samples[id])
+    }
+
+    /// Makes `key` a live timer (numbered next when new) and merges `samples` into it.
+    pub(crate) fn merge(&mut self, key: &str, samples: TimerSamples, limit: usize) {
+        let id = self.live_id(key);
+        self.samples[id as usize].merge(samples, limit);
+    }
+
+    /// The id of `key`, made live (numbered next when new).
+    fn live_id(&mut self, key: &str) -> u32 {
+        let id = self.index.id_or_insert(crate::series::hash_key(key), key);
+        if id as usize == self.samples.len() {
+            self.samples.push(TimerSamples::default());
+            self.live.push(false);
+            self.idle_flushes.push(0);
+        }
+        self.live[id as usize] = true;
+        id
+    }
+
+    /// Moves a reader's interval in. A reader's timer found in its map is merged by id; one
+    /// not mapped yet, or deleted since, is looked up by key, and a key not live here is kept
+    /// under the key `admit` gives it (its own, or an overflow series'). Only a timer kept
+    /// under its own key is mapped: one folded into an overflow series asks the budgets again
+    /// at every take, as they count each fold.
+    pub(crate) fn absorb(
+        &mut self,
+        map: &mut TimerMap,
+        delta: TimerDelta,
+        limit: usize,
+        mut admit: impl FnMut(&str) -> Cow<'_, str>,
+    ) {
+        if map.generation != self.generation {
+            *map = TimerMap { ids: Vec::new(), generation: self.generation };
+        }
+        let (keys, reset, timers) = delta.into_parts();
+        if map.ids.len() < keys.len() {
+            map.ids.resize(keys.len(), UNMAPPED);
+        }
+        for (reader_id, samples) in timers {
+            let mapped = map.ids[reader_id as usize];
+            let id = match mapped != UNMAPPED && self.live[mapped as usize] {
+                true => mapped,
+                false => {
+                    let key = &keys[reader_id as usize];
+                    let (id, own) = match self.contains(key) {
+                        true => (self.live_id(key), true),
+                        false => {
+                            let admitted = admit(key);
+                            (self.live_id(&admitted), admitted == key.as_str())
+                        }
+                    };
+                    map.ids[reader_id as usize] = if own { id } else { UNMAPPED };
+                    id
+                }
+            };
+            self.samples[id as usize].merge(samples, limit);
+        }
+        if reset {
+            map.ids.clear();
+        }
+    }
+
+    /// Calls `visit` with each live timer's key and samples, in key order.
+    pub(crate) fn for_each_sorted(&mut self, mut visit: impl FnMut(&CompactString, &mut TimerSamples)) {
+        place_new_ids(&mut self.order, self.index.keys(), self.samples.len());
+        let keys = self.index.keys();
+        for &id in &self.order {
+            if self.live[id as usize] {
+                visit(&keys[id as usize], &mut self.samples[id as usize]);
+            }
+        }
+    }
+
+    /// The live timers' keys and samples, by id.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut TimerSamples)> {
+        let (index, live) = (&self.index, &self.live);
+        self.samples
+            .iter_mut()
+            .enumerate()
+            .filter(|(id, _)| live[*id])
+            .map(|(id, samples)| (index.key(id as u32), samples))
+    }
+
+    /// The live timers' keys and samples, by id.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &TimerSamples)> {
+        let live = &self.live;
+        self.samples
+            .iter()
+            .enumerate()
+            .filter(|(id, _)| live[*id])
+            .map(|(id, samples)| (self.index.key(id as u32), samples))
+    }
+
+    /// Deletes the live timer `key`; true when there was one.
+    pub(crate) fn remove(&mut self, key: &str) -> bool {
+        match self.index.id(key).map(|id| id as usize) {
+            Some(id) if self.live[id] => {
+                self.live[id] = false;
+                self.samples[id] = TimerSamples::default();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// After a flush: every timer's samples start over (their value lists go to `spares`);
+    /// with `delete` every timer stops being live, and so do those without a value for `ttl`
+    /// flushes (the idle TTL); renumbers when stale timers dominate. Returns how many timers
+    /// the TTL ended and whether it renumbered (ids changed, and room was given back).
+    pub(crate) fn reset_after_flush(
+        &mut self,
+        delete: bool,
+        ttl: Option<u32>,
+        spares: &mut SpareLists,
+    ) -> (usize, bool) {
+        let (mut stale, mut expired) = (0, 0);
+        for id in 0..self.samples.len() {
+            let samples = std::mem::take(&mut self.samples[id]);
+            let idle = &mut self.idle_flushes[id];
+            *idle = if samples.received > 0 { 0 } else { idle.saturating_add(1) };
+            spares.put(samples.values);
+            if self.live[id] && (delete || ttl.is_some_and(|ttl| *idle >= ttl)) {
+                self.live[id] = false;
+                expired += usize::from(!delete);
+            }
+            stale += usize::from(self.is_stale(id));
+        }
+        let renumber = stale > STALE_SLACK && stale * 2 > self.samples.len();
+        if renumber {
+            self.renumber();
+        }
+        (expired, renumber)
+    }
+
+    /// Not live, and without a value for a whole interval since: dropped at the next
+    /// renumbering.
+    fn is_stale(&self, id: usize) -> bool {
+        !self.live[id] && self.idle_flushes[id] >= 1
+    }
+
+    /// Timers the store has room for.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.samples.capacity()
+    }
+
+    /// Keeps the timers that are not stale, numbered again in key order, in a new generation.
+    fn renumber(&mut self) {
+        place_new_ids(&mut self.order, self.index.keys(), self.samples.len());
+        let mut renumbered = TimerStore { generation: self.generation + 1, ..TimerStore::default() };
+        for &id in &self.order {
+            let id = id as usize;
+            if !self.is_stale(id) {
+                let new = renumbered.live_id(self.index.key(id as u32)) as usize;
+                renumbered.live[new] = self.live[id];
+                renumbered.idle_flushes[new] = self.idle_flushes[id];
+            }
+        }
+        renumbered.order = (0..renumbered.samples.len() as u32).collect();
+        *self = renumbered;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::series::hash_key;
+    use crate::timers::ReaderTimers;
+
+    /// One take of a reader that received `lines` (key, value), absorbed with budgets that
+    /// fold the keys in `folded` into `overflow`; the keys the budgets were asked about.
+    fn take(
+        store: &mut TimerStore,
+        map: &mut TimerMap,
+        reader: &mut ReaderTimers,
+        lines: &[(&str, f64)],
+        folded: &[&str],
+    ) -> Vec<String> {
+        for &(key, value) in lines {
+            reader.add(hash_key(key), key, value, 1.0, 100, true);
+        }
+        let mut asked = Vec::new();
+        store.absorb(map, reader.take(), 100, |key| {
+            asked.push(key.to_string());
+            match folded.contains(&key) {
+                true => Cow::Borrowed("overflow"),
+                false => Cow::Owned(key.to_string()),
+            }
+        });
+        asked
+    }
+
+    fn sums(store: &mut TimerStore) -> Vec<(String, f64)> {
+        let mut sums = Vec::new();
+        store.for_each_sorted(|key, samples| sums.push((key.to_string(), samples.sum)));
+        sums
+    }
+
+    #[test]
+    fn a_readers_timers_are_found_by_id_and_new_or_deleted_ones_by_the_budgets() {
+        let (mut store, mut map, mut reader) = (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
+        // (lines of one take, keys folded by the budgets, keys the budgets were asked about,
+        //  each live timer's sum after the take, in key order)
+        type Step = (
+            &'static [(&'static str, f64)],
+            &'static [&'static str],
+            &'static [&'static str],
+            &'static [(&'static str, f64)],
+        );
+        let steps: &[Step] = &[
+            (&[("b", 1.0), ("a", 2.0), ("b", 3.0)], &[], &["b", "a"], &[("a", 2.0), ("b", 4.0)]),
+            (&[("a", 5.0), ("c", 1.0)], &["c"], &["c"], &[("a", 7.0), ("b", 4.0), ("overflow", 1.0)]),
+            (&[("c", 2.0), ("a", 1.0)], &["c"], &["c"], &[("a", 8.0), ("b", 4.0), ("overflow", 3.0)]),
+        ];
+        for (number, &(lines, folded, asked, want)) in steps.iter().enumerate() {
+            assert_eq!(take(&mut store, &mut map, &mut reader, lines, folded), asked, "take {number}: budgets asked");
+            let want: Vec<(String, f64)> = want.iter().map(|&(key, sum)| (key.to_string(), sum)).collect();
+            assert_eq!(sums(&mut store), want, "take {number}");
+        }
+        assert!(store.remove("a") && !store.remove("a") && !store.contains("a"));
+        assert_eq!(
+            take(&mut store, &mut map, &mut reader, &[("a", 1.0), ("b", 1.0)], &[]),
+            ["a"],
+            "deleted: asked again"
+        );
+        assert_eq!(sums(&mut store), [("a".to_string(), 1.0), ("b".to_string(), 5.0), ("overflow".to_string(), 3.0)]);
+    }
+
+    #[test]
+    fn a_flush_starts_samples_over_and_deletes_by_the_rules() {
+        // (deleteTimers, idle TTL in flushes, flushes without values after one with, timers live after)
+        let cases = [(false, None, 3, 2), (true, None, 0, 0), (false, Some(2), 1, 2), (false, Some(2), 2, 0)];
+        for (delete, ttl, idle_flushes, live) in cases {
+            let (mut store, mut map, mut reader) =
+                (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
+            take(&mut store, &mut map, &mut reader, &[("a", 1.0), ("b", 2.0)], &[]);
+            let mut spares = SpareLists::default();
+            let mut expired = store.reset_after_flush(delete, ttl, &mut spares).0;
+            assert_eq!(spares.len(), 2, "the lists go back");
+            for _ in 0..idle_flushes {
+                expired += store.reset_after_flush(delete, ttl, &mut spares).0;
+            }
+            assert_eq!(store.len(), live, "{delete} {ttl:?} {idle_flushes}");
+            assert_eq!(expired, if ttl.is_some() { 2 - live } else { 0 }, "{delete} {ttl:?} {idle_flushes}");
+            store.iter().for_each(|(key, samples)| assert_eq!(samples.received, 0, "{key} starts over"));
+        }
+    }
+
+    #[test]
+    fn deleted_timers_past_the_slack_are_numbered_again_and_maps_rebuilt() {
+        let (mut store, mut map, mut reader) = (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
+        let burst: Vec<String> = (0..STALE_SLACK + 10).map(|i| format!("t{i}")).collect();
+        let lines: Vec<(&str, f64)> = burst.iter().map(|key| (key.as_str(), 1.0)).collect();
+        take(&mut store, &mut map, &mut reader, &lines, &[]);
+        let mut spares = SpareLists::default();
+        assert!(!store.reset_after_flush(true, None, &mut spares).1, "deleted, not yet stale");
+        take(&mut store, &mut map, &mut reader, &[("t5", 2.0)], &[]);
+        assert!(store.reset_after_flush(true, None, &mut spares).1, "renumbered");
+        assert_eq!((store.samples.len(), store.generation), (1, 1), "only t5 kept");
+        assert_eq!(take(&mut store, &mut map, &mut reader, &[("t5", 3.0), ("t7", 1.0)], &[]), ["t5", "t7"]);
+        assert_eq!(sums(&mut store), [("t5".to_string(), 3.0), ("t7".to_string(), 1.0)]);
+    }
+}
