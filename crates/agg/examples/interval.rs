@@ -39,9 +39,7 @@ fn main() {
             orders[pass % 2].iter().for_each(|p| table.insert_packet(1, p));
         }
         let read = started.elapsed();
-        let taken = table.take(false);
-        table.refill(&mut aggregator.take_spare_lists());
-        aggregator.absorb_taken(&mut map, taken);
+        aggregator.absorb_taken(&mut map, table.take(false));
         let absorbed = started.elapsed() - read;
         drop(aggregator.flush(10_000 * (round + 1)));
         let flushed = started.elapsed() - read - absorbed;

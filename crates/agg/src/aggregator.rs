@@ -17,7 +17,6 @@ use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
 use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
-use crate::spare_lists::SpareLists;
 use crate::table::{IngestCounts, Table, TakenInterval, TimerSamples};
 use crate::timer::{bin_counts, timer_stats};
 use crate::timer_store::TimerStore;
@@ -119,8 +118,6 @@ pub struct Aggregator {
     idle_sets: KeyedMap<u32>,
     /// Series the idle TTLs deleted, per type, since start.
     expired: [u64; 4],
-    /// The last flush's timer value lists, emptied, for the readers to fill again.
-    spare_lists: SpareLists,
 }
 
 /// Keys of the internal metrics under `prefixStats`.
@@ -210,7 +207,6 @@ impl Aggregator {
             previous_flush_s: None,
             timers_over_sample_limit: 0,
             released: false,
-            spare_lists: SpareLists::default(),
         }
     }
 
@@ -242,12 +238,6 @@ impl Aggregator {
     /// may then ask the allocator to return freed memory to the system).
     pub fn take_released(&mut self) -> bool {
         std::mem::take(&mut self.released)
-    }
-
-    /// The last flush's timer value lists, emptied, for the readers' tables
-    /// ([`Table::refill`]); what they do not take is freed.
-    pub fn take_spare_lists(&mut self) -> SpareLists {
-        std::mem::take(&mut self.spare_lists)
     }
 
     /// Moves a whole table (one never taken before) into the current interval.
@@ -504,7 +494,7 @@ impl Aggregator {
         }
         self.ledger.flushed();
         let timer_ttl = ttl[MetricType::Timers as usize];
-        let (expired, renumbered) = self.timers.reset_after_flush(delete_timers, timer_ttl, &mut self.spare_lists);
+        let (expired, renumbered) = self.timers.reset_after_flush(delete_timers, timer_ttl);
         self.released |= renumbered;
         if delete_timers {
             self.ledger.deleted(MetricType::Timers);

@@ -18,7 +18,6 @@ mod mergeable;
 mod run;
 mod series;
 mod snapshot;
-mod spare_lists;
 mod table;
 mod timer;
 mod timer_store;
@@ -33,7 +32,6 @@ pub use mergeable::{ForwardedGauge, Mergeable};
 pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
 };
-pub use spare_lists::SpareLists;
 pub use table::{
     apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, LazyHistogram, Table, TakenInterval, TimerSamples,
 };

@@ -15,7 +15,6 @@ use proto::{Kind, Line, Metric, ParseError, Scanned, Value};
 use crate::counters::{CounterDelta, ReaderCounters};
 use crate::run::{Pending, Run};
 use crate::series::{hash_key, SeriesMap};
-use crate::spare_lists::SpareLists;
 use crate::timers::ReaderTimers;
 
 /// Counts about the input itself, for the internal metrics.
@@ -458,12 +457,6 @@ impl Table {
             sets: std::mem::take(&mut self.sets),
             ingest: std::mem::take(&mut self.ingest),
         }
-    }
-
-    /// Takes emptied value lists from `spares` (a flush's, [`crate::Aggregator::take_spare_lists`])
-    /// for the timers of the intervals to come, as many as it had timers last interval.
-    pub fn refill(&mut self, spares: &mut SpareLists) {
-        self.timers.refill(spares);
     }
 
     /// The input counts so far.

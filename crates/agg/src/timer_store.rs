@@ -15,7 +15,6 @@ use std::borrow::Cow;
 use compact_str::CompactString;
 
 use crate::key_index::{place_new_ids, KeyIndex};
-use crate::spare_lists::SpareLists;
 use crate::table::TimerSamples;
 use crate::timers::TimerDelta;
 
@@ -171,22 +170,16 @@ impl TimerStore {
         }
     }
 
-    /// After a flush: every timer's samples start over (their value lists go to `spares`);
+    /// After a flush: every timer's samples start over;
     /// with `delete` every timer stops being live, and so do those without a value for `ttl`
     /// flushes (the idle TTL); renumbers when stale timers dominate. Returns how many timers
     /// the TTL ended and whether it renumbered (ids changed, and room was given back).
-    pub(crate) fn reset_after_flush(
-        &mut self,
-        delete: bool,
-        ttl: Option<u32>,
-        spares: &mut SpareLists,
-    ) -> (usize, bool) {
+    pub(crate) fn reset_after_flush(&mut self, delete: bool, ttl: Option<u32>) -> (usize, bool) {
         let (mut stale, mut expired) = (0, 0);
         for id in 0..self.samples.len() {
-            let samples = std::mem::take(&mut self.samples[id]);
+            let received = std::mem::take(&mut self.samples[id]).received;
             let idle = &mut self.idle_flushes[id];
-            *idle = if samples.received > 0 { 0 } else { idle.saturating_add(1) };
-            spares.put(samples.values);
+            *idle = if received > 0 { 0 } else { idle.saturating_add(1) };
             if self.live[id] && (delete || ttl.is_some_and(|ttl| *idle >= ttl)) {
                 self.live[id] = false;
                 expired += usize::from(!delete);
@@ -302,11 +295,9 @@ mod tests {
             let (mut store, mut map, mut reader) =
                 (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
             take(&mut store, &mut map, &mut reader, &[("a", 1.0), ("b", 2.0)], &[]);
-            let mut spares = SpareLists::default();
-            let mut expired = store.reset_after_flush(delete, ttl, &mut spares).0;
-            assert_eq!(spares.len(), 2, "the lists go back");
+            let mut expired = store.reset_after_flush(delete, ttl).0;
             for _ in 0..idle_flushes {
-                expired += store.reset_after_flush(delete, ttl, &mut spares).0;
+                expired += store.reset_after_flush(delete, ttl).0;
             }
             assert_eq!(store.len(), live, "{delete} {ttl:?} {idle_flushes}");
             assert_eq!(expired, if ttl.is_some() { 2 - live } else { 0 }, "{delete} {ttl:?} {idle_flushes}");
@@ -320,10 +311,9 @@ mod tests {
         let burst: Vec<String> = (0..STALE_SLACK + 10).map(|i| format!("t{i}")).collect();
         let lines: Vec<(&str, f64)> = burst.iter().map(|key| (key.as_str(), 1.0)).collect();
         take(&mut store, &mut map, &mut reader, &lines, &[]);
-        let mut spares = SpareLists::default();
-        assert!(!store.reset_after_flush(true, None, &mut spares).1, "deleted, not yet stale");
+        assert!(!store.reset_after_flush(true, None).1, "deleted, not yet stale");
         take(&mut store, &mut map, &mut reader, &[("t5", 2.0)], &[]);
-        assert!(store.reset_after_flush(true, None, &mut spares).1, "renumbered");
+        assert!(store.reset_after_flush(true, None).1, "renumbered");
         assert_eq!((store.samples.len(), store.generation), (1, 1), "only t5 kept");
         assert_eq!(take(&mut store, &mut map, &mut reader, &[("t5", 3.0), ("t7", 1.0)], &[]), ["t5", "t7"]);
         assert_eq!(sums(&mut store), [("t5".to_string(), 3.0), ("t7".to_string(), 1.0)]);

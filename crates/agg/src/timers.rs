@@ -26,7 +26,6 @@ use hashbrown::HashMap;
 
 use crate::counters::CHURN_SLACK;
 use crate::key_index::{KeyIndex, KeyList};
-use crate::spare_lists::{SpareLists, MOST_VALUES_KEPT};
 use crate::table::TimerSamples;
 
 /// A state's count of values received this interval (saturating: past `timerSampleLimit`
@@ -39,6 +38,10 @@ const MILLISECONDS: u32 = 1 << 31;
 const LOG_VALUES: usize = 1 << 15;
 /// How many values ahead of the one being moved the move prefetches where it goes.
 const PREFETCH_AHEAD: usize = 8;
+/// The most values reserved at a timer's first value of an interval (it reserves as many as
+/// it received in its last interval, up to this): enough for most timers at once; a busier
+/// one grows from there, so a reader does not hold a whole interval's room from its start.
+const RESERVED_VALUES_AT_MOST: u32 = 1024;
 
 /// A reader's timers: every key seen (until it starts over), this interval's values of each.
 #[derive(Debug, Default)]
@@ -51,10 +54,6 @@ pub struct ReaderTimers {
     expected: Vec<u32>,
     interval: Interval,
     log: ValueLog,
-    /// Emptied lists the flusher handed back, for this interval's timers.
-    spares: SpareLists,
-    /// Timers that received a value in the last interval taken: how many spare lists to hold.
-    places_taken: usize,
 }
 
 /// One interval's values, by place: timers in order of their first value.
@@ -155,22 +154,14 @@ impl ReaderTimers {
         self.states[id] = u64::from(place) << 32 | u64::from(flag | (received + 1).min(RECEIVED));
     }
 
-    /// Gives the timer `id` the next place of the interval, with a list that has room for as
-    /// many values as it had last time (up to [`MOST_VALUES_KEPT`]: enough for most timers at
-    /// once; a busier one grows from there, so a reader does not hold a whole interval's room
-    /// from its start), a spare one when there is one.
+    /// Gives the timer `id` the next place of the interval, with room for as many values as
+    /// it had last time (up to [`RESERVED_VALUES_AT_MOST`]).
     fn open(&mut self, id: usize) -> u32 {
         let place = self.interval.ids.len() as u32;
         self.interval.ids.push(id as u32);
-        let room = (self.expected[id] as usize).min(MOST_VALUES_KEPT);
-        self.interval.lists.push(self.spares.take(room));
+        let room = self.expected[id].min(RESERVED_VALUES_AT_MOST);
+        self.interval.lists.push(Vec::with_capacity(room as usize));
         place
-    }
-
-    /// Takes lists from `spares` (the flusher's, emptied) until this reader holds as many as
-    /// it had timers with values in its last interval taken.
-    pub(crate) fn refill(&mut self, spares: &mut SpareLists) {
-        self.spares.fill_from(spares, self.places_taken);
     }
 
     /// The interval so far, leaving the keys (or none, when most of them were idle).
@@ -187,7 +178,6 @@ impl ReaderTimers {
                 state & MILLISECONDS != 0
             })
             .collect();
-        self.places_taken = interval.ids.len();
         let reset = self.index.len() > 2 * interval.ids.len() + CHURN_SLACK;
         if reset {
             (self.index, self.states, self.expected) = Default::default();

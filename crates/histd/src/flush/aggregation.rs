@@ -55,8 +55,7 @@ impl Aggregation {
     pub fn current(&self) -> MutexGuard<'_, Gathered> {
         let mut gathered = lock(&self.gathered);
         let Gathered { aggregator, reader_maps, .. } = &mut *gathered;
-        let mut spares = aggregator.take_spare_lists();
-        self.shards.take_all(&mut spares, |taken| {
+        self.shards.take_all(|taken| {
             let mut map = reader_maps.remove(&taken.shard).unwrap_or_default();
             aggregator.absorb_taken(&mut map, taken.interval);
             if !taken.closed {

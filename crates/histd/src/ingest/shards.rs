@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use agg::{SpareLists, Table, TakenInterval};
+use agg::{Table, TakenInterval};
 
 /// A reader's table. Only its reader inserts; the flusher takes it once per flush, so the lock
 /// is uncontended but for that moment.
@@ -69,21 +69,14 @@ impl Shards {
         shard
     }
 
-    /// Takes every shard's interval (the lock on each table is held only to swap it out and
-    /// hand it lists from `spares`) and hands it to `absorb`; forgets closed shards.
-    pub fn take_all(&self, spares: &mut SpareLists, mut absorb: impl FnMut(Taken)) {
+    /// Takes every shard's interval (the lock on each table is held only to swap it out) and
+    /// hands it to `absorb`; forgets closed shards.
+    pub fn take_all(&self, mut absorb: impl FnMut(Taken)) {
         let mut list = lock(&self.list);
         list.retain(|shard| {
             // Read `closed` first: a reader closes after its last insert.
             let closed = shard.closed.load(Ordering::Acquire);
-            let interval = {
-                let mut table = lock(&shard.table);
-                let interval = table.take(closed);
-                if !closed {
-                    table.refill(spares);
-                }
-                interval
-            };
+            let interval = lock(&shard.table).take(closed);
             absorb(Taken { shard: shard.id, interval, closed });
             !closed
         });
