@@ -21,6 +21,7 @@
 use compact_str::CompactString;
 
 use crate::key_index::{KeyIndex, KeyList};
+use crate::numbered::{Numbered, Staleness};
 
 /// Keys a reader or the flusher may hold beyond what is in use before it starts over.
 pub const CHURN_SLACK: usize = 65_536;
@@ -136,38 +137,32 @@ pub struct ReaderMap {
 /// count of each, and which are live (reported at the flush).
 #[derive(Debug, Default)]
 pub(crate) struct CounterStore {
-    index: KeyIndex,
+    ids: Numbered,
     values: Vec<f64>,
-    live: Vec<bool>,
     /// Whether each counter was added to this interval.
     updated: Vec<bool>,
-    /// Flushes since each counter was last added to (0: in the last flushed interval).
-    idle_flushes: Vec<u32>,
-    /// Ids sorted by key; ids from `order.len()` on are not placed yet.
-    order: Vec<u32>,
-    /// Bumped by every renumbering: maps of an older one are rebuilt.
-    generation: u64,
 }
+
+/// Counters deleted and not added to for two flushes are stale, and numbered away once there
+/// are more than [`CHURN_SLACK`] of them and they outnumber the others.
+const STALE_COUNTERS: Staleness = Staleness { idle_flushes: 2, slack: CHURN_SLACK };
 
 impl CounterStore {
     /// The id of `key`, numbered next (not live) when new.
     pub(crate) fn id(&mut self, key: &str) -> u32 {
-        let id = self.index.id_or_insert(crate::series::hash_key(key), key);
+        let id = self.ids.id(key);
         if id as usize == self.values.len() {
             self.values.push(0.0);
-            self.live.push(false);
             self.updated.push(false);
-            self.idle_flushes.push(0);
         }
         id
     }
 
     /// Adds to counter `id`, making it live.
     pub(crate) fn add(&mut self, id: u32, amount: f64) {
-        let id = id as usize;
-        self.values[id] += amount;
-        self.live[id] = true;
-        self.updated[id] = true;
+        self.values[id as usize] += amount;
+        self.updated[id as usize] = true;
+        self.ids.set_live(id, true);
     }
 
     /// Adds to the counter `key`, making it live.
@@ -178,12 +173,12 @@ impl CounterStore {
 
     /// True when `key` is numbered (live or not).
     pub(crate) fn contains(&self, key: &str) -> bool {
-        self.index.id(key).is_some()
+        self.ids.find(key).is_some()
     }
 
     /// Every key numbered.
     pub(crate) fn all_keys(&self) -> impl Iterator<Item = &str> {
-        (0..self.index.len() as u32).map(|id| self.index.key(id))
+        (0..self.ids.len() as u32).map(|id| self.ids.key(id))
     }
 
     /// Moves a reader's interval in. The map is extended with the reader's new keys, or built
@@ -196,14 +191,14 @@ impl CounterStore {
         mut admit: impl FnMut(&str) -> std::borrow::Cow<'_, str>,
     ) {
         let CounterDelta { values, touched, keys, first_new, reset } = delta;
-        if map.generation != self.generation {
-            (map.ids, map.generation) = (Vec::new(), self.generation);
+        if map.generation != self.ids.generation() {
+            (map.ids, map.generation) = (Vec::new(), self.ids.generation());
         }
         debug_assert!(map.ids.is_empty() || map.ids.len() == first_new, "a reader's ids are mapped in order");
         map.ids.truncate(first_new);
         for reader_id in map.ids.len()..keys.len() {
             let key = &keys[reader_id];
-            let id = match self.index.id(key) {
+            let id = match self.ids.find(key) {
                 Some(id) => id,
                 None => self.id(&admit(key)),
             };
@@ -227,80 +222,47 @@ impl CounterStore {
         ttl: Option<u32>,
         keep: impl Fn(&str) -> bool,
     ) -> (bool, usize) {
-        let (mut stale, mut expired) = (0, 0);
-        for id in 0..self.values.len() {
-            let idle = &mut self.idle_flushes[id];
-            *idle = if self.updated[id] { 0 } else { idle.saturating_add(1) };
-            self.updated[id] = false;
-            if self.live[id] && (delete || ttl.is_some_and(|ttl| *idle >= ttl)) && !keep(self.index.key(id as u32)) {
-                self.live[id] = false;
-                expired += usize::from(!delete);
-            }
-            stale += usize::from(self.is_stale(id));
+        let updated = &self.updated;
+        let (expired, renumbered) = self.ids.age(delete, ttl, STALE_COUNTERS, |id| updated[id], keep);
+        if renumbered {
+            let count = self.ids.len();
+            (self.values, self.updated) = (vec![0.0; count], vec![false; count]);
+        } else {
+            self.values.fill(0.0);
+            self.updated.fill(false);
         }
-        self.values.fill(0.0);
-        let renumber = stale > CHURN_SLACK && stale * 2 > self.values.len();
-        if renumber {
-            self.renumber();
-        }
-        (renumber, expired)
-    }
-
-    /// Not reported, and not added to for two flushes: dropped at the next renumbering.
-    fn is_stale(&self, id: usize) -> bool {
-        !self.live[id] && self.idle_flushes[id] >= 2
-    }
-
-    /// Keeps the counters that are not stale, numbered again in key order, in a new generation.
-    fn renumber(&mut self) {
-        self.sort_new_ids();
-        let mut renumbered = CounterStore { generation: self.generation + 1, ..CounterStore::default() };
-        for &id in &self.order {
-            let id = id as usize;
-            if !self.is_stale(id) {
-                let new = renumbered.id(&self.index.keys()[id]) as usize;
-                renumbered.live[new] = self.live[id];
-                renumbered.updated[new] = self.updated[id];
-                renumbered.idle_flushes[new] = self.idle_flushes[id];
-            }
-        }
-        renumbered.order = (0..renumbered.values.len() as u32).collect();
-        *self = renumbered;
+        (renumbered, expired)
     }
 
     /// The live counters, sorted by key, sharing the key list.
     pub(crate) fn flush_points(&mut self, interval_seconds: f64) -> Counters {
-        self.sort_new_ids();
-        let ids: Vec<u32> = self.live_ids().collect();
+        let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
         let counts = ids.iter().map(|&id| self.values[id as usize]).collect();
-        Counters { keys: self.index.keys().clone(), ids, counts, interval_seconds }
+        Counters { keys: self.ids.keys().clone(), ids, counts, interval_seconds }
     }
 
     /// Live keys and counts, sorted by key.
     pub(crate) fn live_values(&mut self) -> Vec<(CompactString, f64)> {
-        self.sort_new_ids();
-        self.live_ids().map(|id| (self.index.keys()[id as usize].clone(), self.values[id as usize])).collect()
+        let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
+        ids.into_iter().map(|id| (self.ids.keys()[id as usize].clone(), self.values[id as usize])).collect()
     }
 
     /// Stops reporting `key`; true when it was live.
     pub(crate) fn remove(&mut self, key: &str) -> bool {
-        match self.index.id(key).map(|id| id as usize) {
-            Some(id) if self.live[id] => {
-                self.live[id] = false;
-                self.values[id] = 0.0;
+        match self.ids.live_id(key) {
+            Some(id) => {
+                self.ids.set_live(id, false);
+                self.values[id as usize] = 0.0;
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
-    fn live_ids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.order.iter().copied().filter(|&id| self.live[id as usize])
-    }
-
-    /// Places ids numbered since the last sort into `order`.
-    fn sort_new_ids(&mut self) {
-        crate::key_index::place_new_ids(&mut self.order, self.index.keys(), self.values.len());
+    /// The numbering's generation (bumped by every renumbering).
+    #[cfg(test)]
+    fn generation(&self) -> u64 {
+        self.ids.generation()
     }
 }
 
@@ -454,11 +416,11 @@ mod tests {
         let keep_none = |_: &str| false;
         for flush in 0..3 {
             cycle(&mut reader, &mut store, &mut map, false);
-            assert_eq!(store.generation, 0, "flush {flush}: deleted once, idle once: not stale yet");
+            assert_eq!(store.generation(), 0, "flush {flush}: deleted once, idle once: not stale yet");
             store.reset_after_flush(true, None, keep_none);
             add(&mut reader, "kept", 1.0);
         }
-        assert_eq!((store.generation, store.values.len()), (1, 1), "only the counter in use is left");
+        assert_eq!((store.generation(), store.values.len()), (1, 1), "only the counter in use is left");
         add(&mut reader, "new", 2.0);
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 2.0)], "the map was rebuilt");
@@ -484,7 +446,7 @@ mod tests {
             expired.push(went);
         }
         assert_eq!(expired, [0, 0, CHURN_SLACK + 10, 0, 0], "reported at flushes 1 to 3, gone after the third");
-        assert_eq!((store.generation, store.values.len()), (1, 1), "only the counter in use is left");
+        assert_eq!((store.generation(), store.values.len()), (1, 1), "only the counter in use is left");
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 0.0)], "idle once: reported as zero");
     }
@@ -501,7 +463,7 @@ mod tests {
             assert_eq!(store.flush_points(1.0).len(), CHURN_SLACK + 10, "flush {flush}");
             store.reset_after_flush(true, None, |_| false);
         }
-        assert_eq!(store.generation, 0);
+        assert_eq!(store.generation(), 0);
     }
 
     #[test]

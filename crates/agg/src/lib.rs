@@ -15,6 +15,7 @@ pub mod distinct;
 pub mod jsfmt;
 mod key_index;
 mod mergeable;
+mod numbered;
 mod run;
 mod series;
 mod snapshot;

@@ -1,27 +1,26 @@
-//! The flusher's timers, numbered like its counters ([`crate::counters`]): every key held gets
-//! an id in order of first sight, its interval's samples sit in an array by id, and a map per
-//! reader from the reader's timer ids to these ([`TimerMap`]) finds a reader's timer with an
-//! array lookup instead of hashing and comparing its key at every take. The ids stay sorted by
-//! key in `order`, new ones merged in at a flush, so a flush lists its timers in key order
-//! without sorting them.
+//! The flusher's timers, numbered like its counters ([`Numbered`]): every key held gets an id
+//! in order of first sight, its interval's samples sit in an array by id, and a map per reader
+//! from the reader's timer ids to these ([`TimerMap`]) finds a reader's timer with an array
+//! lookup instead of hashing and comparing its key at every take; a flush lists the timers in
+//! the key order the numbering keeps, without sorting them.
 //!
 //! A timer deleted (`deleteTimers`, an idle TTL, a management `deltimers`) stops being live but
-//! keeps its id; one that comes back is admitted by the budgets again. Once timers deleted and
-//! idle for an interval since outnumber the live ones (and [`STALE_SLACK`]), the store is numbered again
-//! and the readers' maps are rebuilt at their next take.
+//! keeps its id; one that comes back is admitted by the budgets again. Deleted timers are
+//! numbered away as [`STALE_TIMERS`] says, and the readers' maps are then rebuilt at their next
+//! take.
 
 use std::borrow::Cow;
 
 use compact_str::CompactString;
 
-use crate::key_index::{place_new_ids, KeyIndex};
+use crate::numbered::{Numbered, Staleness};
 use crate::table::TimerSamples;
 use crate::timers::TimerDelta;
 
-/// Stale timers (deleted, and idle for an interval since) a store keeps before it numbers its
-/// timers again, when they outnumber the others: a burst of timer names deleted by
-/// `deleteTimers` or an idle TTL gives its room back at the next flush but one.
-const STALE_SLACK: usize = 4096;
+/// Timers deleted and without a value for an interval since are stale, and numbered away once
+/// there are more than 4096 of them and they outnumber the others: a burst of timer names
+/// deleted by `deleteTimers` or an idle TTL gives its room back at the next flush but one.
+const STALE_TIMERS: Staleness = Staleness { idle_flushes: 1, slack: 4096 };
 
 /// A reader's timer id not mapped yet.
 const UNMAPPED: u32 = u32::MAX;
@@ -37,33 +36,25 @@ pub(crate) struct TimerMap {
 /// Every timer key held, and this interval's samples of each.
 #[derive(Debug, Default)]
 pub(crate) struct TimerStore {
-    index: KeyIndex,
+    ids: Numbered,
     samples: Vec<TimerSamples>,
-    /// Reported at the flush (not deleted).
-    live: Vec<bool>,
-    /// Flushes since each timer last had a value (0: it had one in the last flushed interval).
-    idle_flushes: Vec<u32>,
-    /// Ids sorted by key; ids from `order.len()` on are not placed yet.
-    order: Vec<u32>,
-    /// Bumped by every renumbering: maps of an older one are rebuilt.
-    generation: u64,
 }
 
 impl TimerStore {
     /// The number of live timers.
     pub(crate) fn len(&self) -> usize {
-        self.live.iter().filter(|&&live| live).count()
+        self.ids.live_ids().count()
     }
 
     /// True when `key` is a live timer.
     pub(crate) fn contains(&self, key: &str) -> bool {
-        self.index.id(key).is_some_and(|id| self.live[id as usize])
+        self.ids.live_id(key).is_some()
     }
 
     /// The live timer `key`'s samples.
     pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut TimerSamples> {
-        let id = self.index.id(key)? as usize;
-        self.live[id].then(|| &mut self.samples[id])
+        let id = self.ids.live_id(key)?;
+        Some(&mut self.samples[id as usize])
     }
 
     /// Makes `key` a live timer (numbered next when new) and merges `samples` into it.
@@ -74,13 +65,11 @@ impl TimerStore {
 
     /// The id of `key`, made live (numbered next when new).
     fn live_id(&mut self, key: &str) -> u32 {
-        let id = self.index.id_or_insert(crate::series::hash_key(key), key);
+        let id = self.ids.id(key);
         if id as usize == self.samples.len() {
             self.samples.push(TimerSamples::default());
-            self.live.push(false);
-            self.idle_flushes.push(0);
         }
-        self.live[id as usize] = true;
+        self.ids.set_live(id, true);
         id
     }
 
@@ -96,8 +85,8 @@ impl TimerStore {
         limit: usize,
         mut admit: impl FnMut(&str) -> Cow<'_, str>,
     ) {
-        if map.generation != self.generation {
-            *map = TimerMap { ids: Vec::new(), generation: self.generation };
+        if map.generation != self.ids.generation() {
+            *map = TimerMap { ids: Vec::new(), generation: self.ids.generation() };
         }
         let (keys, reset, timers) = delta.into_parts();
         if map.ids.len() < keys.len() {
@@ -105,7 +94,7 @@ impl TimerStore {
         }
         for (reader_id, samples) in timers {
             let mapped = map.ids[reader_id as usize];
-            let id = match mapped != UNMAPPED && self.live[mapped as usize] {
+            let id = match mapped != UNMAPPED && self.ids.is_live(mapped) {
                 true => mapped,
                 false => {
                     let key = &keys[reader_id as usize];
@@ -129,96 +118,58 @@ impl TimerStore {
 
     /// Calls `visit` with each live timer's key and samples, in key order.
     pub(crate) fn for_each_sorted(&mut self, mut visit: impl FnMut(&CompactString, &mut TimerSamples)) {
-        place_new_ids(&mut self.order, self.index.keys(), self.samples.len());
-        let keys = self.index.keys();
-        for &id in &self.order {
-            if self.live[id as usize] {
-                visit(&keys[id as usize], &mut self.samples[id as usize]);
-            }
+        let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
+        let keys = self.ids.keys();
+        for id in ids {
+            visit(&keys[id as usize], &mut self.samples[id as usize]);
         }
     }
 
     /// The live timers' keys and samples, by id.
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut TimerSamples)> {
-        let (index, live) = (&self.index, &self.live);
+        let ids = &self.ids;
         self.samples
             .iter_mut()
             .enumerate()
-            .filter(|(id, _)| live[*id])
-            .map(|(id, samples)| (index.key(id as u32), samples))
+            .filter(|(id, _)| ids.is_live(*id as u32))
+            .map(|(id, samples)| (ids.key(id as u32), samples))
     }
 
     /// The live timers' keys and samples, by id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &TimerSamples)> {
-        let live = &self.live;
-        self.samples
-            .iter()
-            .enumerate()
-            .filter(|(id, _)| live[*id])
-            .map(|(id, samples)| (self.index.key(id as u32), samples))
+        self.ids.live_ids().map(|id| (self.ids.key(id), &self.samples[id as usize]))
     }
 
     /// Deletes the live timer `key`; true when there was one.
     pub(crate) fn remove(&mut self, key: &str) -> bool {
-        match self.index.id(key).map(|id| id as usize) {
-            Some(id) if self.live[id] => {
-                self.live[id] = false;
-                self.samples[id] = TimerSamples::default();
+        match self.ids.live_id(key) {
+            Some(id) => {
+                self.ids.set_live(id, false);
+                self.samples[id as usize] = TimerSamples::default();
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
-    /// After a flush: every timer's samples start over;
-    /// with `delete` every timer stops being live, and so do those without a value for `ttl`
-    /// flushes (the idle TTL); renumbers when stale timers dominate. Returns how many timers
-    /// the TTL ended and whether it renumbered (ids changed, and room was given back).
+    /// After a flush: every timer's samples start over; with `delete` every timer stops being
+    /// live, and so do those without a value for `ttl` flushes (the idle TTL); renumbers when
+    /// stale timers dominate. Returns how many timers the TTL ended and whether it renumbered
+    /// (ids changed, and room was given back).
     pub(crate) fn reset_after_flush(&mut self, delete: bool, ttl: Option<u32>) -> (usize, bool) {
-        let (mut stale, mut expired) = (0, 0);
-        for id in 0..self.samples.len() {
-            let received = std::mem::take(&mut self.samples[id]).received;
-            let idle = &mut self.idle_flushes[id];
-            *idle = if received > 0 { 0 } else { idle.saturating_add(1) };
-            if self.live[id] && (delete || ttl.is_some_and(|ttl| *idle >= ttl)) {
-                self.live[id] = false;
-                expired += usize::from(!delete);
-            }
-            stale += usize::from(self.is_stale(id));
+        let samples = &self.samples;
+        let (expired, renumbered) = self.ids.age(delete, ttl, STALE_TIMERS, |id| samples[id].received > 0, |_| false);
+        match renumbered {
+            true => self.samples = (0..self.ids.len()).map(|_| TimerSamples::default()).collect(),
+            false => self.samples.iter_mut().for_each(|samples| *samples = TimerSamples::default()),
         }
-        let renumber = stale > STALE_SLACK && stale * 2 > self.samples.len();
-        if renumber {
-            self.renumber();
-        }
-        (expired, renumber)
-    }
-
-    /// Not live, and without a value for a whole interval since: dropped at the next
-    /// renumbering.
-    fn is_stale(&self, id: usize) -> bool {
-        !self.live[id] && self.idle_flushes[id] >= 1
+        (expired, renumbered)
     }
 
     /// Timers the store has room for.
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.samples.capacity()
-    }
-
-    /// Keeps the timers that are not stale, numbered again in key order, in a new generation.
-    fn renumber(&mut self) {
-        place_new_ids(&mut self.order, self.index.keys(), self.samples.len());
-        let mut renumbered = TimerStore { generation: self.generation + 1, ..TimerStore::default() };
-        for &id in &self.order {
-            let id = id as usize;
-            if !self.is_stale(id) {
-                let new = renumbered.live_id(self.index.key(id as u32)) as usize;
-                renumbered.live[new] = self.live[id];
-                renumbered.idle_flushes[new] = self.idle_flushes[id];
-            }
-        }
-        renumbered.order = (0..renumbered.samples.len() as u32).collect();
-        *self = renumbered;
     }
 }
 
@@ -308,13 +259,13 @@ mod tests {
     #[test]
     fn deleted_timers_past_the_slack_are_numbered_again_and_maps_rebuilt() {
         let (mut store, mut map, mut reader) = (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
-        let burst: Vec<String> = (0..STALE_SLACK + 10).map(|i| format!("t{i}")).collect();
+        let burst: Vec<String> = (0..STALE_TIMERS.slack + 10).map(|i| format!("t{i}")).collect();
         let lines: Vec<(&str, f64)> = burst.iter().map(|key| (key.as_str(), 1.0)).collect();
         take(&mut store, &mut map, &mut reader, &lines, &[]);
         assert!(!store.reset_after_flush(true, None).1, "deleted, not yet stale");
         take(&mut store, &mut map, &mut reader, &[("t5", 2.0)], &[]);
         assert!(store.reset_after_flush(true, None).1, "renumbered");
-        assert_eq!((store.samples.len(), store.generation), (1, 1), "only t5 kept");
+        assert_eq!((store.samples.len(), store.ids.generation()), (1, 1), "only t5 kept");
         assert_eq!(take(&mut store, &mut map, &mut reader, &[("t5", 3.0), ("t7", 1.0)], &[]), ["t5", "t7"]);
         assert_eq!(sums(&mut store), [("t5".to_string(), 3.0), ("t7".to_string(), 1.0)]);
     }

@@ -1,0 +1,198 @@
+//! The flusher's numbering of one type's series, shared by its counters ([`crate::counters`])
+//! and timers ([`crate::timer_store`]): every key held gets an id in order of first sight, so
+//! a store keeps its values in arrays by id and finds a reader's series through a map from the
+//! reader's ids ([`crate::ReaderMap`]) instead of a hash lookup by key.
+//!
+//! An id is live while its series is reported at the flush; a series deleted (`delete*`, an
+//! idle TTL, a management command) keeps its id, not live, and comes back on the same id. Ids
+//! stay sorted by key in `order` (new ones merged in when asked), so a flush lists its series
+//! in key order without sorting them. Once stale ids (not live, idle for a given number of
+//! flushes) outnumber the others and a slack, the ids are numbered again in a new generation:
+//! every reader's map of an older one is rebuilt at its next take.
+
+use crate::key_index::{place_new_ids, KeyIndex, KeyList};
+use crate::series::hash_key;
+
+/// When a store's deleted series are numbered away.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Staleness {
+    /// Flushes a series not live must go without a value to be stale.
+    pub idle_flushes: u32,
+    /// Stale series kept however many there are, before they must also outnumber the others.
+    pub slack: usize,
+}
+
+/// Keys numbered by a flusher's store, whether each is live, flushes since each had a value,
+/// and the ids in key order.
+#[derive(Debug, Default)]
+pub(crate) struct Numbered {
+    index: KeyIndex,
+    live: Vec<bool>,
+    /// Flushes since each series last had a value (0: it had one in the last flushed interval).
+    idle_flushes: Vec<u32>,
+    /// Ids sorted by key; ids from `order.len()` on are not placed yet.
+    order: Vec<u32>,
+    /// Bumped by every renumbering.
+    generation: u64,
+}
+
+impl Numbered {
+    /// The number of ids (live or not): the length of a store's arrays by id.
+    pub(crate) fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The numbering readers' maps must belong to.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The id of `key`, numbered next (not live) when new: the store then grows its arrays.
+    pub(crate) fn id(&mut self, key: &str) -> u32 {
+        let id = self.index.id_or_insert(hash_key(key), key);
+        if id as usize == self.live.len() {
+            self.live.push(false);
+            self.idle_flushes.push(0);
+        }
+        id
+    }
+
+    /// The id of `key`, if it is numbered (live or not).
+    pub(crate) fn find(&self, key: &str) -> Option<u32> {
+        self.index.id(key)
+    }
+
+    /// The id of `key` when its series is live.
+    pub(crate) fn live_id(&self, key: &str) -> Option<u32> {
+        self.find(key).filter(|&id| self.is_live(id))
+    }
+
+    /// True when series `id` is reported at the flush.
+    pub(crate) fn is_live(&self, id: u32) -> bool {
+        self.live[id as usize]
+    }
+
+    /// Makes series `id` reported at the flush, or not.
+    pub(crate) fn set_live(&mut self, id: u32, live: bool) {
+        self.live[id as usize] = live;
+    }
+
+    /// The key numbered `id`.
+    pub(crate) fn key(&self, id: u32) -> &str {
+        self.index.key(id)
+    }
+
+    /// Every key, by id.
+    pub(crate) fn keys(&self) -> &KeyList {
+        self.index.keys()
+    }
+
+    /// The live ids by id.
+    pub(crate) fn live_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.len() as u32).filter(|&id| self.is_live(id))
+    }
+
+    /// The live ids in key order (placing the ids numbered since the last call first).
+    pub(crate) fn sorted_live_ids(&mut self) -> impl Iterator<Item = u32> + '_ {
+        place_new_ids(&mut self.order, self.index.keys(), self.live.len());
+        self.order.iter().copied().filter(|&id| self.live[id as usize])
+    }
+
+    /// After a flush: counts a flush for every series (`had_value`: it had one in the flushed
+    /// interval); with `delete` every series stops being live, and so do those without a value
+    /// for `ttl` flushes, except those `keep` names. Renumbers when stale ids dominate (the
+    /// store then starts its arrays over, as long as [`Numbered::len`], all values reset).
+    /// Returns how many series the TTL ended and whether it renumbered.
+    pub(crate) fn age(
+        &mut self,
+        delete: bool,
+        ttl: Option<u32>,
+        stale: Staleness,
+        had_value: impl Fn(usize) -> bool,
+        keep: impl Fn(&str) -> bool,
+    ) -> (usize, bool) {
+        let (mut stale_ids, mut expired) = (0, 0);
+        for id in 0..self.len() {
+            let idle = &mut self.idle_flushes[id];
+            *idle = if had_value(id) { 0 } else { idle.saturating_add(1) };
+            let ends = delete || ttl.is_some_and(|ttl| *idle >= ttl);
+            if self.live[id] && ends && !keep(self.index.key(id as u32)) {
+                self.live[id] = false;
+                expired += usize::from(!delete);
+            }
+            stale_ids += usize::from(!self.live[id] && self.idle_flushes[id] >= stale.idle_flushes);
+        }
+        let renumber = stale_ids > stale.slack && stale_ids * 2 > self.len();
+        if renumber {
+            self.renumber(stale.idle_flushes);
+        }
+        (expired, renumber)
+    }
+
+    /// Keeps the ids that are not stale, numbered again in key order, in a new generation.
+    fn renumber(&mut self, stale_after: u32) {
+        place_new_ids(&mut self.order, self.index.keys(), self.live.len());
+        let mut renumbered = Numbered { generation: self.generation + 1, ..Numbered::default() };
+        for &id in &self.order {
+            let id = id as usize;
+            if self.live[id] || self.idle_flushes[id] < stale_after {
+                let new = renumbered.id(&self.index.keys()[id]) as usize;
+                renumbered.live[new] = self.live[id];
+                renumbered.idle_flushes[new] = self.idle_flushes[id];
+            }
+        }
+        renumbered.order = (0..renumbered.len() as u32).collect();
+        *self = renumbered;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STALE: Staleness = Staleness { idle_flushes: 1, slack: 2 };
+
+    #[test]
+    fn deleted_ids_go_once_stale_ones_dominate_and_the_rest_keep_key_order() {
+        let mut numbered = Numbered::default();
+        for key in ["d", "b", "a", "e", "c", "f"] {
+            let id = numbered.id(key);
+            numbered.set_live(id, true);
+        }
+        let sorted = |numbered: &mut Numbered| -> Vec<String> {
+            let ids: Vec<u32> = numbered.sorted_live_ids().collect();
+            ids.iter().map(|&id| numbered.key(id).to_string()).collect()
+        };
+        assert_eq!(sorted(&mut numbered), ["a", "b", "c", "d", "e", "f"]);
+        // Every series had a value; then deleted: not live, not yet stale.
+        assert_eq!(numbered.age(true, None, STALE, |_| true, |_| false), (0, false));
+        assert_eq!((numbered.len(), numbered.live_ids().count()), (6, 0));
+        // "e" and "b" come back; the four others idle for a flush: stale, and a majority.
+        for key in ["e", "b"] {
+            let id = numbered.find(key).unwrap();
+            numbered.set_live(id, true);
+        }
+        let back = [numbered.find("e").unwrap() as usize, numbered.find("b").unwrap() as usize];
+        assert_eq!(numbered.age(false, None, STALE, |id| back.contains(&id), |_| false), (0, true));
+        assert_eq!((numbered.len(), numbered.generation()), (2, 1));
+        assert_eq!(sorted(&mut numbered), ["b", "e"]);
+        assert_eq!((numbered.find("b"), numbered.find("e"), numbered.find("a")), (Some(0), Some(1), None));
+    }
+
+    #[test]
+    fn the_idle_ttl_ends_series_except_those_kept() {
+        // (flushes without a value, ttl, kept by name, live after)
+        let cases =
+            [(1, Some(2), false, true), (2, Some(2), false, false), (2, Some(2), true, true), (5, None, false, true)];
+        for (idle, ttl, kept, live) in cases {
+            let mut numbered = Numbered::default();
+            let id = numbered.id("x");
+            numbered.set_live(id, true);
+            let mut expired = 0;
+            for _ in 0..idle {
+                expired += numbered.age(false, ttl, STALE, |_| false, |_| kept).0;
+            }
+            assert_eq!((numbered.is_live(id), expired), (live, usize::from(!live)), "{idle} {ttl:?} {kept}");
+        }
+    }
+}
