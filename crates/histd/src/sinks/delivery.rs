@@ -67,7 +67,8 @@ pub fn plain_judge(answer: &Answer) -> Verdict {
 /// Starts a backend that turns each flush into requests with `encode` (on a blocking thread:
 /// a flush of 100k series is milliseconds of work; `encode` keeps its own state between
 /// flushes) and delivers them to `destination` in order. A full queue of requests drops the
-/// flush's (counted in `queue_full_drops` and `dropped_points.buffer_full`).
+/// flush's (counted in `queue_full_drops` and `dropped_points.buffer_full`); a flush whose
+/// encoding panics is not sent (counted in `errors`, logged) and the next is encoded as usual.
 pub fn spawn_http_sink<E>(mut encode: E, destination: Destination, telemetry: Arc<SinkTelemetry>) -> SinkHandle
 where
     E: FnMut(&Snapshot) -> Vec<Request> + Send + 'static,
@@ -80,17 +81,18 @@ where
     let task = tokio::spawn(async move {
         while let Some(snapshot) = snapshots.recv().await {
             counts.dequeued(snapshot.queue_bytes, snapshots.len());
-            let encoded = tokio::task::spawn_blocking(move || {
-                let requests = encode(&snapshot);
-                (requests, encode)
-            })
-            .await;
+            let encoded = tokio::task::spawn_blocking(move || encode_guarded(encode, &snapshot)).await;
             let Ok((requests, kept)) = encoded else {
                 counts.failed(unix_now_s());
-                tracing::error!(destination = %name, "encoding a flush failed: the backend stops");
+                tracing::error!(destination = %name, "the encoding thread was lost: the backend stops");
                 break;
             };
             encode = kept;
+            let Some(requests) = requests else {
+                counts.failed(unix_now_s());
+                tracing::error!(destination = %name, "encoding a flush panicked: that flush is not sent (a bug: please report it)");
+                continue;
+            };
             let points: u64 = requests.iter().map(|request| request.points).sum();
             if batches.try_send(Arc::new(requests)).is_err() {
                 counts.queue_full_drops.add(1);
@@ -101,6 +103,18 @@ where
         let _ = delivery.await;
     });
     SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+}
+
+/// Encodes `snapshot`, handing the encoder back even when it panics (then with no requests):
+/// one flush a bug cannot encode is lost, not the backend. The encoder's state is what the
+/// panic left; encoders keep nothing a half-done flush could make unsafe to use (their state
+/// is per-series running values, at worst one flush behind).
+fn encode_guarded<E>(mut encode: E, snapshot: &Snapshot) -> (Option<Vec<Request>>, E)
+where
+    E: FnMut(&Snapshot) -> Vec<Request>,
+{
+    let requests = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encode(snapshot)));
+    (requests.ok(), encode)
 }
 
 /// Where a [`Delivery`] sends, and how.
@@ -266,5 +280,29 @@ impl Delivery {
                 tokio::time::sleep_until(retry_at.min(deadline)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_encoder_that_panics_on_one_flush_encodes_the_next() {
+        let mut flushes = 0;
+        let encode = move |_: &Snapshot| {
+            flushes += 1;
+            assert!(flushes != 2, "the second flush trips a bug");
+            vec![Request { body: Bytes::from(format!("flush {flushes}")), points: 1 }]
+        };
+        let snapshot = crate::sinks::test_flushes(&["a:1|c"], 1_700_000_000_000, agg::AggConfig::default()).remove(0);
+        let mut bodies = Vec::new();
+        let mut encode = Some(encode);
+        for _ in 0..3 {
+            let (requests, kept) = encode_guarded(encode.take().unwrap(), &snapshot);
+            bodies.push(requests.map(|requests| requests[0].body.clone()));
+            encode = Some(kept);
+        }
+        assert_eq!(bodies, [Some(Bytes::from("flush 1")), None, Some(Bytes::from("flush 3"))]);
     }
 }
