@@ -40,5 +40,5 @@ workload() { # TITLE BENCH-ARGS...
 }
 
 workload "25 lines/datagram, 1k counter names" --lines 25 --names 1000 --rate 6M,0
-workload "25 lines/datagram, 1k timer names (90% ms)" --lines 25 --names 1000 --mix timers --rate 4M,6M,0
-workload "25 lines/datagram, 100k timer names (90% ms)" --lines 25 --names 100000 --mix timers --rate 4M,0
+workload "25 lines/datagram, 1k timer names (all ms)" --lines 25 --names 1000 --mix timers --rate 4M,6M,0
+workload "25 lines/datagram, 100k timer names (all ms)" --lines 25 --names 100000 --mix timers --rate 4M,0

@@ -81,6 +81,8 @@ workload "25 lines/datagram, 100k counter names" "" --lines 25 --names 100000 --
 workload "100 lines/datagram, 1k counter names (saturated)" "" --lines 100 --names 1000 --rate 0
 workload "25 lines/datagram, 1k timer names" "" --lines 25 --names 1000 --mix timers --rate 4M,5M,0
 workload "25 lines/datagram, 100k timer names" "" --lines 25 --names 100000 --mix timers --rate 4M,5M,0
+workload "25 lines/datagram, 100k counter names in 4 orders" "" --lines 25 --names 100000 --orders 4 --rate 4M
+workload "25 lines/datagram, 100k timer names in 4 orders" "" --lines 25 --names 100000 --orders 4 --mix timers --rate 4M
 workload "25 lines/datagram, 1k names, timer-heavy (90% ms, 10% c)" "" --lines 25 --names 1000 --mix timer-heavy --rate 4M,5M,6M,0
 workload "25 lines/datagram, 100k names, timer-heavy (90% ms, 10% c)" "" --lines 25 --names 100000 --mix timer-heavy --rate 3M,4M,5M,0
 workload "25 lines/datagram, 1k names, mixed (c, ms, g, s in turn)" "" --lines 25 --names 1000 --mix mixed --rate 4M,0
@@ -107,12 +109,12 @@ if [[ -s $results ]]; then
   echo; echo "### A timer line against a counter line (CPU per line at the same target rate)"; echo
   echo "| names | rate | counter ns/line | timer ns/line | timer / counter |"
   echo "|---|---|---|---|---|"
-  for case in "1k 4.00M" "1k 5.00M" "100k 4.00M" "100k 5.00M"; do
-    set -- $case
-    c=$(ns_per_line "25 lines/datagram, $1 counter names" "$2")
-    t=$(ns_per_line "25 lines/datagram, $1 timer names" "$2")
+  for case in "1k|4.00M" "1k|5.00M" "100k|4.00M" "100k|5.00M" "100k in 4 orders|4.00M"; do
+    names=${case%|*} rate=${case#*|}
+    c=$(ns_per_line "25 lines/datagram, ${names/k/k counter names}" "$rate")
+    t=$(ns_per_line "25 lines/datagram, ${names/k/k timer names}" "$rate")
     [[ -n $c && -n $t ]] || continue
-    echo "| $1 | $2 | $c | $t | $(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", t / c }') |"
+    echo "| $names | $rate | $c | $t | $(awk -v c="$c" -v t="$t" 'BEGIN { printf "%.2f", t / c }') |"
   done
 fi
 

@@ -40,6 +40,11 @@ pub struct BenchArgs {
     /// Line types.
     #[arg(long, value_enum, default_value_t = Mix::Counters)]
     mix: Mix,
+    /// How many different orders the names are sent in, one after the other (1: the same
+    /// order every pass, which flatters a daemon's caches: its next name is always the one
+    /// that came next before).
+    #[arg(long, default_value_t = 1)]
+    orders: usize,
     /// Target rates in lines per second, comma separated (`500k,1M,5M`); 0 means as fast as
     /// possible. One run each.
     #[arg(long, value_delimiter = ',', default_value = "0")]
@@ -90,12 +95,12 @@ struct Outcome {
 
 /// Runs every requested rate and prints a line for each.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let pool = workload::pool(args.names, args.lines, args.mix);
+    let pool = workload::pool(args.names, args.lines, args.mix, args.orders);
     let receiver = if args.baseline { "baseline receiver" } else { "daemon" };
     if !args.markdown {
         println!(
-            "workload: {} lines/datagram, {} names, {:?}; {} s per run; receiver: {receiver}",
-            args.lines, args.names, args.mix, args.duration
+            "workload: {} lines/datagram, {} names in {} order(s), {:?}; {} s per run; receiver: {receiver}",
+            args.lines, args.names, args.orders, args.mix, args.duration
         );
     }
     print_header(args.markdown);
