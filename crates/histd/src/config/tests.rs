@@ -107,15 +107,15 @@ fn errors_name_the_key() {
         ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1, for: 'soon' } ] }", "config key `alerts[0].for`"),
         ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1, labels: { '1x': 'y' } } ] }", "config key `alerts[0].labels`: '1x' is not a label name"),
         ("{ alerts: [ { name: 'a', expr: 'count(a)', over: '1m', above: 1 }, { name: 'a', expr: 'count(b)', over: '1m', above: 1 } ] }", "config key `alerts[1].name`: 'a' names two rules"),
-        ("{ alerting: { alertmanagers: ['https://am:9093'] } }", "config key `alerting.alertmanagers[0]`"),
+        ("{ alerting: { alertmanagers: ['am:9093'] } }", "config key `alerting.alertmanagers[0]`"),
         ("{ alerting: { webhooks: [ { url: 'http://h/x', format: 'teams' } ] } }", "config key `alerting.webhooks[0].format`"),
         ("{ maxSetMembers: 0 }", "config key `maxSetMembers`"),
         ("{ udpReaders: 0 }", "config key `udpReaders`"),
         ("{ udpReaderMode: 'fast' }", "config key `udpReaderMode`"),
         ("{ servers: [ { recvBufferSize: -1 } ] }", "config key `servers[0].recvBufferSize`"),
         (
-            "{ prometheus: { remoteWrite: [ { url: 'https://vm/api/v1/write' } ] } }",
-            "config key `prometheus.remoteWrite[0].url`: https is not supported",
+            "{ prometheus: { remoteWrite: [ { url: 'ftp://vm/api/v1/write' } ] } }",
+            "config key `prometheus.remoteWrite[0].url`: expected a URL starting with http:// or https://",
         ),
         ("{ prometheus: { remoteWrite: [ {} ] } }", "config key `prometheus.remoteWrite[0].url`: is missing"),
         (

@@ -1,6 +1,11 @@
 //! What the HTTP sinks share: a target URL ([`HttpUrl`]) and a [`Client`], one HTTP/1.1
 //! connection kept open between requests and made anew when it closes or fails.
+//!
+//! `https://` URLs are reached over TLS (rustls): the server's certificate must chain to a
+//! root the system trusts (Debian's `/etc/ssl/certs`; `SSL_CERT_FILE` or `SSL_CERT_DIR` name
+//! other ones, as for OpenSSL) and name the URL's host.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -8,7 +13,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+use tokio_rustls::TlsConnector;
 
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,24 +61,27 @@ impl Answer {
     }
 }
 
-/// An HTTP target: `http://host:port/path`.
+/// An HTTP target: `http://host:port/path` or `https://host:port/path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpUrl {
     /// The host name or address.
     pub host: String,
-    /// The port (80 when the URL has none).
+    /// The port (80 when the URL has none, 443 for https).
     pub port: u16,
     /// The path and query (`/api/v1/write`).
     pub path: String,
+    /// Reached over TLS (`https://`).
+    pub tls: bool,
 }
 
 impl HttpUrl {
-    /// Reads `http://host[:port][/path]`; https is refused with the reason.
+    /// Reads `http://host[:port][/path]` or `https://host[:port][/path]`.
     pub fn parse(url: &str) -> Result<HttpUrl, String> {
-        if url.starts_with("https://") {
-            return Err("https is not supported yet: give an http:// URL (a local TLS proxy can add TLS)".into());
-        }
-        let rest = url.strip_prefix("http://").ok_or("expected a URL starting with http://")?;
+        let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => return Err("expected a URL starting with http:// or https://".into()),
+        };
         let (authority, path) = match rest.find('/') {
             Some(slash) => (&rest[..slash], &rest[slash..]),
             None => (rest, "/"),
@@ -90,12 +102,22 @@ impl HttpUrl {
         };
         let port = match port {
             Some(port) => port.parse::<u16>().map_err(|_| format!("'{port}' is not a port"))?,
+            None if tls => 443,
             None => 80,
         };
         if host.is_empty() {
             return Err("the URL has no host".into());
         }
-        Ok(HttpUrl { host: host.to_string(), port, path: path.to_string() })
+        Ok(HttpUrl { host: host.to_string(), port, path: path.to_string(), tls })
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// `host:port`, as the `Host` header has it.
@@ -195,16 +217,67 @@ impl Client {
             let address = (self.url.host.as_str(), self.url.port);
             let stream = TcpStream::connect(address).await.map_err(|e| format!("cannot connect: {e}"))?;
             let _ = stream.set_nodelay(true);
-            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("HTTP handshake failed: {e}"))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
+            let sender = match self.url.tls {
+                false => http1(stream).await?,
+                true => http1(self.tls_handshake(stream).await?).await?,
+            };
             self.connection = Some(sender);
         }
         Ok(self.connection.as_mut().unwrap_or_else(|| unreachable!("set above")))
     }
+
+    /// TLS over `stream`, checking the server's certificate against the trusted roots and the
+    /// URL's host.
+    async fn tls_handshake(&self, stream: TcpStream) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+        let host = &self.url.host;
+        let name = ServerName::try_from(host.clone()).map_err(|_| format!("'{host}' is not a name TLS can check"))?;
+        TlsConnector::from(tls_config()?)
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS with {} failed: {e}", self.url.authority()))
+    }
+}
+
+/// An HTTP/1.1 connection over `io`, driven by a task of its own; its sender.
+async fn http1<T>(io: T) -> Result<SendRequest<Full<Bytes>>, String>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("HTTP handshake failed: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// What every https client trusts, read once: the system's roots (or those `SSL_CERT_FILE` /
+/// `SSL_CERT_DIR` name); TLS 1.2 and 1.3, HTTP/1.1 offered by ALPN.
+fn tls_config() -> Result<Arc<ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    CONFIG.get_or_init(read_tls_config).clone()
+}
+
+fn read_tls_config() -> Result<Arc<ClientConfig>, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _unparsable) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "no trusted root certificate found for https ({}): install Debian's ca-certificates, or set SSL_CERT_FILE to a PEM bundle",
+            if errors.is_empty() { "the system store is empty".to_string() } else { errors.join("; ") }
+        ));
+    }
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS settings: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]
@@ -213,19 +286,26 @@ mod tests {
 
     #[test]
     fn urls_are_read_or_refused_with_the_reason() {
-        let url = |host: &str, port, path: &str| Ok(HttpUrl { host: host.into(), port, path: path.into() });
+        let url = |host: &str, port, path: &str| Ok(HttpUrl { host: host.into(), port, path: path.into(), tls: false });
+        let tls = |host: &str, port, path: &str| Ok(HttpUrl { host: host.into(), port, path: path.into(), tls: true });
         let cases: &[(&str, Result<HttpUrl, String>)] = &[
             ("http://127.0.0.1:8428/api/v1/write", url("127.0.0.1", 8428, "/api/v1/write")),
             ("http://vm/api/v1/write?extra_label=a", url("vm", 80, "/api/v1/write?extra_label=a")),
             ("http://[::1]:9090/api/v1/write", url("::1", 9090, "/api/v1/write")),
             ("http://[::1]/api/v1/write", url("::1", 80, "/api/v1/write")),
             ("http://localhost:9090", url("localhost", 9090, "/")),
+            ("https://vm/api/v1/write", tls("vm", 443, "/api/v1/write")),
+            (
+                "https://trap.noit.circonus.net:8443/module/httptrap/x/y",
+                tls("trap.noit.circonus.net", 8443, "/module/httptrap/x/y"),
+            ),
+            ("https://[::1]/", tls("::1", 443, "/")),
         ];
         for (text, want) in cases {
             assert_eq!(&HttpUrl::parse(text), want, "{text}");
         }
         for bad in [
-            "https://vm/api/v1/write",
+            "ftp://vm/api/v1/write",
             "vm:8428/api/v1/write",
             "http://:80/",
             "http://vm:port/",

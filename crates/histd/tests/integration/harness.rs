@@ -66,6 +66,16 @@ impl Daemon {
 
     /// As [`Daemon::start_process`], with at most `open_files` file descriptors when given.
     pub fn start_process_limited(name: &str, config: &str, open_files: Option<u32>) -> Daemon {
+        Daemon::start_process_with(name, config, open_files, &[])
+    }
+
+    /// As [`Daemon::start_process`], with `environment` set for the process (what a test must
+    /// not set in its own, shared process: `SSL_CERT_FILE`).
+    pub fn start_process_with_environment(name: &str, config: &str, environment: &[(&str, &str)]) -> Daemon {
+        Daemon::start_process_with(name, config, None, environment)
+    }
+
+    fn start_process_with(name: &str, config: &str, open_files: Option<u32>, environment: &[(&str, &str)]) -> Daemon {
         let dir = temp_dir(name);
         let path = dir.join("config.js");
         std::fs::write(&path, config.replace("$DIR", dir.to_str().unwrap())).unwrap();
@@ -79,6 +89,7 @@ impl Daemon {
             }
         };
         let mut child = command
+            .envs(environment.iter().copied())
             .args(["run", "--config", path.to_str().unwrap()])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

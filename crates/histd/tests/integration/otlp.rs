@@ -242,3 +242,88 @@ fn the_last_flush_is_sent_at_sigterm() {
     assert_eq!(points.len(), 1, "the final flush, delivered before exit");
     assert_eq!(number(&points[0].1["asDouble"]), 4.0);
 }
+
+/// A certificate authority and a server certificate it signed for `localhost` and 127.0.0.1
+/// (P-256 keys, made with Debian's `openssl`), in `dir`: (CA certificate, server certificate,
+/// server key).
+fn certificates(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let path = |file: &str| dir.join(format!("{name}-{file}"));
+    let openssl = |args: &[&str]| {
+        let output = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+        assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    };
+    let (ca, ca_key, cert, key, request, extensions) =
+        (path("ca.pem"), path("ca.key"), path("server.pem"), path("server.key"), path("server.csr"), path("ext.cnf"));
+    let text = |p: &PathBuf| p.to_str().unwrap().to_string();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    openssl(
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &["-keyout", &text(&ca_key), "-out", &text(&ca), "-days", "2", "-subj", &format!("/CN={name} test CA")],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[&["req"], &ec[..], &["-keyout", &text(&key), "-out", &text(&request), "-subj", "/CN=localhost"]].concat(),
+    );
+    std::fs::write(&extensions, "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &text(&request),
+        "-CA",
+        &text(&ca),
+        "-CAkey",
+        &text(&ca_key),
+        "-CAcreateserial",
+        "-out",
+        &text(&cert),
+        "-days",
+        "2",
+        "-extfile",
+        &text(&extensions),
+    ]);
+    (ca, cert, key)
+}
+
+/// https: a receiver whose certificate chains to a CA the daemon trusts (`SSL_CERT_FILE`, as
+/// for OpenSSL) gets every flush over TLS, by host name and by address; a daemon trusting
+/// another CA refuses the handshake, sends nothing and says why.
+#[test]
+fn otlp_over_https_checks_the_receivers_certificate() {
+    let dir = temp_dir("otlp-https");
+    let (ca, cert, key) = certificates(&dir, "trusted");
+    let (other_ca, _, _) = certificates(&dir, "other");
+    let tls = ["--tls", cert.to_str().unwrap(), key.to_str().unwrap()];
+    let config = |host: &str, port: u16| {
+        format!(
+            "{{ servers: [ {{ server: 'tcp', address: '127.0.0.1', port: 0 }} ], mgmt_port: 0, http_port: 0, \
+               flushInterval: 300, backends: ['otlp'], otlp: {{ endpoint: 'https://{host}:{port}' }} }}"
+        )
+    };
+    for host in ["localhost", "127.0.0.1"] {
+        let receiver = OtlpReceiver::start(&format!("otlp-https-{host}"), &tls);
+        let trusting = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+        let daemon = Daemon::start_process_with_environment("otlp-https", &config(host, receiver.port), &trusting);
+        daemon.send_tcp("secure.latency:12|ms\nsecure.latency:30|ms\n");
+        daemon.wait_received(2);
+        wait_until(|| !receiver.points("secure.latency").is_empty(), "a flush over https");
+        assert_eq!(number(&receiver.points("secure.latency")[0].1["count"]), 2.0, "{host}");
+    }
+
+    let receiver = OtlpReceiver::start("otlp-https-untrusted", &tls);
+    let distrusting = [("SSL_CERT_FILE", other_ca.to_str().unwrap())];
+    let daemon = Daemon::start_process_with_environment(
+        "otlp-https-untrusted",
+        &config("localhost", receiver.port),
+        &distrusting,
+    );
+    daemon.send_tcp("secure.latency:12|ms\n");
+    daemon.wait_received(1);
+    wait_until(|| daemon.stat("otlp.retries") >= 2.0, "the refused handshakes retried");
+    assert!(receiver.requests().is_empty(), "nothing sent to a server the daemon does not trust");
+    wait_until(|| daemon.stderr().contains("TLS with localhost:"), "the reason in the log");
+    assert!(daemon.stderr().contains("UnknownIssuer"), "{}", daemon.stderr());
+}

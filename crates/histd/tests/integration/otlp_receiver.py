@@ -3,14 +3,16 @@ gunzipped when its Content-Encoding says so and decoded with the official OpenTe
 definitions (PyPI opentelemetry-proto), then written as one JSON line (MessageToDict) to the
 file given. Any bytes that do not decode are answered 400 and logged as {"error": ...}.
 
-    otlp_receiver.py PORT OUT_FILE [--fail-first N] [--reject-points N]
+    otlp_receiver.py PORT OUT_FILE [--fail-first N] [--reject-points N] [--tls CERT KEY]
 
 --fail-first N answers the first N requests 503 with Retry-After: 1 (nothing written);
---reject-points N reports N rejected points as a partial success in every 200 answer.
+--reject-points N reports N rejected points as a partial success in every 200 answer;
+--tls CERT KEY serves https with that certificate chain and key (PEM files).
 """
 
 import gzip
 import json
+import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -69,5 +71,11 @@ class Receiver(BaseHTTPRequestHandler):
         pass
 
 
+server = ThreadingHTTPServer(("127.0.0.1", PORT), Receiver)
+if "--tls" in sys.argv:
+    at = sys.argv.index("--tls")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[at + 1], sys.argv[at + 2])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 print("ready", flush=True)
-ThreadingHTTPServer(("127.0.0.1", PORT), Receiver).serve_forever()
+server.serve_forever()

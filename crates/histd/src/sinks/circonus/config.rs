@@ -51,7 +51,7 @@ impl CirconusConfig {
     /// and header values hidden).
     pub fn effective(&self) -> Value {
         json!({
-            "url": format!("http://{}/…", self.url.authority()),
+            "url": format!("{}://{}/…", self.url.scheme(), self.url.authority()),
             "format": match &self.format { CirconusFormat::HttpTrap => "httptrap".to_string(), CirconusFormat::Irondb { check } => format!("irondb ({check})") },
             "headers": self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
             "timeoutMs": self.timeout.as_millis() as u64,

@@ -196,7 +196,7 @@ mod tests {
         let names: Vec<&str> = config.resource.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, vec!["host.name", "service.name", "deployment.environment"]);
         for (text, key) in [
-            ("{ otlp: { endpoint: 'https://x' } }", "otlp.endpoint"),
+            ("{ otlp: { endpoint: 'grpc://x:4317' } }", "otlp.endpoint"),
             ("{ otlp: { histograms: 'native' } }", "otlp.histograms"),
             ("{ otlp: { scale: 9 } }", "otlp.scale"),
             ("{ otlp: { scale: 2.5 } }", "otlp.scale"),

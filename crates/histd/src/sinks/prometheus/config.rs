@@ -121,7 +121,7 @@ impl PrometheusConfig {
             .iter()
             .map(|t| {
                 json!({
-                    "name": t.name, "url": format!("http://{}{}", t.url.authority(), t.url.path),
+                    "name": t.name, "url": format!("{}://{}{}", t.url.scheme(), t.url.authority(), t.url.path),
                     "histograms": t.histograms.name(), "headers": t.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
                     "timeoutMs": t.timeout.as_millis() as u64, "retryBufferBytes": t.retry_buffer_bytes,
                 })
