@@ -253,7 +253,7 @@ impl Aggregator {
         // A reader that started over after a burst of names gives its tables back.
         self.released |= table.counters.released_more_than(SPARE_ENTRIES);
         let ledger = &mut self.ledger;
-        self.counters.absorb(map, table.counters, |key| ledger.admit(MetricType::Counters, key));
+        self.counters.absorb(&mut map.counters, table.counters, |key| ledger.admit(MetricType::Counters, key));
         let limit = self.config.timer_sample_limit;
         let ledger = &mut self.ledger;
         self.timers.absorb(&mut map.timers, table.timers, limit, |key| ledger.admit(MetricType::Timers, key));

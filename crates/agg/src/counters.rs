@@ -21,7 +21,7 @@
 use compact_str::CompactString;
 
 use crate::key_index::{KeyIndex, KeyList};
-use crate::numbered::{Numbered, Staleness};
+use crate::numbered::{IdMap, Numbered, Staleness};
 
 /// Keys a reader or the flusher may hold beyond what is in use before it starts over.
 pub const CHURN_SLACK: usize = 65_536;
@@ -126,11 +126,10 @@ impl ReaderCounters {
 /// The flusher's map from one reader's counter and timer ids to its own.
 #[derive(Debug, Default)]
 pub struct ReaderMap {
-    ids: Vec<u32>,
-    /// The flusher's numbering these ids belong to.
-    generation: u64,
-    /// The same for the reader's timers.
-    pub(crate) timers: crate::timer_store::TimerMap,
+    /// Its counters' ids.
+    pub(crate) counters: IdMap,
+    /// Its timers' ids.
+    pub(crate) timers: IdMap,
 }
 
 /// The flusher's counters: every key seen (until deleted and renumbered), this interval's
@@ -186,14 +185,12 @@ impl CounterStore {
     /// `admit` gives it (its own, or an overflow series').
     pub(crate) fn absorb(
         &mut self,
-        map: &mut ReaderMap,
+        map: &mut IdMap,
         delta: CounterDelta,
         mut admit: impl FnMut(&str) -> std::borrow::Cow<'_, str>,
     ) {
         let CounterDelta { values, touched, keys, first_new, reset } = delta;
-        if map.generation != self.ids.generation() {
-            (map.ids, map.generation) = (Vec::new(), self.ids.generation());
-        }
+        map.follow(&self.ids);
         debug_assert!(map.ids.is_empty() || map.ids.len() == first_new, "a reader's ids are mapped in order");
         map.ids.truncate(first_new);
         for reader_id in map.ids.len()..keys.len() {
@@ -362,7 +359,7 @@ mod tests {
         reader.add(crate::series::hash_key(key), key, amount);
     }
 
-    fn cycle(reader: &mut ReaderCounters, store: &mut CounterStore, map: &mut ReaderMap, reset: bool) {
+    fn cycle(reader: &mut ReaderCounters, store: &mut CounterStore, map: &mut IdMap, reset: bool) {
         store.absorb(map, reader.take(reset), |key| std::borrow::Cow::Borrowed(key));
     }
 
@@ -372,8 +369,7 @@ mod tests {
 
     #[test]
     fn intervals_move_to_the_flusher_by_id_and_keys_stay() {
-        let (mut reader, mut store, mut map) =
-            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
         add(&mut reader, "b", 1.0);
         add(&mut reader, "a", 2.0);
         add(&mut reader, "b", 3.0);
@@ -394,8 +390,7 @@ mod tests {
 
     #[test]
     fn a_reset_reader_is_mapped_again_from_its_new_keys() {
-        let (mut reader, mut store, mut map) =
-            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
         add(&mut reader, "x", 1.0);
         add(&mut reader, "y", 1.0);
         cycle(&mut reader, &mut store, &mut map, true);
@@ -407,8 +402,7 @@ mod tests {
 
     #[test]
     fn counters_deleted_for_two_flushes_are_renumbered_away() {
-        let (mut reader, mut store, mut map) =
-            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
         for i in 0..(CHURN_SLACK + 10) {
             add(&mut reader, &format!("gone.{i}"), 1.0);
         }
@@ -433,8 +427,7 @@ mod tests {
     /// away; live ones idle for less stay reported (as zero).
     #[test]
     fn counters_idle_for_their_ttl_expire_and_are_renumbered_away() {
-        let (mut reader, mut store, mut map) =
-            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
         for i in 0..(CHURN_SLACK + 10) {
             add(&mut reader, &format!("gone.{i}"), 1.0);
         }
@@ -453,8 +446,7 @@ mod tests {
 
     #[test]
     fn counters_deleted_every_flush_but_in_use_stay_numbered() {
-        let (mut reader, mut store, mut map) =
-            (ReaderCounters::default(), CounterStore::default(), ReaderMap::default());
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
         for flush in 0..4 {
             for i in 0..(CHURN_SLACK + 10) {
                 add(&mut reader, &format!("busy.{i}"), 1.0);

@@ -13,6 +13,26 @@
 use crate::key_index::{place_new_ids, KeyIndex, KeyList};
 use crate::series::hash_key;
 
+/// The flusher's map from one reader's ids (counter or timer) to a [`Numbered`]'s, kept
+/// between takes: `ids[reader id]` is the store's id.
+#[derive(Debug, Default)]
+pub(crate) struct IdMap {
+    /// By the reader's id, the store's (what a reader id not mapped holds is the store's to say).
+    pub(crate) ids: Vec<u32>,
+    /// The numbering the ids belong to.
+    generation: u64,
+}
+
+impl IdMap {
+    /// Forgets every id when they belong to an older numbering than `numbered`'s (it was
+    /// numbered again since): the map is built again from the reader's keys.
+    pub(crate) fn follow(&mut self, numbered: &Numbered) {
+        if self.generation != numbered.generation() {
+            (self.ids, self.generation) = (Vec::new(), numbered.generation());
+        }
+    }
+}
+
 /// When a store's deleted series are numbered away.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Staleness {

@@ -1,6 +1,6 @@
 //! The flusher's timers, numbered like its counters ([`Numbered`]): every key held gets an id
 //! in order of first sight, its interval's samples sit in an array by id, and a map per reader
-//! from the reader's timer ids to these ([`TimerMap`]) finds a reader's timer with an array
+//! from the reader's timer ids to these ([`IdMap`], unmapped ids marked) finds a reader's timer with an array
 //! lookup instead of hashing and comparing its key at every take; a flush lists the timers in
 //! the key order the numbering keeps, without sorting them.
 //!
@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use compact_str::CompactString;
 
-use crate::numbered::{Numbered, Staleness};
+use crate::numbered::{IdMap, Numbered, Staleness};
 use crate::table::TimerSamples;
 use crate::timers::TimerDelta;
 
@@ -24,14 +24,6 @@ const STALE_TIMERS: Staleness = Staleness { idle_flushes: 1, slack: 4096 };
 
 /// A reader's timer id not mapped yet.
 const UNMAPPED: u32 = u32::MAX;
-
-/// The flusher's map from one reader's timer ids to the store's.
-#[derive(Debug, Default)]
-pub(crate) struct TimerMap {
-    ids: Vec<u32>,
-    /// The store's numbering these ids belong to.
-    generation: u64,
-}
 
 /// Every timer key held, and this interval's samples of each.
 #[derive(Debug, Default)]
@@ -80,14 +72,12 @@ impl TimerStore {
     /// at every take, as they count each fold.
     pub(crate) fn absorb(
         &mut self,
-        map: &mut TimerMap,
+        map: &mut IdMap,
         delta: TimerDelta,
         limit: usize,
         mut admit: impl FnMut(&str) -> Cow<'_, str>,
     ) {
-        if map.generation != self.ids.generation() {
-            *map = TimerMap { ids: Vec::new(), generation: self.ids.generation() };
-        }
+        map.follow(&self.ids);
         let (keys, reset, timers) = delta.into_parts();
         if map.ids.len() < keys.len() {
             map.ids.resize(keys.len(), UNMAPPED);
@@ -183,7 +173,7 @@ mod tests {
     /// fold the keys in `folded` into `overflow`; the keys the budgets were asked about.
     fn take(
         store: &mut TimerStore,
-        map: &mut TimerMap,
+        map: &mut IdMap,
         reader: &mut ReaderTimers,
         lines: &[(&str, f64)],
         folded: &[&str],
@@ -210,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_readers_timers_are_found_by_id_and_new_or_deleted_ones_by_the_budgets() {
-        let (mut store, mut map, mut reader) = (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
+        let (mut store, mut map, mut reader) = (TimerStore::default(), IdMap::default(), ReaderTimers::default());
         // (lines of one take, keys folded by the budgets, keys the budgets were asked about,
         //  each live timer's sum after the take, in key order)
         type Step = (
@@ -243,8 +233,7 @@ mod tests {
         // (deleteTimers, idle TTL in flushes, flushes without values after one with, timers live after)
         let cases = [(false, None, 3, 2), (true, None, 0, 0), (false, Some(2), 1, 2), (false, Some(2), 2, 0)];
         for (delete, ttl, idle_flushes, live) in cases {
-            let (mut store, mut map, mut reader) =
-                (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
+            let (mut store, mut map, mut reader) = (TimerStore::default(), IdMap::default(), ReaderTimers::default());
             take(&mut store, &mut map, &mut reader, &[("a", 1.0), ("b", 2.0)], &[]);
             let mut expired = store.reset_after_flush(delete, ttl).0;
             for _ in 0..idle_flushes {
@@ -258,7 +247,7 @@ mod tests {
 
     #[test]
     fn deleted_timers_past_the_slack_are_numbered_again_and_maps_rebuilt() {
-        let (mut store, mut map, mut reader) = (TimerStore::default(), TimerMap::default(), ReaderTimers::default());
+        let (mut store, mut map, mut reader) = (TimerStore::default(), IdMap::default(), ReaderTimers::default());
         let burst: Vec<String> = (0..STALE_TIMERS.slack + 10).map(|i| format!("t{i}")).collect();
         let lines: Vec<(&str, f64)> = burst.iter().map(|key| (key.as_str(), 1.0)).collect();
         take(&mut store, &mut map, &mut reader, &lines, &[]);
