@@ -255,18 +255,17 @@ impl Aggregator {
         let ledger = &mut self.ledger;
         self.counters.absorb(&mut map.counters, table.counters, |key| ledger.admit(MetricType::Counters, key));
         let limit = self.config.timer_sample_limit;
-        let ledger = &mut self.ledger;
         self.timers.absorb(&mut map.timers, table.timers, limit, |key| ledger.admit(MetricType::Timers, key));
         let ttl = self.gauge_ttl();
         for (key, gauge) in table.gauges {
-            let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
+            let key = admitted(&mut self.ledger, self.gauges.contains_key(key.as_str()), MetricType::Gauges, &key);
             let state = self.gauges.get(&*key).map(|state| state.value);
             let updated = GaugeState::updated(gauge.update.apply(state), ttl, gauge.last_unix_s);
             *value_for(&mut self.gauges, &key, || updated) = updated;
         }
         let cap = self.config.budgets.max_set_members;
         for (key, members) in table.sets {
-            let key = admitted(&mut self.ledger, &self.sets, MetricType::Sets, &key);
+            let key = admitted(&mut self.ledger, self.sets.contains_key(key.as_str()), MetricType::Sets, &key);
             let set = value_for(&mut self.sets, &key, Distinct::default);
             set.extend(members);
             self.sets_sketched += u64::from(set.cap(cap));
@@ -278,7 +277,7 @@ impl Aggregator {
     pub fn set_gauge(&mut self, key: &str, value: f64, now_unix_s: u64) {
         self.refresh_ledger();
         let updated = GaugeState::updated(value, self.gauge_ttl(), now_unix_s);
-        let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, key);
+        let key = admitted(&mut self.ledger, self.gauges.contains_key(key), MetricType::Gauges, key);
         *value_for(&mut self.gauges, &key, || updated) = updated;
     }
 
@@ -316,22 +315,17 @@ impl Aggregator {
     pub fn absorb_mergeable(&mut self, interval: Mergeable) {
         self.refresh_ledger();
         for (key, amount) in interval.counters {
-            match self.counters.contains(&key) {
-                true => self.counters.add_key(&key, amount),
-                false => self.counters.add_key(&self.ledger.admit(MetricType::Counters, &key), amount),
-            }
+            let key = admitted(&mut self.ledger, self.counters.contains(&key), MetricType::Counters, &key);
+            self.counters.add_key(&key, amount);
         }
         let limit = self.config.timer_sample_limit;
         for (key, samples) in interval.timers {
-            let key = match self.timers.contains(&key) {
-                true => Cow::Borrowed(key.as_str()),
-                false => self.ledger.admit(MetricType::Timers, &key),
-            };
+            let key = admitted(&mut self.ledger, self.timers.contains(&key), MetricType::Timers, &key);
             self.timers.merge(&key, samples, limit);
         }
         let ttl = self.gauge_ttl();
         for (key, gauge) in interval.gauges {
-            let key = admitted(&mut self.ledger, &self.gauges, MetricType::Gauges, &key);
+            let key = admitted(&mut self.ledger, self.gauges.contains_key(key.as_str()), MetricType::Gauges, &key);
             let updated = GaugeState::updated(gauge.value, ttl, gauge.updated_unix_s);
             let state = value_for(&mut self.gauges, &key, || updated);
             if state.is_older_than(&gauge) {
@@ -340,7 +334,7 @@ impl Aggregator {
         }
         let cap = self.config.budgets.max_set_members;
         for (key, distinct) in interval.sets {
-            let key = admitted(&mut self.ledger, &self.sets, MetricType::Sets, &key);
+            let key = admitted(&mut self.ledger, self.sets.contains_key(key.as_str()), MetricType::Sets, &key);
             let set = value_for(&mut self.sets, &key, Distinct::default);
             set.merge(distinct);
             self.sets_sketched += u64::from(set.cap(cap));
@@ -701,9 +695,10 @@ fn keys_of<V>(map: &KeyedMap<V>) -> impl Iterator<Item = &str> {
     map.keys().map(CompactString::as_str)
 }
 
-/// The key a series is kept under: its own when `map` has it, else what the budgets admit.
-fn admitted<'k, V>(ledger: &mut Ledger, map: &KeyedMap<V>, kind: MetricType, key: &'k str) -> Cow<'k, str> {
-    match map.contains_key(key) {
+/// The key a series is kept under: its own when it is `held` already, else what the budgets
+/// admit.
+fn admitted<'k>(ledger: &mut Ledger, held: bool, kind: MetricType, key: &'k str) -> Cow<'k, str> {
+    match held {
         true => Cow::Borrowed(key),
         false => ledger.admit(kind, key),
     }
