@@ -208,6 +208,23 @@ async function main() {
     const expected = above.points.reduce((t, p) => t + p[1], 0);
     check("the SLO count equals the API's count_above", shown === expected && expected > 0, `${shown} vs ${expected}`);
     check("the SLO threshold is kept in the URL", page.url().includes("slo=1000"), page.url());
+    // Issue 32: on a custom range starting inside the traffic (not on a step), the heatmap, the
+    // merged histogram and the SLO panel count the same samples: those of the flushes inside it.
+    for (const offset of [3, 4, 7]) {
+      const custom = { from: started + offset, to: window.to, step: 10 };
+      await page.goto(base + `?series=api.latency&type=timer&slo=1000&range=custom&from=${custom.from}&to=${custom.to}&step=${custom.step}`);
+      await page.waitForSelector("canvas#heatmap[data-total]");
+      await page.waitForSelector("canvas#histogram[data-total]");
+      await page.waitForSelector("#slo-total[data-samples]");
+      const totals = await page.evaluate(() => [
+        Number(document.querySelector("canvas#heatmap").dataset.total),
+        Number(document.querySelector("canvas#histogram").dataset.total),
+        Number(document.querySelector("#slo-total").dataset.samples),
+      ]);
+      const exact = await api(addresses.http, "query", { expr: "count(api.latency)", from: custom.from, to: custom.to, step: 1 });
+      const flushed = exact.points.reduce((t, p) => t + p[1], 0);
+      check(`a custom range from +${offset} s: heatmap, merged histogram and SLO panel agree`, totals.every((t) => t === flushed) && flushed > 0, `${totals.join(", ")} vs ${flushed} flushed in the range`);
+    }
     await page.screenshot({ path: path.join(shots, "timer-1280x800.png"), fullPage: true });
 
     // Counters, gauges, sets are line charts.

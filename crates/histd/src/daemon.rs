@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::accept::ConnectionSlots;
-use crate::admin::{self, AdminState};
+use crate::admin::{self, AdminState, ConfigInForce};
 use crate::alerts::Alerts;
 use crate::config::{Backend, Config};
 use crate::flush::{unix_now_ms, Aggregation, Flusher, Outlets};
@@ -126,7 +126,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         healthy: AtomicBool::new(config.healthy_at_start),
         started_unix_s: startup_s,
         sinks: sinks.clone(),
-        raw_config: config.raw.clone(),
+        config: ConfigInForce::new(source.as_ref().and_then(|s| s.path.clone()), config.raw.clone(), startup_s),
         edges: edge_counters.clone(),
         idle_timeout: config.ingest.idle_timeout,
         max_connections: config.ingest.mgmt_max_connections,
@@ -141,6 +141,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
             ingress: ingress.clone(),
             alerts: alerts.clone(),
             edges: admin_state.edges.clone(),
+            admin: admin_state.clone(),
         };
         Arc::new(Reloader::new(source, config.clone(), daemon))
     });

@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::config::Config;
 use crate::flush::Aggregation;
@@ -105,6 +105,8 @@ pub struct Daemon {
     pub alerts: Option<Arc<crate::alerts::Alerts>>,
     /// Where reloads and their failures are counted.
     pub edges: Arc<EdgeCounters>,
+    /// The management state: the config in force that `config` prints.
+    pub admin: Arc<crate::admin::AdminState>,
 }
 
 /// Applies reloads to the running daemon.
@@ -189,6 +191,8 @@ impl Reloader {
         if outcome.applied.iter().any(|key| AGGREGATOR_KEYS.contains(&key.as_str())) {
             aggregation.current().reconfigure(&applied.agg);
         }
+        let raw = raw_in_force(&in_force.raw, &new.raw, &outcome.needs_restart);
+        self.daemon.admin.config.replace(raw, crate::ingest::unix_now_s());
         *crate::ingest::shards_lock(&self.current) = applied;
         Ok(outcome)
     }
@@ -213,6 +217,47 @@ fn applied(in_force: &Config, new: &Config) -> Config {
     applied.store.data_dir = new.store.data_dir.clone();
     applied.alerts.rules = new.alerts.rules.clone();
     applied
+}
+
+/// The file's settings in force after a reload: the new file's, except where a key that takes a
+/// restart changed (named as the effective config names it in `needs_restart`): those keep the
+/// values in force, as the file spells them.
+fn raw_in_force(old: &Map<String, Value>, new: &Map<String, Value>, needs_restart: &[String]) -> Map<String, Value> {
+    let mut raw = new.clone();
+    for name in needs_restart {
+        let name = name.split(' ').next().unwrap_or_default();
+        for spelling in file_spellings(name) {
+            let mut path = spelling.split('.');
+            let top = path.next().unwrap_or_default();
+            match path.next() {
+                None => keep(&mut raw, old, top),
+                Some(field) => {
+                    let old_section = old.get(top).and_then(Value::as_object).cloned().unwrap_or_default();
+                    if let Some(section) = raw.get_mut(top).and_then(Value::as_object_mut) {
+                        keep(section, &old_section, field);
+                    }
+                }
+            }
+        }
+    }
+    raw
+}
+
+/// `to[key]` as in `from` (absent when absent there).
+fn keep(to: &mut Map<String, Value>, from: &Map<String, Value>, key: &str) {
+    match from.get(key) {
+        Some(value) => to.insert(key.to_string(), value.clone()),
+        None => to.remove(key),
+    };
+}
+
+/// The keys of the file that an effective config's key is read from.
+fn file_spellings(effective: &str) -> Vec<&str> {
+    match effective {
+        "mgmt" => vec!["mgmt_port", "mgmt_address"],
+        "store.http" => vec!["http_port", "http_address", "store.http"],
+        other => vec![other],
+    }
 }
 
 /// The keys that differ between two effective configs, sorted into applied and not.
@@ -325,5 +370,33 @@ mod tests {
         let again = classify(&after.effective(), &new.effective());
         assert_eq!(again.applied, Vec::<String>::new());
         assert_eq!(again.needs_restart, ["flushInterval", "prefixStats"]);
+    }
+
+    #[test]
+    fn the_file_in_force_keeps_the_keys_that_take_a_restart() {
+        let object = |text: &str| -> Map<String, Value> { serde_json::from_str(text).unwrap() };
+        let old =
+            object(r#"{"percentThreshold": [90], "flushInterval": 1000, "mgmt_port": 8126, "store": {"http": 1}}"#);
+        let new =
+            object(r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "store": {"http": 2}}"#);
+        let cases: &[(&[&str], &str)] = &[
+            (&[], r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "store": {"http": 2}}"#),
+            (
+                &["flushInterval"],
+                r#"{"percentThreshold": [75], "flushInterval": 1000, "mgmt_port": 9000, "store": {"http": 2}}"#,
+            ),
+            (
+                &["mgmt", "store.http"],
+                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 8126, "store": {"http": 1}}"#,
+            ),
+            (
+                &["forward (its spoolDir is in use)"],
+                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "store": {"http": 2}}"#,
+            ),
+        ];
+        for (restart, want) in cases {
+            let restart: Vec<String> = restart.iter().map(|s| s.to_string()).collect();
+            assert_eq!(raw_in_force(&old, &new, &restart), object(want), "{restart:?}");
+        }
     }
 }

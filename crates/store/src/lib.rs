@@ -15,6 +15,7 @@ mod forget;
 mod migrate;
 mod prune;
 pub mod query;
+pub mod range;
 mod read;
 mod row;
 mod schema;

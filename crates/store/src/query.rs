@@ -13,7 +13,8 @@
 
 use circllhist::{Bucket, Histogram};
 
-use crate::{Kind, Resolution, Row, Selector, Store, StoreError};
+use crate::range::Grid;
+use crate::{Kind, Row, Selector, Store, StoreError};
 
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -358,7 +359,8 @@ const ALL_FUNCTIONS: [Function; 12] = [
 type Step = Option<Row>;
 
 impl Store {
-    /// The value of `expr` per step of `step` seconds over `[from, to)`: `(step start, value)`,
+    /// The value of `expr` per step of `step` seconds over `[from, to)` (steps aligned to multiples of
+    /// `step`, the first and last clipped to the range: [`crate::range`]): `(step start, value)`,
     /// steps with no data (or no defined value) left out.
     pub fn query(&self, expr: &Expr, from: i64, to: i64, step: i64) -> Result<Vec<(i64, f64)>, StoreError> {
         match expr {
@@ -376,7 +378,7 @@ impl Store {
                     .collect())
             }
             Expr::Call(function, selector, number) => {
-                let steps = self.steps(selector, function.kinds(), from, to, step)?;
+                let steps = self.steps(selector, function.kinds(), Grid::aligned(from, to, step))?;
                 Ok(steps.into_iter().filter_map(|(t, row)| Some((t, value_of(*function, &row?, *number)?))).collect())
             }
         }
@@ -385,9 +387,8 @@ impl Store {
     /// The merged histogram of the timers `selector` picks over `[from, to)`, and the merged row
     /// (exact count, sum, min, max).
     pub fn merged(&self, selector: &Selector, from: i64, to: i64) -> Result<Option<Row>, StoreError> {
-        let width = (to - from).max(1);
         let mut merged: Option<Row> = None;
-        for row in self.steps(selector, &[Kind::Timer], from, to, width)?.into_iter().filter_map(|(_, row)| row) {
+        for row in self.steps(selector, &[Kind::Timer], Grid::whole(from, to))?.into_iter().filter_map(|(_, row)| row) {
             match &mut merged {
                 Some(total) => total.merge(&row, Kind::Timer),
                 None => merged = Some(row),
@@ -404,27 +405,17 @@ impl Store {
         to: i64,
         step: i64,
     ) -> Result<Vec<(i64, Step)>, StoreError> {
-        self.steps(selector, &[Kind::Timer], from, to, step)
+        self.steps(selector, &[Kind::Timer], Grid::aligned(from, to, step))
     }
 
-    /// Every step of `[from, to)` with the merge of the rows of every picked series in it.
-    fn steps(
-        &self,
-        selector: &Selector,
-        kinds: &[Kind],
-        from: i64,
-        to: i64,
-        step: i64,
-    ) -> Result<Vec<(i64, Step)>, StoreError> {
+    /// Every step of `grid` with the merge of the rows of every picked series in it (the rule
+    /// of [`crate::range`]: a step holds the flushes of its part of the range only).
+    fn steps(&self, selector: &Selector, kinds: &[Kind], grid: Grid) -> Result<Vec<(i64, Step)>, StoreError> {
         let _snapshot = self.read_snapshot()?;
-        let step = step.max(1);
-        let first = from.div_euclid(step) * step;
-        let count = ((to - first).max(0) + step - 1) / step;
-        let mut steps: Vec<(i64, Step)> = (0..count).map(|i| (first + i * step, None)).collect();
+        let mut steps: Vec<(i64, Step)> = (0..grid.len()).map(|i| (grid.label(i), None)).collect();
         for series in self.select(selector).into_iter().filter(|s| kinds.contains(&s.key.kind)) {
-            for row in self.rows_for_step(series.id, step, first, to)? {
-                let index = ((row.ts - first).div_euclid(step)) as usize;
-                let Some((_, slot)) = steps.get_mut(index) else { continue };
+            for row in self.rows_within(series.id, &grid)? {
+                let Some((_, slot)) = steps.get_mut(grid.index(row.ts)) else { continue };
                 match slot {
                     Some(merged) => merged.merge(&row, series.key.kind),
                     None => *slot = Some(row),
@@ -432,26 +423,6 @@ impl Store {
             }
         }
         Ok(steps)
-    }
-
-    /// Rows from the coarsest resolution that fits `step`, and from finer ones for the time it
-    /// has not rolled up yet.
-    fn rows_for_step(&self, series: i64, step: i64, from: i64, to: i64) -> Result<Vec<Row>, StoreError> {
-        let coarsest = match step {
-            s if s >= 3600 => Resolution::Hour,
-            s if s >= 60 => Resolution::Minute,
-            _ => Resolution::Raw,
-        };
-        let mut rows = Vec::new();
-        let mut start = from;
-        for resolution in Resolution::ALL.into_iter().rev().filter(|r| *r <= coarsest) {
-            let until = self.rolled_until(series, resolution)?.min(to);
-            if until > start {
-                rows.extend(self.rows(series, resolution, start, until)?);
-                start = until;
-            }
-        }
-        Ok(rows)
     }
 }
 

@@ -89,7 +89,7 @@ pub fn execute(command: &Command, state: &AdminState) -> String {
         Command::Dump(metric_type) => format!("{}\nEND\n\n", dump(&mut current(state), *metric_type)),
         Command::Delete(metric_type, arguments) => delete(&mut current(state), *metric_type, arguments),
         Command::Clear(types) => clear(&mut current(state), types),
-        Command::Config => config(&state.raw_config),
+        Command::Config => config(&state.config.raw()),
         Command::Quit => String::new(),
         Command::Unknown => "ERROR\n".to_string(),
     }

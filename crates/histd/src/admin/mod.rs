@@ -40,8 +40,8 @@ pub struct AdminState {
     pub started_unix_s: u64,
     /// The running sinks (their telemetry, for `stats`).
     pub sinks: Arc<crate::sinks::Roster>,
-    /// The config as read, for `config`.
-    pub raw_config: serde_json::Map<String, serde_json::Value>,
+    /// The config file's settings in force, for `config` and `/health`.
+    pub config: ConfigInForce,
     /// What the edges refused or could not keep.
     pub edges: Arc<EdgeCounters>,
     /// Silence after which a management connection is closed (`connectionIdleTimeoutMs`).
@@ -52,6 +52,43 @@ pub struct AdminState {
     /// The longest command line read (`mgmtMaxLineBytes`); a longer one is discarded whole
     /// and answered `ERROR`.
     pub max_line: usize,
+}
+
+/// The config file's settings in force: what `config` prints (Etsy's `config` shows the
+/// config object the daemon runs with) and what `/health` names. A reload replaces it with the
+/// new file's settings, except those that take a restart, which keep the values in force.
+#[derive(Debug)]
+pub struct ConfigInForce {
+    /// The file read (`None`: the built-in local default).
+    pub file: Option<std::path::PathBuf>,
+    raw: std::sync::Mutex<serde_json::Map<String, serde_json::Value>>,
+    loaded_unix_s: std::sync::atomic::AtomicU64,
+}
+
+impl ConfigInForce {
+    /// The settings of `file` as read at `now` (unix seconds).
+    pub fn new(file: Option<std::path::PathBuf>, raw: serde_json::Map<String, serde_json::Value>, now: u64) -> Self {
+        ConfigInForce { file, raw: std::sync::Mutex::new(raw), loaded_unix_s: now.into() }
+    }
+
+    /// The settings in force, as the file spells them.
+    pub fn raw(&self) -> serde_json::Map<String, serde_json::Value> {
+        crate::ingest::shards_lock(&self.raw).clone()
+    }
+
+    /// A reload at `now` put `raw` in force.
+    pub fn replace(&self, raw: serde_json::Map<String, serde_json::Value>, now: u64) {
+        *crate::ingest::shards_lock(&self.raw) = raw;
+        self.loaded_unix_s.store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `{"file", "loaded_unix_s"}` for `/health`: which file is in force, read when.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "file": self.file.as_ref().map(|path| path.display().to_string()),
+            "loaded_unix_s": self.loaded_unix_s.load(std::sync::atomic::Ordering::Relaxed),
+        })
+    }
 }
 
 /// Serves management connections until shutdown.

@@ -77,6 +77,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
         "sinks": sinks_json(&state.admin.sinks.telemetry()),
         "budgets": budgets.json(),
+        "config": state.admin.config.json(),
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

@@ -2,7 +2,7 @@
 //!
 //! | route | parameters | answer |
 //! |---|---|---|
-//! | `GET /health` | | `{"status", "uptime_s", "packets_received", "metrics_received", "bad_lines", "kernel_drops", "truncated_datagrams", "edges": {counter: n}, "sinks": {sink: {counter: n}}}`; 503 when `health down` |
+//! | `GET /health` | | `{"status", "uptime_s", "packets_received", "metrics_received", "bad_lines", "kernel_drops", "truncated_datagrams", "edges": {counter: n}, "sinks": {sink: {counter: n}}, "config": {"file", "loaded_unix_s"}}`; 503 when `health down` |
 //! | `GET /api/v1/alerts` | | `{"alerts": [{"name", "expr", "over_s", "for_s", "comparison", "threshold", "state", "value", "since", "firing_since", "resolved_at", "evaluated_at", "summary", "labels", "url"}], "firing"}`: every alert rule, evaluated after each flush (`state`: inactive, pending, firing) |
 //! | `GET /api/v1/budgets` | | `{"series": {type: n}, "max_series": {type: n}, "max_series_per_name", "max_tag_values", "max_set_members", "names_at_series_per_name": {type: n}, "folded_series": {reason: n}, "sets_sketched", "idle_expired": {type: n}, "offenders": [{"pattern", "new_series_per_second", "new_series", "folded"}]}`: the cardinality budgets (also under `budgets` in `/health`) |
 //! | `GET /api/v1/series` | `match` (glob on the name, default `*`, at most 1024 bytes), `contains` (text of `name{tags}`, any case), `name` (a selector; `exact=1`: its tags exactly), `type`, `origin` (`user,histd,bench`), `group=name`, `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type", "origin"}], "total", "truncated", "origins": {origin: n}}`: the first `limit` by name; with `group=name` an entry per name and type with `tag_sets` instead of `tags` |
@@ -20,7 +20,9 @@
 //!
 //! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
 //! an empty result, not an error. Times are unix seconds or relative (`now`, `-1h`, `now-15m`),
-//! steps durations (`10s`, `1m`, `1h`, `1d`).
+//! steps durations (`10s`, `1m`, `1h`, `1d`). A range `[from, to)` holds the flushes stored at
+//! `from ≤ t < to` and nothing else; steps are aligned to multiples of `step`, the first and
+//! last clipped to the range (the rule is `store::range`'s, the same for every route).
 
 mod api;
 mod forward;

@@ -92,6 +92,15 @@ fn reloads_under_load_lose_and_double_nothing() {
     assert_eq!(outcome["needs_restart"], serde_json::json!(["flushInterval"]), "{outcome}");
     daemon.send_tcp("reload.t:7|ms\n");
     carbon.wait_flush(|f| f.get("stats.timers.reload.t.upper_75").is_some());
+    // Issue 32: `config` shows what is in force: the new thresholds, the old flushInterval
+    // (it takes a restart); /health names the file and when it was read.
+    let shown = daemon.admin("config");
+    assert!(shown.contains("percentThreshold > 0: 75") && !shown.contains("percentThreshold > 1: 99"), "{shown}");
+    assert!(shown.contains("flushInterval: 200"), "the key that takes a restart keeps its value in force: {shown}");
+    let (_, health) = http(&address, "GET", "/health", b"", "");
+    let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["config"]["file"], serde_json::json!(path.display().to_string()), "{health}");
+    assert!(health["config"]["loaded_unix_s"].as_u64().unwrap() > 1_700_000_000, "{health}");
     let (status, _) = http(&address, "POST", "/-/reload", b"", "Origin: http://elsewhere.example\r\n");
     assert_eq!(status, 403);
     assert!(daemon.terminate());

@@ -775,6 +775,7 @@ async function renderSlo(panel, selector, window, run) {
   ]);
   const aboveTotal = sum(above), samples = sum(all);
   total.dataset.count = aboveTotal;
+  total.dataset.samples = samples;
   total.append(
     element("span", {}, [element("b", { text: aboveTotal.toLocaleString("en-US") }), ` samples at or above ${formatNumber(threshold)}`]),
     element("span", {}, [element("b", { text: samples ? `${((100 * aboveTotal) / samples).toPrecision(3)}%` : "–" }), ` of ${samples.toLocaleString("en-US")}`]),
