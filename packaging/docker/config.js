@@ -24,6 +24,11 @@
   // The web page, /health, /metrics and the query API on 8127.
   http_address: "0.0.0.0",
   http_port: 8127,
+  // On all interfaces inside the container, the HTTP port's admin role (reload, clear, forget
+  // series) would be open to whoever reaches it: histd refuses to start so unless told.
+  // Publish it on the host's loopback (-p 127.0.0.1:8127:8127), or give it tokens
+  // (http: { tokens: { admin: "/run/secrets/histd-admin" } }) and drop this line.
+  http: { openToNetwork: true },
 
   // Milliseconds between flushes.
   flushInterval: 10000,

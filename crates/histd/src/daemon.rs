@@ -129,11 +129,13 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         config: ConfigInForce::new(source.as_ref().and_then(|s| s.path.clone()), config.raw.clone(), startup_s),
         edges: edge_counters.clone(),
         idle_timeout: config.ingest.idle_timeout,
+        first_command_timeout: config.ingest.mgmt_first_command_timeout,
         max_connections: config.ingest.mgmt_max_connections,
         max_line: config.ingest.mgmt_max_line_bytes,
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
+    let guard = Arc::new(http::guard::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
     let reloader = source.map(|source| {
         let daemon = crate::reload::Daemon {
             aggregation: aggregation.clone(),
@@ -142,6 +144,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
             alerts: alerts.clone(),
             edges: admin_state.edges.clone(),
             admin: admin_state.clone(),
+            guard: guard.clone(),
         };
         Arc::new(Reloader::new(source, config.clone(), daemon))
     });
@@ -154,6 +157,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         alerts: alerts.clone(),
         admin: admin_state,
         query_limits: config.ingest.query,
+        guard,
+        body_timeout: config.ingest.http_body_timeout,
     });
     let limits = http::Limits {
         max_connections: config.ingest.http_max_connections,

@@ -128,11 +128,16 @@ fn from_http(url: &str, expr: &str, from: i64, to: i64, step: i64) -> Result<Val
     }
 }
 
-/// A plain HTTP/1.1 GET: status and body.
+/// A plain HTTP/1.1 GET: status and body. With `HISTD_TOKEN` in the environment it is sent as
+/// `Authorization: Bearer` (a daemon whose `read` role has tokens: `http.tokens.read`).
 pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let mut stream = TcpStream::connect(host)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
+    let authorization = match std::env::var("HISTD_TOKEN") {
+        Ok(token) if !token.trim().is_empty() => format!("Authorization: Bearer {}\r\n", token.trim()),
+        _ => String::new(),
+    };
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n{authorization}Connection: close\r\n\r\n")?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let (head, body) = response.split_once("\r\n\r\n").context("a malformed HTTP response")?;

@@ -71,9 +71,20 @@ const AGGREGATOR_KEYS: [&str; 15] = [
     "maxSetMembers",
 ];
 
-/// The effective config's top-level keys that reopen listeners or restart sinks.
-const EDGE_KEYS: [&str; 9] =
-    ["servers", "backends", "graphite", "console", "repeater", "prometheus", "forward", "sinkQueueBytes", "alerts"];
+/// The effective config's top-level keys that reopen listeners, restart sinks or change who
+/// may use the HTTP port.
+const EDGE_KEYS: [&str; 10] = [
+    "servers",
+    "backends",
+    "graphite",
+    "console",
+    "repeater",
+    "prometheus",
+    "forward",
+    "sinkQueueBytes",
+    "alerts",
+    "http",
+];
 
 /// Keys that are runtime state or derived, not settings to compare (`healthStatus` is the
 /// management `health` command's to change; `ignoredKeys` is a report).
@@ -107,6 +118,8 @@ pub struct Daemon {
     pub edges: Arc<EdgeCounters>,
     /// The management state: the config in force that `config` prints.
     pub admin: Arc<crate::admin::AdminState>,
+    /// The HTTP port's guard: its token files are read again at every reload (rotation).
+    pub guard: Arc<crate::http::guard::Guard>,
 }
 
 /// Applies reloads to the running daemon.
@@ -155,6 +168,7 @@ impl Reloader {
 
     async fn apply(&self) -> Result<ReloadOutcome, String> {
         let new = self.source.load().map_err(|error| format!("{error:#}"))?;
+        let credentials = new.http.load()?;
         let in_force = crate::ingest::shards_lock(&self.current).clone();
         let applied = applied(&in_force, &new);
         let mut outcome = classify(&in_force.effective(), &new.effective());
@@ -191,6 +205,7 @@ impl Reloader {
         if outcome.applied.iter().any(|key| AGGREGATOR_KEYS.contains(&key.as_str())) {
             aggregation.current().reconfigure(&applied.agg);
         }
+        self.daemon.guard.replace(credentials);
         let raw = raw_in_force(&in_force.raw, &new.raw, &outcome.needs_restart);
         self.daemon.admin.config.replace(raw, crate::ingest::unix_now_s());
         *crate::ingest::shards_lock(&self.current) = applied;
@@ -216,6 +231,7 @@ fn applied(in_force: &Config, new: &Config) -> Config {
     applied.store.max_bytes = new.store.max_bytes;
     applied.store.data_dir = new.store.data_dir.clone();
     applied.alerts.rules = new.alerts.rules.clone();
+    applied.http = new.http.clone();
     applied
 }
 
@@ -296,6 +312,13 @@ const INGEST_FIELDS: &[(&str, bool)] = &[
     ("connectionIdleTimeoutMs", false),
     ("httpMaxConnections", false),
     ("httpHeaderTimeoutMs", false),
+    ("httpBodyTimeoutMs", false),
+    ("maxStreamLineBytes", false),
+    ("mgmtMaxConnections", false),
+    ("mgmtMaxLineBytes", false),
+    ("mgmtFirstCommandTimeoutMs", false),
+    ("queryMaxSteps", false),
+    ("queryMaxSeries", false),
 ];
 
 /// Sorts the fields of one section that changed, named `prefix` + field.

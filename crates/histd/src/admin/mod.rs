@@ -46,6 +46,9 @@ pub struct AdminState {
     pub edges: Arc<EdgeCounters>,
     /// Silence after which a management connection is closed (`connectionIdleTimeoutMs`).
     pub idle_timeout: Option<std::time::Duration>,
+    /// How long a new management connection may take to send its first command
+    /// (`mgmtFirstCommandTimeoutMs`).
+    pub first_command_timeout: std::time::Duration,
     /// Connections served at once (`mgmtMaxConnections`); more are closed at once and counted
     /// in `refused_management_connections` (each may hold a full dump while its client reads).
     pub max_connections: usize,
@@ -116,11 +119,16 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
+    let mut first = true;
     loop {
         line.clear();
         let max_line = state.max_line;
         let mut limited = (&mut reader).take(max_line as u64);
-        match within_idle(state.idle_timeout, limited.read_until(b'\n', &mut line)).await {
+        // A connection that never sends a command gives its slot back soon; an interactive
+        // one that has sent one may stay for the idle timeout.
+        let timeout = if first { Some(state.first_command_timeout) } else { state.idle_timeout };
+        first = false;
+        match within_idle(timeout, limited.read_until(b'\n', &mut line)).await {
             Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                 state.edges.idle_closed_connections.add(1);
                 return;

@@ -53,6 +53,13 @@ pub struct IngestConfig {
     /// `httpHeaderTimeoutMs`: how long an HTTP client may take to send a request's headers
     /// (10 s); then the connection is closed and counted.
     pub http_header_timeout: std::time::Duration,
+    /// `httpBodyTimeoutMs`: how long an HTTP client may take to send a request's body (30 s);
+    /// then it is answered 408, the connection closed and counted (`http_body_timeouts`).
+    pub http_body_timeout: std::time::Duration,
+    /// `mgmtFirstCommandTimeoutMs`: a management connection that sends no command at all for
+    /// this long is closed and counted (10 s; after its first command, `connectionIdleTimeoutMs`
+    /// applies): silent connections cannot hold the management port's slots.
+    pub mgmt_first_command_timeout: std::time::Duration,
     /// `maxStreamLineBytes`: the longest statsd line a TCP or Unix stream may send (1 MiB); a
     /// longer one is discarded whole and counted (`bad_lines.too_long`).
     pub max_stream_line_bytes: usize,
@@ -81,6 +88,8 @@ impl IngestConfig {
             "connectionIdleTimeoutMs": self.idle_timeout.map_or(0, |t| t.as_millis() as u64),
             "httpMaxConnections": self.http_max_connections,
             "httpHeaderTimeoutMs": self.http_header_timeout.as_millis() as u64,
+            "httpBodyTimeoutMs": self.http_body_timeout.as_millis() as u64,
+            "mgmtFirstCommandTimeoutMs": self.mgmt_first_command_timeout.as_millis() as u64,
             "maxStreamLineBytes": self.max_stream_line_bytes,
             "mgmtMaxConnections": self.mgmt_max_connections,
             "mgmtMaxLineBytes": self.mgmt_max_line_bytes,
@@ -121,6 +130,16 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
         http_header_timeout: std::time::Duration::from_millis(
             count(top, "httpHeaderTimeoutMs", 10_000, 1, 600_000)? as u64
         ),
+        http_body_timeout: std::time::Duration::from_millis(
+            count(top, "httpBodyTimeoutMs", 30_000, 1, 3_600_000)? as u64
+        ),
+        mgmt_first_command_timeout: std::time::Duration::from_millis(count(
+            top,
+            "mgmtFirstCommandTimeoutMs",
+            10_000,
+            1,
+            3_600_000,
+        )? as u64),
         // At least a read's chunk: a line within one read is never measured on its own.
         max_stream_line_bytes: count(top, "maxStreamLineBytes", DEFAULT_MAX_STREAM_LINE_BYTES, 65_536, 64 << 20)?,
         mgmt_max_connections: count(top, "mgmtMaxConnections", DEFAULT_MGMT_MAX_CONNECTIONS, 1, 4096)?,

@@ -64,6 +64,8 @@ pub struct Config {
     pub global: GlobalConfig,
     /// The embedded store and the HTTP API.
     pub store: StoreConfig,
+    /// Who may use the HTTP port (`http.*`: host names, tokens per role).
+    pub http: crate::http::guard::HttpSecurity,
     /// Alert rules (`alerts`) and where their notifications go (`alerting`).
     pub alerts: crate::alerts::AlertsConfig,
     /// `debug`: log at debug level.
@@ -142,6 +144,7 @@ impl Config {
             file: crate::sinks::file::config::file(&top, writing_files)?,
             circonus: crate::sinks::circonus::config::circonus(&top, to_circonus)?,
             store: store::store(&top)?,
+            http: crate::http::guard::read(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
             sink_queue_bytes: sink_queue_bytes(&top)?,
@@ -152,6 +155,9 @@ impl Config {
         let mut config = Config { ignored_keys, raw, ..config };
         let uses_http = config.backends.iter().any(|b| matches!(b, Backend::Store | Backend::Prometheus));
         config.store.serve_http |= uses_http || config.global.accept;
+        if config.store.serve_http {
+            config.http.check_exposure(config.store.http.ip(), config.global.accept)?;
+        }
         Ok(config)
     }
 
@@ -205,6 +211,7 @@ impl Config {
             "circonus": self.circonus.as_ref().map(|circonus| circonus.effective()),
             "global": self.global.effective(),
             "store": self.store.effective(),
+            "http": self.http.effective(),
             "alerts": self.alerts.effective().0,
             "alerting": self.alerts.effective().1,
             "debug": self.debug,

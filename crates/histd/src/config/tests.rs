@@ -319,7 +319,7 @@ fn the_http_port_is_bound_only_when_something_uses_it() {
         ("{ backends: ['prometheus'] }", true),
         ("{ backends: ['console'], global: { accept: true } }", true),
         ("{ backends: ['console'], http_port: 9000 }", true),
-        ("{ backends: ['console'], http_address: '0.0.0.0' }", true),
+        ("{ backends: ['console'], http_address: '0.0.0.0', http: { openToNetwork: true } }", true),
     ];
     for (text, serves) in cases {
         assert_eq!(parse(text).store.serve_http, serves, "{text}");
@@ -361,4 +361,26 @@ fn idle_ttls_are_one_duration_or_one_per_type() {
     let config = parse("{ flushInterval: 10000, idleTTL: { timers: '25s' } }");
     assert_eq!(config.agg.idle_flushes(agg::MetricType::Timers), Some(3), "rounded up to whole flushes");
     assert_eq!(config.effective()["idleTTL"]["timers"], 25000);
+}
+
+/// Issue 34: an HTTP port on a network address with its admin (or, on a global, write) role
+/// open refuses to start, naming the key; tokens or `openToNetwork` let it.
+#[test]
+fn an_http_port_open_to_a_network_needs_tokens_or_says_so() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("{ backends: ['store'], http_address: '0.0.0.0' }", Some("http.openToNetwork")),
+        ("{ backends: ['store'], http_address: '0.0.0.0', http: { tokens: { admin: '/a' } } }", None),
+        ("{ backends: ['store'], http_address: '0.0.0.0', global: { accept: true }, http: { tokens: { admin: '/a' } } }", Some("http.openToNetwork")),
+        ("{ backends: ['store'], http_address: '0.0.0.0', global: { accept: true }, http: { tokens: { admin: '/a', write: '/w' } } }", None),
+        ("{ backends: ['store'], http_address: '10.0.0.5', http: { openToNetwork: true } }", None),
+        ("{ backends: ['store'], http_address: '127.0.0.1' }", None),
+        ("{ backends: ['console'], http_address: '0.0.0.0', http: { hostnames: ['a:1'], openToNetwork: true } }", Some("http.hostnames[0]")),
+    ];
+    for (text, error) in cases {
+        match (Config::from_text(text), error) {
+            (Ok(_), None) => {}
+            (Err(got), Some(key)) => assert!(got.to_string().contains(key), "{text}: {got}"),
+            (got, want) => panic!("{text}: {:?}, wanted an error naming {want:?}", got.map(|_| ())),
+        }
+    }
 }

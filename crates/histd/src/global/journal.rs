@@ -3,7 +3,10 @@
 //! merges its journal again at its next start, so what it acknowledged is not lost; the
 //! identities come back with it, so a copy that arrives later is still merged once.
 //!
-//! One file per batch, `<sequence>.batch`, holding the body as received (compressed).
+//! One file per batch, `<sequence>.batch`: [`HEADER`], the name of the credential that sent it
+//! (a length byte pair, then the name), then the body as received (compressed). A file an
+//! earlier version wrote holds only the body (no snappy body can begin with the header: its
+//! five `0xff` bytes are a length varint longer than snappy allows), read as sent with none.
 
 use std::io;
 use std::path::PathBuf;
@@ -18,6 +21,9 @@ pub struct Journal {
     next: AtomicU64,
 }
 
+/// The first bytes of a journal file that names its credential.
+const HEADER: &[u8; 9] = b"\xff\xff\xff\xff\xffHJRN";
+
 /// A batch left by an earlier run.
 #[derive(Debug)]
 pub struct Left {
@@ -25,6 +31,20 @@ pub struct Left {
     pub sequence: u64,
     /// The body as received.
     pub body: Vec<u8>,
+    /// The credential that sent it (empty: none).
+    pub credential: String,
+}
+
+/// Splits a journal file into its credential and body (`None`: a header that does not read).
+fn parse(mut file: Vec<u8>) -> Option<(String, Vec<u8>)> {
+    if !file.starts_with(HEADER) {
+        return Some((String::new(), file));
+    }
+    let at = HEADER.len();
+    let length = usize::from(u16::from_le_bytes([*file.get(at)?, *file.get(at + 1)?]));
+    let name = std::str::from_utf8(file.get(at + 2..at + 2 + length)?).ok()?.to_string();
+    file.drain(..at + 2 + length);
+    Some((name, file))
 }
 
 impl Journal {
@@ -34,16 +54,27 @@ impl Journal {
         let mut left = Vec::new();
         let mut next = 0;
         for (sequence, path) in batch_files(&dir)? {
-            left.push(Left { sequence, body: std::fs::read(&path)? });
             next = sequence + 1;
+            match parse(std::fs::read(&path)?) {
+                Some((credential, body)) => left.push(Left { sequence, body, credential }),
+                None => {
+                    tracing::error!(
+                        sequence,
+                        "global.journalDir: a batch's header does not read: set aside as .corrupt"
+                    );
+                    let _ = std::fs::rename(&path, path.with_extension("corrupt"));
+                }
+            }
         }
         Ok((Journal { dir, next: AtomicU64::new(next) }, left))
     }
 
-    /// Writes a body durably; its sequence number.
-    pub fn write(&self, body: &[u8]) -> io::Result<u64> {
+    /// Writes a body sent with `credential` durably; its sequence number.
+    pub fn write(&self, body: &[u8], credential: &str) -> io::Result<u64> {
         let sequence = self.next.fetch_add(1, Ordering::Relaxed);
-        write_durably(&self.dir, sequence, &[body])?;
+        let name = &credential.as_bytes()[..credential.len().min(usize::from(u16::MAX))];
+        let length = (name.len() as u16).to_le_bytes();
+        write_durably(&self.dir, sequence, &[HEADER, &length, name, body])?;
         Ok(sequence)
     }
 
@@ -60,5 +91,31 @@ impl Journal {
     pub fn set_aside(&self, sequence: u64) {
         let path = file_path(&self.dir, sequence);
         let _ = std::fs::rename(&path, path.with_extension("corrupt"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_name_their_credential_and_old_files_read_as_sent_with_none() {
+        let body = crate::sinks::forward::format::compress(b"HFWD");
+        let mut named = HEADER.to_vec();
+        named.extend_from_slice(&5u16.to_le_bytes());
+        named.extend_from_slice(b"web-1");
+        named.extend_from_slice(&body);
+        type Case<'a> = (Vec<u8>, Option<(&'a str, &'a [u8])>);
+        let cases: Vec<Case> = vec![
+            (body.clone(), Some(("", &body))),
+            (named, Some(("web-1", &body))),
+            (HEADER.to_vec(), None),
+            ([&HEADER[..], &[9, 0], b"web"].concat(), None),
+        ];
+        for (file, want) in cases {
+            let got = parse(file.clone());
+            assert_eq!(got.as_ref().map(|(c, b)| (c.as_str(), b.as_slice())), want, "{file:?}");
+        }
+        assert!(snap::raw::decompress_len(HEADER).is_err(), "no snappy body begins with the header");
     }
 }

@@ -2,15 +2,23 @@
 //! this histd's own aggregation, so its backends, store, `/metrics`, web page and query API
 //! show the fleet's series. `POST /api/v1/forward` (http/forward.rs) hands bodies here.
 //!
-//! Each batch identity (source, interval start, part, chunk) is merged once: a copy (a retry
+//! Each batch identity (source, interval start, part, chunk) is merged once per credential
+//! that sent it (the name of the `write` token, or none on an open port): a copy (a retry
 //! whose answer was lost, a spool replayed after the local crashed) is acknowledged and
-//! skipped. The last `global.dedupBatches` identities are remembered, the oldest forgotten
-//! first (`forward_ids_forgotten` counts them). With `global.journalDir` (journal.rs) every
+//! skipped, and a batch sent with another local's credential cannot claim the identity of
+//! this one's. The last `global.dedupBatches` identities (at most `global.dedupBytes` of them)
+//! are remembered, the oldest forgotten first (`forward_ids_forgotten` counts them).
+//!
+//! A batch is screened as a statsd line is (screen.rs: keys cleaned, values that are not
+//! finite, gauges stamped in the future and unbelievable intervals refused and counted), and
+//! every request reserves what it will hold (its body, the batch decompressed, what that
+//! decodes to) in one budget across requests (`global.maxBytesInFlight`, [`InFlight`]). With `global.journalDir` (journal.rs) every
 //! batch is written there before it is acknowledged and kept until a flush carried it, so a
 //! global killed in between loses nothing; without it, a killed global loses what it merged
 //! since its last flush, and forgets the identities it had seen.
 
 mod journal;
+pub mod screen;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -34,6 +42,47 @@ pub struct Global {
     edges: Arc<EdgeCounters>,
     seen: Mutex<SeenBatches>,
     journal: Option<Arc<Journal>>,
+    in_flight: Arc<InFlight>,
+}
+
+/// The bytes every forwarded request holds at once, against `global.maxBytesInFlight`.
+#[derive(Debug)]
+pub struct InFlight {
+    held: crate::telemetry::Gauge,
+    limit: usize,
+}
+
+/// Bytes reserved in [`InFlight`], given back when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    budget: Arc<InFlight>,
+    bytes: u64,
+}
+
+impl InFlight {
+    /// Reserves `bytes`; `None` when that would pass the limit.
+    pub fn reserve(self: &Arc<Self>, bytes: usize) -> Option<Reservation> {
+        let bytes = bytes as u64;
+        self.held.try_add(bytes, self.limit as u64).then(|| Reservation { budget: self.clone(), bytes })
+    }
+}
+
+impl Reservation {
+    /// Reserves `more` bytes on top of these; `false` (nothing changed) past the limit.
+    pub fn grow(&mut self, more: usize) -> bool {
+        let more = more as u64;
+        let grown = self.budget.held.try_add(more, self.budget.limit as u64);
+        if grown {
+            self.bytes += more;
+        }
+        grown
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.held.sub(self.bytes);
+    }
 }
 
 /// Why a batch was not taken.
@@ -43,6 +92,8 @@ pub enum Refusal {
     Malformed(FormatError),
     /// It could not be journaled (HTTP 503: the local keeps it and tries again).
     Journal(std::io::Error),
+    /// Its interval is not a time this histd believes (HTTP 400).
+    Interval(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -50,6 +101,7 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Malformed(error) => write!(f, "{error}"),
             Refusal::Journal(error) => write!(f, "cannot write to global.journalDir: {error}"),
+            Refusal::Interval(why) => write!(f, "{why}"),
         }
     }
 }
@@ -71,7 +123,8 @@ impl Global {
         aggregation: Arc<Aggregation>,
         edges: Arc<EdgeCounters>,
     ) -> anyhow::Result<Global> {
-        let seen = Mutex::new(SeenBatches::new(config.dedup_batches));
+        let seen = Mutex::new(SeenBatches::new(config.dedup_batches, config.dedup_bytes));
+        let in_flight = Arc::new(InFlight { held: Default::default(), limit: config.max_bytes_in_flight });
         let (journal, left) = match &config.journal_dir {
             None => (None, Vec::new()),
             Some(dir) => {
@@ -80,7 +133,7 @@ impl Global {
                 (Some(Arc::new(journal)), left)
             }
         };
-        let global = Global { config, aggregation, edges, seen, journal };
+        let global = Global { config, aggregation, edges, seen, journal, in_flight };
         global.replay(left);
         Ok(global)
     }
@@ -93,10 +146,11 @@ impl Global {
     fn replay(&self, left: Vec<journal::Left>) {
         let Some(journal) = &self.journal else { return };
         let (mut merged, mut series) = (0, 0);
-        for journal::Left { sequence, body } in left {
+        for journal::Left { sequence, body, credential } in left {
             match format::decode(&body, self.config.max_batch_bytes) {
-                Ok(batch) => {
-                    if self.remember(&batch.id) {
+                Ok(mut batch) => {
+                    self.count_screened(screen::screen(&mut batch.interval, crate::ingest::unix_now_s()));
+                    if self.remember(&credential, &batch.id) {
                         series += self.absorb(batch, Some(sequence));
                         merged += 1;
                     } else {
@@ -129,23 +183,41 @@ impl Global {
         self.config.max_batch_bytes + self.config.max_batch_bytes / 6 + 64
     }
 
-    /// Decodes a body and merges it once (journaled first, with `global.journalDir`); a
-    /// refused body is counted and merges nothing.
-    pub fn receive(&self, body: &[u8]) -> Result<Received, Refusal> {
-        let batch = format::decode(body, self.config.max_batch_bytes).map_err(|error| {
+    /// The budget every forwarded request reserves its bytes in.
+    pub fn in_flight(&self) -> &Arc<InFlight> {
+        &self.in_flight
+    }
+
+    /// What a body of `decompressed` bytes holds at most while it is read: the batch itself
+    /// and its entries decoded (bounded by `global.maxBatchBytes` too).
+    pub fn decoding_bytes(&self, decompressed: usize) -> usize {
+        decompressed.min(self.config.max_batch_bytes) * 2
+    }
+
+    /// Decodes a body sent with `credential` (the `write` token's name; empty on an open port)
+    /// and merges it once (journaled first, with `global.journalDir`); a refused body is
+    /// counted and merges nothing.
+    pub fn receive(&self, body: &[u8], credential: &str) -> Result<Received, Refusal> {
+        let mut batch = format::decode(body, self.config.max_batch_bytes).map_err(|error| {
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
         })?;
-        if !self.remember(&batch.id) {
+        if let Err(why) = screen::check_interval(&batch.id, crate::ingest::unix_now_s()) {
+            self.edges.forward_batches_refused.add(1);
+            self.edges.forward_refused_intervals.add(1);
+            return Err(Refusal::Interval(why));
+        }
+        if !self.remember(credential, &batch.id) {
             self.edges.forward_batches_duplicate.add(1);
             return Ok(Received::Duplicate);
         }
+        self.count_screened(screen::screen(&mut batch.interval, crate::ingest::unix_now_s()));
         let sequence = match &self.journal {
             None => None,
-            Some(journal) => match journal.write(body) {
+            Some(journal) => match journal.write(body, credential) {
                 Ok(sequence) => Some(sequence),
                 Err(error) => {
-                    crate::ingest::shards_lock(&self.seen).forget(&batch.id);
+                    crate::ingest::shards_lock(&self.seen).forget(credential, &batch.id);
                     self.edges.forward_batches_refused.add(1);
                     return Err(Refusal::Journal(error));
                 }
@@ -154,9 +226,17 @@ impl Global {
         Ok(Received::Merged(self.absorb(batch, sequence)))
     }
 
-    /// Remembers a batch identity: false when it was merged before.
-    fn remember(&self, id: &BatchId) -> bool {
-        let inserted = crate::ingest::shards_lock(&self.seen).insert(id);
+    fn count_screened(&self, screened: screen::Screened) {
+        let edges = &self.edges;
+        edges.forward_keys_sanitized.add(screened.keys_sanitized);
+        edges.forward_refused_empty_keys.add(screened.empty_keys);
+        edges.forward_refused_non_finite.add(screened.non_finite);
+        edges.forward_refused_future_gauges.add(screened.future_gauges);
+    }
+
+    /// Remembers a batch identity sent with `credential`: false when it was merged before.
+    fn remember(&self, credential: &str, id: &BatchId) -> bool {
+        let inserted = crate::ingest::shards_lock(&self.seen).insert(credential, id);
         if let Some(forgotten) = inserted {
             self.edges.forward_ids_forgotten.add(forgotten);
         }
@@ -177,41 +257,57 @@ impl Global {
     }
 }
 
-/// Batch identities merged, oldest first, bounded.
+/// A batch identity as remembered: the credential that sent it, then the batch's identity.
+type Seen = Arc<(String, BatchId)>;
+
+/// Batch identities merged, oldest first, bounded in number and in bytes.
 #[derive(Debug)]
 struct SeenBatches {
-    set: HashSet<BatchId>,
-    order: VecDeque<BatchId>,
+    set: HashSet<Seen>,
+    order: VecDeque<Seen>,
     limit: usize,
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl SeenBatches {
-    fn new(limit: usize) -> Self {
-        SeenBatches { set: HashSet::new(), order: VecDeque::new(), limit: limit.max(1) }
+    fn new(limit: usize, max_bytes: usize) -> Self {
+        SeenBatches { set: HashSet::new(), order: VecDeque::new(), limit: limit.max(1), bytes: 0, max_bytes }
     }
 
-    /// Remembers `id`: `None` when it was remembered already, else how many older identities
-    /// were forgotten to make room.
-    fn insert(&mut self, id: &BatchId) -> Option<u64> {
-        if self.set.contains(id) {
+    /// The memory one remembered identity takes: its names, the entry and its two slots.
+    fn cost(seen: &(String, BatchId)) -> usize {
+        seen.0.len() + seen.1.source.len() + seen.1.part.len() + 160
+    }
+
+    /// Remembers `id` sent with `credential`: `None` when it was remembered already, else how
+    /// many older identities were forgotten to make room.
+    fn insert(&mut self, credential: &str, id: &BatchId) -> Option<u64> {
+        let seen: Seen = Arc::new((credential.to_string(), id.clone()));
+        if self.set.contains(&seen) {
             return None;
         }
+        let cost = Self::cost(&seen);
         let mut forgotten = 0;
-        while self.order.len() >= self.limit {
+        while self.order.len() >= self.limit || (self.bytes + cost > self.max_bytes && !self.order.is_empty()) {
             if let Some(oldest) = self.order.pop_front() {
+                self.bytes -= Self::cost(&oldest);
                 self.set.remove(&oldest);
                 forgotten += 1;
             }
         }
-        self.set.insert(id.clone());
-        self.order.push_back(id.clone());
+        self.bytes += cost;
+        self.set.insert(seen.clone());
+        self.order.push_back(seen);
         Some(forgotten)
     }
 
     /// Forgets the newest identity again (it could not be journaled, so it was not merged).
-    fn forget(&mut self, id: &BatchId) {
-        if self.set.remove(id) {
-            if let Some(at) = self.order.iter().rposition(|seen| seen == id) {
+    fn forget(&mut self, credential: &str, id: &BatchId) {
+        let seen = (credential.to_string(), id.clone());
+        if self.set.remove(&seen) {
+            self.bytes -= Self::cost(&seen);
+            if let Some(at) = self.order.iter().rposition(|held| **held == seen) {
                 self.order.remove(at);
             }
         }
@@ -252,12 +348,26 @@ mod tests {
 
     #[test]
     fn an_identity_is_merged_once_and_the_oldest_are_forgotten_first() {
-        let mut seen = SeenBatches::new(2);
-        assert_eq!(seen.insert(&id("a", 0, "n1")), Some(0));
-        assert_eq!(seen.insert(&id("a", 0, "n1")), None);
-        assert_eq!(seen.insert(&id("a", 0, "n2")), Some(0), "another part of the same interval");
-        assert_eq!(seen.insert(&id("b", 0, "n1")), Some(1));
-        assert_eq!(seen.insert(&id("a", 0, "n1")), Some(1), "forgotten, so merged again");
+        let mut seen = SeenBatches::new(2, usize::MAX);
+        assert_eq!(seen.insert("", &id("a", 0, "n1")), Some(0));
+        assert_eq!(seen.insert("", &id("a", 0, "n1")), None);
+        assert_eq!(seen.insert("", &id("a", 0, "n2")), Some(0), "another part of the same interval");
+        assert_eq!(seen.insert("", &id("b", 0, "n1")), Some(1));
+        assert_eq!(seen.insert("", &id("a", 0, "n1")), Some(1), "forgotten, so merged again");
+    }
+
+    #[test]
+    fn identities_are_per_credential_and_bounded_in_bytes() {
+        let mut seen = SeenBatches::new(1000, 3 * (160 + 8));
+        assert_eq!(seen.insert("web-2", &id("web-1", 0, "n1")), Some(0), "a forgery under another credential");
+        assert_eq!(seen.insert("web-1", &id("web-1", 0, "n1")), Some(0), "does not displace the real batch");
+        assert_eq!(seen.insert("web-1", &id("web-1", 0, "n1")), None);
+        assert_eq!(seen.insert("web-1", &id("web-1", 10, "n1")), Some(1), "past the bytes, the oldest goes");
+        let long = "x".repeat(1000);
+        assert_eq!(seen.insert("web-1", &id(&long, 0, "n1")), Some(2), "one large identity pushes out what it must");
+        assert!(seen.bytes <= 3 * (160 + 8) || seen.order.len() == 1, "{} bytes", seen.bytes);
+        seen.forget("web-1", &id(&long, 0, "n1"));
+        assert_eq!((seen.bytes, seen.order.len()), (0, 0));
     }
 
     #[test]

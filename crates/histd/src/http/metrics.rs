@@ -25,10 +25,7 @@ pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
     }
 }
 
-pub async fn clear(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = super::api::same_site(&headers) {
-        return refused.into_response();
-    }
+pub async fn clear(State(state): State<Arc<HttpState>>) -> Response {
     match &state.prometheus() {
         Some(exposed) => {
             let forgotten = {

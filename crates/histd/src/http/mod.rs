@@ -13,10 +13,14 @@
 //! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold`, `tables=1` (add the cardinality and prefix tables) | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "alerts": [{"name", "state", "summary"}], "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
-//! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md) | `{"merged", "duplicate"}`; 503 unless `global.accept`, 400 for a malformed batch, 413 past `global.maxBatchBytes` |
+//! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md), `Content-Type: application/x-histd-forward`, `Content-Encoding: snappy` | `{"merged", "duplicate"}`; 503 unless `global.accept` (the body unread), 503 with `Retry-After` past `global.maxBytesInFlight`, 400 for a malformed batch or an unbelievable interval, 413 past `global.maxBatchBytes`, 415 for another type or encoding, 408 past `httpBodyTimeoutMs` |
 //! | `GET /metrics` | `Accept` picks text 0.0.4 or OpenMetrics 1.0 | histd's own metrics; with the prometheus backend, every series |
 //! | `POST /-/reload` | | reads the config file again and applies it: `{"applied": [key], "needs_restart": [key]}`; 400 naming the bad key when the file is invalid (the old config runs on); 403 from another web origin or host name |
 //! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off; 403 from another web origin or host name) |
+//!
+//! Every request passes `guard.rs` first: its `Host` must be an address, `localhost` or a name
+//! in `http.hostnames`; a route's role (read, write, admin) may need a token; write and admin
+//! requests from another web origin are refused (403, 401 without a needed token).
 //!
 //! Errors are `{"error": "..."}` naming the bad parameter, with status 400; an unknown series is
 //! an empty result, not an error. Times are unix seconds or relative (`now`, `-1h`, `now-15m`),
@@ -26,6 +30,7 @@
 
 mod api;
 mod forward;
+pub mod guard;
 pub(crate) mod live;
 mod metrics;
 pub mod params;
@@ -37,7 +42,6 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -72,6 +76,10 @@ pub struct HttpState {
     pub admin: Arc<AdminState>,
     /// What one query may ask for (`queryMaxSteps`, `queryMaxSeries`).
     pub query_limits: QueryLimits,
+    /// Who may ask what (`http.*`): hosts, origins, tokens per role.
+    pub guard: Arc<guard::Guard>,
+    /// How long a request's body may take (`httpBodyTimeoutMs`).
+    pub body_timeout: Duration,
 }
 
 impl HttpState {
@@ -145,7 +153,6 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits,
 
 fn router(state: Arc<HttpState>) -> Router {
     let [health, alerts, budgets, series, query, histogram, heatmap, openapi, forward, live] = API_ROUTES;
-    let forward_limit = DefaultBodyLimit::max(state.global.max_body_bytes());
     Router::new()
         .route(health, get(api::health))
         .route(alerts, get(api::alerts))
@@ -155,13 +162,14 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(histogram, get(api::histogram))
         .route(heatmap, get(api::heatmap))
         .route(openapi, get(api::openapi))
-        .route(forward, post(forward::receive).layer(forward_limit))
+        .route(forward, post(forward::receive))
         .route(live, get(live::live))
         .route("/metrics", get(metrics::metrics))
         .route("/-/clear", post(metrics::clear))
         .route("/-/reload", post(api::reload))
         .route("/", get(ui::index))
         .route("/ui/{*file}", get(ui::file))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
 }
 

@@ -188,8 +188,9 @@ impl Client {
             .uri(path)
             .header("host", self.url.authority())
             .header("user-agent", concat!("histd/", env!("CARGO_PKG_VERSION")));
-        if method != Method::GET {
-            for (name, value) in &self.headers {
+        // A GET has no content to describe, but carries the rest (its credentials).
+        for (name, value) in &self.headers {
+            if method != Method::GET || !name.starts_with("content-") {
                 builder = builder.header(name, value);
             }
         }

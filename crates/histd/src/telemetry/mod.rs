@@ -94,8 +94,31 @@ pub struct EdgeCounters {
     /// Forwarded bodies refused: malformed (HTTP 400), another encoding (415), or sent while
     /// `global.accept` is off (503).
     pub forward_batches_refused: Counter,
-    /// Batch identities forgotten to stay within `global.dedupBatches`.
+    /// Batch identities forgotten to stay within `global.dedupBatches` or `global.dedupBytes`.
     pub forward_ids_forgotten: Counter,
+    /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
+    pub forward_batches_busy: Counter,
+    /// Forwarded batches refused: an interval this histd does not believe (counted in
+    /// `forward_batches_refused` too).
+    pub forward_refused_intervals: Counter,
+    /// Forwarded series keys cleaned by `keyNameSanitize`'s rules (the series kept).
+    pub forward_keys_sanitized: Counter,
+    /// Forwarded series dropped: nothing was left of the key once cleaned.
+    pub forward_refused_empty_keys: Counter,
+    /// Forwarded series dropped: a NaN or infinite value or total.
+    pub forward_refused_non_finite: Counter,
+    /// Forwarded gauges dropped: stamped too far ahead of this histd's clock.
+    pub forward_refused_future_gauges: Counter,
+    /// HTTP requests refused: the `Host` header names neither an address, `localhost` nor a
+    /// name in `http.hostnames` (DNS rebinding).
+    pub refused_http_hosts: Counter,
+    /// HTTP requests refused: a state-changing request a web page could send (another
+    /// origin, or a content type that needs no preflight).
+    pub refused_http_origins: Counter,
+    /// HTTP requests refused: no credential, or a wrong one, for the route's role (401/403).
+    pub refused_http_credentials: Counter,
+    /// HTTP requests whose body did not arrive within `httpBodyTimeoutMs`.
+    pub http_body_timeouts: Counter,
     /// Config reloads applied (SIGHUP, `POST /-/reload`).
     pub config_reloads: Counter,
     /// Config reloads refused: the file did not read or was invalid (the old config runs on).
@@ -121,7 +144,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 19] {
+    pub fn entries(&self) -> [(&'static str, u64); 29] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -138,6 +161,16 @@ impl EdgeCounters {
             ("forward_batches_duplicate", self.forward_batches_duplicate.get()),
             ("forward_batches_refused", self.forward_batches_refused.get()),
             ("forward_ids_forgotten", self.forward_ids_forgotten.get()),
+            ("forward_batches_busy", self.forward_batches_busy.get()),
+            ("forward_refused_intervals", self.forward_refused_intervals.get()),
+            ("forward_keys_sanitized", self.forward_keys_sanitized.get()),
+            ("forward_refused_empty_keys", self.forward_refused_empty_keys.get()),
+            ("forward_refused_non_finite", self.forward_refused_non_finite.get()),
+            ("forward_refused_future_gauges", self.forward_refused_future_gauges.get()),
+            ("refused_http_hosts", self.refused_http_hosts.get()),
+            ("refused_http_origins", self.refused_http_origins.get()),
+            ("refused_http_credentials", self.refused_http_credentials.get()),
+            ("http_body_timeouts", self.http_body_timeouts.get()),
             ("config_reloads", self.config_reloads.get()),
             ("config_reload_failures", self.config_reload_failures.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),

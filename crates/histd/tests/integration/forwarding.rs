@@ -234,11 +234,26 @@ fn a_batch_posted_twice_is_merged_once_and_bad_ones_are_refused() {
     let mut global = Global::new("g-dedup");
     global.start();
     let address = global.daemon().address("http");
-    let id = BatchId { source: "h".into(), interval_start_ms: 1_000, interval_ms: 1_000, part: "p".into(), chunk: 0 };
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let id = BatchId {
+        source: "h".into(),
+        interval_start_ms: now_ms - 1_000,
+        interval_ms: 1_000,
+        part: "p".into(),
+        chunk: 0,
+    };
     let mut writer = BatchWriter::new(id);
     writer.counter("api.hits", 7.0);
     let body = compress(&writer.finish());
-    let post = |body: &[u8]| http(&address, "POST", "/api/v1/forward", body, "Content-Encoding: snappy\r\n");
+    let post = |body: &[u8]| {
+        http(
+            &address,
+            "POST",
+            "/api/v1/forward",
+            body,
+            "Content-Type: application/x-histd-forward\r\nContent-Encoding: snappy\r\n",
+        )
+    };
     let json = |(status, body): (u16, String)| (status, serde_json::from_str::<serde_json::Value>(&body).unwrap());
     assert_eq!(json(post(&body)), (200, serde_json::json!({"merged": 1, "duplicate": false})));
     assert_eq!(json(post(&body)), (200, serde_json::json!({"merged": 0, "duplicate": true})));

@@ -8,6 +8,7 @@ mod budgets;
 mod circonus;
 mod concurrency;
 mod config_files;
+mod edges;
 mod external;
 mod faults;
 mod forwarding;

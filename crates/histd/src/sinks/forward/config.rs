@@ -15,8 +15,13 @@ pub const FORWARD_PATH: &str = "/api/v1/forward";
 pub const DEFAULT_SPOOL_BYTES: u64 = 256 * 1024 * 1024;
 /// The default `forward.setMembersLimit`.
 pub const DEFAULT_SET_MEMBERS_LIMIT: usize = 1000;
-/// The default `global.maxBatchBytes`: 256 MiB decompressed.
-pub const DEFAULT_MAX_BATCH_BYTES: usize = 256 * 1024 * 1024;
+/// The default `global.maxBatchBytes`: 64 MiB decompressed (a local cuts its parts at 8 MiB).
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
+/// The default `global.maxBytesInFlight`: 512 MiB of bodies, their decompressed batches and
+/// what those decode to, across every forwarded request at once.
+pub const DEFAULT_MAX_BYTES_IN_FLIGHT: usize = 512 * 1024 * 1024;
+/// The default `global.dedupBytes`: 32 MiB of remembered batch identities.
+pub const DEFAULT_DEDUP_BYTES: usize = 32 * 1024 * 1024;
 /// The default `global.dedupBatches`.
 pub const DEFAULT_DEDUP_BATCHES: usize = 100_000;
 
@@ -50,6 +55,9 @@ pub struct ForwardConfig {
     /// send them all, so the global computes Etsy's exact percentiles; busier ones send only
     /// their histogram and exact totals.
     pub raw_values_limit: Option<usize>,
+    /// `forward.tokenFile` (none): a file holding the token sent as `Authorization: Bearer` to
+    /// the globals (their `http.tokens.write`; its name there is this local's credential).
+    pub token_file: Option<PathBuf>,
     /// `forward.maxBatchBytes` (8 MiB): a part larger than this before compression is sent in
     /// several requests.
     pub max_batch_bytes: usize,
@@ -71,6 +79,7 @@ impl Default for ForwardConfig {
             set_members_limit: DEFAULT_SET_MEMBERS_LIMIT,
             raw_values_limit: None,
             max_batch_bytes: DEFAULT_PART_BYTES,
+            token_file: None,
         }
     }
 }
@@ -89,7 +98,24 @@ impl ForwardConfig {
             "setMembersLimit": self.set_members_limit,
             "rawValuesLimit": self.raw_values_limit,
             "maxBatchBytes": self.max_batch_bytes,
+            "tokenFile": self.token_file,
         })
+    }
+}
+
+impl ForwardConfig {
+    /// The `Authorization` header for the globals, from `forward.tokenFile` (its first line
+    /// that is not blank or a `#` comment; a `NAME TOKEN` line sends the token).
+    pub fn authorization(&self) -> Result<Option<(String, String)>, String> {
+        let Some(path) = &self.token_file else { return Ok(None) };
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("forward.tokenFile: cannot read {}: {error}", path.display()))?;
+        let line = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
+        let token = line.and_then(|line| line.split_whitespace().last());
+        match token {
+            Some(token) => Ok(Some(("authorization".to_string(), format!("Bearer {token}")))),
+            None => Err(format!("forward.tokenFile: {} holds no token", path.display())),
+        }
     }
 }
 
@@ -113,6 +139,9 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
         let mut url = HttpUrl::parse(text).map_err(|message| section.error(&key, message))?;
         if url.path == "/" {
             url.path = FORWARD_PATH.to_string();
+        }
+        if text.len() > super::format::MAX_NAME_BYTES {
+            return Err(section.error(&key, format!("a node's URL is at most {} bytes", super::format::MAX_NAME_BYTES)));
         }
         if nodes.iter().any(|(name, _)| name == text) {
             return Err(section.error(&key, format!("'{text}' is listed twice")));
@@ -142,6 +171,7 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
             Some(_) => Some(section.whole("rawValuesLimit", 0, 0)? as usize),
         },
         max_batch_bytes: section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
+        token_file: section.string("tokenFile")?.map(PathBuf::from),
     })
 }
 
@@ -158,8 +188,16 @@ pub struct GlobalConfig {
     /// (a retry, a spool replayed after a crash) merges once; the oldest are forgotten first
     /// (`forward_ids_forgotten`).
     pub dedup_batches: usize,
-    /// `global.maxBatchBytes` (256 MiB): the largest batch accepted, decompressed.
+    /// `global.dedupBytes` (32 MiB): the memory those identities may take; past it the oldest
+    /// are forgotten too.
+    pub dedup_bytes: usize,
+    /// `global.maxBatchBytes` (64 MiB): the largest batch accepted, decompressed, and the most
+    /// memory its entries may take once decoded.
     pub max_batch_bytes: usize,
+    /// `global.maxBytesInFlight` (512 MiB): bodies, decompressed batches and decoded entries
+    /// of every forwarded request at once; past it a request is answered 503 with
+    /// `Retry-After` (the local keeps its batch and tries again).
+    pub max_bytes_in_flight: usize,
     /// `global.journalDir` (none): batches are written here before they are acknowledged and
     /// removed once a flush carried them, so a global killed in between loses nothing.
     pub journal_dir: Option<PathBuf>,
@@ -171,7 +209,9 @@ impl Default for GlobalConfig {
             accept: false,
             tag_source: None,
             dedup_batches: DEFAULT_DEDUP_BATCHES,
+            dedup_bytes: DEFAULT_DEDUP_BYTES,
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+            max_bytes_in_flight: DEFAULT_MAX_BYTES_IN_FLIGHT,
             journal_dir: None,
         }
     }
@@ -182,7 +222,8 @@ impl GlobalConfig {
     pub fn effective(&self) -> Value {
         json!({
             "accept": self.accept, "tagSource": self.tag_source,
-            "dedupBatches": self.dedup_batches, "maxBatchBytes": self.max_batch_bytes,
+            "dedupBatches": self.dedup_batches, "dedupBytes": self.dedup_bytes,
+            "maxBatchBytes": self.max_batch_bytes, "maxBytesInFlight": self.max_bytes_in_flight,
             "journalDir": self.journal_dir,
         })
     }
@@ -199,11 +240,22 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
             return Err(section.error("tagSource", format!("'{tag}' is not a tag name ([A-Za-z0-9_-]+)")));
         }
     }
+    let max_batch_bytes = section.whole("maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize;
+    let max_bytes_in_flight = section.whole("maxBytesInFlight", defaults.max_bytes_in_flight as u64, 1024)? as usize;
+    if max_bytes_in_flight < 3 * max_batch_bytes {
+        let why = format!(
+            "{max_bytes_in_flight} cannot hold one batch of global.maxBatchBytes ({max_batch_bytes}): a request holds its body, \
+             the batch decompressed and what it decodes to, so give at least 3 × maxBatchBytes"
+        );
+        return Err(section.error("maxBytesInFlight", why));
+    }
     Ok(GlobalConfig {
         accept: section.bool("accept", defaults.accept)?,
         tag_source,
         dedup_batches: section.whole("dedupBatches", defaults.dedup_batches as u64, 1)? as usize,
-        max_batch_bytes: section.whole("maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize,
+        dedup_bytes: section.whole("dedupBytes", defaults.dedup_bytes as u64, 4096)? as usize,
+        max_batch_bytes,
+        max_bytes_in_flight,
         journal_dir: section.string("journalDir")?.map(PathBuf::from),
     })
 }

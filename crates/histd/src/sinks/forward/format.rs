@@ -30,6 +30,11 @@ pub const VERSION: u8 = 1;
 pub const CONTENT_TYPE: &str = "application/x-histd-forward";
 /// The longest key a batch may hold.
 const MAX_KEY_BYTES: usize = 65_536;
+/// The longest source or part name (a host name, a URL): identities are remembered, so they
+/// are kept short.
+pub const MAX_NAME_BYTES: usize = 1024;
+/// What one decoded entry costs in memory besides its bytes (its key's and value's slots).
+const ENTRY_OVERHEAD: usize = 48;
 const TIMER_MS: u8 = 1;
 const TIMER_VALUES: u8 = 2;
 const SET_MEMBERS: u8 = 0;
@@ -192,19 +197,32 @@ impl std::fmt::Display for FormatError {
 
 impl std::error::Error for FormatError {}
 
-/// Decompresses and reads a body, refusing one larger than `max_bytes` decompressed.
+/// The size of a body once decompressed, as its header claims (checked when decompressing).
+pub fn decompressed_len(body: &[u8]) -> Result<usize, FormatError> {
+    snap::raw::decompress_len(body).map_err(|e| FormatError::Compression(e.to_string()))
+}
+
+/// Decompresses and reads a body, refusing one larger than `max_bytes` decompressed or whose
+/// entries would take more than `max_bytes` of memory once decoded.
 pub fn decode(body: &[u8], max_bytes: usize) -> Result<Batch, FormatError> {
-    let length = snap::raw::decompress_len(body).map_err(|e| FormatError::Compression(e.to_string()))?;
+    let length = decompressed_len(body)?;
     if length > max_bytes {
         return Err(FormatError::Compression(format!("{length} bytes decompressed, over the limit of {max_bytes}")));
     }
     let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| FormatError::Compression(e.to_string()))?;
-    read_batch(&raw)
+    read_batch_within(&raw, max_bytes)
 }
 
-/// Reads an uncompressed batch.
+/// Reads an uncompressed batch (no bound on what it decodes to beyond its own size).
 pub fn read_batch(raw: &[u8]) -> Result<Batch, FormatError> {
-    let mut input = Input { bytes: raw, at: 0 };
+    read_batch_within(raw, usize::MAX)
+}
+
+/// Reads an uncompressed batch whose entries may take at most `max_decoded` bytes of memory
+/// (a batch of a million empty set members is a few megabytes on the wire and would be tens
+/// of times that decoded: the budget is spent as entries are read, so no count is trusted).
+pub fn read_batch_within(raw: &[u8], max_decoded: usize) -> Result<Batch, FormatError> {
+    let mut input = Input { bytes: raw, at: 0, decoded: 0, max_decoded };
     if input.take(4, "magic")? != MAGIC {
         return Err(FormatError::Header("not a histd forward batch (no HFWD magic)".into()));
     }
@@ -213,10 +231,10 @@ pub fn read_batch(raw: &[u8]) -> Result<Batch, FormatError> {
         return Err(FormatError::Header(format!("batch version {version}: this histd reads version {VERSION}")));
     }
     let id = BatchId {
-        source: input.text("source")?,
+        source: input.name("source")?,
         interval_start_ms: input.varint("interval start")?,
         interval_ms: input.varint("interval length")?,
-        part: input.text("part")?,
+        part: input.name("part")?,
         chunk: input.varint("chunk")?,
     };
     let mut interval = Mergeable::default();
@@ -248,10 +266,13 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// A cursor over a batch: every read checks what is left.
+/// A cursor over a batch: every read checks what is left, and what it decoded so far.
 struct Input<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Bytes of memory the entries read so far take (estimated: their bytes and a slot each).
+    decoded: usize,
+    max_decoded: usize,
 }
 
 impl<'a> Input<'a> {
@@ -300,13 +321,26 @@ impl<'a> Input<'a> {
         self.take(length as usize, what)
     }
 
-    fn text(&mut self, what: &'static str) -> Result<String, FormatError> {
-        let bytes = self.bytes(MAX_KEY_BYTES, what)?;
+    /// Counts `bytes` more of decoded memory against the batch's budget.
+    fn spend(&mut self, bytes: usize, what: &'static str) -> Result<(), FormatError> {
+        self.decoded = self.decoded.saturating_add(bytes.saturating_add(ENTRY_OVERHEAD));
+        if self.decoded > self.max_decoded {
+            return Err(FormatError::Compression(format!(
+                "{what} at byte {}: the batch decodes to more than the limit of {} bytes",
+                self.at, self.max_decoded
+            )));
+        }
+        Ok(())
+    }
+
+    fn name(&mut self, what: &'static str) -> Result<String, FormatError> {
+        let bytes = self.bytes(MAX_NAME_BYTES, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| self.error(what))
     }
 
     fn key(&mut self) -> Result<CompactString, FormatError> {
         let bytes = self.bytes(MAX_KEY_BYTES, "key")?;
+        self.spend(bytes.len(), "key")?;
         match std::str::from_utf8(bytes) {
             Ok(key) if !key.is_empty() => Ok(CompactString::from(key)),
             _ => Err(self.error("key")),
@@ -332,11 +366,13 @@ impl<'a> Input<'a> {
             0 => Vec::new(),
             _ => {
                 let n = self.count(8, "timer value count")?;
+                self.spend(n * 8, "timer values")?;
                 (0..n).map(|_| self.f64("timer value")).collect::<Result<_, _>>()?
             }
         };
         let at = self.at;
         let histogram = self.bytes(usize::MAX, "histogram")?;
+        self.spend(histogram.len() * 2, "histogram")?;
         let histogram =
             circllhist::Histogram::from_bytes(histogram).map_err(|_| FormatError::Field { at, what: "histogram" })?;
         let samples = TimerSamples::from_parts(&totals, values, histogram, flags & TIMER_MS != 0)
@@ -355,9 +391,12 @@ impl<'a> Input<'a> {
         match self.byte("set kind")? {
             SET_MEMBERS => {
                 let n = self.count(1, "set member count")?;
-                let mut members = hashbrown::HashSet::with_capacity(n);
+                // Room is made as members are read: the count is the sender's word.
+                let mut members = hashbrown::HashSet::with_capacity(n.min(1024));
                 for _ in 0..n {
-                    members.insert(Box::<[u8]>::from(self.bytes(MAX_KEY_BYTES, "set member")?));
+                    let member = self.bytes(MAX_KEY_BYTES, "set member")?;
+                    self.spend(member.len(), "set member")?;
+                    members.insert(Box::<[u8]>::from(member));
                 }
                 Ok(Distinct::Members(members))
             }
@@ -366,6 +405,7 @@ impl<'a> Input<'a> {
                     return Err(self.error("sketch precision (histd reads 14)"));
                 }
                 let registers = self.take(agg::distinct::HLL_REGISTERS, "sketch registers")?;
+                self.spend(registers.len(), "sketch")?;
                 let sketch = Hll::from_registers(registers).ok_or(self.error("sketch register"))?;
                 Ok(Distinct::Sketch(Box::new(sketch)))
             }

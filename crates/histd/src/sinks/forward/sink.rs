@@ -38,6 +38,7 @@ pub fn spawn(
     settings: CutSettings,
     telemetry: Arc<SinkTelemetry>,
 ) -> anyhow::Result<SinkHandle> {
+    let authorization = config.authorization().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
         .map_err(|error| anyhow::anyhow!("forward.spoolDir: {error}"))?;
     // Files set aside as unreadable: their series are unknown, so they count as errors.
@@ -52,13 +53,20 @@ pub fn spawn(
     let ring = Arc::new(Ring::new(config.nodes.iter().map(|(name, _)| Node::new(name.clone())).collect()));
     let urls: Vec<HttpUrl> = config.nodes.iter().map(|(_, url)| url.clone()).collect();
     let node_came_back = Arc::new(Notify::new());
-    let checks =
-        check_health(ring.clone(), urls.clone(), config.check_interval, config.timeout, node_came_back.clone());
+    let checks = check_health(
+        ring.clone(),
+        urls.clone(),
+        authorization.clone(),
+        config.check_interval,
+        config.timeout,
+        node_came_back.clone(),
+    );
     let health = tokio::spawn(checks);
-    let headers = vec![
+    let mut headers = vec![
         ("content-type".to_string(), CONTENT_TYPE.to_string()),
         ("content-encoding".to_string(), "snappy".to_string()),
     ];
+    headers.extend(authorization);
     let clients = urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout)).collect();
     let delivery = Delivery {
         ring,
@@ -84,12 +92,14 @@ pub fn spawn(
 async fn check_health(
     ring: Arc<Ring>,
     urls: Vec<HttpUrl>,
+    authorization: Option<(String, String)>,
     interval: Duration,
     timeout: Duration,
     came_back: Arc<Notify>,
 ) {
+    let headers: Vec<(String, String)> = authorization.into_iter().collect();
     let mut clients: Vec<Client> =
-        urls.into_iter().map(|url| Client::new(url, Vec::new(), timeout.min(interval))).collect();
+        urls.into_iter().map(|url| Client::new(url, headers.clone(), timeout.min(interval))).collect();
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -1,0 +1,372 @@
+//! Issue 34: the edges a fleet exposes, each test named after what the third probe
+//! (probes-2026-11-27, N1–N14) found broken: a global's intake bounded in memory and time,
+//! forwarded batches screened as statsd lines are, roles with tokens, browsers kept out,
+//! identities bound to the credential that sent them, silent connections let go.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use histd::forward::format::{compress, BatchId, BatchWriter};
+
+use crate::harness::{eventually, free_port, http, peak_rss_kib, temp_dir, Carbon, Daemon};
+
+const BATCH_HEADERS: &str = "Content-Type: application/x-histd-forward\r\nContent-Encoding: snappy\r\n";
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+fn id(source: &str, chunk: u64) -> BatchId {
+    BatchId { source: source.into(), interval_start_ms: now_ms() - 1_000, interval_ms: 1_000, part: "p".into(), chunk }
+}
+
+/// A global sending its flushes to `carbon`, with `extra` keys.
+fn global(name: &str, carbon: &Carbon, extra: &str) -> Daemon {
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, \
+           flushInterval: 300, global: {{ accept: true, maxBatchBytes: 4194304, maxBytesInFlight: 12582912 }}, {extra} }}",
+        carbon.port
+    );
+    Daemon::start_process(name, &config)
+}
+
+fn post(daemon: &Daemon, body: &[u8], headers: &str) -> (u16, String) {
+    http(&daemon.address("http"), "POST", "/api/v1/forward", body, &format!("{BATCH_HEADERS}{headers}"))
+}
+
+fn varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// A batch of one set with `members` empty members (the probe's set-member bomb).
+fn set_member_bomb(members: u64) -> Vec<u8> {
+    let mut raw = b"HFWD\x01".to_vec();
+    raw.extend_from_slice(b"\x04bomb");
+    varint(&mut raw, now_ms() - 1_000);
+    varint(&mut raw, 1_000);
+    raw.extend_from_slice(b"\x01p\x00");
+    raw.extend_from_slice(&[0, 0, 0, 1, 1, b's', 0]);
+    varint(&mut raw, members);
+    raw.resize(raw.len() + members as usize, 0);
+    compress(&raw)
+}
+
+/// N1: bombs are refused within `global.maxBatchBytes` (decompressed and decoded), and the
+/// daemon's memory stays far from the gigabyte one request took.
+#[test]
+fn n1_decompression_and_decoding_bombs_are_refused_within_their_budget() {
+    let carbon = Carbon::start();
+    let daemon = global("n1-bombs", &carbon, "");
+    let mut counters = BatchWriter::new(id("bomb", 0));
+    for _ in 0..2_000_000 {
+        counters.counter("c", 1.0);
+    }
+    let body = compress(&counters.finish());
+    let (status, answer) = post(&daemon, &body, "");
+    assert!(status == 400 && answer.contains("over the limit"), "{status} {answer}");
+    let body = set_member_bomb(3_000_000);
+    assert!(body.len() < 1 << 20, "a small body ({} bytes)", body.len());
+    let (status, answer) = post(&daemon, &body, "");
+    assert!(status == 400 && answer.contains("decodes to more than"), "{status} {answer}");
+    assert!(peak_rss_kib(&daemon) < 200 * 1024, "peak RSS {} KiB", peak_rss_kib(&daemon));
+    assert_eq!(daemon.stat("messages.forward_batches_refused"), 2.0);
+    assert!(daemon.terminate());
+}
+
+/// N1: what requests hold at once is bounded: past `global.maxBytesInFlight` a request is
+/// answered 503 with `Retry-After` before its body is read.
+#[test]
+fn n1_requests_past_the_bytes_in_flight_are_told_to_retry() {
+    let carbon = Carbon::start();
+    let daemon = global("n1-in-flight", &carbon, "httpBodyTimeoutMs: 5000,");
+    let address = daemon.address("http");
+    // Three requests that announce large bodies and send none hold the whole budget.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        let head = format!(
+            "POST /api/v1/forward HTTP/1.1\r\nHost: {address}\r\n{BATCH_HEADERS}Content-Length: 4194304\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        held.push(stream);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut small = BatchWriter::new(id("web-1", 0));
+    small.counter("n1.hits", 1.0);
+    let (status, answer) = post(&daemon, &compress(&small.finish()), "");
+    assert!(status == 503 && answer.contains("maxBytesInFlight"), "{status} {answer}");
+    assert_eq!(daemon.stat("messages.forward_batches_busy"), 1.0);
+    drop(held);
+    let again = || {
+        let mut small = BatchWriter::new(id("web-1", 1));
+        small.counter("n1.hits", 1.0);
+        compress(&small.finish())
+    };
+    assert!(eventually(|| post(&daemon, &again(), "").0 == 200), "taken once the others let go");
+    assert!(daemon.terminate());
+}
+
+/// N1: a histd that is not a global reads no body: a 250 MiB announcement is answered at once.
+#[test]
+fn n1_a_histd_that_is_not_a_global_reads_no_body() {
+    let daemon = Daemon::start("n1-not-global", "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0 }");
+    let address = daemon.address("http");
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let head =
+        format!("POST /api/v1/forward HTTP/1.1\r\nHost: {address}\r\n{BATCH_HEADERS}Content-Length: 262144000\r\n\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = [0u8; 512];
+    let read = stream.read(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("global.accept"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+/// N2, N6, N7: a forwarded key cannot write a Graphite line of its own; NaN and infinities do
+/// not reach carbon; a gauge stamped in the future does not pin the gauge.
+#[test]
+fn n2_n6_n7_forwarded_batches_are_screened_like_lines() {
+    let carbon = Carbon::start();
+    let daemon = global("n2-screened", &carbon, "");
+    let mut batch = BatchWriter::new(id("web-1", 0));
+    batch.counter("fw.inj 1 1\ninjected.evil.metric 666 1600000000\nfw.x", 1.0);
+    batch.counter("fw.term\u{1b}]0;pwned\u{7}", 2.0);
+    batch.counter("fw.nan", f64::NAN);
+    batch.counter("fw.inf", f64::INFINITY);
+    batch.counter("fw.ok", 3.0);
+    batch.gauge("fw.pinned", 1.0, 1 << 63);
+    batch.gauge("fw.gnan", f64::NAN, now_ms() / 1000);
+    let (status, answer) = post(&daemon, &compress(&batch.finish()), "");
+    assert_eq!(status, 200, "{answer}");
+    let flush = carbon.wait_flush(|f| f.get("stats_counts.fw.ok").is_some());
+    assert_eq!(flush.get("stats_counts.fw.inj_1_1_injected.evil.metric_666_1600000000_fw.x"), Some("1"));
+    assert_eq!(flush.get("stats_counts.fw.term0;pwned"), Some("2"), "the escape gone, its text kept");
+    for line in carbon.lines() {
+        assert!(!line.starts_with("injected.") && !line.contains('\u{1b}'), "{line:?}");
+        assert!(!line.contains("NaN") && !line.contains("Infinity"), "{line:?}");
+        assert!(!line.contains("fw.pinned") && !line.contains("fw.gnan"), "{line:?}");
+    }
+    let mut later = BatchWriter::new(id("web-1", 1));
+    later.gauge("fw.pinned", 42.0, now_ms() / 1000);
+    assert_eq!(post(&daemon, &compress(&later.finish()), "").0, 200);
+    carbon.wait_flush(|f| f.get("stats.gauges.fw.pinned") == Some("42"));
+    let stats = daemon.admin("stats");
+    for want in [
+        "messages.forward_keys_sanitized: 2",
+        "messages.forward_refused_non_finite: 3",
+        "messages.forward_refused_future_gauges: 1",
+    ] {
+        assert!(stats.contains(want), "{want} in {stats}");
+    }
+    // An interval that is no time at all is refused whole, and counted.
+    let ancient = BatchId { interval_start_ms: 0, ..id("web-1", 2) };
+    let mut batch = BatchWriter::new(ancient);
+    batch.counter("fw.ok", 1.0);
+    let (status, answer) = post(&daemon, &compress(&batch.finish()), "");
+    assert!(status == 400 && answer.contains("interval start"), "{status} {answer}");
+    assert_eq!(daemon.stat("messages.forward_refused_intervals"), 1.0);
+    assert!(daemon.terminate());
+}
+
+/// Token files for the roles: two locals write, a dashboard reads, an operator administers.
+fn token_files(dir: &std::path::Path) -> String {
+    std::fs::write(dir.join("write.tokens"), "web-1 web-1-token-0123456789\nweb-2 web-2-token-0123456789\n").unwrap();
+    std::fs::write(dir.join("read.tokens"), "dash read-token-0123456789\n").unwrap();
+    std::fs::write(dir.join("admin.tokens"), "# operators\nops admin-token-0123456789\n").unwrap();
+    format!(
+        "http: {{ tokens: {{ write: '{0}/write.tokens', read: '{0}/read.tokens', admin: '{0}/admin.tokens' }} }},",
+        dir.display()
+    )
+}
+
+fn bearer(token: &str) -> String {
+    format!("Authorization: Bearer {token}\r\n")
+}
+
+/// N3, N5: every role needs its token; a batch's identity is bound to the token that sent it,
+/// so a forgery under another local's token cannot make the real batch a "duplicate".
+#[test]
+fn n3_n5_roles_need_their_tokens_and_identities_are_bound_to_them() {
+    let carbon = Carbon::start();
+    let dir = temp_dir("n3-tokens-files");
+    let extra = format!(
+        "backends: ['graphite', 'prometheus', 'store'], store: {{ dataDir: '$DIR/data' }}, {}",
+        token_files(&dir)
+    );
+    let daemon = global("n3-tokens", &carbon, &extra);
+    let address = daemon.address("http");
+    let request = |method: &str, path: &str, headers: &str| http(&address, method, path, b"", headers).0;
+    for (method, path) in [("POST", "/-/reload"), ("POST", "/-/clear"), ("DELETE", "/api/v1/series?match=*")] {
+        assert_eq!(request(method, path, ""), 401, "{method} {path} without a token");
+        assert_eq!(request(method, path, &bearer("read-token-0123456789")), 403, "{method} {path} with a read token");
+        assert_eq!(request(method, path, &bearer("web-1-token-0123456789")), 403, "{method} {path} with a write token");
+    }
+    assert_eq!(request("POST", "/-/clear", &bearer("admin-token-0123456789")), 200);
+    assert_eq!(request("GET", "/metrics", ""), 401);
+    assert_eq!(request("GET", "/metrics", &bearer("read-token-0123456789")), 200);
+    assert_eq!(request("GET", "/health", &bearer("web-2-token-0123456789")), 200, "a local's health check");
+    // The forgery: web-2's token, web-1's identity, a wrong value. The real batch still merges.
+    let identity = id("web-1", 7);
+    let batch = |value: f64| {
+        let mut writer = BatchWriter::new(identity.clone());
+        writer.counter("orders.placed", value);
+        compress(&writer.finish())
+    };
+    assert_eq!(post(&daemon, &batch(5000.0), "").0, 401, "no token");
+    assert_eq!(post(&daemon, &batch(0.001), &bearer("web-2-token-0123456789")).0, 200);
+    let (status, answer) = post(&daemon, &batch(5000.0), &bearer("web-1-token-0123456789"));
+    assert_eq!((status, answer.contains("\"duplicate\":false")), (200, true), "{answer}");
+    let (_, answer) = post(&daemon, &batch(5000.0), &bearer("web-1-token-0123456789"));
+    assert!(answer.contains("\"duplicate\":true"), "the real retry is a duplicate of itself: {answer}");
+    assert!(eventually(|| carbon
+        .flushes()
+        .iter()
+        .filter_map(|f| f.get("stats_counts.orders.placed"))
+        .any(|v| v.parse::<f64>().unwrap() >= 5000.0)));
+    assert!(daemon.stat("messages.refused_http_credentials") >= 9.0);
+    // histd query (and histd top) send $HISTD_TOKEN.
+    let query = |token: Option<&str>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_histd"));
+        command.args(["query", "count(orders.placed)", "--url", &format!("http://{address}")]);
+        command.env_remove("HISTD_TOKEN");
+        if let Some(token) = token {
+            command.env("HISTD_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    let refused = query(None);
+    assert!(
+        !refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("needs a token"),
+        "{refused:?}"
+    );
+    let answered = query(Some("read-token-0123456789"));
+    assert!(answered.status.success(), "{}", String::from_utf8_lossy(&answered.stderr));
+    assert!(daemon.terminate());
+}
+
+/// N3: a local sends its token from `forward.tokenFile`, with its batches and health checks.
+#[test]
+fn n3_a_local_forwards_with_its_token() {
+    let carbon = Carbon::start();
+    let dir = temp_dir("n3-local-files");
+    let tokens = token_files(&dir);
+    let port = free_port();
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', graphitePort: {}, \
+           flushInterval: 300, global: {{ accept: true }}, {tokens} }}",
+        carbon.port
+    );
+    let global = Daemon::start_process("n3-global", &config);
+    std::fs::write(dir.join("local.token"), "web-1-token-0123456789\n").unwrap();
+    let local = Daemon::start(
+        "n3-local",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, flushInterval: 300, backends: ['forward'], \
+               forward: {{ nodes: ['http://127.0.0.1:{port}'], source: 'web-1', tokenFile: '{}' }} }}",
+            dir.join("local.token").display()
+        ),
+    );
+    local.send_udp("tok.hits:3|c\n");
+    let arrived = eventually(|| carbon.flushes().iter().any(|f| f.get("stats_counts.tok.hits") == Some("3")));
+    assert!(arrived, "global: {}\n{}\nlocal: {}", global.admin("stats"), global.stderr(), local.admin("stats"));
+    assert_eq!(global.stat("messages.refused_http_credentials"), 0.0);
+    drop(local);
+    assert!(global.terminate());
+}
+
+/// N4: a web page can neither post a batch, change state, nor read through a rebound name;
+/// the page carries a content security policy and cannot be framed.
+#[test]
+fn n4_browsers_are_kept_out() {
+    let carbon = Carbon::start();
+    let daemon = global("n4-browsers", &carbon, "backends: ['graphite', 'store'], store: { dataDir: '$DIR/data' },");
+    let address = daemon.address("http");
+    let mut batch = BatchWriter::new(id("page", 0));
+    batch.counter("n4.hits", 1.0);
+    let body = compress(&batch.finish());
+    let simple = "Content-Type: text/plain\r\nOrigin: http://evil.example\r\n";
+    assert_eq!(http(&address, "POST", "/api/v1/forward", &body, simple).0, 403, "cross-origin");
+    assert_eq!(
+        http(&address, "POST", "/api/v1/forward", &body, "Content-Type: text/plain\r\n").0,
+        415,
+        "a simple request"
+    );
+    assert_eq!(post(&daemon, &body, "Sec-Fetch-Site: cross-site\r\n").0, 403);
+    assert_eq!(http(&address, "POST", "/-/reload", b"", "Origin: null\r\n").0, 403);
+    let rebound = |path: &str| {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: attacker.example:{}\r\n\r\n", address.rsplit(':').next().unwrap())
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    for path in ["/api/v1/series", "/metrics", "/api/v1/live", "/health", "/"] {
+        assert!(rebound(path).starts_with("HTTP/1.0 403"), "{path} through a rebound name");
+    }
+    let mut stream = TcpStream::connect(&address).unwrap();
+    write!(stream, "GET / HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    let head = page.split("\r\n\r\n").next().unwrap().to_ascii_lowercase();
+    assert!(
+        head.contains("content-security-policy: default-src 'self'") && head.contains("frame-ancestors 'none'"),
+        "{head}"
+    );
+    assert!(head.contains("x-frame-options: deny"), "{head}");
+    assert!(daemon.stat("messages.refused_http_hosts") >= 5.0 && daemon.stat("messages.refused_http_origins") >= 3.0);
+    assert!(daemon.terminate());
+}
+
+/// N12: a body that never arrives is cut at `httpBodyTimeoutMs`, not held for minutes.
+#[test]
+fn n12_a_silent_body_is_cut_at_the_body_timeout() {
+    let carbon = Carbon::start();
+    let daemon = global("n12-body", &carbon, "httpBodyTimeoutMs: 500,");
+    let address = daemon.address("http");
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let head =
+        format!("POST /api/v1/forward HTTP/1.1\r\nHost: {address}\r\n{BATCH_HEADERS}Content-Length: 1000000\r\n\r\nab");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = Instant::now();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert_eq!(daemon.stat("messages.http_body_timeouts"), 1.0);
+    assert!(daemon.terminate());
+}
+
+/// N14: management connections that never send a command give their slot back quickly.
+#[test]
+fn n14_silent_management_connections_give_their_slots_back() {
+    let daemon = Daemon::start(
+        "n14-mgmt",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, mgmtMaxConnections: 2, mgmtFirstCommandTimeoutMs: 300 }",
+    );
+    let silent: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(daemon.address("mgmt")).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(daemon.admin("health").contains("health: up"), "a slot is free again");
+    drop(silent);
+    assert!(daemon.stat("messages.idle_closed_connections") >= 2.0);
+}
+
+/// N3: histd refuses to start with its admin role open on a network address, naming the key.
+#[test]
+fn n3_an_open_admin_role_on_a_network_address_is_refused_at_start() {
+    let path = temp_dir("n3-open").join("config.js");
+    std::fs::write(&path, "{ backends: ['store'], http_address: '0.0.0.0' }").unwrap();
+    let output =
+        std::process::Command::new(env!("CARGO_BIN_EXE_histd")).arg("check-config").arg(&path).output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains("http.openToNetwork") && said.contains("http.tokens.admin"), "{said}");
+}
