@@ -136,6 +136,12 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
     let guard = Arc::new(http::guard::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
+    let server_tls = match &config.http.tls {
+        None => None,
+        Some(files) => {
+            Some(Arc::new(crate::tls::ServerTls::new(files).map_err(|why| anyhow::anyhow!("http.tls: {why}"))?))
+        }
+    };
     let reloader = source.map(|source| {
         let daemon = crate::reload::Daemon {
             aggregation: aggregation.clone(),
@@ -145,6 +151,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
             edges: admin_state.edges.clone(),
             admin: admin_state.clone(),
             guard: guard.clone(),
+            tls: server_tls.clone(),
         };
         Arc::new(Reloader::new(source, config.clone(), daemon))
     });
@@ -164,7 +171,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         max_connections: config.ingest.http_max_connections,
         header_timeout: config.ingest.http_header_timeout,
     };
-    let http_task = http_listener.map(|listener| tokio::spawn(http::serve(listener, http_state, limits, stop.clone())));
+    let http_task =
+        http_listener.map(|listener| tokio::spawn(http::serve(listener, http_state, limits, server_tls, stop.clone())));
     let flusher = Flusher { aggregation, sinks: outlets, journal: global.journal() };
     let serving =
         Serving { flusher, sinks, alerts, ingress: ingress.clone(), stop: stop_sender.clone(), admin_task, http_task };

@@ -32,6 +32,7 @@ pub mod reload;
 mod sinks;
 mod telemetry;
 mod timefmt;
+mod tls;
 
 pub use config::Config;
 

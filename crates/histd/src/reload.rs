@@ -120,6 +120,8 @@ pub struct Daemon {
     pub admin: Arc<crate::admin::AdminState>,
     /// The HTTP port's guard: its token files are read again at every reload (rotation).
     pub guard: Arc<crate::http::guard::Guard>,
+    /// The HTTP port's TLS, when it serves HTTPS: its files are read again at every reload.
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 /// Applies reloads to the running daemon.
@@ -169,10 +171,16 @@ impl Reloader {
     async fn apply(&self) -> Result<ReloadOutcome, String> {
         let new = self.source.load().map_err(|error| format!("{error:#}"))?;
         let credentials = new.http.load()?;
+        if let (Some(tls), Some(files)) = (&self.daemon.tls, &new.http.tls) {
+            tls.reload(files).map_err(|why| format!("http.tls: {why}"))?;
+        }
         let in_force = crate::ingest::shards_lock(&self.current).clone();
         let applied = applied(&in_force, &new);
         let mut outcome = classify(&in_force.effective(), &new.effective());
         let Daemon { aggregation, sinks, ingress, alerts, .. } = &self.daemon;
+        if self.daemon.tls.is_some() != new.http.tls.is_some() {
+            outcome.needs_restart.push("http.tls (HTTPS turned on or off)".to_string());
+        }
         if alerts.is_none() && outcome.applied.iter().any(|key| key == "alerts") {
             outcome.applied.retain(|key| key != "alerts");
             outcome.needs_restart.push("alerts (histd started without rules)".to_string());

@@ -7,7 +7,9 @@
 //!   `DELETE /api/v1/series`). A role with tokens (`http.tokens.<role>`: a file of `NAME TOKEN`
 //!   lines) takes `Authorization: Bearer TOKEN` with one of them, compared in constant time;
 //!   admin tokens open every route, and any token opens `/health` (a local's health checks
-//!   carry its write token). No credential is 401, a wrong one 403; both counted.
+//!   carry its write token). A role listed in `http.tls.clientCertRoles` is also opened by a
+//!   client certificate that chains to `http.tls.clientCAFile` (its subject's CN is the
+//!   credential's name). No credential is 401, a wrong one 403; both counted.
 //! - **Browsers**: a state-changing request (write or admin) from another web origin
 //!   (`Origin`, `Sec-Fetch-Site`) is refused, and the forward route takes only its own content
 //!   type and encoding, which no page can send without a preflight (405 here).
@@ -76,6 +78,10 @@ pub struct HttpSecurity {
     /// `http.openToNetwork`: allow the write or admin role without a credential on an address
     /// other than loopback (histd refuses to start so otherwise).
     pub open_to_network: bool,
+    /// `http.tls`: serve HTTPS with these files (and check client certificates).
+    pub tls: Option<crate::tls::ServerFiles>,
+    /// `http.tls.clientCertRoles`: the roles a verified client certificate opens.
+    pub cert_roles: [bool; 3],
 }
 
 impl HttpSecurity {
@@ -86,12 +92,20 @@ impl HttpSecurity {
             .zip(&self.token_files)
             .map(|(role, file)| (role.name().to_string(), json!(file)))
             .collect();
-        json!({ "hostnames": self.hostnames, "tokens": files, "openToNetwork": self.open_to_network })
+        let tls = self.tls.as_ref().map(|tls| {
+            let roles: Vec<&str> =
+                Role::ALL.iter().filter(|r| self.cert_roles[**r as usize]).map(|r| r.name()).collect();
+            json!({
+                "certFile": tls.cert, "keyFile": tls.key, "clientCAFile": tls.client_ca,
+                "requireClientCert": tls.require_client_cert, "clientCertRoles": roles,
+            })
+        });
+        json!({ "hostnames": self.hostnames, "tokens": files, "openToNetwork": self.open_to_network, "tls": tls })
     }
 
-    /// True when `role` has tokens.
+    /// True when `role` needs a credential: it has tokens, or client certificates open it.
     pub fn guards(&self, role: Role) -> bool {
-        self.token_files[role as usize].is_some()
+        self.token_files[role as usize].is_some() || self.cert_roles[role as usize]
     }
 
     /// Reads the token files.
@@ -103,7 +117,8 @@ impl HttpSecurity {
                     read_tokens(path).map_err(|why| format!("http.tokens.{}: {why}", role.name()))?;
             }
         }
-        Ok(Credentials { tokens, hostnames: self.hostnames.iter().map(|h| h.to_ascii_lowercase()).collect() })
+        let hostnames = self.hostnames.iter().map(|h| h.to_ascii_lowercase()).collect();
+        Ok(Credentials { tokens, hostnames, cert_roles: self.cert_roles })
     }
 
     /// `Err` when the HTTP port at `address` would let anyone on a network write series
@@ -149,7 +164,37 @@ pub fn read(top: &Reader<'_>) -> Result<HttpSecurity, ConfigError> {
     for role in Role::ALL {
         token_files[role as usize] = tokens.string(role.name())?.map(PathBuf::from);
     }
-    Ok(HttpSecurity { hostnames, token_files, open_to_network: section.bool("openToNetwork", false)? })
+    let (tls, cert_roles) = read_tls(&section)?;
+    Ok(HttpSecurity { hostnames, token_files, open_to_network: section.bool("openToNetwork", false)?, tls, cert_roles })
+}
+
+/// Reads `http.tls`: `{certFile, keyFile, clientCAFile, requireClientCert, clientCertRoles}`.
+fn read_tls(section: &Reader<'_>) -> Result<(Option<crate::tls::ServerFiles>, [bool; 3]), ConfigError> {
+    let tls = section.object("tls")?;
+    let (cert, key) = (tls.string("certFile")?, tls.string("keyFile")?);
+    let client_ca = tls.string("clientCAFile")?.map(PathBuf::from);
+    let require_client_cert = tls.bool("requireClientCert", false)?;
+    let mut cert_roles = [false; 3];
+    for (index, role) in tls.array("clientCertRoles")?.iter().enumerate() {
+        let key = format!("clientCertRoles[{index}]");
+        let found = Role::ALL.into_iter().find(|r| role.as_str() == Some(r.name()));
+        let found = found.ok_or_else(|| tls.error(&key, format!("{role} is not a role: read, write or admin")))?;
+        cert_roles[found as usize] = true;
+    }
+    match (cert, key) {
+        (None, None) if client_ca.is_none() && cert_roles == [false; 3] && !require_client_cert => {
+            Ok((None, cert_roles))
+        }
+        (Some(cert), Some(key)) => {
+            if client_ca.is_none() && (require_client_cert || cert_roles != [false; 3]) {
+                return Err(tls.error("clientCAFile", "client certificates are checked against a CA: name its file"));
+            }
+            let files = crate::tls::ServerFiles { cert: cert.into(), key: key.into(), client_ca, require_client_cert };
+            Ok((Some(files), cert_roles))
+        }
+        (None, _) => Err(tls.error("certFile", "HTTPS needs the server's certificate file (PEM)")),
+        (Some(_), None) => Err(tls.error("keyFile", "HTTPS needs the server's private key file (PEM)")),
+    }
 }
 
 /// The shortest token taken: guessing one must be out of reach.
@@ -182,12 +227,19 @@ fn read_tokens(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
     Ok(tokens)
 }
 
-/// The tokens in force, per role, and the host names taken.
+/// The tokens in force, per role, the roles client certificates open, and the host names
+/// taken.
 #[derive(Debug, Default)]
 pub struct Credentials {
     tokens: [Vec<(String, Vec<u8>)>; 3],
     hostnames: Vec<String>,
+    cert_roles: [bool; 3],
 }
+
+/// The verified client certificate of a connection: its subject's common name (empty when it
+/// has none). Put on every request of the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCertificate(pub String);
 
 /// Who sent a request, as far as the guard knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -210,8 +262,15 @@ pub enum Refused {
 }
 
 impl Credentials {
-    /// Decides on a request of `role` to `path` with `headers`.
-    pub fn admit(&self, role: Role, path: &str, headers: &HeaderMap) -> Result<Caller, Refused> {
+    /// Decides on a request of `role` to `path` with `headers`, over a connection that
+    /// presented `peer` (a verified client certificate).
+    pub fn admit(
+        &self,
+        role: Role,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<&PeerCertificate>,
+    ) -> Result<Caller, Refused> {
         let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
         let host = text(header::HOST).unwrap_or("");
         if !self.host_is_ours(host) {
@@ -220,7 +279,12 @@ impl Credentials {
         if role != Role::Read {
             same_origin(host, text(header::ORIGIN), headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()))?;
         }
-        self.credential(role, path, text(header::AUTHORIZATION))
+        let any_role = path == "/health";
+        let by_certificate = if any_role { self.cert_roles.contains(&true) } else { self.cert_roles[role as usize] };
+        if let Some(PeerCertificate(name)) = peer.filter(|_| by_certificate) {
+            return Ok(Caller { credential: format!("cert:{name}") });
+        }
+        self.credential(role, path, text(header::AUTHORIZATION), by_certificate)
     }
 
     fn host_is_ours(&self, host: &str) -> bool {
@@ -234,17 +298,23 @@ impl Credentials {
     }
 
     /// The caller when `authorization` opens `role` (any token opens `/health`, admin tokens
-    /// every route; a role without tokens is open).
-    fn credential(&self, role: Role, path: &str, authorization: Option<&str>) -> Result<Caller, Refused> {
+    /// every route; a role without tokens, that `by_certificate` does not guard either, is open).
+    fn credential(
+        &self,
+        role: Role,
+        path: &str,
+        authorization: Option<&str>,
+        by_certificate: bool,
+    ) -> Result<Caller, Refused> {
         let any_role = path == "/health";
         let accepted: Vec<&(String, Vec<u8>)> = if any_role {
             self.tokens.iter().flatten().collect()
         } else {
             self.tokens[role as usize].iter().chain(&self.tokens[Role::Admin as usize]).collect()
         };
-        let guarded =
+        let tokens =
             if any_role { self.tokens.iter().any(|t| !t.is_empty()) } else { !self.tokens[role as usize].is_empty() };
-        if !guarded {
+        if !tokens && !by_certificate {
             return Ok(Caller::default());
         }
         let presented = authorization.and_then(|value| value.strip_prefix("Bearer ")).map(str::trim);
@@ -312,7 +382,8 @@ const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self' 'u
 /// The middleware: admits or refuses each request, then marks every answer.
 pub async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
     let role = Role::of(request.method(), request.uri().path());
-    let admitted = state.guard.current().admit(role, request.uri().path(), request.headers());
+    let peer = request.extensions().get::<PeerCertificate>();
+    let admitted = state.guard.current().admit(role, request.uri().path(), request.headers(), peer);
     let mut response = match admitted {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
@@ -365,7 +436,11 @@ mod tests {
     fn credentials(read: &[(&str, &str)], write: &[(&str, &str)], admin: &[(&str, &str)]) -> Credentials {
         let list =
             |tokens: &[(&str, &str)]| tokens.iter().map(|(n, t)| (n.to_string(), t.as_bytes().to_vec())).collect();
-        Credentials { tokens: [list(read), list(write), list(admin)], hostnames: vec!["global.example".into()] }
+        Credentials {
+            tokens: [list(read), list(write), list(admin)],
+            hostnames: vec!["global.example".into()],
+            cert_roles: [false; 3],
+        }
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -495,8 +570,26 @@ mod tests {
             ),
         ];
         for (credentials, role, path, headers, want) in cases {
-            let got = credentials.admit(role, path, &headers).map(|caller| caller.credential);
+            let got = credentials.admit(role, path, &headers, None).map(|caller| caller.credential);
             assert_eq!(got.as_deref(), want.as_ref().map(|s| *s), "{role:?} {path} {headers:?}");
+        }
+    }
+
+    #[test]
+    fn client_certificates_open_their_roles() {
+        let mut credentials = credentials(&[], &[], &[("ops", "admin-token-0123456789")]);
+        credentials.cert_roles[Role::Write as usize] = true;
+        let host = headers(&[("host", "127.0.0.1:8127")]);
+        let web1 = PeerCertificate("web-1".into());
+        let cases = [
+            (Role::Write, "/api/v1/forward", Some(&web1), Ok("cert:web-1".to_string())),
+            (Role::Write, "/api/v1/forward", None, Err(Refused::Unauthorized(Role::Write))),
+            (Role::Read, "/health", Some(&web1), Ok("cert:web-1".to_string())),
+            (Role::Admin, "/-/reload", Some(&web1), Err(Refused::Unauthorized(Role::Admin))),
+            (Role::Read, "/api/v1/query", Some(&web1), Ok(String::new())),
+        ];
+        for (role, path, peer, want) in cases {
+            assert_eq!(credentials.admit(role, path, &host, peer).map(|c| c.credential), want, "{role:?} {path}");
         }
     }
 

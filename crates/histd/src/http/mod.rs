@@ -122,11 +122,18 @@ pub struct Limits {
     pub header_timeout: Duration,
 }
 
-/// Serves until shutdown: HTTP/1.1, at most `limits.max_connections` at once, headers read
-/// within `limits.header_timeout` (a slow client cannot hold a connection open by dribbling a
-/// request), EMFILE backed off as the other listeners do. At shutdown open connections finish
-/// the request in hand.
-pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits, mut shutdown: watch::Receiver<bool>) {
+/// Serves until shutdown: HTTP/1.1, or HTTPS with `tls` (the handshake within the header
+/// timeout, failures counted in `http_tls_failures`), at most `limits.max_connections` at once,
+/// headers read within `limits.header_timeout` (a slow client cannot hold a connection open by
+/// dribbling a request), EMFILE backed off as the other listeners do. At shutdown open
+/// connections finish the request in hand.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    limits: Limits,
+    tls: Option<Arc<crate::tls::ServerTls>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let edges = state.admin.edges.clone();
     let router = router(state);
     let slots = ConnectionSlots::new(limits.max_connections);
@@ -136,9 +143,12 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits,
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => if let Some(slot) = slots.admit(&edges.refused_api_connections) {
-                    let serving = serve_connection(stream, router.clone(), limits, edges.clone(), shutdown.clone());
+                    let (router, edges, shutdown, tls) = (router.clone(), edges.clone(), shutdown.clone(), tls.clone());
                     connections.spawn(async move {
-                        serving.await;
+                        match tls {
+                            None => serve_connection(stream, router, limits, edges, shutdown).await,
+                            Some(tls) => serve_tls(stream, &tls, router, limits, edges, shutdown).await,
+                        }
                         drop(slot);
                     });
                 },
@@ -149,6 +159,34 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, limits: Limits,
     }
     drop(listener);
     let _ = tokio::time::timeout(Duration::from_secs(5), connections.join_all()).await;
+}
+
+/// The TLS handshake, then HTTP over it; the verified client certificate's name is put on
+/// every request of the connection.
+async fn serve_tls(
+    stream: TcpStream,
+    tls: &crate::tls::ServerTls,
+    router: Router,
+    limits: Limits,
+    edges: Arc<EdgeCounters>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let stream = match tokio::time::timeout(limits.header_timeout, tls.acceptor().accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(_)) | Err(_) => {
+            edges.http_tls_failures.add(1);
+            return;
+        }
+    };
+    let peer =
+        stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).map(|certificate| {
+            guard::PeerCertificate(crate::tls::subject_common_name(certificate).unwrap_or_default())
+        });
+    let router = match peer {
+        Some(peer) => router.layer(axum::Extension(peer)),
+        None => router,
+    };
+    serve_connection(stream, router, limits, edges, shutdown).await;
 }
 
 fn router(state: Arc<HttpState>) -> Router {
@@ -173,13 +211,15 @@ fn router(state: Arc<HttpState>) -> Router {
         .with_state(state)
 }
 
-async fn serve_connection(
-    stream: TcpStream,
+async fn serve_connection<I>(
+    stream: I,
     router: Router,
     limits: Limits,
     edges: Arc<EdgeCounters>,
     mut shutdown: watch::Receiver<bool>,
-) {
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = TowerToHyperService::new(router);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);

@@ -135,13 +135,22 @@ pub struct Client {
     headers: Vec<(String, String)>,
     timeout: Duration,
     connection: Option<SendRequest<Full<Bytes>>>,
+    /// TLS settings of its own (a CA, a client certificate); else every client's.
+    tls: Option<Arc<ClientConfig>>,
 }
 
 impl Client {
     /// A client that sends `headers` with every request (the content's type and encoding
     /// among them) and waits `timeout` for each.
     pub fn new(url: HttpUrl, headers: Vec<(String, String)>, timeout: Duration) -> Client {
-        Client { url, headers, timeout, connection: None }
+        Client { url, headers, timeout, connection: None, tls: None }
+    }
+
+    /// This client with TLS settings of its own (`https://` URLs): a CA of its own, a client
+    /// certificate (see [`crate::tls::client_config`]).
+    pub fn with_tls(mut self, tls: Option<Arc<ClientConfig>>) -> Client {
+        self.tls = tls;
+        self
     }
 
     /// POSTs `body` to the URL's path.
@@ -232,7 +241,11 @@ impl Client {
     async fn tls_handshake(&self, stream: TcpStream) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
         let host = &self.url.host;
         let name = ServerName::try_from(host.clone()).map_err(|_| format!("'{host}' is not a name TLS can check"))?;
-        TlsConnector::from(tls_config()?)
+        let config = match &self.tls {
+            Some(config) => config.clone(),
+            None => tls_config()?,
+        };
+        TlsConnector::from(config)
             .connect(name, stream)
             .await
             .map_err(|e| format!("TLS with {} failed: {e}", self.url.authority()))
@@ -261,6 +274,18 @@ fn tls_config() -> Result<Arc<ClientConfig>, String> {
 }
 
 fn read_tls_config() -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS settings: {e}"))?
+        .with_root_certificates(system_roots()?)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The system's trusted roots (or those `SSL_CERT_FILE` / `SSL_CERT_DIR` name).
+pub fn system_roots() -> Result<RootCertStore, String> {
     let found = rustls_native_certs::load_native_certs();
     let mut roots = RootCertStore::empty();
     let (added, _unparsable) = roots.add_parsable_certificates(found.certs);
@@ -271,14 +296,7 @@ fn read_tls_config() -> Result<Arc<ClientConfig>, String> {
             if errors.is_empty() { "the system store is empty".to_string() } else { errors.join("; ") }
         ));
     }
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS settings: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -119,6 +119,9 @@ pub struct EdgeCounters {
     pub refused_http_credentials: Counter,
     /// HTTP requests whose body did not arrive within `httpBodyTimeoutMs`.
     pub http_body_timeouts: Counter,
+    /// HTTPS connections whose handshake failed (no or an untrusted client certificate, not
+    /// TLS at all) or took past `httpHeaderTimeoutMs`.
+    pub http_tls_failures: Counter,
     /// Config reloads applied (SIGHUP, `POST /-/reload`).
     pub config_reloads: Counter,
     /// Config reloads refused: the file did not read or was invalid (the old config runs on).
@@ -144,7 +147,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 29] {
+    pub fn entries(&self) -> [(&'static str, u64); 30] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -171,6 +174,7 @@ impl EdgeCounters {
             ("refused_http_origins", self.refused_http_origins.get()),
             ("refused_http_credentials", self.refused_http_credentials.get()),
             ("http_body_timeouts", self.http_body_timeouts.get()),
+            ("http_tls_failures", self.http_tls_failures.get()),
             ("config_reloads", self.config_reloads.get()),
             ("config_reload_failures", self.config_reload_failures.get()),
             ("stream_pending_bytes", self.stream_pending_bytes.get()),

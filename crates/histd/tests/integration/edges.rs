@@ -370,3 +370,154 @@ fn n3_an_open_admin_role_on_a_network_address_is_refused_at_start() {
     assert_eq!(output.status.code(), Some(2), "{said}");
     assert!(said.contains("http.openToNetwork") && said.contains("http.tokens.admin"), "{said}");
 }
+
+fn as_str(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// `curl` against an HTTPS histd: the status it answered (0: no HTTP answer at all, the
+/// handshake refused).
+fn curl(ca: &std::path::Path, url: &str, args: &[&str]) -> u16 {
+    let output = std::process::Command::new("curl")
+        .args(["--silent", "--output", "/dev/null", "--write-out", "%{http_code}", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&output.stdout).trim().parse().unwrap_or(0)
+}
+
+/// Issue 34's "done when": a global serving HTTPS, its locals presenting client certificates
+/// (mutual TLS) and its admin and read roles behind tokens. The locals' batches merge exactly;
+/// no credential, a wrong token, a certificate of another CA and a browser's origin are refused
+/// and counted; a forged identity under another local's certificate cannot displace a real batch.
+#[test]
+fn a_global_with_tls_mtls_and_tokens_merges_its_locals_and_refuses_the_rest() {
+    let dir = temp_dir("mtls-pki");
+    let fleet = crate::harness::TestCa::new(&dir, "fleet");
+    let other = crate::harness::TestCa::new(&dir, "other");
+    let (server_cert, server_key) = fleet.server();
+    let (web1_cert, web1_key) = fleet.client("web-1");
+    let (web2_cert, web2_key) = fleet.client("web-2");
+    let (forged_cert, forged_key) = other.client("web-1");
+    std::fs::write(dir.join("admin.tokens"), "ops admin-token-0123456789\n").unwrap();
+    std::fs::write(dir.join("read.tokens"), "dash read-token-0123456789\n").unwrap();
+    let carbon = Carbon::start();
+    let port = free_port();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let global = Daemon::start_process(
+        "mtls-global",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', graphitePort: {}, \
+               flushInterval: 300, global: {{ accept: true }}, \
+               http: {{ tls: {{ certFile: '{}', keyFile: '{}', clientCAFile: '{}', clientCertRoles: ['write'] }}, \
+                        tokens: {{ admin: '{}', read: '{}' }} }} }}",
+            carbon.port,
+            path(&server_cert),
+            path(&server_key),
+            path(&fleet.cert),
+            path(&dir.join("admin.tokens")),
+            path(&dir.join("read.tokens")),
+        ),
+    );
+    let local = |name: &str, cert: &std::path::Path, key: &std::path::Path| {
+        Daemon::start(
+            &format!("mtls-{name}"),
+            &format!(
+                "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, flushInterval: 300, \
+                   backends: ['forward'], forward: {{ nodes: ['https://127.0.0.1:{port}'], source: '{name}', \
+                               tls: {{ caFile: '{}', certFile: '{}', keyFile: '{}' }} }} }}",
+                path(&fleet.cert),
+                path(cert),
+                path(key)
+            ),
+        )
+    };
+    let locals = [local("web-1", &web1_cert, &web1_key), local("web-2", &web2_cert, &web2_key)];
+    for round in 0..5 {
+        for (index, local) in locals.iter().enumerate() {
+            let values: String = (1..=20).map(|v| format!("mtls.latency:{}|ms\n", v * (index + 1) + round)).collect();
+            local.send_tcp(&format!("mtls.hits:3|c\n{values}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let total = |name: &str| -> f64 {
+        carbon.flushes().iter().filter_map(|f| f.get(name)).map(|v| v.parse::<f64>().unwrap()).sum()
+    };
+    assert!(
+        eventually(|| total("stats_counts.mtls.hits") == 30.0 && total("stats.timers.mtls.latency.count") == 200.0),
+        "hits {} of 30, timer values {} of 200; global: {}",
+        total("stats_counts.mtls.hits"),
+        total("stats.timers.mtls.latency.count"),
+        global.stderr()
+    );
+    let url = |route: &str| format!("https://127.0.0.1:{port}{route}");
+    let client = |cert: &std::path::Path, key: &std::path::Path| vec![path(cert), path(key)];
+    let with_cert = |cert: &[String], extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["--cert".to_string(), cert[0].clone(), "--key".to_string(), cert[1].clone()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let web1 = client(&web1_cert, &web1_key);
+    let web2 = client(&web2_cert, &web2_key);
+    let forged = client(&forged_cert, &forged_key);
+    let batch_file = |name: &str, value: f64, identity: &BatchId| {
+        let mut writer = BatchWriter::new(identity.clone());
+        writer.counter("mtls.orders", value);
+        let file = dir.join(name);
+        std::fs::write(&file, compress(&writer.finish())).unwrap();
+        format!("@{}", file.display())
+    };
+    let identity = id("web-1", 99);
+    let forgery = batch_file("forgery.batch", 0.001, &identity);
+    let real = batch_file("real.batch", 5000.0, &identity);
+    let post_batch = |body: &str| -> Vec<String> {
+        [
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/x-histd-forward",
+            "-H",
+            "Content-Encoding: snappy",
+            "--data-binary",
+            body,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    // No credential at all: TLS without a client certificate, no token.
+    assert_eq!(curl(&fleet.cert, &url("/api/v1/forward"), &as_str(&post_batch(&real))), 401);
+    assert_eq!(curl(&fleet.cert, &url("/api/v1/query?expr=count(x)"), &[]), 401);
+    // A wrong token; the right ones.
+    assert_eq!(
+        curl(&fleet.cert, &url("/-/reload"), &["-X", "POST", "-H", "Authorization: Bearer not-the-admin-token"]),
+        403
+    );
+    assert_eq!(curl(&fleet.cert, &url("/metrics"), &["-H", "Authorization: Bearer read-token-0123456789"]), 200);
+    // A certificate of another CA: the handshake is refused.
+    assert_eq!(curl(&fleet.cert, &url("/health"), &as_str(&with_cert(&forged, &[]))), 0);
+    // A browser's origin, even with a good certificate.
+    let from_page = with_cert(&web1, &["-H", "Origin: http://evil.example"]);
+    let mut from_page = from_page;
+    from_page.extend(post_batch(&real));
+    assert_eq!(curl(&fleet.cert, &url("/api/v1/forward"), &as_str(&from_page)), 403);
+    // The forgery first, under web-2's certificate; the real batch still merges.
+    let mut forge = with_cert(&web2, &[]);
+    forge.extend(post_batch(&forgery));
+    assert_eq!(curl(&fleet.cert, &url("/api/v1/forward"), &as_str(&forge)), 200);
+    let mut genuine = with_cert(&web1, &[]);
+    genuine.extend(post_batch(&real));
+    assert_eq!(curl(&fleet.cert, &url("/api/v1/forward"), &as_str(&genuine)), 200);
+    assert!(
+        eventually(|| total("stats_counts.mtls.orders") >= 5000.0),
+        "the real batch merged: {}",
+        total("stats_counts.mtls.orders")
+    );
+    assert!(global.stat("messages.http_tls_failures") >= 1.0);
+    assert!(global.stat("messages.refused_http_credentials") >= 3.0);
+    assert!(global.stat("messages.refused_http_origins") >= 1.0);
+    drop(locals);
+    assert!(global.terminate());
+}

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -641,4 +641,106 @@ pub fn prepared_tool(env: &str, relative: &str, how: &str) -> PathBuf {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative);
     assert!(path.exists(), "{} is missing: scripts/test makes it ({how})", path.display());
     path
+}
+
+/// A certificate authority for a test, made with Debian's `openssl` (P-256 keys) in a
+/// directory, and the certificates it issues.
+pub struct TestCa {
+    /// The CA's certificate (PEM): what a peer trusts.
+    pub cert: PathBuf,
+    key: PathBuf,
+    dir: PathBuf,
+    name: String,
+}
+
+impl TestCa {
+    /// A new CA named `name` in `dir`.
+    pub fn new(dir: &Path, name: &str) -> TestCa {
+        let ca = TestCa {
+            cert: dir.join(format!("{name}-ca.pem")),
+            key: dir.join(format!("{name}-ca.key")),
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+        };
+        let subject = format!("/CN={name} test CA");
+        ca.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &text(&ca.key),
+            "-out",
+            &text(&ca.cert),
+            "-days",
+            "2",
+            "-subj",
+            &subject,
+        ]);
+        ca
+    }
+
+    /// A certificate and key for `localhost` and 127.0.0.1 (a server).
+    pub fn server(&self) -> (PathBuf, PathBuf) {
+        self.issue(
+            "localhost",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+    }
+
+    /// A client certificate and key whose subject's CN is `name`.
+    pub fn client(&self, name: &str) -> (PathBuf, PathBuf) {
+        self.issue(name, "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    }
+
+    fn issue(&self, common_name: &str, extensions: &str) -> (PathBuf, PathBuf) {
+        let path = |file: &str| self.dir.join(format!("{}-{common_name}-{file}", self.name));
+        let (cert, key, request, config) = (path("cert.pem"), path("key.pem"), path("csr.pem"), path("ext.cnf"));
+        std::fs::write(&config, extensions).unwrap();
+        let subject = format!("/CN={common_name}");
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &text(&key),
+            "-out",
+            &text(&request),
+            "-subj",
+            &subject,
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &text(&request),
+            "-CA",
+            &text(&self.cert),
+            "-CAkey",
+            &text(&self.key),
+            "-CAcreateserial",
+            "-out",
+            &text(&cert),
+            "-days",
+            "2",
+            "-extfile",
+            &text(&config),
+        ]);
+        (cert, key)
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let output = Command::new("openssl").args(args).current_dir(&self.dir).output().expect("openssl runs");
+        assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+fn text(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
 }

@@ -247,45 +247,9 @@ fn the_last_flush_is_sent_at_sigterm() {
 /// (P-256 keys, made with Debian's `openssl`), in `dir`: (CA certificate, server certificate,
 /// server key).
 fn certificates(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let path = |file: &str| dir.join(format!("{name}-{file}"));
-    let openssl = |args: &[&str]| {
-        let output = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
-        assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    };
-    let (ca, ca_key, cert, key, request, extensions) =
-        (path("ca.pem"), path("ca.key"), path("server.pem"), path("server.key"), path("server.csr"), path("ext.cnf"));
-    let text = |p: &PathBuf| p.to_str().unwrap().to_string();
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    openssl(
-        &[
-            &["req", "-x509"],
-            &ec[..],
-            &["-keyout", &text(&ca_key), "-out", &text(&ca), "-days", "2", "-subj", &format!("/CN={name} test CA")],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[&["req"], &ec[..], &["-keyout", &text(&key), "-out", &text(&request), "-subj", "/CN=localhost"]].concat(),
-    );
-    std::fs::write(&extensions, "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &text(&request),
-        "-CA",
-        &text(&ca),
-        "-CAkey",
-        &text(&ca_key),
-        "-CAcreateserial",
-        "-out",
-        &text(&cert),
-        "-days",
-        "2",
-        "-extfile",
-        &text(&extensions),
-    ]);
-    (ca, cert, key)
+    let ca = crate::harness::TestCa::new(dir, name);
+    let (cert, key) = ca.server();
+    (ca.cert, cert, key)
 }
 
 /// https: a receiver whose certificate chains to a CA the daemon trusts (`SSL_CERT_FILE`, as

@@ -58,6 +58,9 @@ pub struct ForwardConfig {
     /// `forward.tokenFile` (none): a file holding the token sent as `Authorization: Bearer` to
     /// the globals (their `http.tokens.write`; its name there is this local's credential).
     pub token_file: Option<PathBuf>,
+    /// `forward.tls`: `{caFile, certFile, keyFile}` for `https://` nodes: a CA of its own
+    /// (else the system's roots) and a client certificate to present (mutual TLS).
+    pub tls: crate::tls::ClientFiles,
     /// `forward.maxBatchBytes` (8 MiB): a part larger than this before compression is sent in
     /// several requests.
     pub max_batch_bytes: usize,
@@ -80,6 +83,7 @@ impl Default for ForwardConfig {
             raw_values_limit: None,
             max_batch_bytes: DEFAULT_PART_BYTES,
             token_file: None,
+            tls: crate::tls::ClientFiles::default(),
         }
     }
 }
@@ -99,11 +103,23 @@ impl ForwardConfig {
             "rawValuesLimit": self.raw_values_limit,
             "maxBatchBytes": self.max_batch_bytes,
             "tokenFile": self.token_file,
+            "tls": { "caFile": self.tls.ca, "certFile": self.tls.identity.as_ref().map(|i| &i.0),
+                     "keyFile": self.tls.identity.as_ref().map(|i| &i.1) },
         })
     }
 }
 
 impl ForwardConfig {
+    /// The TLS settings of the `https://` nodes, when `forward.tls` names files.
+    pub fn client_tls(&self) -> Result<Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>, String> {
+        if self.tls == crate::tls::ClientFiles::default() {
+            return Ok(None);
+        }
+        crate::tls::client_config(&self.tls, crate::sinks::http_client::system_roots)
+            .map(Some)
+            .map_err(|why| format!("forward.tls: {why}"))
+    }
+
     /// The `Authorization` header for the globals, from `forward.tokenFile` (its first line
     /// that is not blank or a `#` comment; a `NAME TOKEN` line sends the token).
     pub fn authorization(&self) -> Result<Option<(String, String)>, String> {
@@ -172,7 +188,19 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
         },
         max_batch_bytes: section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
         token_file: section.string("tokenFile")?.map(PathBuf::from),
+        tls: client_tls(&section.object("tls")?)?,
     })
+}
+
+/// Reads `forward.tls`.
+fn client_tls(tls: &Reader<'_>) -> Result<crate::tls::ClientFiles, ConfigError> {
+    let identity = match (tls.string("certFile")?, tls.string("keyFile")?) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+        (None, Some(_)) => return Err(tls.error("certFile", "a client certificate needs its certificate file (PEM)")),
+        (Some(_), None) => return Err(tls.error("keyFile", "a client certificate needs its private key file (PEM)")),
+    };
+    Ok(crate::tls::ClientFiles { ca: tls.string("caFile")?.map(PathBuf::from), identity })
 }
 
 /// What a global histd does with forwarded batches.

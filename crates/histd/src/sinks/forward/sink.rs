@@ -39,6 +39,7 @@ pub fn spawn(
     telemetry: Arc<SinkTelemetry>,
 ) -> anyhow::Result<SinkHandle> {
     let authorization = config.authorization().map_err(|why| anyhow::anyhow!(why))?;
+    let tls = config.client_tls().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
         .map_err(|error| anyhow::anyhow!("forward.spoolDir: {error}"))?;
     // Files set aside as unreadable: their series are unknown, so they count as errors.
@@ -56,7 +57,7 @@ pub fn spawn(
     let checks = check_health(
         ring.clone(),
         urls.clone(),
-        authorization.clone(),
+        (authorization.clone(), tls.clone()),
         config.check_interval,
         config.timeout,
         node_came_back.clone(),
@@ -67,7 +68,8 @@ pub fn spawn(
         ("content-encoding".to_string(), "snappy".to_string()),
     ];
     headers.extend(authorization);
-    let clients = urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout)).collect();
+    let clients =
+        urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone())).collect();
     let delivery = Delivery {
         ring,
         clients,
@@ -92,14 +94,16 @@ pub fn spawn(
 async fn check_health(
     ring: Arc<Ring>,
     urls: Vec<HttpUrl>,
-    authorization: Option<(String, String)>,
+    (authorization, tls): (Option<(String, String)>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
     interval: Duration,
     timeout: Duration,
     came_back: Arc<Notify>,
 ) {
     let headers: Vec<(String, String)> = authorization.into_iter().collect();
-    let mut clients: Vec<Client> =
-        urls.into_iter().map(|url| Client::new(url, headers.clone(), timeout.min(interval))).collect();
+    let mut clients: Vec<Client> = urls
+        .into_iter()
+        .map(|url| Client::new(url, headers.clone(), timeout.min(interval)).with_tls(tls.clone()))
+        .collect();
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
