@@ -43,7 +43,7 @@ impl Baseline {
                 }
                 let mut batch = Batch::new(32, 65_536);
                 while !stop.load(Ordering::Relaxed) {
-                    let Ok(received) = batch.receive(socket.as_raw_fd(), false) else { continue };
+                    let Ok(received) = batch.receive(socket.as_raw_fd(), false, false) else { continue };
                     let counted: u64 = batch.datagrams().map(count_lines).sum();
                     lines.fetch_add(counted, Ordering::Relaxed);
                     if let Some(drops) = received.kernel_drops {

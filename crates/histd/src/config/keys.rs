@@ -53,6 +53,7 @@ pub const KEYS: &[KeyDoc] = &[
     etsy(&["servers[].socket", "socket"], "none", "a Unix socket path instead of an address: `udp` makes it a datagram socket, `tcp` a stream socket"),
     etsy(&["servers[].socket_mod", "socket_mod"], "none", "the socket file's mode (a number, or an octal string like `'0660'`)"),
     etsy(&["servers[].recvBufferSize", "recvBufferSize"], "`udpReceiveBufferBytes`", "SO_RCVBUF asked for this UDP listener (Node's name)"),
+    histd(&["servers[].allow", "allow"], "none (every source)", "the networks a UDP or TCP listener takes lines from (`[\"10.0.0.0/8\", \"::1\"]`); datagrams from elsewhere are dropped (`messages.refused_ingest_datagrams`), connections closed at once (`messages.refused_ingest_connections`); a reload changes it in place"),
     etsy(&["mgmt_address"], "127.0.0.1", "the management interface's address"),
     etsy(&["mgmt_port"], "8126", "the management interface's port"),
     etsy(&["backends"], "`[\"graphite\"]`", "where flushes go: `graphite`, `console`, `repeater`, `store`, `prometheus`, `forward`, `otlp`, `file`, `circonus` (also spelled `./backends/graphite`); `histd run` with no config uses `store`"),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::reader::{ConfigError, Reader};
+use crate::ingest::allow::{Allow, Cidr};
 
 /// The statsd port when none is given.
 pub const DEFAULT_PORT: u16 = 8125;
@@ -14,10 +15,10 @@ pub const DEFAULT_PORT: u16 = 8125;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listener {
     /// UDP datagrams, one packet each; the receive buffer when this server sets its own
-    /// (`recvBufferSize`, Node's name for it).
-    Udp(SocketAddr, Option<usize>),
-    /// TCP, newline framed.
-    Tcp(SocketAddr),
+    /// (`recvBufferSize`, Node's name for it); the sources it takes (`allow`).
+    Udp(SocketAddr, Option<usize>, Allow),
+    /// TCP, newline framed; the sources it takes (`allow`).
+    Tcp(SocketAddr, Allow),
     /// A Unix stream socket, newline framed (Etsy's `./servers/tcp` with `socket`).
     UnixStream(UnixPath),
     /// A Unix datagram socket (`./servers/udp` with `socket`).
@@ -25,6 +26,15 @@ pub enum Listener {
 }
 
 impl Listener {
+    /// The sources it takes (`allow`; every source for a Unix socket).
+    pub fn allow(&self) -> &Allow {
+        static OPEN: Allow = Allow(Vec::new());
+        match self {
+            Listener::Udp(_, _, allow) | Listener::Tcp(_, allow) => allow,
+            Listener::UnixStream(_) | Listener::UnixDatagram(_) => &OPEN,
+        }
+    }
+
     /// The listener as an Etsy `servers` entry (for `check-config`): the user's terms.
     pub fn effective(&self) -> Value {
         let network = |server: &str, address: &SocketAddr| serde_json::json!({ "server": server, "address": address.ip().to_string(), "port": address.port() });
@@ -36,18 +46,26 @@ impl Listener {
             entry
         };
         match self {
-            Listener::Udp(address, buffer) => {
+            Listener::Udp(address, buffer, allow) => {
                 let mut entry = network("./servers/udp", address);
                 if let Some(bytes) = buffer {
                     entry["recvBufferSize"] = Value::from(*bytes);
                 }
-                entry
+                with_allow(entry, allow)
             }
-            Listener::Tcp(address) => network("./servers/tcp", address),
+            Listener::Tcp(address, allow) => with_allow(network("./servers/tcp", address), allow),
             Listener::UnixStream(socket) => unix("./servers/tcp", socket),
             Listener::UnixDatagram(socket) => unix("./servers/udp", socket),
         }
     }
+}
+
+/// A listener's entry with its `allow` list, when it has one.
+fn with_allow(mut entry: Value, allow: &Allow) -> Value {
+    if !allow.is_open() {
+        entry["allow"] = Value::from(allow.effective());
+    }
+    entry
 }
 
 /// A Unix socket path and the mode to give it.
@@ -92,20 +110,39 @@ fn listener(server: &Reader<'_>) -> Result<Listener, ConfigError> {
             )
         }
     };
+    let allow = allow(server)?;
     if let Some(path) = server.string("socket")? {
+        if !allow.is_open() {
+            return Err(server.error(
+                "allow",
+                "a Unix socket has no network sources: its file's mode (socket_mod) decides who may send",
+            ));
+        }
         let unix = UnixPath { path: path.into(), mode: socket_mode(server)? };
         return Ok(if stream { Listener::UnixStream(unix) } else { Listener::UnixDatagram(unix) });
     }
     let address = socket_address(server)?;
     if stream {
-        return Ok(Listener::Tcp(address));
+        return Ok(Listener::Tcp(address, allow));
     }
     let receive_buffer = match server.number("recvBufferSize")? {
         None => None,
         Some(bytes) if (1.0..=2_147_483_647.0).contains(&bytes) => Some(bytes as usize),
         Some(bytes) => return Err(server.error("recvBufferSize", format!("expected a byte count, got {bytes}"))),
     };
-    Ok(Listener::Udp(address, receive_buffer))
+    Ok(Listener::Udp(address, receive_buffer, allow))
+}
+
+/// `allow`: the networks a listener takes lines from (`["10.0.0.0/8", "::1"]`; absent: all).
+fn allow(server: &Reader<'_>) -> Result<Allow, ConfigError> {
+    let mut networks = Vec::new();
+    for (index, entry) in server.array("allow")?.iter().enumerate() {
+        let key = format!("allow[{index}]");
+        let text =
+            entry.as_str().ok_or_else(|| server.error(&key, format!("expected a network string, got {entry}")))?;
+        networks.push(Cidr::parse(text).map_err(|message| server.error(&key, message))?);
+    }
+    Ok(Allow(networks))
 }
 
 fn socket_address(server: &Reader<'_>) -> Result<SocketAddr, ConfigError> {

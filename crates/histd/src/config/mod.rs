@@ -165,7 +165,7 @@ impl Config {
     pub fn set_listener_port(&mut self, port: u16) {
         for listener in &mut self.listeners {
             match listener {
-                Listener::Udp(address, _) | Listener::Tcp(address) => address.set_port(port),
+                Listener::Udp(address, ..) | Listener::Tcp(address, _) => address.set_port(port),
                 Listener::UnixStream(_) | Listener::UnixDatagram(_) => {}
             }
         }

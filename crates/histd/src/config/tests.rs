@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::ingest::allow::Allow;
 
 fn parse(text: &str) -> Config {
     Config::from_text(text).unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -13,7 +14,7 @@ fn error(text: &str) -> String {
 #[test]
 fn defaults_match_etsy() {
     let config = parse("{}");
-    assert_eq!(config.listeners, [Listener::Udp("0.0.0.0:8125".parse().unwrap(), None)]);
+    assert_eq!(config.listeners, [Listener::Udp("0.0.0.0:8125".parse().unwrap(), None, Allow::default())]);
     assert_eq!(config.mgmt, "127.0.0.1:8126".parse().unwrap());
     assert_eq!(config.backends, [Backend::Graphite]);
     assert_eq!(config.agg.flush_interval, Duration::from_secs(10));
@@ -35,7 +36,7 @@ fn reads_javascript_object_literals() {
         "// a comment\n{ port: 9125, address: '::1', address_ipv6: true, /* inline */ flushInterval: '5000', \
          percentThreshold: 95, backends: ['console', './backends/graphite',], mgmt_address: '0.0.0.0', }",
     );
-    assert_eq!(config.listeners, [Listener::Udp("[::1]:9125".parse().unwrap(), None)]);
+    assert_eq!(config.listeners, [Listener::Udp("[::1]:9125".parse().unwrap(), None, Allow::default())]);
     assert_eq!(config.agg.flush_interval, Duration::from_secs(5));
     assert_eq!(config.agg.thresholds[0].percent, 95.0);
     assert_eq!(config.backends, [Backend::Console, Backend::Graphite]);
@@ -65,9 +66,9 @@ fn servers_array_takes_precedence() {
     assert_eq!(
         config.listeners,
         [
-            Listener::Tcp("0.0.0.0:2".parse().unwrap()),
+            Listener::Tcp("0.0.0.0:2".parse().unwrap(), Allow::default()),
             Listener::UnixDatagram(UnixPath { path: "/tmp/x.sock".into(), mode: Some(0o660) }),
-            Listener::Udp("0.0.0.0:3".parse().unwrap(), Some(1_048_576)),
+            Listener::Udp("0.0.0.0:3".parse().unwrap(), Some(1_048_576), Allow::default()),
         ]
     );
 }
@@ -303,7 +304,10 @@ fn the_local_default_listens_on_loopback() {
     let config = Config::local_default();
     assert_eq!(
         config.listeners,
-        [Listener::Udp("127.0.0.1:8125".parse().unwrap(), None), Listener::Tcp("127.0.0.1:8125".parse().unwrap())]
+        [
+            Listener::Udp("127.0.0.1:8125".parse().unwrap(), None, Allow::default()),
+            Listener::Tcp("127.0.0.1:8125".parse().unwrap(), Allow::default()),
+        ]
     );
     assert_eq!(config.backends, [Backend::Store]);
     assert_eq!(config.store.http, "127.0.0.1:8127".parse().unwrap());

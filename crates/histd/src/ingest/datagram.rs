@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::allow::AllowView;
 use super::recv::{Batch, Received};
 use super::{unix_now_s, Shard, TapView};
 use crate::telemetry::EdgeCounters;
@@ -111,10 +112,11 @@ pub fn spawn_datagram_reader(
     stopping: Stopping,
     tap: TapView,
     shape: BatchShape,
+    allow: AllowView,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(name).spawn(move || {
         let mut batch = Batch::new(shape.datagrams, shape.datagram_bytes);
-        let mut reader = Reader { source: &source, shard: &shard, tap };
+        let mut reader = Reader { source: &source, shard: &shard, tap, allow, edges: stopping.edges.clone() };
         while !stopping.flag.load(Ordering::Relaxed) {
             let received = reader.receive(&mut batch, false);
             if received > 0 && received <= NEARLY_EMPTY {
@@ -130,6 +132,9 @@ struct Reader<'a> {
     source: &'a DatagramSource,
     shard: &'a Shard,
     tap: TapView,
+    /// The sources the listener takes (`servers[].allow`).
+    allow: AllowView,
+    edges: Arc<EdgeCounters>,
 }
 
 impl Reader<'_> {
@@ -148,7 +153,7 @@ impl Reader<'_> {
         let counting = Instant::now();
         let mut left = 0u64;
         while counting.elapsed() < COUNT_LEFTOVERS_FOR {
-            match batch.receive(self.source.socket.fd(), true) {
+            match batch.receive(self.source.socket.fd(), true, false) {
                 Ok(received) if received.datagrams > 0 => left += received.datagrams as u64,
                 _ => break,
             }
@@ -164,7 +169,8 @@ impl Reader<'_> {
 
     /// One batch; how many datagrams it brought (0 when nothing was there).
     fn receive(&mut self, batch: &mut Batch, dont_wait: bool) -> usize {
-        match batch.receive(self.source.socket.fd(), dont_wait) {
+        let filtering = self.allow.current().is_some();
+        match batch.receive(self.source.socket.fd(), dont_wait, filtering) {
             Ok(received) => {
                 self.accept(batch, received);
                 received.datagrams
@@ -184,12 +190,20 @@ impl Reader<'_> {
 
     fn accept(&mut self, batch: &Batch, received: Received) {
         let kernel_drops = received.kernel_drops.map_or(0, |cumulative| self.source.new_drops(cumulative));
+        // With an allowlist, datagrams from elsewhere are dropped (and counted) before anything.
+        let allow = self.allow.current();
+        let admitted = |index: usize| allow.is_none_or(|allow| batch.source(index).is_some_and(|ip| allow.admits(ip)));
+        let refused = if allow.is_some() { (0..received.datagrams).filter(|&i| !admitted(i)).count() } else { 0 };
+        self.edges.refused_ingest_datagrams.add(refused as u64);
         if let Some(tap) = self.tap.current() {
-            batch.datagrams().for_each(|datagram| tap.offer(datagram));
+            batch.datagrams().enumerate().filter(|(i, _)| admitted(*i)).for_each(|(_, datagram)| tap.offer(datagram));
         }
         let now = unix_now_s();
         self.shard.with_table(|table| {
             for (index, datagram) in batch.datagrams().enumerate() {
+                if refused > 0 && !admitted(index) {
+                    continue;
+                }
                 if batch.truncated(index) {
                     // The last line was cut off: it is discarded whole, never parsed as a name.
                     let whole = datagram.iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1);
@@ -233,7 +247,8 @@ mod tests {
         let shape = BatchShape { datagrams: 4, datagram_bytes: 512 };
         let shard = aggregation.shards.register();
         let tap = Arc::new(TapSwitch::default()).view();
-        let reader = spawn_datagram_reader("test".into(), source, shard, stopping, tap, shape).unwrap();
+        let allow = crate::ingest::allow::AllowSwitch::new(Default::default()).view();
+        let reader = spawn_datagram_reader("test".into(), source, shard, stopping, tap, shape, allow).unwrap();
         reader.join().unwrap();
         let read = aggregation.current().totals().packets;
         (read, edges.shutdown_unread_datagrams.get())

@@ -16,6 +16,7 @@ use anyhow::Context;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 
+use super::allow::AllowSwitch;
 use super::recv::{set_receive_buffer, ReceiveBuffer};
 use super::{
     open_udp, report_receive_buffer, serve_streams, shards_lock as lock, spawn_datagram_reader, BatchShape,
@@ -68,6 +69,8 @@ struct RunningListener {
     /// UDP sockets (a new receive buffer is applied to them) and the buffer granted.
     udp: Vec<Arc<DatagramSource>>,
     granted: Option<ReceiveBuffer>,
+    /// The sources it takes (`allow`), changed in place by a reload.
+    allow: Arc<AllowSwitch>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,10 +280,13 @@ impl Ingress {
             task: None,
             udp: Vec::new(),
             granted: None,
+            allow: AllowSwitch::new(listener.allow().clone()),
         };
+        let allow = running.allow.clone();
         let reader = |name: String, source: Arc<DatagramSource>| {
             let shard = self.streams.shards.register();
-            spawn_datagram_reader(name, source, shard, stopping.clone(), self.streams.tap.view(), shape)
+            let (tap, allow) = (self.streams.tap.view(), allow.view());
+            spawn_datagram_reader(name, source, shard, stopping.clone(), tap, shape, allow)
         };
         match socket {
             Socket::Udp(sockets, granted) => {
@@ -310,13 +316,15 @@ impl Ingress {
             Socket::Tcp(socket) => {
                 let bound = socket.local_addr()?;
                 tracing::info!(proto = %"tcp", addr = %bound, "listening");
-                running.task = Some(tokio::spawn(serve_streams(socket, self.streams.clone(), stop_receiver)));
+                let serving = serve_streams(socket, self.streams.clone(), allow.clone(), stop_receiver);
+                running.task = Some(tokio::spawn(serving));
                 running.bound = BoundTo::Tcp(bound);
             }
             Socket::UnixStream(socket) => {
                 let Listener::UnixStream(unix) = &listener else { unreachable!("opened for its listener") };
                 tracing::info!(proto = %"unix", addr = %unix.path.display(), "listening");
-                running.task = Some(tokio::spawn(serve_streams(socket, self.streams.clone(), stop_receiver)));
+                let serving = serve_streams(socket, self.streams.clone(), allow.clone(), stop_receiver);
+                running.task = Some(tokio::spawn(serving));
                 running.bound = BoundTo::UnixStream(unix.path.clone());
             }
         }
@@ -339,8 +347,12 @@ impl Ingress {
 impl RunningListener {
     /// Takes a kept listener's new settings in place: a UDP receive buffer, a socket mode.
     fn adjust(&mut self, new: Listener, default_buffer: usize) -> anyhow::Result<Option<String>> {
+        let allow_changed = self.listener.allow() != new.allow();
+        if allow_changed {
+            self.allow.set(new.allow().clone());
+        }
         let change = match (&self.listener, &new) {
-            (Listener::Udp(_, old), Listener::Udp(address, buffer)) => {
+            (Listener::Udp(_, old, _), Listener::Udp(address, buffer, _)) => {
                 let asked = buffer.unwrap_or(default_buffer);
                 if old.is_some() == buffer.is_some() && self.granted.is_some_and(|g| g.asked == asked) {
                     None
@@ -368,6 +380,11 @@ impl RunningListener {
             }
             _ => None,
         };
+        let change = match (change, allow_changed) {
+            (change, false) => change,
+            (None, true) => Some(format!("sources allowed on {} now {:?}", self.bound, new.allow().effective())),
+            (Some(change), true) => Some(format!("{change}; sources allowed now {:?}", new.allow().effective())),
+        };
         self.listener = new;
         Ok(change)
     }
@@ -388,7 +405,7 @@ impl std::fmt::Display for BoundTo {
 /// may differ).
 fn same_place(a: &Listener, b: &Listener) -> bool {
     match (a, b) {
-        (Listener::Udp(a, _), Listener::Udp(b, _)) | (Listener::Tcp(a), Listener::Tcp(b)) => a == b,
+        (Listener::Udp(a, ..), Listener::Udp(b, ..)) | (Listener::Tcp(a, _), Listener::Tcp(b, _)) => a == b,
         (Listener::UnixDatagram(a), Listener::UnixDatagram(b)) | (Listener::UnixStream(a), Listener::UnixStream(b)) => {
             a.path == b.path
         }
@@ -400,7 +417,7 @@ fn same_place(a: &Listener, b: &Listener) -> bool {
 async fn open(index: usize, listener: &Listener, udp: UdpSettings) -> anyhow::Result<Socket> {
     let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address)");
     Ok(match listener {
-        Listener::Udp(address, buffer) => {
+        Listener::Udp(address, buffer, _) => {
             let settings = UdpSettings { receive_buffer: buffer.unwrap_or(udp.receive_buffer), ..udp };
             let (sockets, granted) = open_udp(*address, settings).with_context(context)?;
             Socket::Udp(sockets, granted)
@@ -410,7 +427,7 @@ async fn open(index: usize, listener: &Listener, udp: UdpSettings) -> anyhow::Re
             set_socket_mode(unix)?;
             Socket::UnixDatagram(socket)
         }
-        Listener::Tcp(address) => Socket::Tcp(TcpListener::bind(address).await.with_context(context)?),
+        Listener::Tcp(address, _) => Socket::Tcp(TcpListener::bind(address).await.with_context(context)?),
         Listener::UnixStream(unix) => {
             let socket = UnixListener::bind(prepare_socket_file(unix)?).with_context(context)?;
             set_socket_mode(unix)?;
@@ -452,10 +469,10 @@ fn check_addresses_free<'a>(listeners: impl Iterator<Item = (usize, &'a Listener
             )
         };
         match listener {
-            Listener::Udp(address, _) if address.port() != 0 => {
+            Listener::Udp(address, ..) if address.port() != 0 => {
                 drop(std::net::UdpSocket::bind(address).map_err(|e| in_use("UDP", address, e))?);
             }
-            Listener::Tcp(address) if address.port() != 0 => {
+            Listener::Tcp(address, _) if address.port() != 0 => {
                 drop(std::net::TcpListener::bind(address).map_err(|e| in_use("TCP", address, e))?);
             }
             _ => {}

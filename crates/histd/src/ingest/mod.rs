@@ -5,6 +5,7 @@
 //! lock is shared between readers. Raw packets are also offered to the repeater through a
 //! [`Tap`] when that backend is on.
 
+pub mod allow;
 mod datagram;
 mod framer;
 mod listeners;

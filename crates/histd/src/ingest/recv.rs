@@ -12,6 +12,8 @@ pub struct Batch {
     iovecs: Vec<libc::iovec>,
     headers: Vec<libc::mmsghdr>,
     controls: Vec<u8>,
+    /// Each datagram's source address, when the last receive asked for them.
+    names: Vec<libc::sockaddr_storage>,
     received: usize,
 }
 
@@ -43,6 +45,8 @@ impl Batch {
             iovecs: vec![unsafe { std::mem::zeroed() }; slots],
             headers: vec![unsafe { std::mem::zeroed() }; slots],
             controls: vec![0; slots * CONTROL_BYTES],
+            // SAFETY: sockaddr_storage is a plain C struct for which all-zero is valid.
+            names: vec![unsafe { std::mem::zeroed() }; slots],
             received: 0,
         };
         for slot in 0..slots {
@@ -53,9 +57,10 @@ impl Batch {
     }
 
     /// Receives up to a batch: waits for the first datagram (up to the socket's receive
-    /// timeout) unless `dont_wait`, then takes whatever else is already queued.
-    pub fn receive(&mut self, fd: RawFd, dont_wait: bool) -> io::Result<Received> {
-        self.reset_headers();
+    /// timeout) unless `dont_wait`, then takes whatever else is already queued. With
+    /// `sources`, each datagram's source address is kept ([`Batch::source`]).
+    pub fn receive(&mut self, fd: RawFd, dont_wait: bool, sources: bool) -> io::Result<Received> {
+        self.reset_headers(sources);
         let flags = if dont_wait { libc::MSG_DONTWAIT } else { libc::MSG_WAITFORONE };
         // SAFETY: every header points into this batch's live buffers, sized as declared.
         let count = unsafe {
@@ -85,8 +90,33 @@ impl Batch {
         self.headers[..self.received].get(index).is_some_and(|h| h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0)
     }
 
-    fn reset_headers(&mut self) {
+    /// The source address of datagram `index` of the last receive, when it asked for them.
+    pub fn source(&self, index: usize) -> Option<std::net::IpAddr> {
+        let header = self.headers[..self.received].get(index)?;
+        if header.msg_hdr.msg_name.is_null() {
+            return None;
+        }
+        let name = &self.names[index];
+        // SAFETY: the kernel wrote a sockaddr of the family it names into the storage, which is
+        // large and aligned enough for every sockaddr type.
+        unsafe {
+            match i32::from(name.ss_family) {
+                libc::AF_INET => {
+                    let v4 = &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>();
+                    Some(std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr)).into())
+                }
+                libc::AF_INET6 => {
+                    let v6 = &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
+                    Some(std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr).into())
+                }
+                _ => None,
+            }
+        }
+    }
+
+    fn reset_headers(&mut self, sources: bool) {
         let controls = self.controls.as_mut_ptr();
+        let names = self.names.as_mut_ptr();
         for (slot, header) in self.headers.iter_mut().enumerate() {
             // SAFETY: zero is a valid msghdr; the pointers set below stay valid for the batch.
             header.msg_hdr = unsafe { std::mem::zeroed() };
@@ -94,6 +124,10 @@ impl Batch {
             header.msg_hdr.msg_iovlen = 1;
             header.msg_hdr.msg_control = unsafe { controls.add(slot * CONTROL_BYTES) }.cast();
             header.msg_hdr.msg_controllen = CONTROL_BYTES as _;
+            if sources {
+                header.msg_hdr.msg_name = unsafe { names.add(slot) }.cast();
+                header.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+            }
             header.msg_len = 0;
         }
     }

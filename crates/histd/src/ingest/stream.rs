@@ -1,6 +1,7 @@
 //! Stream listeners (TCP, Unix stream): newline framing, one task and one shard per connection.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::allow::AllowSwitch;
 use super::framer::{Framed, Framer, PendingBudget};
 use super::{unix_now_s, Shards, TapSwitch, TapView};
 use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
@@ -22,21 +24,21 @@ const DRAIN_WAIT: Duration = Duration::from_millis(100);
 pub trait Accept: Send + 'static {
     /// The accepted connection.
     type Stream: AsyncRead + Unpin + Send + 'static;
-    /// Waits for the next connection.
-    fn accept_stream(&self) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+    /// Waits for the next connection: it and its source address (none for a Unix socket).
+    fn accept_stream(&self) -> impl Future<Output = std::io::Result<(Self::Stream, Option<IpAddr>)>> + Send;
 }
 
 impl Accept for TcpListener {
     type Stream = tokio::net::TcpStream;
-    async fn accept_stream(&self) -> std::io::Result<Self::Stream> {
-        self.accept().await.map(|(stream, _)| stream)
+    async fn accept_stream(&self) -> std::io::Result<(Self::Stream, Option<IpAddr>)> {
+        self.accept().await.map(|(stream, peer)| (stream, Some(peer.ip())))
     }
 }
 
 impl Accept for UnixListener {
     type Stream = tokio::net::UnixStream;
-    async fn accept_stream(&self) -> std::io::Result<Self::Stream> {
-        self.accept().await.map(|(stream, _)| stream)
+    async fn accept_stream(&self) -> std::io::Result<(Self::Stream, Option<IpAddr>)> {
+        self.accept().await.map(|(stream, _)| (stream, None))
     }
 }
 
@@ -59,14 +61,24 @@ pub struct StreamContext {
     pub idle_timeout: Option<Duration>,
 }
 
-/// Accepts connections until shutdown; returns when every connection has finished.
-pub async fn serve_streams<L: Accept>(listener: L, context: StreamContext, mut shutdown: watch::Receiver<bool>) {
+/// Accepts connections until shutdown (those from outside `allow` closed at once and
+/// counted); returns when every connection has finished.
+pub async fn serve_streams<L: Accept>(
+    listener: L,
+    context: StreamContext,
+    allow: Arc<AllowSwitch>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut connections = JoinSet::new();
     let mut failures = AcceptFailures::default();
+    let mut allow = allow.view();
     loop {
         tokio::select! {
             accepted = listener.accept_stream() => match accepted {
-                Ok(stream) => if let Some(slot) = context.slots.admit(&context.edges.refused_stream_connections) {
+                Ok((_, Some(peer))) if allow.current().is_some_and(|allow| !allow.admits(peer)) => {
+                    context.edges.refused_ingest_connections.add(1);
+                }
+                Ok((stream, _)) => if let Some(slot) = context.slots.admit(&context.edges.refused_stream_connections) {
                     let serving = serve_connection(stream, context.clone(), shutdown.clone());
                     connections.spawn(async move {
                         serving.await;

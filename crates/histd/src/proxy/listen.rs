@@ -79,7 +79,7 @@ pub fn start_udp(
 
 /// One `recvmmsg` batch routed; how many datagrams it held.
 fn receive(source: &DatagramSource, batch: &mut Batch, router: &mut Router, routes: &Routes, dont_wait: bool) -> usize {
-    match batch.receive(source.socket().fd(), dont_wait) {
+    match batch.receive(source.socket().fd(), dont_wait, false) {
         Ok(received) => {
             if let Some(cumulative) = received.kernel_drops {
                 routes.kernel_drops.add(source.new_drops(cumulative));

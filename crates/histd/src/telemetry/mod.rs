@@ -117,6 +117,10 @@ pub struct EdgeCounters {
     pub refused_http_origins: Counter,
     /// HTTP requests refused: no credential, or a wrong one, for the route's role (401/403).
     pub refused_http_credentials: Counter,
+    /// Statsd datagrams dropped: their source is outside the listener's `allow` networks.
+    pub refused_ingest_datagrams: Counter,
+    /// Statsd stream connections closed at once: their source is outside `allow`.
+    pub refused_ingest_connections: Counter,
     /// HTTP requests whose body did not arrive within `httpBodyTimeoutMs`.
     pub http_body_timeouts: Counter,
     /// HTTPS connections whose handshake failed (no or an untrusted client certificate, not
@@ -147,7 +151,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 30] {
+    pub fn entries(&self) -> [(&'static str, u64); 32] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -173,6 +177,8 @@ impl EdgeCounters {
             ("refused_http_hosts", self.refused_http_hosts.get()),
             ("refused_http_origins", self.refused_http_origins.get()),
             ("refused_http_credentials", self.refused_http_credentials.get()),
+            ("refused_ingest_datagrams", self.refused_ingest_datagrams.get()),
+            ("refused_ingest_connections", self.refused_ingest_connections.get()),
             ("http_body_timeouts", self.http_body_timeouts.get()),
             ("http_tls_failures", self.http_tls_failures.get()),
             ("config_reloads", self.config_reloads.get()),

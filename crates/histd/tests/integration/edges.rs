@@ -521,3 +521,42 @@ fn a_global_with_tls_mtls_and_tokens_merges_its_locals_and_refuses_the_rest() {
     drop(locals);
     assert!(global.terminate());
 }
+
+/// Issue 34, item 6: a listener's `allow` networks: datagrams and connections from elsewhere
+/// are dropped and counted; a reload changes the list of a running listener in place.
+#[test]
+fn ingest_allowlists_drop_and_count_other_sources_and_reload_in_place() {
+    let carbon = Carbon::start();
+    let config = |udp_allow: &str| {
+        format!(
+            "{{ servers: [ {{ server: 'udp', address: '127.0.0.1', port: 0, allow: [{udp_allow}] }}, \
+                          {{ server: 'tcp', address: '127.0.0.1', port: 0, allow: ['127.0.0.0/8'] }} ], \
+               mgmt_port: 0, http_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, flushInterval: 200 }}",
+            carbon.port
+        )
+    };
+    let daemon = Daemon::start_process("allowlists", &config("'10.0.0.0/8', '::1'"));
+    for _ in 0..5 {
+        daemon.send_udp("allow.udp:1|c\n");
+    }
+    daemon.send_tcp("allow.tcp:1|c\n");
+    carbon.wait_flush(|f| f.get("stats_counts.allow.tcp") == Some("1"));
+    assert!(eventually(|| daemon.stat("messages.refused_ingest_datagrams") == 5.0), "{}", daemon.admin("stats"));
+    assert!(carbon.lines().iter().all(|line| !line.contains("allow.udp")), "nothing from outside the list");
+    // The list changes in place: the same socket now takes 127.0.0.1.
+    std::fs::write(daemon.dir.join("config.js"), config("'127.0.0.1/32'")).unwrap();
+    let (status, body) = http(&daemon.address("http"), "POST", "/-/reload", b"", "");
+    assert!(status == 200 && body.contains("sources allowed"), "{status} {body}");
+    daemon.send_udp("allow.udp:1|c\n");
+    carbon.wait_flush(|f| f.get("stats_counts.allow.udp") == Some("1"));
+    // A connection from outside the TCP listener's networks is closed unread.
+    std::fs::write(
+        daemon.dir.join("config.js"),
+        config("'127.0.0.1/32'").replace("allow: ['127.0.0.0/8']", "allow: ['192.0.2.0/24']"),
+    )
+    .unwrap();
+    assert_eq!(http(&daemon.address("http"), "POST", "/-/reload", b"", "").0, 200);
+    daemon.send_tcp("allow.tcp:1|c\n");
+    assert!(eventually(|| daemon.stat("messages.refused_ingest_connections") == 1.0));
+    assert!(daemon.terminate());
+}
