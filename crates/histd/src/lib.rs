@@ -16,6 +16,8 @@
 pub mod alerts;
 pub mod bench;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proxy;
 pub mod query_cli;
 pub mod top;

@@ -86,12 +86,22 @@ pub fn execute(command: &Command, state: &AdminState) -> String {
             format!("health: {}\n", if state.healthy.load(Ordering::Relaxed) { "up" } else { "down" })
         }
         Command::Stats => stats(state),
-        Command::Dump(metric_type) => format!("{}\nEND\n\n", dump(&mut current(state), *metric_type)),
-        Command::Delete(metric_type, arguments) => delete(&mut current(state), *metric_type, arguments),
-        Command::Clear(types) => clear(&mut current(state), types),
+        Command::Dump(_) | Command::Delete(..) | Command::Clear(_) => {
+            on_aggregator(command, &mut current(state)).unwrap_or_default()
+        }
         Command::Config => config(&state.config.raw()),
         Command::Quit => String::new(),
         Command::Unknown => "ERROR\n".to_string(),
+    }
+}
+
+/// The reply of a command that reads or changes the aggregator (`None` for the others).
+pub(crate) fn on_aggregator(command: &Command, aggregator: &mut Aggregator) -> Option<String> {
+    match command {
+        Command::Dump(metric_type) => Some(format!("{}\nEND\n\n", dump(aggregator, *metric_type))),
+        Command::Delete(metric_type, arguments) => Some(delete(aggregator, *metric_type, arguments)),
+        Command::Clear(types) => Some(clear(aggregator, types)),
+        _ => None,
     }
 }
 

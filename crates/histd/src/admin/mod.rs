@@ -19,6 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+pub(crate) use command::on_aggregator;
 pub use command::{execute, Command};
 
 use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};

@@ -36,7 +36,7 @@ pub struct Left {
 }
 
 /// Splits a journal file into its credential and body (`None`: a header that does not read).
-fn parse(mut file: Vec<u8>) -> Option<(String, Vec<u8>)> {
+pub(crate) fn parse(mut file: Vec<u8>) -> Option<(String, Vec<u8>)> {
     if !file.starts_with(HEADER) {
         return Some((String::new(), file));
     }

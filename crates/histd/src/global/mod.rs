@@ -17,7 +17,7 @@
 //! global killed in between loses nothing; without it, a killed global loses what it merged
 //! since its last flush, and forgets the identities it had seen.
 
-mod journal;
+pub(crate) mod journal;
 pub mod screen;
 
 use std::collections::VecDeque;

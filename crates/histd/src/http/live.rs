@@ -93,7 +93,7 @@ impl SortBy {
 }
 
 /// The parameters, read.
-struct Asked {
+pub(crate) struct Asked {
     limit: usize,
     sort: SortBy,
     pattern: Option<regex::Regex>,
@@ -102,7 +102,7 @@ struct Asked {
     tables: bool,
 }
 
-fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
+pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
     let pattern = match query.get("match").map(String::as_str) {
         None | Some("") => None,
         Some(text) if text.len() > MAX_PATTERN_BYTES => {
@@ -144,7 +144,7 @@ pub async fn live(
 }
 
 /// What is read under the aggregation lock.
-struct Taken {
+pub(crate) struct Taken {
     interval_s: f64,
     totals: agg::IngestCounts,
     /// Every series; the matched ones first, the first `limit` of them sorted.
@@ -156,7 +156,7 @@ struct Taken {
 }
 
 /// Reads every series, selects and sorts the rows asked for, clones their histograms.
-fn take(aggregation: &crate::flush::Aggregation, asked: &Asked) -> Taken {
+pub(crate) fn take(aggregation: &crate::flush::Aggregation, asked: &Asked) -> Taken {
     let mut aggregator = aggregation.current();
     let lag_key = format!("{}.timestamp_lag", aggregator.config().prefix_stats);
     let mut series = aggregator.live_series(asked.threshold);

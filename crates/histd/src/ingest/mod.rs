@@ -7,7 +7,7 @@
 
 pub mod allow;
 mod datagram;
-mod framer;
+pub(crate) mod framer;
 mod listeners;
 pub mod recv;
 mod shards;

@@ -17,7 +17,7 @@ mod admin;
 pub mod config;
 mod health;
 mod listen;
-mod route;
+pub(crate) mod route;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

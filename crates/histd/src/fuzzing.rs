@@ -1,0 +1,141 @@
+//! Entry points for the fuzz targets (`fuzz/`): each parser a network or a disk reaches, called
+//! as the daemon calls it, with the property the target checks asserted here. Not an API.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agg::{AggConfig, Aggregator, Table};
+
+use crate::ingest::framer::{Framed, Framer, PendingBudget};
+use crate::telemetry::EdgeCounters;
+
+/// An aggregator holding a few series of every type, under names a command can pick.
+fn aggregator() -> Aggregator {
+    let mut aggregator = Aggregator::new(AggConfig::default());
+    let mut table = Table::new(true, 64);
+    table.insert_packet(1, b"a.b:1|c\na.c:2|c\nt.x:5|ms\ng.y:3|g\ns.z:u|s\nweird;k=v:1|c\n");
+    aggregator.absorb(table);
+    aggregator
+}
+
+/// A management command line: parsed as the management port parses it and run against an
+/// aggregator (dumps, deletions, `clear`); never a panic, and a deletion's reply ends `END`.
+pub fn management_command(line: &[u8]) {
+    let command = crate::admin::Command::parse(&String::from_utf8_lossy(line));
+    if let Some(reply) = crate::admin::on_aggregator(&command, &mut aggregator()) {
+        assert!(reply.ends_with("END\n\n"), "{command:?}: {reply:?}");
+    }
+}
+
+/// A byte stream cut into reads at the positions `cuts` gives, framed as a statsd stream
+/// connection frames it with short lines allowed: every line handed on is a whole line of the
+/// input (never a piece of a longer one), and the budget is given back.
+pub fn stream_framer(stream: &[u8], cuts: &[u8]) {
+    let edges = Arc::new(EdgeCounters::default());
+    let budget = PendingBudget { limit: 1 << 20, line_limit: 16, edges: edges.clone() };
+    let input_lines: std::collections::HashSet<&[u8]> = stream.split(|&b| b == b'\n').collect();
+    let mut framer = Framer::new(budget);
+    let mut check = |framed: Framed<'_>| {
+        if let Framed::Packet(packet) = framed {
+            let packet = packet.strip_suffix(b"\n").unwrap_or(packet);
+            for line in packet.split(|&b| b == b'\n') {
+                assert!(input_lines.contains(line), "a piece of a line was handed on: {line:?}");
+            }
+        }
+    };
+    let mut rest = stream;
+    let mut cuts = cuts.iter().cycle();
+    while !rest.is_empty() {
+        let take = (usize::from(*cuts.next().unwrap_or(&255)) + 1).min(rest.len());
+        let chunk = framer.chunk();
+        let take = take.min(chunk.len());
+        chunk[..take].copy_from_slice(&rest[..take]);
+        framer.accept(take, &mut check);
+        rest = &rest[take..];
+    }
+    framer.finish(&mut check);
+    drop(framer);
+    assert_eq!(edges.stream_pending_bytes.get(), 0, "the partial-line budget is given back");
+}
+
+/// The first line of what a line port received, as the HTTP detector reads it.
+pub fn cross_protocol(bytes: &[u8]) -> bool {
+    crate::cross_protocol::looks_like_http(crate::cross_protocol::first_line(bytes))
+}
+
+/// A packet routed by `histd proxy` to three aggregators (on ports nothing listens on): every
+/// line is counted once, as forwarded or bad.
+pub fn proxy_route(packet: &[u8], sanitize: bool) {
+    let nodes: Vec<crate::sinks::forward::ring::Node> =
+        ["a", "b", "c"].iter().map(|name| crate::sinks::forward::ring::Node::new(name.to_string())).collect();
+    let ring = Arc::new(crate::sinks::forward::ring::Ring::new(nodes));
+    let targets: Arc<[SocketAddr]> = (1..=3).map(|port| SocketAddr::from(([127, 0, 0, 1], port))).collect();
+    let registry = Arc::new(crate::proxy::route::CountsRegistry::new(3));
+    let Ok(mut router) = crate::proxy::route::Router::new(ring, targets, 512, sanitize, registry.clone()) else {
+        return;
+    };
+    router.route(packet);
+    router.flush();
+    drop(router);
+    let total = registry.total();
+    let (lines, forwarded, bad) = (total.lines.get(), total.forwarded.get(), total.bad_lines.get());
+    assert!(forwarded + bad <= lines, "{forwarded} forwarded and {bad} bad of {lines} lines");
+}
+
+/// A spool file as a local finds it at start: read or set aside, never a panic; a file read
+/// gives its body back whole.
+pub fn spool_file(file: &[u8]) {
+    let dir = std::env::temp_dir().join(format!("histd-fuzz-spool-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    std::fs::write(dir.join("00000000000000000000.batch"), file).expect("a scratch file");
+    if let Ok((spool, _)) = crate::sinks::forward::spool::Spool::open(Some(dir.clone()), 1 << 30) {
+        for waiting in spool.waiting() {
+            let body = spool.body(&waiting).expect("a file whose header read gives its body");
+            assert_eq!(body.len() as u64, waiting.bytes);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A global's journal file: its credential and body, or refused, never a panic.
+pub fn journal_file(file: &[u8]) {
+    if let Some((credential, body)) = crate::global::journal::parse(file.to_vec()) {
+        assert!(credential.len() + body.len() <= file.len());
+    }
+}
+
+/// `/api/v1/live`'s parameters, read and answered from an aggregation of a few series: a
+/// parameter that does not read is an error naming it, never a panic.
+pub fn live_parameters(query: &HashMap<String, String>) {
+    let Ok(asked) = crate::http::live::asked(query) else { return };
+    let aggregation = crate::flush::Aggregation::new(AggConfig::default());
+    aggregation.current().absorb({
+        let mut table = Table::new(true, 64);
+        table.insert_packet(1, b"a.b:1|c\nt.x:5|ms\nt.x:7|ms\ng.y:3|g\ns.z:u|s\n");
+        table
+    });
+    let _ = crate::http::live::take(&aggregation, &asked);
+}
+
+/// A config file's text: a config, or an error naming a key or a position, never a panic; a
+/// config read renders its effective settings.
+pub fn config_text(text: &str) {
+    if let Ok(config) = crate::config::Config::from_text(text) {
+        let _ = config.effective().to_string();
+    }
+}
+
+/// A client certificate's DER as the HTTP port reads its subject's name.
+pub fn certificate_name(der: &[u8]) -> Option<String> {
+    crate::tls::subject_common_name(der)
+}
+
+/// `DELETE /api/v1/series`' filters, read and applied to `store` (nothing is deleted): a filter
+/// that does not read is a 400 naming it, never a panic or a 500.
+pub fn forget_filters(query: &HashMap<String, String>, store: &store::Store) {
+    if let Err(failure) = crate::http::series::to_forget(query, store, "statsd") {
+        assert_eq!(failure.status(), 400, "{query:?}: {}", failure.message());
+    }
+}
