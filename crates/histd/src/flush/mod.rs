@@ -94,7 +94,7 @@ impl Flusher {
 
 /// Asks the allocator to give freed memory back to the system (after a burst's tables were
 /// emptied, glibc would otherwise keep it in its heaps for good).
-fn return_freed_memory() {
+pub(crate) fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps and arenas;
     // no live allocation is touched.

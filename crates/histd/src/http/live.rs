@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use agg::{LiveSeries, MetricType};
 use axum::extract::{Query, State};
-use axum::Json;
+use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use super::api::{bins_json, sinks_json, Failure};
@@ -137,10 +137,12 @@ pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParamet
 pub async fn live(
     State(state): State<Arc<HttpState>>,
     Query(query): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, Failure> {
+) -> Result<Response, Failure> {
     let asked = asked(&query)?;
-    let answered = tokio::task::spawn_blocking(move || answer(&state, &asked)).await;
-    answered.map(Json).map_err(|_| Failure::internal("building the live view failed"))
+    let answered = tokio::task::spawn_blocking(move || super::api::json_bytes(&answer(&state, &asked))).await;
+    let bytes = answered.map_err(|_| Failure::internal("building the live view failed"))?;
+    super::api::give_back_after(bytes.len());
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response())
 }
 
 /// What is read under the aggregation lock.

@@ -20,7 +20,10 @@ use crate::telemetry::EdgeCounters;
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     match tokio::task::spawn_blocking(move || render_bytes(&state, &accept)).await {
-        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Ok((content_type, body)) => {
+            super::api::give_back_after(body.len());
+            ([(header::CONTENT_TYPE, content_type)], body).into_response()
+        }
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering /metrics failed\n").into_response(),
     }
 }
