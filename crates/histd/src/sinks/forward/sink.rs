@@ -90,6 +90,19 @@ pub fn spawn(
     Ok(SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task })
 }
 
+/// How a global's answer is taken: as any HTTP receiver's, except that a refusal of the
+/// request rather than the batch (401 or 403: credentials; 408: the body too slow; 415: the
+/// headers) keeps the batch for a retry: fixing a token must not have lost data meanwhile.
+fn judge(answered: Result<crate::sinks::http_client::Answer, String>) -> Outcome {
+    match answered {
+        Err(reason) => Outcome::Retry(reason),
+        Ok(answer) if matches!(answer.status, 401 | 403 | 408 | 415) => {
+            Outcome::Retry(format!("{} (the batch is kept: check forward.tokenFile and forward.tls)", answer.summary()))
+        }
+        Ok(answer) => Outcome::of(&answer),
+    }
+}
+
 /// Asks each node's `/health` every `interval`; wakes the delivery when one comes back.
 async fn check_health(
     ring: Arc<Ring>,
@@ -226,7 +239,7 @@ impl Delivery {
                     continue;
                 }
             };
-            match self.clients[destination].post(body).await {
+            match judge(self.clients[destination].send(hyper::Method::POST, body).await) {
                 Outcome::Delivered => {
                     self.telemetry.points_out.add(batch.series);
                     self.telemetry.bytes_out.add(batch.bytes);
@@ -314,4 +327,35 @@ fn queue(spool: &mut Spool, ring: &Ring, parts: Vec<Part>) -> std::io::Result<Dr
         dropped.series += more.series;
     }
     Ok(dropped)
+}
+
+#[cfg(test)]
+mod judge_tests {
+    use super::*;
+    use crate::sinks::http_client::Answer;
+
+    #[test]
+    fn refusals_of_the_request_keep_the_batch() {
+        let answer = |status| Ok(Answer { status, body: bytes::Bytes::new(), retry_after: None });
+        let cases = [
+            (200, "delivered"),
+            (400, "rejected"),
+            (413, "rejected"),
+            (401, "retry"),
+            (403, "retry"),
+            (408, "retry"),
+            (415, "retry"),
+            (503, "retry"),
+            (429, "retry"),
+        ];
+        for (status, want) in cases {
+            let got = match judge(answer(status)) {
+                Outcome::Delivered => "delivered",
+                Outcome::Rejected(_) => "rejected",
+                Outcome::Retry(_) => "retry",
+            };
+            assert_eq!(got, want, "{status}");
+        }
+        assert!(matches!(judge(Err("refused".into())), Outcome::Retry(_)));
+    }
 }

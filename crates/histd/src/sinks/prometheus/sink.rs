@@ -40,7 +40,10 @@ pub fn spawn(
     targets: Vec<Arc<SinkTelemetry>>,
 ) -> (SinkHandle, Arc<Exposed>) {
     let exposed = Arc::new(Exposed {
-        registry: Mutex::new(Registry::new(config.timer_seconds, native_schema(&config), config.mapping.clone())),
+        registry: Mutex::new(
+            Registry::new(config.timer_seconds, native_schema(&config), config.mapping.clone())
+                .with_classic_bounds(if uses_classic_buckets(&config) { &config.buckets } else { &[] }),
+        ),
         layout: Layout::new(config.scrape_histograms, &config.buckets),
     });
     let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
@@ -153,4 +156,11 @@ fn destination(target: &RemoteWriteTarget) -> Destination {
         retry_buffer_bytes: target.retry_buffer_bytes,
         judge: plain_judge,
     }
+}
+
+/// Whether anything exports classic `le` buckets: the scrape (native scrapes carry them
+/// beside the native buckets) or a remote-write target.
+fn uses_classic_buckets(config: &PrometheusConfig) -> bool {
+    config.scrape_histograms != HistogramMode::Vmrange
+        || config.remote_write.iter().any(|target| target.histograms == HistogramMode::Classic)
 }

@@ -199,6 +199,8 @@ pub struct Family {
     pub buckets: Option<Vec<f64>>,
     /// The mapping made it a summary: quantiles over a window instead of buckets.
     pub summary: Option<Arc<Summary>>,
+    /// Most samples of a flush fell outside its classic buckets once (logged once, counted).
+    pub outside_buckets: bool,
 }
 
 impl Family {
@@ -225,17 +227,25 @@ pub struct RegistryCounts {
     /// Series updates refused because their name is empty (`;k=v:1|c`, or a mapping's name
     /// that expands to nothing).
     pub empty_names: u64,
+    /// Histogram families most of whose samples in a flush fell above the last classic bucket
+    /// or below the first (each counted once): `histogram_quantile` can say nothing of them.
+    pub outside_buckets: u64,
 }
 
 impl RegistryCounts {
     /// Each count with its name (`histd_prometheus_<name>_total` on `/metrics`) and meaning.
-    pub fn entries(&self) -> [(&'static str, &'static str, u64); 5] {
+    pub fn entries(&self) -> [(&'static str, &'static str, u64); 6] {
         [
             ("type_conflicts", "Series updates refused: the name has another type.", self.type_conflicts),
             ("dropped_tags", "Tags that could not become labels (no value, reserved name).", self.dropped_tags),
             ("expired_series", "Series forgotten after their ttl without an update.", self.expired),
             ("mapping_drops", "Series updates a mapping's action: drop dropped.", self.mapping_drops),
             ("empty_names", "Series updates refused: an empty metric name.", self.empty_names),
+            (
+                "histograms_outside_buckets",
+                "Histogram families most of whose samples fell outside the classic buckets (prometheus.buckets).",
+                self.outside_buckets,
+            ),
         ]
     }
 }
@@ -271,6 +281,9 @@ pub struct Registry {
     mapper: Option<Arc<Mapper>>,
     /// The last flush applied (unix seconds): the "now" of summary windows.
     pub now_unix_s: u64,
+    /// `prometheus.buckets`, in the exported unit: families whose samples mostly miss them are
+    /// reported (empty: not checked).
+    classic_bounds: Vec<f64>,
 }
 
 impl Registry {
@@ -278,6 +291,12 @@ impl Registry {
     /// keeps native histograms beside the circllhists.
     pub fn new(timer_seconds: bool, native_schema: Option<i32>, mapper: Option<Arc<Mapper>>) -> Registry {
         Registry { timer_shift: if timer_seconds { -3 } else { 0 }, native_schema, mapper, ..Registry::default() }
+    }
+
+    /// This registry, checking histograms against the classic buckets `bounds` (sorted).
+    pub fn with_classic_bounds(mut self, bounds: &[f64]) -> Registry {
+        self.classic_bounds = bounds.to_vec();
+        self
     }
 
     /// Adds one flush.
@@ -300,39 +319,61 @@ impl Registry {
         for set in &snapshot.sets {
             self.set_gauge(&set.key, set.count as f64, now);
         }
+        let bounds = std::mem::take(&mut self.classic_bounds);
         for timer in snapshot.timers.iter().filter(|timer| timer.totals.received > 0) {
-            let shift = if timer.milliseconds { self.timer_shift } else { 0 };
-            let totals = timer.totals;
-            // The exact sum is unweighted; weighted as the count is, exact when one sample
-            // rate was used in the interval (the usual case).
-            let weighted_sum = totals.sum * totals.count / totals.received as f64 * 10f64.powi(i32::from(shift));
-            let interval = timer.distribution.shift_decades(shift);
-            let native_schema = self.native_schema;
-            let new_series = || Value::Histogram(Box::default());
-            let Some(Found { series, scale, summary }) =
-                self.series_scaled(&timer.key, Kind::Histogram, now, new_series)
-            else {
-                continue;
-            };
-            let (interval, weighted_sum) = match scale {
-                Some(scale) => (scaled(&interval, scale), weighted_sum * scale),
-                None => (interval, weighted_sum),
-            };
-            let Value::Histogram(cumulative) = &mut series.value else { continue };
-            let new_bins = bins_not_in(&interval, &cumulative.histogram);
-            cumulative.histogram.merge(&interval);
-            cumulative.sum += weighted_sum;
-            if let Some(summary) = summary {
-                cumulative.add_to_window(&interval, now, &summary);
-            }
-            if let Some(schema) = native_schema {
-                cumulative.native.get_or_insert_with(|| Native::new(schema)).add(&interval);
-            }
-            series.updated_unix_s = now;
-            if !new_bins.is_empty() {
-                series.new_bins = (now, new_bins);
+            if self.apply_timer(timer, now, &bounds) {
+                self.counts.outside_buckets += 1;
             }
         }
+        self.classic_bounds = bounds;
+    }
+
+    /// Adds one timer's interval to its histogram series; true when its family is newly
+    /// found to have most samples outside the classic buckets `bounds` (then logged once).
+    fn apply_timer(&mut self, timer: &agg::TimerPoint, now: u64, bounds: &[f64]) -> bool {
+        let shift = if timer.milliseconds { self.timer_shift } else { 0 };
+        let totals = timer.totals;
+        // The exact sum is unweighted; weighted as the count is, exact when one sample
+        // rate was used in the interval (the usual case).
+        let weighted_sum = totals.sum * totals.count / totals.received as f64 * 10f64.powi(i32::from(shift));
+        let interval = timer.distribution.shift_decades(shift);
+        let native_schema = self.native_schema;
+        let new_series = || Value::Histogram(Box::default());
+        let Some(Found { series, scale, summary, buckets, outside_buckets }) =
+            self.series_scaled(&timer.key, Kind::Histogram, now, new_series)
+        else {
+            return false;
+        };
+        let (interval, weighted_sum) = match scale {
+            Some(scale) => (scaled(&interval, scale), weighted_sum * scale),
+            None => (interval, weighted_sum),
+        };
+        let side = (!*outside_buckets && buckets.is_none()).then(|| mostly_outside(&interval, bounds)).flatten();
+        if let Some(side) = side {
+            *outside_buckets = true;
+            let unit = if shift != 0 { "seconds" } else { "the series' own unit" };
+            tracing::warn!(
+                series = %timer.key,
+                buckets = ?bounds,
+                "prometheus: most samples of this histogram fall {side} the classic buckets (prometheus.buckets, in {unit}): \
+                 histogram_quantile cannot place them; set prometheus.buckets for its unit, or use native or vmrange histograms"
+            );
+        }
+        let Value::Histogram(cumulative) = &mut series.value else { return side.is_some() };
+        let new_bins = bins_not_in(&interval, &cumulative.histogram);
+        cumulative.histogram.merge(&interval);
+        cumulative.sum += weighted_sum;
+        if let Some(summary) = summary {
+            cumulative.add_to_window(&interval, now, &summary);
+        }
+        if let Some(schema) = native_schema {
+            cumulative.native.get_or_insert_with(|| Native::new(schema)).add(&interval);
+        }
+        series.updated_unix_s = now;
+        if !new_bins.is_empty() {
+            series.new_bins = (now, new_bins);
+        }
+        side.is_some()
     }
 
     fn set_gauge(&mut self, key: &str, value: f64, now: u64) {
@@ -375,14 +416,22 @@ impl Registry {
             help: mapping.as_ref().and_then(|m| m.help.clone()),
             buckets: mapping.as_ref().and_then(|m| m.buckets.clone()),
             summary: mapping.as_ref().and_then(|m| m.summary.clone()),
+            outside_buckets: false,
         });
         if family.kind != kind {
             self.counts.type_conflicts += 1;
             return None;
         }
-        let series = family.series.get_or_insert_with(labels, || Series::new(initial(), now));
+        let Family { series: list, summary, buckets, outside_buckets, .. } = family;
+        let series = list.get_or_insert_with(labels, || Series::new(initial(), now));
         series.ttl_s = mapping.as_ref().and_then(|m| m.ttl).map(|ttl| ttl.as_secs().max(1));
-        Some(Found { series, scale: mapping.and_then(|m| m.scale), summary: family.summary.clone() })
+        Some(Found {
+            series,
+            scale: mapping.and_then(|m| m.scale),
+            summary: summary.clone(),
+            buckets: buckets.as_deref(),
+            outside_buckets,
+        })
     }
 
     /// Forgets the series not updated within their mapping's `ttl`, or else `default_ttl_s`
@@ -422,6 +471,25 @@ struct Found<'a> {
     scale: Option<f64>,
     /// The family's summary settings.
     summary: Option<Arc<Summary>>,
+    /// The family's own classic buckets (a mapping's).
+    buckets: Option<&'a [f64]>,
+    /// Whether the family was reported for samples outside its buckets.
+    outside_buckets: &'a mut bool,
+}
+
+/// `Some("above")` or `Some("below")` when most of `interval`'s samples lie past the last of
+/// `bounds` or under the first (none when `bounds` is empty).
+fn mostly_outside(interval: &Histogram, bounds: &[f64]) -> Option<&'static str> {
+    let (first, last) = (bounds.first()?, bounds.last()?);
+    let total = interval.count();
+    if total == 0 {
+        return None;
+    }
+    let half = total / 2;
+    if total - interval.count_below(*last, true) > half {
+        return Some("above");
+    }
+    (interval.count_below(*first, false) > half).then_some("below")
 }
 
 /// The bins of `interval` that `known` does not have, by one walk of both (bins are sorted).

@@ -501,3 +501,27 @@ fn summary_mappings_expose_quantiles_over_their_window() {
     assert!(find(&stale, &[("__name__", "rpc_seconds"), ("method", "get"), ("quantile", "0.99")]).is_some());
     assert!(!stale.iter().any(|(labels, ..)| labels[0].1.ends_with("_bucket")), "{stale:?}");
 }
+
+/// Issue 32: a histogram whose samples mostly miss the classic buckets (a DogStatsD
+/// `histogram()` in milliseconds against the default bounds in seconds) is reported once per
+/// family; one inside them is not; without classic buckets nothing is checked.
+#[test]
+fn histograms_mostly_outside_the_classic_buckets_are_reported_once() {
+    let flushes = [
+        "api.size:250|h\napi.size:900|h\napi.size:3|h\nlat:250|ms\nlat:900|ms\ntiny:0.0001|h\ntiny:0.0002|h\n",
+        "api.size:300|h\nlat:20|ms\ntiny:0.0001|h\n",
+    ];
+    let mut registry = Registry::new(true, None, None).with_classic_bounds(&DEFAULT_BUCKETS);
+    snapshots(&flushes).iter().for_each(|snapshot| registry.apply(snapshot));
+    let flagged: Vec<&str> =
+        registry.families.iter().filter(|(_, family)| family.outside_buckets).map(|(name, _)| name.as_str()).collect();
+    assert_eq!(flagged, ["api_size", "tiny"], "milliseconds timers are exported in seconds: inside");
+    assert_eq!(registry.counts.outside_buckets, 2, "each family counted once");
+    let unchecked = registry_with(&flushes, Registry::new(true, None, None));
+    assert_eq!(unchecked.counts.outside_buckets, 0);
+}
+
+fn registry_with(packets: &[&str], mut registry: Registry) -> Registry {
+    snapshots(packets).iter().for_each(|snapshot| registry.apply(snapshot));
+    registry
+}
