@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod aggregator;
+pub mod bad_line;
 pub mod budget;
 pub mod config;
 mod counters;

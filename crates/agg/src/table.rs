@@ -35,6 +35,8 @@ pub struct IngestCounts {
     pub truncated_datagrams: u64,
     /// Unix seconds of the last packet, 0 if none.
     pub last_packet_unix_s: u64,
+    /// The last rejected line of each reason.
+    pub bad_examples: crate::bad_line::BadLines,
 }
 
 impl IngestCounts {
@@ -54,6 +56,7 @@ impl IngestCounts {
         self.kernel_drops += other.kernel_drops;
         self.truncated_datagrams += other.truncated_datagrams;
         self.last_packet_unix_s = self.last_packet_unix_s.max(other.last_packet_unix_s);
+        self.bad_examples.add(&other.bad_examples);
     }
 }
 
@@ -427,6 +430,8 @@ pub struct Table {
     key_scratch: String,
     /// The keys of a run's tagged lines (kept for its capacity).
     run_keys: String,
+    /// Who sends to this table (a stream connection's peer), for the bad lines' examples.
+    source: Option<std::net::IpAddr>,
 }
 
 impl Table {
@@ -444,7 +449,14 @@ impl Table {
             timer_sample_limit,
             key_scratch: String::new(),
             run_keys: String::new(),
+            source: None,
         }
+    }
+
+    /// Names who sends to this table (a stream connection's peer): rejected lines' examples
+    /// say it.
+    pub fn set_source(&mut self, source: Option<std::net::IpAddr>) {
+        self.source = source;
     }
 
     /// Takes what was received so far, leaving an empty interval. Counter keys stay (their
@@ -557,22 +569,30 @@ impl Table {
     /// Any line but `name:value|type`: the full parser.
     fn insert_line(&mut self, line: &[u8]) {
         match proto::parse_line(line) {
-            Line::Metrics(values) => values.for_each(|value| self.accept(value)),
+            Line::Metrics(values) => values.for_each(|value| self.accept(value, line)),
             Line::Event | Line::ServiceCheck => self.ingest.ignored_events += 1,
         }
     }
 
-    /// Aggregates a parsed value, or counts why it was rejected.
-    fn accept(&mut self, value: Result<Metric<'_>, ParseError>) {
+    /// Aggregates a parsed value of `line`, or counts why it was rejected (keeping the line
+    /// as its reason's latest example).
+    fn accept(&mut self, value: Result<Metric<'_>, ParseError>, line: &[u8]) {
         if let Err(reason) = value.and_then(|metric| self.insert(&metric)) {
-            self.ingest.bad_by_reason[reason.index()] += 1;
+            self.reject(reason, line);
         }
     }
 
-    /// Counts a line rejected before parsing (`TooLong`): a line received, and a bad one.
-    pub fn count_rejected_line(&mut self, reason: ParseError) {
-        self.ingest.lines += 1;
+    fn reject(&mut self, reason: ParseError, line: &[u8]) {
         self.ingest.bad_by_reason[reason.index()] += 1;
+        let example = crate::bad_line::BadLine::new(line, self.source, self.now_unix_s);
+        self.ingest.bad_examples.record(reason, example);
+    }
+
+    /// Counts a line rejected before parsing (`TooLong`): a line received, and a bad one;
+    /// `start` is what is known of it (its first bytes, or nothing).
+    pub fn count_rejected_line(&mut self, reason: ParseError, start: &[u8]) {
+        self.ingest.lines += 1;
+        self.reject(reason, start);
     }
 
     /// Records datagrams lost before parsing: cut short by the buffer, dropped by the kernel.

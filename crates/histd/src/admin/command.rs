@@ -124,6 +124,12 @@ fn stats(state: &AdminState) -> String {
     for (reason, count) in proto::ParseError::ALL.iter().zip(totals.bad_by_reason) {
         let _ = writeln!(out, "messages.bad_lines.{}: {count}", reason.as_str());
     }
+    for (reason, line) in totals.bad_examples.iter() {
+        let source = line.source.map_or_else(|| "a datagram".to_string(), |ip| ip.to_string());
+        let ago = now.saturating_sub(line.unix_s);
+        let _ =
+            writeln!(out, "messages.last_bad_line.{}: {} (from {source}, {ago} s ago)", reason.as_str(), line.text());
+    }
     let _ = writeln!(out, "messages.packets_received: {}", totals.packets);
     let _ = writeln!(out, "messages.metrics_received: {}", totals.lines);
     let _ = writeln!(out, "messages.kernel_drops: {}", totals.kernel_drops);

@@ -58,6 +58,7 @@ impl Flusher {
         if released {
             return_freed_memory();
         }
+        log_bad_lines(&snapshot.ingest);
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.aggregation.flushes.add(1);
         self.aggregation.last_flush_us.set(started.elapsed().as_micros() as u64);
@@ -89,6 +90,16 @@ impl Flusher {
             tokio::time::sleep(Duration::from_millis(next - now)).await;
             self.flush(unix_now_ms().max(next));
         }
+    }
+}
+
+/// At most one log line an interval about its rejected lines: how many, and the latest one
+/// (the per-reason counts and examples are in `stats`, `/health` and `histd top`).
+fn log_bad_lines(interval: &agg::IngestCounts) {
+    let count = interval.bad_lines();
+    if let Some((reason, line)) = interval.bad_examples.latest().filter(|_| count > 0) {
+        let source = line.source.map_or_else(|| "a datagram".to_string(), |ip| ip.to_string());
+        tracing::warn!(count, reason = reason.as_str(), line = %line.text(), %source, "bad lines this interval; the latest");
     }
 }
 

@@ -78,9 +78,22 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "sinks": sinks_json(&state.admin.sinks.telemetry()),
         "budgets": budgets.json(),
         "config": state.admin.config.json(),
+        "bad_line_examples": bad_line_examples(&totals.bad_examples),
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
+}
+
+/// The last rejected line of each reason: `{reason: {"line", "source", "unix_s"}}`.
+pub(super) fn bad_line_examples(examples: &agg::bad_line::BadLines) -> Value {
+    let object = examples
+        .iter()
+        .map(|(reason, line)| {
+            let source = line.source.map(|ip| ip.to_string());
+            (reason.as_str().to_string(), json!({ "line": line.text(), "source": source, "unix_s": line.unix_s }))
+        })
+        .collect();
+    Value::Object(object)
 }
 
 /// Each sink's telemetry under its name, as the `stats` reply has it (histd's names only:

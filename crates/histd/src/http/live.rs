@@ -195,6 +195,7 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
             "bad_lines": proto::ParseError::ALL.iter().zip(totals.bad_by_reason).map(|(r, n)| (r.as_str().to_string(), json!(n))).collect::<Map<_, _>>(),
             "kernel_drops": totals.kernel_drops,
             "truncated_datagrams": totals.truncated_datagrams,
+            "bad_line_examples": super::api::bad_line_examples(&totals.bad_examples),
         },
         "receive_buffer_bytes": state.admin.edges.receive_buffer_bytes.get(),
         "receive_queue_bytes": receive_queue_bytes(&state.ingress.udp_ports()),

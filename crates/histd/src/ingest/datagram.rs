@@ -204,11 +204,15 @@ impl Reader<'_> {
                 if refused > 0 && !admitted(index) {
                     continue;
                 }
+                if allow.is_some() {
+                    // Sources were read for the allowlist: bad lines' examples can say them.
+                    table.set_source(batch.source(index));
+                }
                 if batch.truncated(index) {
                     // The last line was cut off: it is discarded whole, never parsed as a name.
                     let whole = datagram.iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1);
                     table.insert_packet(now, &datagram[..whole]);
-                    table.count_rejected_line(proto::ParseError::TooLong);
+                    table.count_rejected_line(proto::ParseError::TooLong, &datagram[whole..]);
                 } else {
                     table.insert_packet(now, datagram);
                 }

@@ -78,8 +78,8 @@ pub async fn serve_streams<L: Accept>(
                 Ok((_, Some(peer))) if allow.current().is_some_and(|allow| !allow.admits(peer)) => {
                     context.edges.refused_ingest_connections.add(1);
                 }
-                Ok((stream, _)) => if let Some(slot) = context.slots.admit(&context.edges.refused_stream_connections) {
-                    let serving = serve_connection(stream, context.clone(), shutdown.clone());
+                Ok((stream, peer)) => if let Some(slot) = context.slots.admit(&context.edges.refused_stream_connections) {
+                    let serving = serve_connection(stream, peer, context.clone(), shutdown.clone());
                     connections.spawn(async move {
                         serving.await;
                         drop(slot);
@@ -99,10 +99,12 @@ pub async fn serve_streams<L: Accept>(
 /// that opens with an HTTP request is closed with nothing in it counted as metrics.
 async fn serve_connection<S: AsyncRead + Unpin>(
     mut stream: S,
+    peer: Option<IpAddr>,
     context: StreamContext,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let shard = context.shards.register();
+    shard.with_table(|table| table.set_source(peer));
     let mut framer = Framer::new(context.pending.clone());
     let tap = context.tap.view();
     let mut connection =
@@ -145,7 +147,8 @@ impl Connection<'_> {
         let packet = match framed {
             Framed::Packet(packet) => packet,
             Framed::TooLong => {
-                self.shard.with_table(|table| table.count_rejected_line(proto::ParseError::TooLong));
+                // Its bytes were discarded as they came: the example says only that it was one.
+                self.shard.with_table(|table| table.count_rejected_line(proto::ParseError::TooLong, b""));
                 return;
             }
         };

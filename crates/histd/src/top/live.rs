@@ -81,6 +81,20 @@ pub struct Totals {
     pub kernel_drops: u64,
     /// Datagrams cut short.
     pub truncated_datagrams: u64,
+    /// The last rejected line of each reason.
+    #[serde(default)]
+    pub bad_line_examples: BTreeMap<String, BadLineExample>,
+}
+
+/// A rejected line as the daemon kept it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BadLineExample {
+    /// Its first bytes, made printable.
+    pub line: String,
+    /// The peer that sent it, when known.
+    pub source: Option<String>,
+    /// When it arrived, unix seconds.
+    pub unix_s: u64,
 }
 
 /// Series per type.

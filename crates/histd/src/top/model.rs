@@ -227,6 +227,11 @@ impl Model {
             .collect();
         if !bad_reasons.is_empty() {
             lines.push(format!("bad lines: {}", bad_reasons.join(", ")));
+            let latest = live.totals.bad_line_examples.iter().max_by_key(|(_, example)| example.unix_s);
+            if let Some((reason, example)) = latest {
+                let source = example.source.as_deref().unwrap_or("a datagram");
+                lines.push(format!("  latest ({reason}, from {source}): {}", example.line));
+            }
         }
         for alert in &live.alerts {
             lines.push(format!("ALERT {} {}: {}", alert.state.to_uppercase(), alert.name, alert.summary));
@@ -429,10 +434,18 @@ mod tests {
         assert!(model.header()[1].starts_with("lines -/s"), "{:?}", model.header());
         let mut next = live(3_000, 20_100, vec![]);
         next.totals.bad_lines.insert("no_type".into(), 40);
+        let example = |line: &str, unix_s| super::super::live::BadLineExample {
+            line: line.into(),
+            source: Some("10.0.0.7".into()),
+            unix_s,
+        };
+        next.totals.bad_line_examples.insert("no_type".into(), example("api.hits:1", 20));
+        next.totals.bad_line_examples.insert("bad_value".into(), example("old:x|c", 10));
         model.update(next);
         let header = model.header();
         assert!(header[1].starts_with("lines 10.0k/s"), "{header:?}");
         assert_eq!(header[2], "bad lines: no_type 20/s");
+        assert_eq!(header[3], "  latest (no_type, from 10.0.0.7): api.hits:1");
     }
 
     #[test]

@@ -68,3 +68,32 @@ fn stats_and_config() {
     assert!(config.contains(&format!("graphitePort: {}\n", carbon.port)), "{config}");
     assert!(config.contains("backends > 0: ./backends/graphite\n"), "{config}");
 }
+
+/// Issue 32, item 5: the bad line, shown: the last rejected line of each reason, with its
+/// sender, in `stats` and `/health`, and one log line an interval with the latest.
+#[test]
+fn the_last_bad_line_of_each_reason_is_shown_with_its_sender() {
+    let daemon = crate::harness::Daemon::start_process(
+        "bad-line-examples",
+        "{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, backends: [] }",
+    );
+    daemon.send_tcp("good:1|c\nbad.value:abc|c\nno.type:1\n\u{1b}]0;title\u{7}:x|c\n");
+    daemon.wait_received(4);
+    let stats = daemon.admin("stats");
+    assert!(stats.contains("messages.last_bad_line.no_type: no.type:1 (from 127.0.0.1, "), "{stats}");
+    assert!(
+        stats.contains("messages.last_bad_line.bad_value: \\u{1b}]0;title\\u{7}:x|c (from 127.0.0.1, "),
+        "the latest of its reason, escaped: {stats}"
+    );
+    let health = daemon.http_json("/health");
+    let example = &health["bad_line_examples"]["no_type"];
+    assert_eq!(
+        (example["line"].as_str(), example["source"].as_str()),
+        (Some("no.type:1"), Some("127.0.0.1")),
+        "{health}"
+    );
+    assert!(crate::harness::eventually(|| daemon.stderr().contains("bad lines this interval; the latest")), "logged");
+    let logged = daemon.stderr().matches("bad lines this interval").count();
+    assert_eq!(logged, 1, "one log line for the one interval that had bad lines");
+    assert!(daemon.terminate());
+}
