@@ -86,15 +86,20 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     let tap = Arc::new(TapSwitch::default());
     let ingress = Arc::new(Ingress::new(config.ingest, stream_context(&config, &aggregation, &tap, &edge_counters)));
     let opened = ingress.open_all(&config.listeners).await?;
-    let admin_listener = TcpListener::bind(config.mgmt)
-        .await
-        .with_context(|| format!("cannot bind the management port {} (mgmt_address/mgmt_port)", config.mgmt));
+    let admin_listener = TcpListener::bind(config.mgmt).await.with_context(|| {
+        format!(
+            "cannot bind the management port {} (mgmt_address/mgmt_port, --mgmt-port); another process may hold it",
+            config.mgmt
+        )
+    });
     let http_listener = match config.store.serve_http {
         false => Ok(None),
-        true => TcpListener::bind(config.store.http)
-            .await
-            .map(Some)
-            .with_context(|| format!("cannot bind the HTTP port {} (http_address/http_port)", config.store.http)),
+        true => TcpListener::bind(config.store.http).await.map(Some).with_context(|| {
+            format!(
+                "cannot bind the HTTP port {} (http_address/http_port, --http-port); another process may hold it",
+                config.store.http
+            )
+        }),
     };
     let outlets = Arc::new(Outlets::default());
     let (admin_listener, http_listener, sinks) = match (admin_listener, http_listener) {

@@ -46,7 +46,9 @@ enum Command {
         #[arg(long)]
         log_level: Option<tracing::Level>,
     },
-    /// Validate a config file and print the effective settings as JSON.
+    /// Validate a config file and print the effective settings as JSON (exit 0: valid; 1:
+    /// valid, with keys neither histd nor Etsy knows, each named with the one it likely meant;
+    /// 2: invalid, the key or the line and column named).
     CheckConfig {
         /// The config file.
         file: PathBuf,
@@ -60,13 +62,11 @@ enum Command {
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
     Bench(bench::BenchArgs),
     /// Write the manual pages (histd.1 and one per subcommand) into a directory.
-    #[command(hide = true)]
     Man {
         /// Where to write them.
         dir: PathBuf,
     },
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
-    #[command(hide = true)]
     Completions {
         /// The shell.
         shell: clap_complete::Shell,

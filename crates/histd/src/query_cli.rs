@@ -88,8 +88,47 @@ pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
         Some(dir) => from_data_dir(dir, &args.expr, from, to, step)?,
         None => from_http(&args.url, &args.expr, from, to, step)?,
     };
+    let no_points = answer["points"].as_array().is_none_or(Vec::is_empty);
+    if no_points {
+        let selector =
+            selector_of(&store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("{e}")))?);
+        let exists = match &args.data_dir {
+            Some(dir) => series_exist_in(dir, &selector)?,
+            None => series_exist_at(&args.url, &selector)?,
+        };
+        if !exists {
+            return Err(QueryFailure::BadInput(anyhow::anyhow!(
+                "no series named '{selector}' (check its spelling and tags: `curl '{}/api/v1/series?contains=...'` lists what there is)",
+                args.url.trim_end_matches('/')
+            )));
+        }
+    }
     print!("{}", render(&answer, args.format));
     Ok(())
+}
+
+/// The selector an expression reads.
+fn selector_of(expr: &store::Expr) -> store::Selector {
+    match expr {
+        store::Expr::Call(_, selector, _) => selector.clone(),
+        store::Expr::Cumulative(inner) => selector_of(inner),
+    }
+}
+
+/// Whether a data directory's store has a series `selector` picks.
+fn series_exist_in(dir: &std::path::Path, selector: &store::Selector) -> Result<bool, QueryFailure> {
+    let path = dir.join(crate::sinks::store::DATABASE);
+    let store = store::Store::open_reader(&path).map_err(|e| QueryFailure::Unavailable(e.into()))?;
+    Ok(!store.select(selector).is_empty())
+}
+
+/// Whether a running histd's store has a series `selector` picks.
+fn series_exist_at(url: &str, selector: &store::Selector) -> Result<bool, QueryFailure> {
+    let host = url.strip_prefix("http://").unwrap_or(url).trim_end_matches('/');
+    let path = format!("/api/v1/series?name={}&limit=1", percent_encode(&selector.to_string()));
+    let (_, body) = http_get(host, &path).map_err(QueryFailure::Unavailable)?;
+    let answer: Value = serde_json::from_str(&body).unwrap_or_default();
+    Ok(answer["total"].as_u64().is_none_or(|total| total > 0))
 }
 
 fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, step: i64) -> Result<Value, QueryFailure> {

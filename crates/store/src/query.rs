@@ -207,7 +207,7 @@ impl Parser<'_> {
             return self.nested().map(|inner| Expr::Cumulative(Box::new(inner)));
         }
         let function =
-            Function::parse(&name).ok_or(ParseError { message: format!("unknown function '{name}'"), at: name_at })?;
+            Function::parse(&name).ok_or_else(|| ParseError { message: unknown_function(&name), at: name_at })?;
         let selector = self.selector()?;
         let number = if function.takes_number() {
             self.eat(',')?;
@@ -337,6 +337,12 @@ impl Store {
             }
         }
     }
+}
+
+/// Why `name` is not a function, and which are.
+fn unknown_function(name: &str) -> String {
+    let known: Vec<&str> = ALL_FUNCTIONS.iter().map(|f| f.name()).collect();
+    format!("unknown function '{name}': the functions are {}, and cumulative(...)", known.join(", "))
 }
 
 /// Every function, in the order the documentation lists them.
@@ -545,7 +551,7 @@ mod tests {
     #[test]
     fn says_what_is_wrong() {
         let cases = [
-            ("p99(x)", "unknown function 'p99'"),
+            ("p99(x)", "unknown function 'p99': the functions are quantile, inverse_quantile, count_above"),
             ("quantile(x)", "expected ','"),
             ("quantile(x, high)", "'high' is not a number"),
             ("rate()", "expected a metric name"),

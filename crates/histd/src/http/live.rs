@@ -179,7 +179,7 @@ fn answer(state: &HttpState, asked: &Asked) -> Value {
     let Taken { interval_s, totals, mut series, matched, histograms, flush_lag } = take(aggregation, asked);
     let per_type = count_types(&series);
     let (cardinality, prefixes) = match asked.tables {
-        true => (cardinality(&series), prefixes(&series, elapsed_s)),
+        true => (cardinality(&series), prefixes(&series, elapsed_s, &state.prefix_stats)),
         false => (Value::Null, Value::Null),
     };
     series.truncate(matched.min(asked.limit));
@@ -324,10 +324,17 @@ fn series_counts(per_type: &[usize; 4]) -> Value {
 
 /// The hottest first segments of names (`api` of `api.latency`), and first two (`api.latency`),
 /// by counter increments plus timer samples per second, with their share of the whole.
-fn prefixes(series: &[LiveSeries], elapsed_s: f64) -> Value {
+/// The name prefixes bringing the most traffic (counters' increments and timers' samples), with
+/// their share; histd's own series (under `prefix_stats`) are not traffic and are left out.
+fn prefixes(series: &[LiveSeries], elapsed_s: f64, prefix_stats: &str) -> Value {
     let mut volume: HashMap<&str, f64> = HashMap::new();
     let mut total = 0.0;
-    for row in series.iter().filter(|r| matches!(r.kind, MetricType::Counters | MetricType::Timers)) {
+    let own = format!("{prefix_stats}.");
+    let traffic = |r: &&LiveSeries| {
+        matches!(r.kind, MetricType::Counters | MetricType::Timers)
+            && (prefix_stats.is_empty() || !r.key.starts_with(&own))
+    };
+    for row in series.iter().filter(traffic) {
         let amount = row.value.abs();
         if !amount.is_finite() {
             continue;
@@ -450,8 +457,10 @@ mod tests {
         let table = cardinality(&series);
         assert_eq!(count_types(&series), [1, 3, 1, 1]);
         assert_eq!(table["names"][0], json!({"name": "api.latency", "series": 3, "tags": [["route", 3], ["env", 1]]}));
-        let prefixes = prefixes(&series, 2.0);
-        assert_eq!(prefixes[0]["prefix"], "api");
+        series.push(row("statsd.metrics_received", MetricType::Counters, 100_000.0, None));
+        let prefixes = prefixes(&series, 2.0, "statsd");
+        assert_eq!(prefixes[0]["prefix"], "api", "histd's own counters are not traffic");
         assert_eq!(prefixes[0]["rate"], json!((10.0 + 30.0 + 500.0 + 1.0) / 2.0));
+        assert!(prefixes.as_array().unwrap().iter().all(|p| p["prefix"] != "statsd"));
     }
 }

@@ -264,7 +264,7 @@ impl Ingress {
     }
 
     fn start_one(&self, index: usize, listener: Listener, socket: Socket) -> anyhow::Result<RunningListener> {
-        let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address)");
+        let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address, --port)");
         let (stop, stop_receiver) = watch::channel(false);
         let flag = Arc::new(AtomicBool::new(false));
         let stopping =
@@ -415,7 +415,7 @@ fn same_place(a: &Listener, b: &Listener) -> bool {
 
 /// Binds one listener's socket(s); a UDP listener gets `readers` sockets in reuseport mode.
 async fn open(index: usize, listener: &Listener, udp: UdpSettings) -> anyhow::Result<Socket> {
-    let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address)");
+    let context = || format!("cannot listen on {listener:?} (servers[{index}] / port / address, --port)");
     Ok(match listener {
         Listener::Udp(address, buffer, _) => {
             let settings = UdpSettings { receive_buffer: buffer.unwrap_or(udp.receive_buffer), ..udp };
@@ -464,7 +464,7 @@ fn check_addresses_free<'a>(listeners: impl Iterator<Item = (usize, &'a Listener
     for (index, listener) in listeners {
         let in_use = |proto: &str, address: &SocketAddr, error: std::io::Error| {
             anyhow::anyhow!(
-                "cannot listen on {proto} {address} (servers[{index}] / port / address): {error}; \
+                "cannot listen on {proto} {address} (servers[{index}] / port / address, --port): {error}; \
                  another process holds it (histd does not share a port)"
             )
         };

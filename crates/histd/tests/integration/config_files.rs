@@ -111,3 +111,27 @@ fn histd_query_exits_one_when_it_cannot_ask_and_two_for_bad_input() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
 }
+
+/// Issue 32: the command line helps a new user: a misspelled subcommand or flag gets a "did
+/// you mean", `--help` lists every subcommand (the manual pages and completions too) and
+/// check-config's exit codes.
+#[test]
+fn the_command_line_suggests_and_lists_everything() {
+    let histd = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_histd")).args(args).output().unwrap();
+    let cases: &[(&[&str], &str)] =
+        &[(&["runn"], "'run'"), (&["run", "--prot", "1"], "--port"), (&["chek-config", "x"], "'check-config'")];
+    for (args, suggestion) in cases {
+        let output = histd(args);
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.code() == Some(2) && said.contains("similar") && said.contains(suggestion),
+            "{args:?}: {said}"
+        );
+    }
+    let help = String::from_utf8_lossy(&histd(&["--help"]).stdout).to_string();
+    for subcommand in ["run", "proxy", "check-config", "config-keys", "query", "top", "bench", "man", "completions"] {
+        assert!(help.contains(&format!("  {subcommand}")), "--help lists {subcommand}: {help}");
+    }
+    let check = String::from_utf8_lossy(&histd(&["check-config", "--help"]).stdout).to_string();
+    assert!(check.contains("exit 0") && check.contains("1:") && check.contains("2:"), "{check}");
+}

@@ -187,6 +187,16 @@ fn the_api_answers_from_the_store() {
         .unwrap();
     assert_eq!(wrong_type.status.code(), Some(2), "a wrong expression is exit 2");
     assert!(String::from_utf8_lossy(&wrong_type.stderr).contains("reads gauges"), "{wrong_type:?}");
+    // Issue 32: a misspelled series is said so (exit 2), not an empty table.
+    for expr in ["count(api.latncy)", "cumulative(count(api.latency{route=/nowhere}))"] {
+        let misspelled =
+            Command::new(env!("CARGO_BIN_EXE_histd")).args(["query", expr, "--url", &http]).output().unwrap();
+        let said = String::from_utf8_lossy(&misspelled.stderr);
+        assert!(misspelled.status.code() == Some(2) && said.contains("no series named"), "{expr}: {misspelled:?}");
+    }
+    let unknown =
+        Command::new(env!("CARGO_BIN_EXE_histd")).args(["query", "p99(api.latency)", "--url", &http]).output().unwrap();
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("the functions are quantile"), "{unknown:?}");
     let listed = daemon.http_json("/api/v1/series?match=*&limit=2");
     assert_eq!(listed["series"].as_array().unwrap().len(), 2, "{listed}");
     assert!(listed["truncated"] == true && listed["total"].as_u64().unwrap() > 2, "{listed}");
