@@ -89,7 +89,9 @@ pub fn spool_file(file: &[u8]) {
     let dir = std::env::temp_dir().join(format!("histd-fuzz-spool-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    std::fs::write(dir.join("00000000000000000000.batch"), file).expect("a scratch file");
+    std::fs::write(crate::sinks::forward::spool::file_path(&dir, 7), file).expect("a scratch file");
+    // A file under another name is not histd's: never listed, so never half-read.
+    std::fs::write(dir.join("00000000000000000009.batch"), file).expect("a scratch file");
     if let Ok((spool, _)) = crate::sinks::forward::spool::Spool::open(Some(dir.clone()), 1 << 30) {
         for waiting in spool.waiting() {
             let body = spool.body(&waiting).expect("a file whose header read gives its body");

@@ -169,7 +169,8 @@ pub fn file_path(dir: &Path, sequence: u64) -> PathBuf {
     dir.join(format!("{sequence:016x}.batch"))
 }
 
-/// The batch files in `dir`, by sequence; temporary files of an interrupted write are removed.
+/// The batch files in `dir` (named as [`file_path`] names them: other names are not histd's),
+/// by sequence; temporary files of an interrupted write are removed.
 pub fn batch_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
@@ -177,7 +178,9 @@ pub fn batch_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if name.ends_with(".tmp") {
             let _ = std::fs::remove_file(&path);
-        } else if let Some(sequence) = name.strip_suffix(".batch").and_then(|hex| u64::from_str_radix(hex, 16).ok()) {
+        } else if let Some(sequence) =
+            name.strip_suffix(".batch").filter(|hex| hex.len() == 16).and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        {
             files.push((sequence, path));
         }
     }
@@ -232,6 +235,21 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("histd-spool-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn only_files_named_as_histd_names_them_are_batches() {
+        let dir = scratch("names");
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in
+            ["0000000000000007.batch", "7.batch", "00000000000000000009.batch", "000000000000000x.batch", "a.tmp"]
+        {
+            std::fs::write(dir.join(name), b"x").unwrap();
+        }
+        let found: Vec<u64> = batch_files(&dir).unwrap().into_iter().map(|(sequence, _)| sequence).collect();
+        assert_eq!(found, [7]);
+        assert!(!dir.join("a.tmp").exists(), "an interrupted write's file is removed");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
