@@ -663,23 +663,14 @@ impl TestCa {
             name: name.to_string(),
         };
         let subject = format!("/CN={name} test CA");
-        ca.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &text(&ca.key),
-            "-out",
-            &text(&ca.cert),
-            "-days",
-            "2",
-            "-subj",
-            &subject,
-        ]);
+        ca.openssl(
+            &[
+                &["req", "-x509"],
+                &NEW_KEY[..],
+                &[&text(&ca.key), "-out", &text(&ca.cert), "-days", "2", "-subj", &subject],
+            ]
+            .concat(),
+        );
         ca
     }
 
@@ -701,20 +692,7 @@ impl TestCa {
         let (cert, key, request, config) = (path("cert.pem"), path("key.pem"), path("csr.pem"), path("ext.cnf"));
         std::fs::write(&config, extensions).unwrap();
         let subject = format!("/CN={common_name}");
-        self.openssl(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &text(&key),
-            "-out",
-            &text(&request),
-            "-subj",
-            &subject,
-        ]);
+        self.openssl(&[&["req"], &NEW_KEY[..], &[&text(&key), "-out", &text(&request), "-subj", &subject]].concat());
         self.openssl(&[
             "x509",
             "-req",
@@ -740,6 +718,9 @@ impl TestCa {
         assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     }
 }
+
+/// `openssl req`'s arguments for a new P-256 key, unencrypted, written to the path after them.
+const NEW_KEY: [&str; 6] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout"];
 
 fn text(path: &Path) -> String {
     path.to_str().unwrap().to_string()
