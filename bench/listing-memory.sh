@@ -54,7 +54,6 @@ PY
     now=$(rss_kib "$pid"); [ "$now" -gt "$peak" ] && peak=$now
     sleep 0.05
   done
-  wait $(jobs -rp | grep -v "^$pid$") 2>/dev/null || true
   sleep 5
   local after5 after20
   after5=$(rss_kib "$pid")

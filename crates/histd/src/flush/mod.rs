@@ -55,7 +55,7 @@ impl Flusher {
             let snapshot = aggregator.flush(now_ms);
             (snapshot, aggregator.take_released(), aggregator.take_journaled())
         };
-        if released {
+        if released || TRIM_WANTED.swap(false, std::sync::atomic::Ordering::Relaxed) {
             return_freed_memory();
         }
         log_bad_lines(&snapshot.ingest);
@@ -92,6 +92,10 @@ impl Flusher {
         }
     }
 }
+
+/// Set when memory was freed off the flusher (large HTTP answers sent): the next flush gives
+/// it back to the system, once the answers in flight have gone.
+pub(crate) static TRIM_WANTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// At most one log line an interval about its rejected lines: how many, and the latest one
 /// (the per-reason counts and examples are in `stats`, `/health` and `histd top`).
