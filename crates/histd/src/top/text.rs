@@ -164,13 +164,11 @@ fn detail(model: &Model, name: &str, width: usize) -> Vec<Line> {
     lines.push(Line::plain(row_text(row, name_width(width))));
     if !row.bins.is_empty() {
         lines.push(Line::plain(String::new()));
-        lines.push(Line::heading("histogram of the interval so far".to_string()));
+        lines.push(Line::heading("histogram of the interval so far (bars: samples per decade of value)".to_string()));
         let groups = group_bins(&row.bins, 16);
-        let most = groups.iter().map(|g| g.2).max().unwrap_or(1).max(1);
         let bar_width = width.saturating_sub(34).max(10);
-        for (lower, upper, count) in groups {
-            let bar = "█".repeat(((count as f64 / most as f64) * bar_width as f64).ceil() as usize);
-            lines.push(Line::plain(format!("{:>10} – {:<10} {count:>8} {bar}", number(lower), number(upper))));
+        for ((lower, upper, count), bar) in groups.iter().zip(density_bars(&groups, bar_width)) {
+            lines.push(Line::plain(format!("{:>10} – {:<10} {count:>8} {bar}", number(*lower), number(*upper))));
         }
     }
     let history = model.history(name);
@@ -179,6 +177,26 @@ fn detail(model: &Model, name: &str, width: usize) -> Vec<Line> {
     lines.push(Line::plain(format!("rate/s {}", sparkline(&tail.iter().map(|h| h.0).collect::<Vec<_>>()))));
     lines.push(Line::plain(format!("p99    {}", sparkline(&tail.iter().map(|h| h.1).collect::<Vec<_>>()))));
     lines
+}
+
+/// A bar per group as long as its density (samples per decade of value, as the web page
+/// draws it), the densest `width` long: bins of very unequal width drawn by raw counts would
+/// make the wide ones look like the mode. A group not wholly above zero is drawn by its count.
+fn density_bars(groups: &[(f64, f64, u64)], width: usize) -> Vec<String> {
+    let density = |&(lower, upper, count): &(f64, f64, u64)| match lower > 0.0 && upper > lower {
+        true => count as f64 / (upper / lower).log10(),
+        false => count as f64,
+    };
+    let densities: Vec<f64> = groups.iter().map(density).collect();
+    let most = densities.iter().copied().fold(0.0, f64::max);
+    densities
+        .iter()
+        .map(|&d| match most > 0.0 {
+            // Rounded, but never nothing for a group that has samples.
+            true => "█".repeat(((d / most * width as f64).round() as usize).max(usize::from(d > 0.0))),
+            false => String::new(),
+        })
+        .collect()
 }
 
 /// Adjacent bins merged into at most `most` groups.
@@ -240,6 +258,9 @@ mod tests {
     fn a_heat_strip_shows_where_the_samples_are() {
         let bins = [(1.0, 1.1, 10), (10.0, 11.0, 100), (100.0, 110.0, 1)];
         assert_eq!(heat(&bins, 3), "▁█▁");
+        // The same count over a tenth of a decade and over a whole decade: ten times denser.
+        let bars = density_bars(&[(1.0, 10f64.powf(0.1), 10), (10.0, 100.0, 10), (0.0, 1.0, 1)], 20);
+        assert_eq!(bars.iter().map(|b| b.chars().count()).collect::<Vec<_>>(), [20, 2, 1]);
         assert_eq!(heat(&[], 3), "");
         assert_eq!(sparkline(&[0.0, 1.0, 2.0, 4.0]), " ▂▄█");
     }
