@@ -225,6 +225,20 @@ async function main() {
       const flushed = exact.points.reduce((t, p) => t + p[1], 0);
       check(`a custom range from +${offset} s: heatmap, merged histogram and SLO panel agree`, totals.every((t) => t === flushed) && flushed > 0, `${totals.join(", ")} vs ${flushed} flushed in the range`);
     }
+    // The custom range's inputs are in the page's one time format (not the browser's locale),
+    // and a range typed in it is applied.
+    const shownFrom = await page.inputValue("#from");
+    check("the custom range's inputs use the page's time format", /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(shownFrom) && !/[AP]M|\//.test(shownFrom), shownFrom);
+    const pad = (n) => String(n).padStart(2, "0");
+    const asPage = (unix) => { const d = new Date(unix * 1000); return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`; };
+    await page.fill("#from", asPage(started + 5));
+    await page.click("#custom button[type=submit]");
+    await page.waitForFunction((want) => location.search.includes(`from=${want}`), started + 5, { timeout: 5000 }).catch(() => {});
+    check("a range typed in that format is applied", page.url().includes(`from=${started + 5}`), page.url());
+    await page.fill("#from", "11/27/2026, 09:09:27 AM");
+    await page.click("#custom button[type=submit]");
+    const refusal = await page.textContent("#status");
+    check("a range in another format is refused with the format to use", /YYYY-MM-DD HH:MM:SS/.test(refusal) && page.url().includes(`from=${started + 5}`), refusal);
     await page.screenshot({ path: path.join(shots, "timer-1280x800.png"), fullPage: true });
 
     // Counters, gauges, sets are line charts.

@@ -825,8 +825,13 @@ function setUpControls() {
   });
   $("range-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    state.from = Math.floor(new Date($("from").value).getTime() / 1000);
-    state.to = Math.floor(new Date($("to").value).getTime() / 1000);
+    const from = parseTime($("from").value), to = parseTime($("to").value);
+    if (from === null || to === null || from >= to) {
+      setStatus("Write the range as YYYY-MM-DD HH:MM:SS (local time), the start before the end.", "error");
+      return;
+    }
+    state.from = from;
+    state.to = to;
     state.step = null;
     writeState();
     renderView();
@@ -853,10 +858,20 @@ function showCustom() {
   const custom = state.range === "custom";
   $("custom").hidden = !custom;
   if (custom && state.from && state.to) {
-    const local = (t) => new Date((t - new Date().getTimezoneOffset() * 60) * 1000).toISOString().slice(0, 19);
-    $("from").value = local(state.from);
-    $("to").value = local(state.to);
+    // The page's one time format (as the charts write times), not the browser's locale.
+    $("from").value = formatTime(state.from, true);
+    $("to").value = formatTime(state.to, true);
   }
+}
+
+/** Unix seconds of `YYYY-MM-DD HH:MM[:SS]` in local time (a `T` may stand for the space); null if it is not one. */
+function parseTime(text) {
+  const m = /^\s*(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d))?\s*$/.exec(text);
+  if (!m) return null;
+  const [y, mo, d, h, mi, s] = m.slice(1).map((part) => Number(part || 0));
+  const date = new Date(y, mo - 1, d, h, mi, s);
+  const same = date.getFullYear() === y && date.getMonth() === mo - 1 && date.getDate() === d && date.getHours() === h;
+  return same ? Math.floor(date.getTime() / 1000) : null;
 }
 
 /** Draws the view again at the window's new width (once the resizing pauses). */
