@@ -107,9 +107,10 @@ impl Config {
         Config::from_object(raw).unwrap_or_else(|error| unreachable!("the built-in default config is valid: {error}"))
     }
 
-    /// Validates a config object.
+    /// Validates a config object; an error names every wrong key the file has (the first as
+    /// `key`, the others after it in the message).
     pub fn from_object(raw: Map<String, Value>) -> Result<Config, ConfigError> {
-        Config::read_object(raw, &KeysRead::default())
+        Config::read_object(raw.clone(), &KeysRead::default()).map_err(|first| with_the_others(first, raw))
     }
 
     /// Validates a config object, recording in `read` every key looked at.
@@ -219,6 +220,75 @@ impl Config {
             "sinkQueueBytes": self.sink_queue_bytes,
             "ignoredKeys": self.ignored_keys,
         })
+    }
+}
+
+/// `first` with every other error of the same file: each key found wrong is taken out and the
+/// file read again (a bounded number of times), so one run of `check-config` names them all.
+/// Reading stops at an error whose key cannot be taken out (a required key that is missing).
+fn with_the_others(first: ConfigError, mut raw: Map<String, Value>) -> ConfigError {
+    let mut seen = vec![first.clone()];
+    while seen.len() < 20 && remove_path(&mut raw, &seen[seen.len() - 1].key) {
+        match Config::read_object(raw.clone(), &KeysRead::default()) {
+            Err(next) if !seen.contains(&next) => seen.push(next),
+            _ => break,
+        }
+    }
+    let mut message = first.message.clone();
+    for other in &seen[1..] {
+        message.push_str(&format!("\nand {other}"));
+    }
+    ConfigError { key: first.key, message }
+}
+
+/// Removes the key at `path` (`graphite.globalPrefix`, `servers[1].port`); false when there is
+/// none (an array element is replaced by `null`, so later indexes keep their meaning).
+fn remove_path(raw: &mut Map<String, Value>, path: &str) -> bool {
+    let mut parts: Vec<(&str, Vec<usize>)> = Vec::new();
+    for part in path.split('.') {
+        let (name, rest) = part.split_once('[').map_or((part, ""), |(name, rest)| (name, rest));
+        let indexes = rest.split('[').filter_map(|index| index.trim_end_matches(']').parse().ok()).collect();
+        parts.push((name, indexes));
+    }
+    let Some(((last_name, last_indexes), walk)) = parts.split_last() else { return false };
+    let mut object = raw;
+    for (name, indexes) in walk {
+        let mut value = match object.get_mut(*name) {
+            Some(value) => value,
+            None => return false,
+        };
+        for &index in indexes {
+            value = match value.get_mut(index) {
+                Some(element) => element,
+                None => return false,
+            };
+        }
+        object = match value.as_object_mut() {
+            Some(inner) => inner,
+            None => return false,
+        };
+    }
+    match last_indexes.split_last() {
+        None => object.remove(*last_name).is_some(),
+        Some((&last, walk)) => {
+            let mut value = match object.get_mut(*last_name) {
+                Some(value) => value,
+                None => return false,
+            };
+            for &index in walk {
+                value = match value.get_mut(index) {
+                    Some(element) => element,
+                    None => return false,
+                };
+            }
+            match value.get_mut(last) {
+                Some(element) if !element.is_null() => {
+                    *element = Value::Null;
+                    true
+                }
+                _ => false,
+            }
+        }
     }
 }
 

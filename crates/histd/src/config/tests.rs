@@ -388,3 +388,18 @@ fn an_http_port_open_to_a_network_needs_tokens_or_says_so() {
         }
     }
 }
+
+/// Issue 32: one run of check-config names every wrong key, not only the first.
+#[test]
+fn every_wrong_key_is_named_at_once() {
+    let text = "{ flushInterval: 'soon', percentThreshold: ['x'], servers: [ { server: 'udp', port: 0 }, { server: 'tcp', port: 'a' } ], graphite: { globalPrefix: 5 } }";
+    let error = Config::from_text(text).map(|_| ()).unwrap_err().to_string();
+    for key in ["flushInterval", "percentThreshold", "servers[1].port", "graphite.globalPrefix"] {
+        assert!(error.contains(&format!("`{key}`")), "{key} named in: {error}");
+    }
+    assert_eq!(error.matches("config key").count(), 4, "{error}");
+    // A required key that is missing ends the list: it cannot be taken out and read again.
+    let missing =
+        Config::from_text("{ backends: ['forward'], flushInterval: 'x' }").map(|_| ()).unwrap_err().to_string();
+    assert!(missing.contains("flushInterval") && missing.contains("forward.nodes"), "{missing}");
+}
