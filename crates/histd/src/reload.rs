@@ -10,6 +10,9 @@
 //!   `store.dataDir`): added ones start, changed ones restart, dropped ones stop, each flush
 //!   going whole to one generation of a sink and a retired sink delivering what it holds
 //!   ([`crate::sinks::roster`]);
+//! - who may use the HTTP port (`http.*`): the token files and the TLS certificate, key and
+//!   client CA are read again at every reload, changed or not (rotation); turning HTTPS on or
+//!   off takes a restart; a listener's `allow` list changes in place;
 //! - the timer settings (`percentThreshold`, `histogram`, `calculatedTimerMetrics`,
 //!   `timerSampleLimit`), the `delete*` family, `gaugesMaxTTL` and `idleTTL`, the cardinality budgets,
 //!   `histdSelfMetrics`, and the store's retention and `maxBytes`: the interval in progress is
