@@ -4,6 +4,7 @@
 
 mod aggregation;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,7 +56,9 @@ impl Flusher {
             let snapshot = aggregator.flush(now_ms);
             (snapshot, aggregator.take_released(), aggregator.take_journaled())
         };
-        if released || TRIM_WANTED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        let trim_asked =
+            TRIM_FLUSHES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok();
+        if released || trim_asked {
             return_freed_memory();
         }
         log_bad_lines(&snapshot.ingest);
@@ -93,9 +96,12 @@ impl Flusher {
     }
 }
 
-/// Set when memory was freed off the flusher (large HTTP answers sent): the next flush gives
-/// it back to the system, once the answers in flight have gone.
-pub(crate) static TRIM_WANTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Flushes still to give memory back after large HTTP answers were built: the answers are
+/// freed only once their clients have read them, so the next few flushes each trim.
+pub(crate) static TRIM_FLUSHES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many flushes trim after large answers.
+pub(crate) const TRIM_FLUSHES_AFTER_ANSWERS: usize = 5;
 
 /// At most one log line an interval about its rejected lines: how many, and the latest one
 /// (the per-reason counts and examples are in `stats`, `/health` and `histd top`).

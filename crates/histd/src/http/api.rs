@@ -178,8 +178,8 @@ pub(super) fn give_back_after(bytes: usize) {
     if BUILT.fetch_add(bytes, Ordering::Relaxed) + bytes < GIVE_BACK_AFTER_BYTES {
         return;
     }
-    // Once more at the next flush, when the answers still in flight have been sent.
-    crate::flush::TRIM_WANTED.store(true, Ordering::Relaxed);
+    // Again at the next flushes, once the answers still in flight have been sent.
+    crate::flush::TRIM_FLUSHES.store(crate::flush::TRIM_FLUSHES_AFTER_ANSWERS, Ordering::Relaxed);
     let now = unix_now_s();
     if LAST_S.swap(now, Ordering::Relaxed) == now {
         return;

@@ -560,3 +560,42 @@ fn ingest_allowlists_drop_and_count_other_sources_and_reload_in_place() {
     assert!(eventually(|| daemon.stat("messages.refused_ingest_connections") == 1.0));
     assert!(daemon.terminate());
 }
+
+/// N13: big listings at once gave their memory back to nobody (gigabytes stayed resident at
+/// 100k series). Here 30,000 series listed 16 times at once: what the answers took is given
+/// back by the next flushes (bench/listing-memory.sh measures the 100k case, before and after).
+#[test]
+fn n13_memory_of_big_answers_is_given_back() {
+    let daemon = Daemon::start_process(
+        "n13-listings",
+        "{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 300, \
+           backends: ['store'], store: { dataDir: '$DIR/data' } }",
+    );
+    let lines: String = (0..30_000).map(|i| format!("n13.series.{i:05}:1|c\n")).collect();
+    daemon.send_tcp(&lines);
+    let stored = || daemon.http_json("/api/v1/series?match=n13.*&limit=1")["total"].as_u64().unwrap_or(0);
+    assert!(eventually(|| stored() == 30_000), "{} of 30000 series stored", stored());
+    std::thread::sleep(Duration::from_secs(1));
+    let before = crate::harness::rss_kib(&daemon);
+    let address = daemon.address("http");
+    let listings: Vec<_> = (0..16)
+        .map(|_| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                // Slow on a debug build with 24 in line for the store: a long read timeout.
+                let mut stream = TcpStream::connect(&address).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(180))).unwrap();
+                write!(stream, "GET /api/v1/series?limit=100000 HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+                let mut answer = Vec::new();
+                stream.read_to_end(&mut answer).unwrap();
+                answer.len()
+            })
+        })
+        .collect();
+    let sizes: Vec<usize> = listings.into_iter().map(|listing| listing.join().unwrap()).collect();
+    assert!(sizes.iter().all(|&size| size > 1_000_000), "every listing answered whole: {sizes:?}");
+    let peak = crate::harness::peak_rss_kib(&daemon);
+    let back = eventually(|| crate::harness::rss_kib(&daemon) < before + 40 * 1024);
+    assert!(back, "RSS {before} KiB before, {peak} KiB at the peak, {} KiB after", crate::harness::rss_kib(&daemon));
+    assert!(daemon.terminate());
+}
