@@ -83,7 +83,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     let startup_s = (unix_now_ms() + 500) / 1000;
     let edge_counters = Arc::new(EdgeCounters::default());
     let aggregation = Arc::new(Aggregation::new(config.agg.clone()));
-    let tap = Arc::new(TapSwitch::default());
+    let tap = TapSwitch::new(None);
     let ingress = Arc::new(Ingress::new(config.ingest, stream_context(&config, &aggregation, &tap, &edge_counters)));
     let opened = ingress.open_all(&config.listeners).await?;
     let admin_listener = TcpListener::bind(config.mgmt).await.with_context(|| {

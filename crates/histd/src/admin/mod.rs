@@ -127,7 +127,12 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
         let mut limited = (&mut reader).take(max_line as u64);
         // A connection that never sends a command gives its slot back soon; an interactive
         // one that has sent one may stay for the idle timeout.
-        let timeout = if first { Some(state.first_command_timeout) } else { state.idle_timeout };
+        let timeout = match first {
+            true => Some(
+                state.idle_timeout.map_or(state.first_command_timeout, |idle| idle.min(state.first_command_timeout)),
+            ),
+            false => state.idle_timeout,
+        };
         first = false;
         match within_idle(timeout, limited.read_until(b'\n', &mut line)).await {
             Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {

@@ -1,12 +1,9 @@
 //! Who may send statsd lines to a listener (`servers[].allow`): a list of networks (CIDRs);
 //! datagrams and connections from anywhere else are dropped and counted. An empty list lets
 //! everyone in, as Etsy does. A reload can change a running listener's list: its readers hold
-//! an [`AllowView`] of the listener's [`AllowSwitch`] and take the new list with one atomic
-//! load per batch (no lock shared between readers on the way of a packet).
+//! an [`AllowView`] of the listener's [`AllowSwitch`] (switch.rs).
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// A network: an address and how many leading bits of it a source must share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,48 +90,16 @@ impl Allow {
 }
 
 /// A running listener's list in force, replaced by a reload.
-#[derive(Debug, Default)]
-pub struct AllowSwitch {
-    generation: AtomicU64,
-    allow: Mutex<Arc<Allow>>,
-}
-
-impl AllowSwitch {
-    /// A switch holding `allow`.
-    pub fn new(allow: Allow) -> Arc<AllowSwitch> {
-        Arc::new(AllowSwitch { generation: AtomicU64::new(0), allow: Mutex::new(Arc::new(allow)) })
-    }
-
-    /// Puts `allow` in force.
-    pub fn set(&self, allow: Allow) {
-        *super::shards_lock(&self.allow) = Arc::new(allow);
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    /// A reader's view.
-    pub fn view(self: &Arc<Self>) -> AllowView {
-        let allow = super::shards_lock(&self.allow).clone();
-        AllowView { switch: self.clone(), seen: self.generation.load(Ordering::Acquire), allow }
-    }
-}
+pub type AllowSwitch = super::switch::Switch<Allow>;
 
 /// One reader's copy of the list in force.
-#[derive(Debug)]
-pub struct AllowView {
-    switch: Arc<AllowSwitch>,
-    seen: u64,
-    allow: Arc<Allow>,
-}
+pub type AllowView = super::switch::View<Allow>;
 
 impl AllowView {
     /// The list in force; `None` when every source is let in (nothing to check).
-    pub fn current(&mut self) -> Option<&Allow> {
-        let generation = self.switch.generation.load(Ordering::Acquire);
-        if generation != self.seen {
-            self.allow = super::shards_lock(&self.switch.allow).clone();
-            self.seen = generation;
-        }
-        (!self.allow.is_open()).then_some(&*self.allow)
+    pub fn checking(&mut self) -> Option<&Allow> {
+        let allow = self.current();
+        (!allow.is_open()).then_some(allow)
     }
 }
 
@@ -171,11 +136,11 @@ mod tests {
     fn a_view_follows_its_switch() {
         let switch = AllowSwitch::new(Allow::default());
         let mut view = switch.view();
-        assert!(view.current().is_none(), "open: nothing to check");
+        assert!(view.checking().is_none(), "open: nothing to check");
         switch.set(Allow(vec![Cidr::parse("10.0.0.0/8").unwrap()]));
-        let allow = view.current().expect("a list now");
+        let allow = view.checking().expect("a list now");
         assert!(allow.admits("10.0.0.1".parse().unwrap()) && !allow.admits("127.0.0.1".parse().unwrap()));
         switch.set(Allow::default());
-        assert!(view.current().is_none());
+        assert!(view.checking().is_none());
     }
 }

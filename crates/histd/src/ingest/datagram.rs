@@ -169,7 +169,7 @@ impl Reader<'_> {
 
     /// One batch; how many datagrams it brought (0 when nothing was there).
     fn receive(&mut self, batch: &mut Batch, dont_wait: bool) -> usize {
-        let filtering = self.allow.current().is_some();
+        let filtering = self.allow.checking().is_some();
         match batch.receive(self.source.socket.fd(), dont_wait, filtering) {
             Ok(received) => {
                 self.accept(batch, received);
@@ -191,7 +191,7 @@ impl Reader<'_> {
     fn accept(&mut self, batch: &Batch, received: Received) {
         let kernel_drops = received.kernel_drops.map_or(0, |cumulative| self.source.new_drops(cumulative));
         // With an allowlist, datagrams from elsewhere are dropped (and counted) before anything.
-        let allow = self.allow.current();
+        let allow = self.allow.checking();
         let admitted = |index: usize| allow.is_none_or(|allow| batch.source(index).is_some_and(|ip| allow.admits(ip)));
         let refused = if allow.is_some() { (0..received.datagrams).filter(|&i| !admitted(i)).count() } else { 0 };
         self.edges.refused_ingest_datagrams.add(refused as u64);
@@ -250,7 +250,7 @@ mod tests {
         let aggregation = Aggregation::new(AggConfig::default());
         let shape = BatchShape { datagrams: 4, datagram_bytes: 512 };
         let shard = aggregation.shards.register();
-        let tap = Arc::new(TapSwitch::default()).view();
+        let tap = TapSwitch::new(None).view();
         let allow = crate::ingest::allow::AllowSwitch::new(Default::default()).view();
         let reader = spawn_datagram_reader("test".into(), source, shard, stopping, tap, shape, allow).unwrap();
         reader.join().unwrap();

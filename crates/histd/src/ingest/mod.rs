@@ -12,6 +12,7 @@ mod listeners;
 pub mod recv;
 mod shards;
 mod stream;
+mod switch;
 mod tap;
 mod udp;
 

@@ -75,7 +75,7 @@ pub async fn serve_streams<L: Accept>(
     loop {
         tokio::select! {
             accepted = listener.accept_stream() => match accepted {
-                Ok((_, Some(peer))) if allow.current().is_some_and(|allow| !allow.admits(peer)) => {
+                Ok((_, Some(peer))) if allow.checking().is_some_and(|allow| !allow.admits(peer)) => {
                     context.edges.refused_ingest_connections.add(1);
                 }
                 Ok((stream, peer)) => if let Some(slot) = context.slots.admit(&context.edges.refused_stream_connections) {

@@ -1,9 +1,8 @@
 //! The repeater's tap: raw packets offered by readers, dropped (and counted) when it lags.
 //! A reload can add or remove the repeater while readers run: they hold a [`TapView`] of the
-//! daemon's one [`TapSwitch`] and look again only when a reload switched it.
+//! daemon's one [`TapSwitch`] (switch.rs) and look again only when a reload switched it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
@@ -37,46 +36,10 @@ impl Tap {
 
 /// The tap in force, shared by every reader: set when the repeater starts, cleared when a
 /// reload retires it.
-#[derive(Debug, Default)]
-pub struct TapSwitch {
-    /// Bumped after every change, so readers notice with one atomic load.
-    generation: AtomicU64,
-    tap: Mutex<Option<Tap>>,
-}
-
-impl TapSwitch {
-    /// Puts `tap` in force (`None`: no repeater).
-    pub fn set(&self, tap: Option<Tap>) {
-        *super::shards_lock(&self.tap) = tap;
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    /// A reader's view; it takes the tap in force at its first use.
-    pub fn view(self: &Arc<Self>) -> TapView {
-        TapView { switch: self.clone(), seen: u64::MAX, tap: None }
-    }
-}
+pub type TapSwitch = super::switch::Switch<Option<Tap>>;
 
 /// One reader's copy of the tap in force.
-#[derive(Debug)]
-pub struct TapView {
-    switch: Arc<TapSwitch>,
-    seen: u64,
-    tap: Option<Tap>,
-}
-
-impl TapView {
-    /// The tap in force: the reader's copy, taken again only after a switch (no lock shared
-    /// between readers on the way of a packet, only one read of the generation).
-    pub fn current(&mut self) -> Option<&Tap> {
-        let generation = self.switch.generation.load(Ordering::Acquire);
-        if generation != self.seen {
-            self.tap = super::shards_lock(&self.switch.tap).clone();
-            self.seen = generation;
-        }
-        self.tap.as_ref()
-    }
-}
+pub type TapView = super::switch::View<Option<Tap>>;
 
 #[cfg(test)]
 mod tests {
@@ -91,7 +54,7 @@ mod tests {
         let telemetry = Arc::new(SinkTelemetry::new("repeater", EtsyStatus::None, 0));
         let (sender, mut receiver) = mpsc::channel(4);
         switch.set(Some(Tap::new(sender, telemetry)));
-        view.current().expect("switched on").offer(b"a:1|c");
+        view.current().as_ref().expect("switched on").offer(b"a:1|c");
         assert_eq!(receiver.try_recv().unwrap(), b"a:1|c");
         switch.set(None);
         assert!(view.current().is_none());
