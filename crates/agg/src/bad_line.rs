@@ -33,10 +33,13 @@ impl BadLine {
     /// The line as text safe to print anywhere: invalid UTF-8 replaced, control characters
     /// (a terminal's escapes among them) written as `\u{..}` escapes, `…` when cut.
     pub fn text(&self) -> String {
-        let mut text: String = String::from_utf8_lossy(&self.bytes[..usize::from(self.len)])
-            .chars()
-            .flat_map(|c| if c.is_control() { c.escape_unicode().collect::<Vec<_>>() } else { vec![c] })
-            .collect();
+        let mut text = String::new();
+        for c in String::from_utf8_lossy(&self.bytes[..usize::from(self.len)]).chars() {
+            match c.is_control() {
+                true => text.extend(c.escape_unicode()),
+                false => text.push(c),
+            }
+        }
         if self.cut {
             text.push('…');
         }

@@ -244,52 +244,31 @@ fn with_the_others(first: ConfigError, mut raw: Map<String, Value>) -> ConfigErr
 /// Removes the key at `path` (`graphite.globalPrefix`, `servers[1].port`); false when there is
 /// none (an array element is replaced by `null`, so later indexes keep their meaning).
 fn remove_path(raw: &mut Map<String, Value>, path: &str) -> bool {
-    let mut parts: Vec<(&str, Vec<usize>)> = Vec::new();
+    // The path as JSON pointer tokens: `servers[1].port` is `servers`, `1`, `port`.
+    let mut tokens: Vec<&str> = Vec::new();
     for part in path.split('.') {
-        let (name, rest) = part.split_once('[').map_or((part, ""), |(name, rest)| (name, rest));
-        let indexes = rest.split('[').filter_map(|index| index.trim_end_matches(']').parse().ok()).collect();
-        parts.push((name, indexes));
+        let mut pieces = part.split('[');
+        tokens.extend(pieces.next());
+        tokens.extend(pieces.map(|index| index.trim_end_matches(']')));
     }
-    let Some(((last_name, last_indexes), walk)) = parts.split_last() else { return false };
-    let mut object = raw;
-    for (name, indexes) in walk {
-        let mut value = match object.get_mut(*name) {
-            Some(value) => value,
-            None => return false,
-        };
-        for &index in indexes {
-            value = match value.get_mut(index) {
-                Some(element) => element,
-                None => return false,
-            };
-        }
-        object = match value.as_object_mut() {
-            Some(inner) => inner,
-            None => return false,
-        };
-    }
-    match last_indexes.split_last() {
-        None => object.remove(*last_name).is_some(),
-        Some((&last, walk)) => {
-            let mut value = match object.get_mut(*last_name) {
-                Some(value) => value,
-                None => return false,
-            };
-            for &index in walk {
-                value = match value.get_mut(index) {
-                    Some(element) => element,
-                    None => return false,
-                };
+    let Some(last) = tokens.pop() else { return false };
+    let parent: String = tokens.iter().map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1"))).collect();
+    let mut root = Value::Object(std::mem::take(raw));
+    let removed = match root.pointer_mut(&parent) {
+        Some(Value::Object(object)) => object.remove(last).is_some(),
+        Some(Value::Array(items)) => match last.parse::<usize>().ok().and_then(|index| items.get_mut(index)) {
+            Some(element) if !element.is_null() => {
+                *element = Value::Null;
+                true
             }
-            match value.get_mut(last) {
-                Some(element) if !element.is_null() => {
-                    *element = Value::Null;
-                    true
-                }
-                _ => false,
-            }
-        }
+            _ => false,
+        },
+        _ => false,
+    };
+    if let Value::Object(object) = root {
+        *raw = object;
     }
+    removed
 }
 
 /// Reads the file at `path` and makes something of its text; errors name the file.

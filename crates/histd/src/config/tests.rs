@@ -389,6 +389,25 @@ fn an_http_port_open_to_a_network_needs_tokens_or_says_so() {
     }
 }
 
+#[test]
+fn a_wrong_key_is_taken_out_by_its_path() {
+    let object = |text: &str| -> Map<String, Value> { serde_json::from_str(text).unwrap() };
+    let cases: &[(&str, &str, bool, &str)] = &[
+        (r#"{"a": 1, "b": 2}"#, "a", true, r#"{"b": 2}"#),
+        (r#"{"g": {"p": 1, "q": 2}}"#, "g.p", true, r#"{"g": {"q": 2}}"#),
+        (r#"{"s": [{"port": 1}, {"port": 2}]}"#, "s[1].port", true, r#"{"s": [{"port": 1}, {}]}"#),
+        (r#"{"s": [1, 2]}"#, "s[0]", true, r#"{"s": [null, 2]}"#),
+        (r#"{"s": [null]}"#, "s[0]", false, r#"{"s": [null]}"#),
+        (r#"{"a/b": {"c": 1}}"#, "a/b.c", true, r#"{"a/b": {}}"#),
+        (r#"{"a": 1}"#, "missing.key", false, r#"{"a": 1}"#),
+    ];
+    for (text, path, removed, want) in cases {
+        let mut raw = object(text);
+        assert_eq!(super::remove_path(&mut raw, path), *removed, "{path} in {text}");
+        assert_eq!(raw, object(want), "{path} in {text}");
+    }
+}
+
 /// Issue 32: one run of check-config names every wrong key, not only the first.
 #[test]
 fn every_wrong_key_is_named_at_once() {

@@ -169,10 +169,12 @@ impl Reader<'_> {
 
     /// One batch; how many datagrams it brought (0 when nothing was there).
     fn receive(&mut self, batch: &mut Batch, dont_wait: bool) -> usize {
+        // Sources are read only while the listener has an allow list: decided once per batch,
+        // so a reload between the receive and its check never filters without sources.
         let filtering = self.allow.checking().is_some();
         match batch.receive(self.source.socket.fd(), dont_wait, filtering) {
             Ok(received) => {
-                self.accept(batch, received);
+                self.accept(batch, received, filtering);
                 received.datagrams
             }
             Err(error)
@@ -188,10 +190,10 @@ impl Reader<'_> {
         }
     }
 
-    fn accept(&mut self, batch: &Batch, received: Received) {
+    fn accept(&mut self, batch: &Batch, received: Received, filtering: bool) {
         let kernel_drops = received.kernel_drops.map_or(0, |cumulative| self.source.new_drops(cumulative));
         // With an allowlist, datagrams from elsewhere are dropped (and counted) before anything.
-        let allow = self.allow.checking();
+        let allow = if filtering { self.allow.checking() } else { None };
         let admitted = |index: usize| allow.is_none_or(|allow| batch.source(index).is_some_and(|ip| allow.admits(ip)));
         let refused = if allow.is_some() { (0..received.datagrams).filter(|&i| !admitted(i)).count() } else { 0 };
         self.edges.refused_ingest_datagrams.add(refused as u64);
