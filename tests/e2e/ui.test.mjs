@@ -106,6 +106,40 @@ async function until(probe, ms, what) {
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/**
+ * Measures every chart's axis labels on a page (their boxes as the browser laid them out):
+ * for each chart, labels that overlap another or stick out of the chart, and its time axis.
+ */
+async function axisReport(page) {
+  return page.$$eval(".axis-layer", (layers) => layers.map((layer) => {
+    const frame = layer.getBoundingClientRect();
+    const labels = [...layer.querySelectorAll(".axis-label")].map((l) => ({ axis: l.dataset.axis, value: l.dataset.value, text: l.textContent, box: l.getBoundingClientRect() }));
+    const meet = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const overlaps = [];
+    labels.forEach((a, i) => labels.slice(i + 1).forEach((b) => meet(a.box, b.box) && overlaps.push(`${a.text} / ${b.text}`)));
+    const outside = labels.filter((l) => l.box.left < frame.left - 0.5 || l.box.right > frame.right + 0.5 || l.box.top < frame.top - 0.5 || l.box.bottom > frame.bottom + 0.5).map((l) => l.text);
+    const chart = layer.parentElement.querySelector("canvas#heatmap") ? "heatmap" : layer.parentElement.querySelector("canvas#histogram") ? "histogram" : layer.closest("#slo-panel") ? "slo" : "line";
+    const axis = layer.dataset.from ? { from: Number(layer.dataset.from), to: Number(layer.dataset.to), ticks: JSON.parse(layer.dataset.ticks), plot: JSON.parse(layer.dataset.plot) } : null;
+    // Where each time label sits against where its time falls on the plot, in pixels.
+    const misplaced = axis ? labels.filter((l) => l.axis === "x").map((l) => {
+      const want = axis.plot[0] + ((Number(l.value) - axis.from) / (axis.to - axis.from)) * (axis.plot[1] - axis.plot[0]);
+      return Math.abs(l.box.left + l.box.width / 2 - frame.left - want);
+    }).filter((off) => off > 2) : [];
+    return { chart, x: labels.filter((l) => l.axis === "x").length, y: labels.filter((l) => l.axis === "y").length, overlaps, outside, axis, misplaced };
+  }));
+}
+
+/** Checks that no chart's labels overlap or are cut and that the SLO charts share the heatmap's time axis. */
+async function checkAxes(page, where) {
+  const charts = await axisReport(page);
+  const bad = charts.filter((c) => c.overlaps.length || c.outside.length || c.misplaced.length || c.x < 2 || c.y < 1);
+  check(`${where}: every chart's axis labels are whole, apart and where their values fall`, charts.length >= 6 && !bad.length, bad.length ? JSON.stringify(bad) : `${charts.length} charts`);
+  const heat = charts.find((c) => c.chart === "heatmap");
+  const slo = charts.filter((c) => c.chart === "slo");
+  const shared = slo.length === 4 && slo.every((c) => c.axis.from === heat.axis.from && c.axis.to === heat.axis.to && c.axis.ticks.length >= 2 && c.axis.ticks.every((t) => heat.axis.ticks.includes(t)));
+  check(`${where}: the SLO charts share the heatmap's time axis`, shared, JSON.stringify({ heat: heat?.axis, slo: slo.map((c) => c.axis) }));
+}
+
 async function api(http, route, params) {
   const response = await fetch(`http://${http}/api/v1/${route}?` + new URLSearchParams(params));
   return response.json();
@@ -208,6 +242,8 @@ async function main() {
     const expected = above.points.reduce((t, p) => t + p[1], 0);
     check("the SLO count equals the API's count_above", shown === expected && expected > 0, `${shown} vs ${expected}`);
     check("the SLO threshold is kept in the URL", page.url().includes("slo=1000"), page.url());
+    await page.waitForFunction(() => document.querySelectorAll("#slo-panel .axis-layer").length === 4);
+    await checkAxes(page, "1280 px wide");
     // Issue 32: on a custom range starting inside the traffic (not on a step), the heatmap, the
     // merged histogram and the SLO panel count the same samples: those of the flushes inside it.
     for (const offset of [3, 4, 7]) {
@@ -280,10 +316,12 @@ async function main() {
 
     // A shared link restores the view; a narrow window has no horizontal scroll.
     const narrow = await browser.newPage({ viewport: { width: 420, height: 800 } });
-    await narrow.goto(page.url().replace(/series=[^&]+/, "series=api.latency").replace(/type=[^&]+/, "type=timer"));
+    await narrow.goto(page.url().replace(/series=[^&]+/, "series=api.latency").replace(/type=[^&]+/, "type=timer") + "&slo=1000");
     await narrow.waitForSelector("canvas#heatmap[data-total]");
     const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     check("a narrow window needs no horizontal scroll", overflow <= 0, `${overflow}px`);
+    await narrow.waitForFunction(() => document.querySelectorAll("#slo-panel .axis-layer").length === 4 && document.querySelector("canvas#histogram[data-heights]"));
+    await checkAxes(narrow, "420 px wide");
     await narrow.screenshot({ path: path.join(shots, "timer-420x800.png"), fullPage: true });
     // Resizing redraws at the new width.
     const before = await narrow.$eval("canvas#heatmap", (c) => c.width);

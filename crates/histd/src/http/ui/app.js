@@ -125,6 +125,118 @@ function element(tag, attributes = {}, children = []) {
   return node;
 }
 
+// ---------- axes: ticks chosen so that labels never meet, written as page text ----------
+
+/** The axes' font: the label elements' (app.css) and the one their widths are measured in. */
+const AXIS_FONT = "11px system-ui, sans-serif";
+/** A label's height, and the least room between two labels side by side, in CSS pixels. */
+const LABEL_HEIGHT = 14;
+const LABEL_GAP = 12;
+/** Round time steps for ticks, in seconds; past the last, whole days. */
+const TIME_TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+let measurer = null;
+/** A text's width in the axes' font, in CSS pixels. */
+function textWidth(text) {
+  measurer ||= document.createElement("canvas").getContext("2d");
+  measurer.font = AXIS_FONT;
+  return measurer.measureText(text).width;
+}
+
+/** The middle of a step's part inside [from, to] (the first and last steps may be clipped). */
+const stepMiddle = (t, step, from, to) => (Math.max(t, from) + Math.min(t + step, to)) / 2;
+
+/** How a time axis over [from, to] writes a time: with the date when it spans over a day. */
+const timeLabel = (from, to) => (t) => formatTime(t, to - from > 86400);
+
+/**
+ * Tick times for a time axis `pixels` wide: the multiples (of local time) of the smallest round
+ * step whose labels do not meet. Given `every`, the step is a whole multiple of it, so that a
+ * narrower chart's ticks are among a wider one's (the SLO charts share the heatmap's axis).
+ */
+function timeTicks(from, to, pixels, every = null) {
+  const label = timeLabel(from, to);
+  const room = Math.max(textWidth(label(from)), textWidth(label(to))) + LABEL_GAP;
+  const perSecond = pixels / Math.max(1, to - from);
+  const candidates = every ? Array.from({ length: 1000 }, (_, k) => every * (k + 1)) : TIME_TICK_STEPS;
+  const step = candidates.find((s) => s * perSecond >= room) || 86400 * Math.ceil(room / perSecond / 86400);
+  const offset = -new Date(from * 1000).getTimezoneOffset() * 60;
+  const ticks = [];
+  for (let t = Math.ceil((from + offset) / step) * step - offset; t <= to; t += step) ticks.push(t);
+  return { step, ticks };
+}
+
+/** Candidate label values for a log axis over [low, high], densest first: 1, 2 and 5 of each
+ * power of ten, then 1 of each, then every 2nd, 3rd, 5th… power. */
+function logTickSets(low, high) {
+  const first = Math.floor(Math.log10(low)), last = Math.ceil(Math.log10(high));
+  const within = (values) => values.filter((v) => v >= low && v <= high);
+  const dense = [];
+  for (let e = first; e <= last; e++) for (const m of [1, 2, 5]) dense.push(Number(`${m}e${e}`));
+  const sets = [within(dense)];
+  for (const k of [1, 2, 3, 5, 10, 20, 50, 100]) {
+    const powers = [];
+    for (let e = Math.ceil(first / k) * k; e <= last; e += k) powers.push(Number(`1e${e}`));
+    sets.push(within(powers));
+  }
+  return sets;
+}
+
+/** The densest of `sets` whose labels (centred at `position(v)`, `extent(v)` long) keep `gap` apart. */
+function spacedTicks(sets, position, extent, gap) {
+  const fits = (values) => {
+    const spans = values.map((v) => [position(v) - extent(v) / 2, position(v) + extent(v) / 2]).sort((a, b) => a[0] - b[0]);
+    return spans.every((span, i) => i === 0 || span[0] - spans[i - 1][1] >= gap);
+  };
+  return sets.find(fits) || sets[sets.length - 1];
+}
+
+/** Round values for a linear axis over [min, max], about one per `LABEL_HEIGHT + 16` pixels. */
+function linearTicks(min, max, pixels) {
+  if (!(max > min)) return [min];
+  const raw = (max - min) / Math.max(1, Math.floor(pixels / (LABEL_HEIGHT + 16)));
+  const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => s >= raw);
+  const ticks = [];
+  for (let k = Math.ceil(min / step); k * step <= max; k++) ticks.push(Number((k * step).toPrecision(12)));
+  return ticks;
+}
+
+/**
+ * The layer of a chart's axis labels: text elements over `holder` (so a reader can select them
+ * and a test can measure them), emptied for a new drawing.
+ */
+function axisLayer(holder) {
+  let layer = holder.querySelector(":scope > .axis-layer");
+  if (!layer) layer = holder.appendChild(element("div", { class: "axis-layer" }));
+  layer.replaceChildren();
+  return layer;
+}
+
+/**
+ * Writes labels on a layer: each `{ text, x, y, align }` in CSS pixels from the layer's corner,
+ * `align` "below" (centred under x, y), "before" (ending at x, centred on y) or "after"
+ * (starting at x); `value` is what it stands for. A label that would leave the layer or meet one already written is left out:
+ * labels are never cut and never overlap.
+ */
+function placeLabels(layer, axis, labels) {
+  const width = layer.clientWidth, height = layer.clientHeight;
+  const placed = [...layer.children].map((child) => JSON.parse(child.dataset.box));
+  for (const { text, x, y, align, value = "" } of labels) {
+    const w = textWidth(text), h = LABEL_HEIGHT;
+    const box = align === "below" ? [x - w / 2, y, x + w / 2, y + h] : align === "before" ? [x - w, y - h / 2, x, y + h / 2] : [x, y - h / 2, x + w, y + h / 2];
+    if (box[0] < 0 || box[1] < 0 || box[2] > width || box[3] > height) continue;
+    if (placed.some((p) => box[0] < p[2] + 2 && p[0] < box[2] + 2 && box[1] < p[3] && p[1] < box[3])) continue;
+    placed.push(box);
+    layer.append(element("span", { class: "axis-label", "data-axis": axis, "data-value": value, "data-box": JSON.stringify(box), style: `left:${box[0]}px;top:${box[1]}px`, text }));
+  }
+}
+
+/** Writes down on a layer the time axis it draws: the range, its ticks and the plot's span. */
+function describeTimeAxis(layer, { from, to }, ticks, plotLeft, plotRight) {
+  Object.assign(layer.dataset, { from, to, ticks: JSON.stringify(ticks), plot: JSON.stringify([plotLeft, plotRight]) });
+}
+
 function setStatus(text, kind) {
   const status = $("status");
   status.textContent = text;
@@ -495,31 +607,57 @@ async function renderLines(content, selector, type, run) {
     setStatus(`No data for ${selector} in this range.`);
     return;
   }
-  lineChart(panel, [{ label: `${fn}`, points }], step);
+  lineChart(panel, [{ label: `${fn}`, points }], { from, to, step });
   setStatus(`${selector}, ${points.length} steps of ${step} s.`);
 }
 
-function lineChart(container, lines, step, height = 220) {
+/**
+ * A line chart over the time range [from, to] (its x axis is the range, not the data's span),
+ * its ticks a multiple of `every` seconds when given; labels written by `placeLabels`.
+ */
+function lineChart(container, lines, { from, to, step, every = null }, height = 220) {
   const times = [...new Set(lines.flatMap((l) => l.points.map((p) => p[0])))].sort((a, b) => a - b);
-  const data = [times.map((t) => t + step / 2)];
+  const data = [times.map((t) => stepMiddle(t, step, from, to))];
   for (const line of lines) {
     const byTime = new Map(line.points.map((p) => [p[0], p[1]]));
     data.push(times.map((t) => (byTime.has(t) ? byTime.get(t) : null)));
   }
   const width = Math.max(260, container.clientWidth - 8);
-  // Times as the heatmap writes them (one format on the page), dates only for long ranges.
-  const long = times.length > 1 && times[times.length - 1] - times[0] > 86400;
+  const label = timeLabel(from, to);
+  const ratio = globalThis.devicePixelRatio || 1;
+  const ticks = { x: [], y: [] };
+  // uPlot lays out the plot and draws grid lines at these ticks; its own labels are drawn
+  // transparent (they size the axes) and the page writes them as text.
   const options = {
     width, height,
+    scales: { x: { time: false, range: () => [from, to] } },
     series: [
       { value: (u, t) => (t === null ? "--" : formatTime(t, true)) },
       ...lines.map((l, i) => ({ label: l.label, stroke: LINE_COLORS[i % LINE_COLORS.length], width: 1.5, spanGaps: false })),
     ],
-    axes: [{ values: (u, ticks) => ticks.map((t) => formatTime(t, long)) }, { values: (u, ticks) => ticks.map(formatNumber) }],
+    axes: [
+      { stroke: "transparent", size: LABEL_HEIGHT + 10, splits: (u) => (ticks.x = timeTicks(from, to, u.bbox.width / ratio, every).ticks), values: (u, values) => values.map(label) },
+      {
+        stroke: "transparent",
+        size: (u, values) => (values ? Math.ceil(Math.max(...values.map(textWidth))) + 18 : 40),
+        splits: (u, axis, min, max) => (ticks.y = linearTicks(min, max, u.bbox.height / ratio)),
+        values: (u, values) => values.map(formatNumber),
+      },
+    ],
+    hooks: { draw: [(u) => labelLineChart(u, ticks, label, { from, to })] },
   };
   const holder = element("div");
   container.append(holder);
   return new uPlot(options, data, holder);
+}
+
+/** Writes a line chart's axis labels beside its plot. */
+function labelLineChart(u, ticks, label, range) {
+  const layer = axisLayer(u.over.parentNode);
+  const left = u.over.offsetLeft, top = u.over.offsetTop, bottom = top + u.over.offsetHeight;
+  placeLabels(layer, "x", ticks.x.map((t) => ({ text: label(t), value: t, x: left + u.valToPos(t, "x"), y: bottom + 4, align: "below" })));
+  placeLabels(layer, "y", ticks.y.map((v) => ({ text: formatNumber(v), x: left - 6, y: top + u.valToPos(v, "y"), align: "before" })));
+  describeTimeAxis(layer, range, ticks.x, left, left + u.over.offsetWidth);
 }
 
 // ---------- timers: heatmap, quantiles, histogram, SLO ----------
@@ -535,9 +673,10 @@ async function renderTimer(content, selector, run) {
   const quantilePanel = element("div", { class: "panel" });
   content.append(quantilePanel, element("div", { class: "panel", id: "slo-panel" }), element("div", { class: "panel", id: "histogram-panel" }));
   const sloPanel = $("slo-panel"), histogramPanel = $("histogram-panel");
-  await renderHeatmapPanel(quantilePanel, selector, heat, { from, to, step }, run);
+  const drawn = await renderHeatmapPanel(quantilePanel, selector, heat, { from, to, step }, run);
   if (!run.live()) return;
-  await renderSlo(sloPanel, selector, { from, to, step }, run);
+  // The SLO charts share the heatmap's time axis: its range, and ticks among its own.
+  await renderSlo(sloPanel, selector, { from, to, step, every: drawn.tickStep }, run);
   if (!run.live()) return;
   await renderHistogram(histogramPanel, selector, { from, to }, run);
   setStatus(`${selector}: ${heat.steps.length} steps of ${step} s, ${formatTime(from, true)} to ${formatTime(to, true)}.`);
@@ -566,6 +705,7 @@ async function renderHeatmapPanel(panel, selector, heat, window, run) {
   const drawn = drawHeatmap(canvas, heat, lines, window);
   panel.insertBefore(heatLegend(drawn.maxDensity), readout);
   canvas.addEventListener("mousemove", (event) => describeBin(event, canvas, drawn, readout));
+  return drawn;
 }
 
 /** A quantile's colour, the same whichever others are shown: the default quantiles keep theirs,
@@ -614,22 +754,32 @@ function drawHeatmap(canvas, heat, lines, { from, to, step }) {
   const low = Math.max(Math.min(...positive.map((b) => Math.max(b[0], b[1] / 10))), 1e-12);
   const high = Math.max(...positive.map((b) => b[1]));
   const maxDensity = Math.max(...bins.map((b) => density(...b)));
-  const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
+  const top = MARGIN.top, bottom = height - MARGIN.bottom;
+  const y = (v) => bottom - ((Math.log10(Math.max(v, low)) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (bottom - top);
+  const values = spacedTicks(logTickSets(low, high), y, () => LABEL_HEIGHT, 2);
+  // The left margin holds the widest value label.
+  const left = Math.max(MARGIN.left, Math.ceil(Math.max(0, ...values.map((v) => textWidth(formatNumber(v))))) + 12);
+  const plot = { x0: left, x1: width - MARGIN.right, y0: top, y1: bottom };
   const x = (t) => plot.x0 + ((t - from) / (to - from)) * (plot.x1 - plot.x0);
-  const y = (v) => plot.y1 - ((Math.log10(Math.max(v, low)) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (plot.y1 - plot.y0);
   let total = 0;
   const cells = [];
+  // Everything drawn stays inside the plot: a step that starts before `from` or ends after
+  // `to` (steps sit on a grid) is drawn over its part inside the range only.
+  context.save();
+  context.beginPath();
+  context.rect(plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
+  context.clip();
   for (const s of heat.steps) {
     for (const [lower, upper, count] of s.bins) {
       total += count;
       const perDecade = density(lower, upper, count);
-      const cell = { t: s.t, lower, upper, count, perDecade, x0: x(s.t), x1: x(s.t + step), y0: y(upper), y1: y(Math.max(lower, low)) };
+      const cell = { t: s.t, lower, upper, count, perDecade, x0: x(Math.max(s.t, from)), x1: x(Math.min(s.t + step, to)), y0: y(upper), y1: y(Math.max(lower, low)) };
       cells.push(cell);
       context.fillStyle = heatColor(Math.log1p(perDecade) / Math.log1p(maxDensity));
       context.fillRect(cell.x0, cell.y0, Math.max(1, cell.x1 - cell.x0), Math.max(1, cell.y1 - cell.y0));
     }
   }
-  drawAxes(context, plot, { from, to, low, high, x, y });
+  drawGrid(context, plot, values.map(y));
   lines.forEach((line) => {
     context.strokeStyle = quantileColor(line.q);
     context.lineWidth = 1.5;
@@ -637,15 +787,38 @@ function drawHeatmap(canvas, heat, lines, { from, to, step }) {
     // A step with no samples has no point: the line breaks there rather than bridging it.
     line.points.forEach(([t, v], j) => {
       const joined = j > 0 && t - line.points[j - 1][0] <= step * 1.5;
-      joined ? context.lineTo(x(t + step / 2), y(v)) : context.moveTo(x(t + step / 2), y(v));
+      const middle = stepMiddle(t, step, from, to);
+      joined ? context.lineTo(x(middle), y(v)) : context.moveTo(x(middle), y(v));
     });
     context.stroke();
   });
+  context.restore();
+  const time = timeTicks(from, to, plot.x1 - plot.x0);
+  labelHeatmap(axisLayer(canvas.parentNode), plot, { from, to }, time.ticks, values, x, y);
   canvas.dataset.total = total;
   canvas.dataset.steps = heat.steps.length;
   canvas.dataset.cells = cells.length;
   canvas.dataset.maxDensity = maxDensity;
-  return { cells, maxDensity };
+  return { cells, maxDensity, tickStep: time.step };
+}
+
+/** Horizontal grid lines at the value labels' heights. */
+function drawGrid(context, plot, heights) {
+  context.strokeStyle = "#e3e5e8";
+  for (const h of heights) {
+    context.beginPath();
+    context.moveTo(plot.x0, h);
+    context.lineTo(plot.x1, h);
+    context.stroke();
+  }
+}
+
+/** The heatmap's labels: values (log) on the left, times below. */
+function labelHeatmap(layer, plot, range, times, values, x, y) {
+  const label = timeLabel(range.from, range.to);
+  placeLabels(layer, "y", values.map((v) => ({ text: formatNumber(v), x: plot.x0 - 6, y: y(v), align: "before" })));
+  placeLabels(layer, "x", times.map((t) => ({ text: label(t), value: t, x: x(t), y: plot.y1 + 4, align: "below" })));
+  describeTimeAxis(layer, range, times, plot.x0, plot.x1);
 }
 
 /** The heatmap's colour scale, with its unit. */
@@ -662,30 +835,6 @@ function heatColor(share) {
   // From pale yellow (few) to dark red (many).
   const hue = 55 - 55 * share, light = 88 - 52 * share;
   return `hsl(${hue}, 90%, ${light}%)`;
-}
-
-function drawAxes(context, plot, { from, to, low, high, x, y }) {
-  context.fillStyle = "#6b7280";
-  context.strokeStyle = "#e3e5e8";
-  context.font = "11px system-ui, sans-serif";
-  context.textAlign = "right";
-  for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
-    for (const m of [1, 2, 5]) {
-      const v = m * Math.pow(10, e);
-      if (v < low || v > high) continue;
-      context.fillText(formatNumber(v), plot.x0 - 6, y(v) + 4);
-      context.beginPath();
-      context.moveTo(plot.x0, y(v));
-      context.lineTo(plot.x1, y(v));
-      context.stroke();
-    }
-  }
-  context.textAlign = "center";
-  const ticks = Math.max(2, Math.min(6, Math.floor((plot.x1 - plot.x0) / 110)));
-  for (let i = 0; i <= ticks; i++) {
-    const t = from + ((to - from) * i) / ticks;
-    context.fillText(formatTime(t, to - from > 86400), x(t), plot.y1 + 15);
-  }
 }
 
 function describeBin(event, canvas, drawn, readout) {
@@ -708,7 +857,7 @@ async function renderHistogram(panel, selector, { from, to }, run) {
     element("span", {}, ["mean ", element("b", { text: formatNumber(mean) })]),
     element("span", {}, ["sum ", element("b", { text: formatNumber(histogram.sum) })]),
   ]);
-  panel.replaceChildren(element("h3", { text: `${selector}: merged histogram of the range` }), summary, canvas);
+  panel.replaceChildren(element("h3", { text: `${selector}: merged histogram of the range` }), summary, element("div", { class: "chart-wrap" }, canvas));
   drawBars(canvas, histogram.bins);
   canvas.dataset.total = histogram.bins.reduce((t, b) => t + b[2], 0);
 }
@@ -716,12 +865,14 @@ async function renderHistogram(panel, selector, { from, to }, run) {
 /** Bars over a log axis, each as tall as its bin's density (samples per decade of value). */
 function drawBars(canvas, bins) {
   const { context, width, height } = prepareCanvas(canvas, 200);
+  const layer = axisLayer(canvas.parentNode);
   const positive = bins.filter((b) => b[0] > 0);
   if (!positive.length) return;
   const low = Math.min(...positive.map((b) => b[0])), high = Math.max(...positive.map((b) => b[1]));
   const heights = positive.map((b) => [b[0], density(...b)]);
   const maxDensity = Math.max(...heights.map((h) => h[1]));
-  const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
+  const scale = formatNumber(maxDensity);
+  const plot = { x0: Math.max(MARGIN.left, Math.ceil(textWidth(scale)) + 12), x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom };
   const x = (v) => plot.x0 + ((Math.log10(v) - Math.log10(low)) / (Math.log10(high) - Math.log10(low) || 1)) * (plot.x1 - plot.x0);
   context.fillStyle = "#2563eb";
   positive.forEach(([lower, upper], i) => {
@@ -729,17 +880,13 @@ function drawBars(canvas, bins) {
     context.fillRect(x(lower), plot.y1 - h, Math.max(1, x(upper) - x(lower) - 0.5), h);
   });
   canvas.dataset.heights = JSON.stringify(heights);
-  context.fillStyle = "#6b7280";
-  context.font = "11px system-ui, sans-serif";
-  context.textAlign = "center";
-  for (let e = Math.floor(Math.log10(low)); e <= Math.ceil(Math.log10(high)); e++) {
-    const v = Math.pow(10, e);
-    if (v >= low && v <= high) context.fillText(formatNumber(v), x(v), plot.y1 + 15);
-  }
-  context.textAlign = "right";
-  context.fillText(formatNumber(maxDensity), plot.x0 - 6, plot.y0 + 10);
-  context.textAlign = "left";
-  context.fillText("samples per decade of value", plot.x0 + 4, plot.y0 + 10);
+  const powers = logTickSets(low, high).slice(1);
+  const values = spacedTicks(powers, x, (v) => textWidth(formatNumber(v)), LABEL_GAP);
+  placeLabels(layer, "x", values.map((v) => ({ text: formatNumber(v), x: x(v), y: plot.y1 + 4, align: "below" })));
+  placeLabels(layer, "y", [
+    { text: scale, x: plot.x0 - 6, y: plot.y0 + LABEL_HEIGHT / 2, align: "before" },
+    { text: "samples per decade of value", x: plot.x0 + 4, y: plot.y0 + LABEL_HEIGHT / 2, align: "after" },
+  ]);
 }
 
 async function renderSlo(panel, selector, window, run) {
@@ -799,7 +946,7 @@ async function renderSlo(panel, selector, window, run) {
   // Lay out every box first, so each chart is sized to its final grid cell.
   const boxes = panels.map(([title]) => element("div", {}, element("h4", { text: title })));
   charts.append(...boxes);
-  panels.forEach(([, label, points, lines], i) => lineChart(boxes[i], lines || [{ label, points }], window.step, 160));
+  panels.forEach(([, label, points, lines], i) => lineChart(boxes[i], lines || [{ label, points }], window, 160));
 }
 
 // ---------- controls ----------
@@ -827,6 +974,7 @@ function setUpControls() {
     event.preventDefault();
     const from = parseTime($("from").value), to = parseTime($("to").value);
     if (from === null || to === null || from >= to) {
+      viewRun?.abort(); // a render still loading must not write over the refusal
       setStatus("Write the range as YYYY-MM-DD HH:MM:SS (local time), the start before the end.", "error");
       return;
     }
