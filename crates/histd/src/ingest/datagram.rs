@@ -169,12 +169,12 @@ impl Reader<'_> {
 
     /// One batch; how many datagrams it brought (0 when nothing was there).
     fn receive(&mut self, batch: &mut Batch, dont_wait: bool) -> usize {
-        // Sources are read only while the listener has an allow list: decided once per batch,
-        // so a reload between the receive and its check never filters without sources.
-        let filtering = self.allow.checking().is_some();
-        match batch.receive(self.source.socket.fd(), dont_wait, filtering) {
+        // Every datagram's source is read (the kernel copies 16 or 28 bytes; an A/B run in
+        // BENCHMARKS.md found no cost): an allow list filters by it, and a bad line's example
+        // names its sender.
+        match batch.receive(self.source.socket.fd(), dont_wait, true) {
             Ok(received) => {
-                self.accept(batch, received, filtering);
+                self.accept(batch, received);
                 received.datagrams
             }
             Err(error)
@@ -190,10 +190,10 @@ impl Reader<'_> {
         }
     }
 
-    fn accept(&mut self, batch: &Batch, received: Received, filtering: bool) {
+    fn accept(&mut self, batch: &Batch, received: Received) {
         let kernel_drops = received.kernel_drops.map_or(0, |cumulative| self.source.new_drops(cumulative));
         // With an allowlist, datagrams from elsewhere are dropped (and counted) before anything.
-        let allow = if filtering { self.allow.checking() } else { None };
+        let allow = self.allow.checking();
         let admitted = |index: usize| allow.is_none_or(|allow| batch.source(index).is_some_and(|ip| allow.admits(ip)));
         let refused = if allow.is_some() { (0..received.datagrams).filter(|&i| !admitted(i)).count() } else { 0 };
         self.edges.refused_ingest_datagrams.add(refused as u64);
@@ -206,10 +206,8 @@ impl Reader<'_> {
                 if refused > 0 && !admitted(index) {
                     continue;
                 }
-                if allow.is_some() {
-                    // Sources were read for the allowlist: bad lines' examples can say them.
-                    table.set_source(batch.source(index));
-                }
+                // A bad line's example names its sender.
+                table.set_source(batch.source(index));
                 if batch.truncated(index) {
                     // The last line was cut off: it is discarded whole, never parsed as a name.
                     let whole = datagram.iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1);
