@@ -13,9 +13,11 @@ use tokio::sync::watch;
 
 use crate::accept::ConnectionSlots;
 use crate::admin::{self, AdminState, ConfigInForce};
+use crate::aggregation::Aggregation;
 use crate::alerts::Alerts;
+use crate::clock::unix_now_ms;
 use crate::config::{Backend, Config};
-use crate::flush::{unix_now_ms, Aggregation, Flusher, Outlets};
+use crate::flush::{Flusher, Outlets};
 use crate::global::Global;
 use crate::http::{self, HttpState};
 pub use crate::ingest::Listening;
@@ -168,7 +170,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         ingress: ingress.clone(),
         alerts: alerts.clone(),
         admin: admin_state,
-        query_limits: config.ingest.query,
+        query_limits: config.query,
         guard,
         body_timeout: config.ingest.http_body_timeout,
     });

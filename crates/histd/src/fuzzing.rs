@@ -112,7 +112,7 @@ pub fn journal_file(file: &[u8]) {
 /// parameter that does not read is an error naming it, never a panic.
 pub fn live_parameters(query: &HashMap<String, String>) {
     let Ok(asked) = crate::http::live::asked(query) else { return };
-    let aggregation = crate::flush::Aggregation::new(AggConfig::default());
+    let aggregation = crate::aggregation::Aggregation::new(AggConfig::default());
     aggregation.current().absorb({
         let mut table = Table::new(true, 64);
         table.insert_packet(1, b"a.b:1|c\nt.x:5|ms\nt.x:7|ms\ng.y:3|g\ns.z:u|s\n");

@@ -16,6 +16,7 @@
 pub mod alerts;
 pub mod bench;
 pub mod config;
+mod config_reader;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod proxy;
@@ -24,11 +25,14 @@ pub mod top;
 
 mod accept;
 mod admin;
+mod aggregation;
+mod clock;
 mod cross_protocol;
 mod daemon;
 mod flush;
 mod global;
 mod http;
+mod http_client;
 mod ingest;
 pub mod reload;
 mod sinks;
@@ -51,7 +55,7 @@ pub mod prometheus {
 /// The otlp backend's parts without the daemon: what it reads from a receiver (for the fuzz
 /// target) and its encoder (for benchmarks).
 pub mod otlp {
-    pub use crate::sinks::http_client::Answer;
+    pub use crate::http_client::Answer;
     pub use crate::sinks::otlp::{config, encode, judge, partial_success, state};
 }
 /// The circonus and file backends' encoders, for benchmarks.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{json, Value};
 
+use crate::clock::unix_now_s;
 use crate::http::{step, time};
-use crate::ingest::unix_now_s;
 
 /// The arguments of `histd query`.
 #[derive(Debug, clap::Args)]

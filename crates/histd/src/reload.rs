@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use crate::aggregation::Aggregation;
 use crate::config::Config;
-use crate::flush::Aggregation;
 use crate::ingest::Ingress;
 use crate::sinks::Roster;
 use crate::telemetry::EdgeCounters;
@@ -177,7 +177,7 @@ impl Reloader {
         if let (Some(tls), Some(files)) = (&self.daemon.tls, &new.http.tls) {
             tls.reload(files).map_err(|why| format!("http.tls: {why}"))?;
         }
-        let in_force = crate::ingest::shards_lock(&self.current).clone();
+        let in_force = crate::clock::lock(&self.current).clone();
         let applied = applied(&in_force, &new);
         let mut outcome = classify(&in_force.effective(), &new.effective());
         let Daemon { aggregation, sinks, ingress, alerts, .. } = &self.daemon;
@@ -218,8 +218,8 @@ impl Reloader {
         }
         self.daemon.guard.replace(credentials);
         let raw = raw_in_force(&in_force.raw, &new.raw, &outcome.needs_restart);
-        self.daemon.admin.config.replace(raw, crate::ingest::unix_now_s());
-        *crate::ingest::shards_lock(&self.current) = applied;
+        self.daemon.admin.config.replace(raw, crate::clock::unix_now_s());
+        *crate::clock::lock(&self.current) = applied;
         Ok(outcome)
     }
 }

@@ -97,13 +97,13 @@ impl ServerTls {
     /// Reads `files` again and puts them in force for new connections.
     pub fn reload(&self, files: &ServerFiles) -> Result<(), String> {
         let config = server_config(files)?;
-        *crate::ingest::shards_lock(&self.config) = config;
+        *crate::clock::lock(&self.config) = config;
         Ok(())
     }
 
     /// An acceptor with the settings in force.
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(crate::ingest::shards_lock(&self.config).clone())
+        tokio_rustls::TlsAcceptor::from(crate::clock::lock(&self.config).clone())
     }
 }
 

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::inspect::{self, Node};
 use super::AdminState;
-use crate::flush::Gathered;
-use crate::ingest::unix_now_s;
+use crate::aggregation::Gathered;
+use crate::clock::unix_now_s;
 use crate::telemetry::budgets::BudgetState;
 
 /// Etsy's help text, unchanged (`sets` and `delsets` also work).

@@ -23,7 +23,7 @@ pub(crate) use command::on_aggregator;
 pub use command::{execute, Command};
 
 use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
-use crate::flush::Aggregation;
+use crate::aggregation::Aggregation;
 use crate::telemetry::EdgeCounters;
 
 /// How long a reply may take to be taken by its client before the connection is closed (a
@@ -77,12 +77,12 @@ impl ConfigInForce {
 
     /// The settings in force, as the file spells them.
     pub fn raw(&self) -> serde_json::Map<String, serde_json::Value> {
-        crate::ingest::shards_lock(&self.raw).clone()
+        crate::clock::lock(&self.raw).clone()
     }
 
     /// A reload at `now` put `raw` in force.
     pub fn replace(&self, raw: serde_json::Map<String, serde_json::Value>, now: u64) {
-        *crate::ingest::shards_lock(&self.raw) = raw;
+        *crate::clock::lock(&self.raw) = raw;
         self.loaded_unix_s.store(now, std::sync::atomic::Ordering::Relaxed);
     }
 

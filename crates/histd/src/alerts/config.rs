@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use store::Expr;
 
-use crate::config::reader::{ConfigError, Reader};
-use crate::sinks::http_client::HttpUrl;
+use crate::config_reader::{ConfigError, Reader};
+use crate::http_client::HttpUrl;
 
 /// The most flushes a rule's window (`over`) may span: a timer rule keeps a histogram per
 /// flush of its window.
@@ -177,7 +177,7 @@ fn rule(entry: &Reader<'_>, flush_interval: Duration) -> Result<Rule, ConfigErro
         _ => return Err(entry.error("above", "give a finite threshold as `above` or `below`")),
     };
     let mut labels = BTreeMap::new();
-    for (label, value) in crate::config::reader::string_object(entry, "labels")? {
+    for (label, value) in crate::config_reader::string_object(entry, "labels")? {
         if !valid_label_name(&label) {
             let message = format!("'{label}' is not a label name: letters, digits and _, not starting with a digit");
             return Err(entry.error("labels", message));
@@ -252,7 +252,7 @@ pub fn duration(reader: &Reader<'_>, key: &str) -> Result<Option<Duration>, Conf
             Some(ms) if ms >= 0.0 && ms.is_finite() => Ok(Some(Duration::from_millis(ms as u64))),
             _ => Err(bad(&Value::Number(n.clone()))),
         },
-        Some(Value::String(text)) => match crate::config::parse_duration(text) {
+        Some(Value::String(text)) => match crate::config_reader::parse_duration(text) {
             Some(seconds) => Ok(Some(Duration::from_secs(seconds as u64))),
             None => Err(bad(&Value::String(text.clone()))),
         },

@@ -25,9 +25,11 @@ use notice::{Notice, Status};
 use notify::Notifier;
 pub use rule_state::{Change, RuleState, State};
 
-use crate::flush::{Aggregation, Outlet};
-use crate::ingest::shards_lock as lock;
-use crate::sinks::{EtsyStatus, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::aggregation::Aggregation;
+use crate::clock::lock;
+use crate::flush::Outlet;
+use crate::sinks::SNAPSHOT_QUEUE;
+use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// The rules at work and where their news goes.
 #[derive(Debug)]

@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 
 use super::config::{Alerting, WebhookFormat};
 use super::notice::{Notice, Status};
-use crate::sinks::http_client::{Client, HttpUrl, Outcome};
-use crate::sinks::{DropReason, EtsyStatus, SinkTelemetry};
+use crate::http_client::{Client, HttpUrl, Outcome};
+use crate::telemetry::{DropReason, EtsyStatus, SinkTelemetry};
 
 /// The longest pause between two tries.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -57,7 +57,7 @@ impl Notifier {
         let (sender, receiver) = mpsc::channel(alerting.max_queued);
         let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
         let client = Client::new(url, headers, alerting.timeout);
-        crate::ingest::shards_lock(&self.tasks).push(tokio::spawn(deliver(receiver, client, shape, telemetry.clone())));
+        crate::clock::lock(&self.tasks).push(tokio::spawn(deliver(receiver, client, shape, telemetry.clone())));
         self.destinations.push((sender, telemetry));
     }
 
@@ -82,7 +82,7 @@ impl Notifier {
     /// last evaluation), then stops them.
     pub async fn finish(&self, grace: Duration) {
         self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
-        let tasks = std::mem::take(&mut *crate::ingest::shards_lock(&self.tasks));
+        let tasks = std::mem::take(&mut *crate::clock::lock(&self.tasks));
         let deadline = tokio::time::Instant::now() + grace;
         for task in tasks {
             let queued = || self.destinations.iter().map(|(_, t)| t.queued.get()).sum::<u64>();
@@ -138,13 +138,13 @@ async fn deliver(
         loop {
             match client.post(body.clone()).await {
                 Outcome::Delivered => {
-                    telemetry.succeeded(crate::ingest::unix_now_s());
+                    telemetry.succeeded(crate::clock::unix_now_s());
                     telemetry.bytes_out.add(body.len() as u64);
                     telemetry.points_out.add(1);
                     break;
                 }
                 Outcome::Rejected(reason) => {
-                    telemetry.failed(crate::ingest::unix_now_s());
+                    telemetry.failed(crate::clock::unix_now_s());
                     telemetry.dropped_points[DropReason::Rejected.index()].add(1);
                     let status = if notice.status == Status::Firing { "firing" } else { "resolved" };
                     tracing::warn!(
@@ -157,7 +157,7 @@ async fn deliver(
                     break;
                 }
                 Outcome::Retry(reason) => {
-                    telemetry.failed(crate::ingest::unix_now_s());
+                    telemetry.failed(crate::clock::unix_now_s());
                     tracing::debug!(destination = telemetry.sink, reason, "alert notification failed; trying again");
                     // Wait, but take newer notices meanwhile: one of this rule replaces it.
                     let sleep = tokio::time::sleep(pause);

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::reader::{ConfigError, Reader};
+use crate::config_reader::{ConfigError, Reader};
 
 /// The default size of the graphite retry buffer: 16 MiB of Graphite lines.
 pub const DEFAULT_GRAPHITE_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
@@ -234,7 +234,7 @@ pub fn repeater(top: &Reader<'_>) -> Result<RepeaterConfig, ConfigError> {
         };
         let target = top.element(object, key);
         let host = target.string("host")?.ok_or_else(|| target.error("host", "is missing"))?;
-        targets.push((host, target.port("port", super::listen::DEFAULT_PORT)?));
+        targets.push((host, target.port("port", crate::ingest::servers::DEFAULT_PORT)?));
     }
     Ok(RepeaterConfig { targets, protocol })
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::reader::KeysRead;
+use crate::config_reader::KeysRead;
 
 /// Who defined a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

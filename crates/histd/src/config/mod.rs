@@ -3,10 +3,7 @@
 //! histd's own keys sit beside them. Every error names the key it is about.
 
 mod backends;
-mod ingest;
 pub mod keys;
-pub(crate) mod listen;
-pub(crate) mod reader;
 mod store;
 mod timers;
 
@@ -20,13 +17,11 @@ use crate::sinks::forward::{ForwardConfig, GlobalConfig};
 use crate::sinks::prometheus::PrometheusConfig;
 use serde_json::{json, Map, Value};
 
+pub use crate::config_reader::{object_literal, parse_bytes, parse_duration, read_file, ConfigError};
+use crate::config_reader::{KeysRead, Reader};
+pub use crate::ingest::{IngestConfig, Listener, UnixPath, DEFAULT_MAX_STREAM_LINE_BYTES};
 pub use backends::{Backend, ConsoleConfig, GraphiteConfig, GraphiteProtocol, RepeaterConfig, RepeaterProtocol};
-pub(crate) use ingest::ingest as ingest_config;
-pub use ingest::{IngestConfig, DEFAULT_MAX_STREAM_LINE_BYTES};
-pub use listen::{Listener, UnixPath};
-pub use reader::ConfigError;
-use reader::{KeysRead, Reader};
-pub use store::{parse_duration, StoreConfig};
+pub use store::StoreConfig;
 
 /// The management port when none is given.
 pub const DEFAULT_MGMT_PORT: u16 = 8126;
@@ -38,6 +33,8 @@ pub struct Config {
     pub listeners: Vec<Listener>,
     /// How datagram listeners read.
     pub ingest: IngestConfig,
+    /// `queryMaxSteps` and `queryMaxSeries`: what one query of the HTTP API may ask for.
+    pub query: crate::http::QueryLimits,
     /// The management interface (`mgmt_address`, default 127.0.0.1; `mgmt_port`, default 8126).
     pub mgmt: SocketAddr,
     /// Where flushes go, in config order.
@@ -118,7 +115,7 @@ impl Config {
         let top = Reader::root(&raw, read);
         let mgmt_ip = match top.string("mgmt_address")? {
             None => Ipv4Addr::LOCALHOST.into(),
-            Some(text) => listen::parse_ip(&text)
+            Some(text) => crate::ingest::servers::parse_ip(&text)
                 .ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
         };
         let backends = backends::backends(&top)?;
@@ -130,8 +127,9 @@ impl Config {
         let agg = AggConfig { keep_mergeable, ..agg_config(&top)? };
         let config = Config {
             alerts: crate::alerts::config::alerts(&top, agg.flush_interval)?,
-            listeners: listen::listeners(&top)?,
-            ingest: ingest::ingest(&top)?,
+            listeners: crate::ingest::servers::listeners(&top)?,
+            ingest: crate::ingest::settings::ingest(&top)?,
+            query: query_limits(&top)?,
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
             agg,
             forward: crate::sinks::forward::config::forward(&top, forwarding)?,
@@ -178,6 +176,7 @@ impl Config {
         json!({
             "servers": self.listeners.iter().map(Listener::effective).collect::<Vec<_>>(),
             "ingest": self.ingest.effective(),
+            "query": { "queryMaxSteps": self.query.max_steps, "queryMaxSeries": self.query.max_series },
             "mgmt": self.mgmt.to_string(),
             "backends": self.backends.iter().map(|b| b.name()).collect::<Vec<_>>(),
             "flushInterval": agg.flush_interval.as_millis() as u64,
@@ -269,38 +268,6 @@ fn remove_path(raw: &mut Map<String, Value>, path: &str) -> bool {
         *raw = object;
     }
     removed
-}
-
-/// Reads the file at `path` and makes something of its text; errors name the file.
-pub fn read_file<T>(path: &Path, from_text: impl FnOnce(&str) -> anyhow::Result<T>) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
-    from_text(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-}
-
-/// A config's text as an object: a JavaScript object literal (Etsy's configs), JSON5 or JSON.
-pub fn object_literal(text: &str) -> anyhow::Result<Map<String, Value>> {
-    let value: Value = json5::from_str(text).map_err(|error| syntax_error(text, error))?;
-    match value {
-        Value::Object(raw) => Ok(raw),
-        other => anyhow::bail!("the config must be an object {{ ... }}, got {other}"),
-    }
-}
-
-/// A syntax error said where it is: the line and column, the line itself with a caret, and
-/// the usual causes (the parser's own expectation, "expected boolean, null, or string" for a
-/// missing comma, misleads more than it helps).
-fn syntax_error(text: &str, error: json5::Error) -> anyhow::Error {
-    let json5::Error::Message { msg, location } = error;
-    let Some(json5::Location { line, column }) = location else {
-        return anyhow::anyhow!("not a JavaScript object literal: {msg}");
-    };
-    let source = text.lines().nth(line.saturating_sub(1)).unwrap_or_default();
-    let caret = " ".repeat(column.saturating_sub(1));
-    anyhow::anyhow!(
-        "not a JavaScript object literal: syntax error at line {line}, column {column}:\n  {line:>4} | {source}\n       | {caret}^\n  \
-         (usually a missing comma between two entries, a missing colon, an unquoted string value or an unclosed brace, near the caret)"
-    )
 }
 
 /// Histogram bins as Etsy's config writes them: numbers, and `'inf'`.
@@ -403,6 +370,15 @@ fn budgets(top: &Reader<'_>) -> Result<agg::Budgets, ConfigError> {
 pub const DEFAULT_SINK_QUEUE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `sinkQueueBytes` (histd): a byte count of at least 1 MiB.
+/// `queryMaxSteps` and `queryMaxSeries`.
+fn query_limits(top: &Reader<'_>) -> Result<crate::http::QueryLimits, ConfigError> {
+    let defaults = crate::http::QueryLimits::default();
+    Ok(crate::http::QueryLimits {
+        max_steps: crate::ingest::settings::count(top, "queryMaxSteps", defaults.max_steps, 10, 10_000_000)?,
+        max_series: crate::ingest::settings::count(top, "queryMaxSeries", defaults.max_series, 1, 100_000_000)?,
+    })
+}
+
 fn sink_queue_bytes(top: &Reader<'_>) -> Result<u64, ConfigError> {
     match top.number("sinkQueueBytes")? {
         None => Ok(DEFAULT_SINK_QUEUE_BYTES),
@@ -449,7 +425,7 @@ fn flush_interval(top: &Reader<'_>) -> Result<Duration, ConfigError> {
 
 /// Etsy's rule: anything but an integer above 1 is 1.
 fn gauges_max_ttl(top: &Reader<'_>) -> Result<u32, ConfigError> {
-    Ok(match top.raw("gaugesMaxTTL").and_then(reader::number_of) {
+    Ok(match top.raw("gaugesMaxTTL").and_then(crate::config_reader::number_of) {
         Some(ttl) if ttl.fract() == 0.0 && ttl > 1.0 => ttl.min(f64::from(u32::MAX)) as u32,
         _ => 1,
     })

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::reader::{ConfigError, Reader};
+use crate::config_reader::{parse_bytes, parse_duration, ConfigError, Reader};
 
 /// The HTTP port when none is given.
 pub const DEFAULT_HTTP_PORT: u16 = 8127;
@@ -49,7 +49,7 @@ pub fn store(top: &Reader<'_>) -> Result<StoreConfig, ConfigError> {
     let defaults = store::Retention::default();
     let http_ip: IpAddr = match top.string("http_address")? {
         None => Ipv4Addr::LOCALHOST.into(),
-        Some(text) => super::listen::parse_ip(&text)
+        Some(text) => crate::ingest::servers::parse_ip(&text)
             .ok_or_else(|| top.error("http_address", format!("'{text}' is not an IP address")))?,
     };
     Ok(StoreConfig {
@@ -89,82 +89,5 @@ fn bytes(section: &Reader<'_>, key: &str, default: u64) -> Result<u64, ConfigErr
         Some(bytes) if bytes >= LEAST_MAX_BYTES => Ok(bytes),
         Some(bytes) => Err(section.error(key, format!("{bytes} bytes is below the least budget, 16MiB"))),
         None => Err(section.error(key, "expected a size like 2GiB, 500MB or a number of bytes".to_string())),
-    }
-}
-
-/// `2GiB`, `500MB`, `512MiB`, `10G`, `1T` (binary or decimal units, `B` optional), or plain
-/// bytes; `None` if it is not one.
-pub fn parse_bytes(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().trim_end_matches('b') {
-        "" => 1.0,
-        "k" => 1e3,
-        "m" => 1e6,
-        "g" => 1e9,
-        "t" => 1e12,
-        "ki" => 1024.0,
-        "mi" => 1024.0 * 1024.0,
-        "gi" => 1024.0 * 1024.0 * 1024.0,
-        "ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = number * scale;
-    (bytes.is_finite() && bytes < 1.8e19).then_some(bytes.round() as u64)
-}
-
-/// `10s`, `5m`, `24h`, `30d`, `2w`, or plain seconds; `None` if it is not one, or not positive.
-pub fn parse_duration(text: &str) -> Option<i64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: i64 = number.parse().ok()?;
-    let scale = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        _ => return None,
-    };
-    number.checked_mul(scale).filter(|&s| s > 0)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn reads_sizes() {
-        for (text, want) in [
-            ("2GiB", Some(2u64 << 30)),
-            ("500MB", Some(500_000_000)),
-            ("512MiB", Some(512 << 20)),
-            ("10G", Some(10_000_000_000)),
-            ("1.5GiB", Some(3 << 29)),
-            ("1048576", Some(1 << 20)),
-            ("2 GiB", Some(2 << 30)),
-            ("lots", None),
-            ("5XB", None),
-        ] {
-            assert_eq!(super::parse_bytes(text), want, "{text}");
-        }
-    }
-
-    #[test]
-    fn reads_durations() {
-        for (text, want) in [
-            ("10s", Some(10)),
-            ("5m", Some(300)),
-            ("24h", Some(86_400)),
-            ("30d", Some(2_592_000)),
-            ("90", Some(90)),
-            ("0s", None),
-            ("1y", None),
-            ("h", None),
-            ("-5m", None),
-        ] {
-            assert_eq!(super::parse_duration(text), want, "{text}");
-        }
     }
 }

@@ -3,7 +3,7 @@
 use agg::{BinLimit, HistogramRule, Threshold};
 use serde_json::Value;
 
-use super::reader::{number_of, ConfigError, Reader};
+use crate::config_reader::{number_of, ConfigError, Reader};
 
 /// `percentThreshold`: a number or an array of them, each in [-100, 100] and not 0.
 pub fn thresholds(top: &Reader<'_>) -> Result<Vec<Threshold>, ConfigError> {

@@ -2,8 +2,7 @@
 //! flushes never drift), take every reader's table, derive the snapshot, and hand it to each
 //! sink without waiting for any of them.
 
-mod aggregation;
-
+use crate::clock::unix_now_ms;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,9 +10,9 @@ use std::time::{Duration, Instant};
 use agg::Snapshot;
 use tokio::sync::mpsc;
 
-pub use aggregation::{Aggregation, Gathered};
+use crate::aggregation::Aggregation;
 
-use crate::sinks::SinkTelemetry;
+use crate::telemetry::SinkTelemetry;
 
 /// A sink's queue of snapshots, with its telemetry (the flusher counts what it could not
 /// queue).
@@ -27,12 +26,12 @@ pub struct Outlets(Mutex<Vec<Outlet>>);
 impl Outlets {
     /// Puts `outlets` in force from the next flush on.
     pub fn set(&self, outlets: Vec<Outlet>) {
-        *crate::ingest::shards_lock(&self.0) = outlets;
+        *crate::clock::lock(&self.0) = outlets;
     }
 
     /// The queues in force.
     pub fn current(&self) -> Vec<Outlet> {
-        crate::ingest::shards_lock(&self.0).clone()
+        crate::clock::lock(&self.0).clone()
     }
 }
 
@@ -131,11 +130,6 @@ pub fn next_grid_point(start_ms: u64, interval_ms: u64, now_ms: u64) -> u64 {
     start_ms + (elapsed / interval_ms + 1) * interval_ms
 }
 
-/// The runtime clock in unix milliseconds.
-pub fn unix_now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -144,7 +138,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::{next_grid_point, Aggregation, Flusher, Outlets};
-    use crate::sinks::{EtsyStatus, SinkTelemetry};
+    use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
     #[test]
     fn counts_the_flushes_a_full_queue_refused() {

@@ -27,7 +27,7 @@ use agg::Mergeable;
 use compact_str::CompactString;
 use hashbrown::HashSet;
 
-use crate::flush::Aggregation;
+use crate::aggregation::Aggregation;
 use crate::sinks::forward::config::GlobalConfig;
 use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
 use crate::telemetry::EdgeCounters;
@@ -149,7 +149,7 @@ impl Global {
         for journal::Left { sequence, body, credential } in left {
             match format::decode(&body, self.config.max_batch_bytes) {
                 Ok(mut batch) => {
-                    self.count_screened(screen::screen(&mut batch.interval, crate::ingest::unix_now_s()));
+                    self.count_screened(screen::screen(&mut batch.interval, crate::clock::unix_now_s()));
                     if self.remember(&credential, &batch.id) {
                         series += self.absorb(batch, Some(sequence));
                         merged += 1;
@@ -202,7 +202,7 @@ impl Global {
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
         })?;
-        if let Err(why) = screen::check_interval(&batch.id, crate::ingest::unix_now_s()) {
+        if let Err(why) = screen::check_interval(&batch.id, crate::clock::unix_now_s()) {
             self.edges.forward_batches_refused.add(1);
             self.edges.forward_refused_intervals.add(1);
             return Err(Refusal::Interval(why));
@@ -211,13 +211,13 @@ impl Global {
             self.edges.forward_batches_duplicate.add(1);
             return Ok(Received::Duplicate);
         }
-        self.count_screened(screen::screen(&mut batch.interval, crate::ingest::unix_now_s()));
+        self.count_screened(screen::screen(&mut batch.interval, crate::clock::unix_now_s()));
         let sequence = match &self.journal {
             None => None,
             Some(journal) => match journal.write(body, credential) {
                 Ok(sequence) => Some(sequence),
                 Err(error) => {
-                    crate::ingest::shards_lock(&self.seen).forget(credential, &batch.id);
+                    crate::clock::lock(&self.seen).forget(credential, &batch.id);
                     self.edges.forward_batches_refused.add(1);
                     return Err(Refusal::Journal(error));
                 }
@@ -236,7 +236,7 @@ impl Global {
 
     /// Remembers a batch identity sent with `credential`: false when it was merged before.
     fn remember(&self, credential: &str, id: &BatchId) -> bool {
-        let inserted = crate::ingest::shards_lock(&self.seen).insert(credential, id);
+        let inserted = crate::clock::lock(&self.seen).insert(credential, id);
         if let Some(forgotten) = inserted {
             self.edges.forward_ids_forgotten.add(forgotten);
         }

@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 
 use super::params::{self, BadParameter};
 use super::{series, HttpState};
-use crate::ingest::{shards_lock as lock, unix_now_s};
-use crate::sinks::SinkTelemetry;
+use crate::clock::{lock, unix_now_s};
 use crate::telemetry::budgets::BudgetState;
+use crate::telemetry::SinkTelemetry;
 
 type Params = Query<HashMap<String, String>>;
 

@@ -30,7 +30,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::HttpState;
-use crate::config::reader::{ConfigError, Reader};
+use crate::config_reader::{ConfigError, Reader};
 
 /// What a route does, for its credentials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,11 +366,11 @@ impl Guard {
 
     /// Puts new credentials in force (a reload read the token files again).
     pub fn replace(&self, credentials: Credentials) {
-        *crate::ingest::shards_lock(&self.credentials) = Arc::new(credentials);
+        *crate::clock::lock(&self.credentials) = Arc::new(credentials);
     }
 
     fn current(&self) -> Arc<Credentials> {
-        crate::ingest::shards_lock(&self.credentials).clone()
+        crate::clock::lock(&self.credentials).clone()
     }
 }
 

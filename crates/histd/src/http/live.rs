@@ -18,8 +18,8 @@ use serde_json::{json, Map, Value};
 use super::api::{bins_json, sinks_json, Failure};
 use super::params::{count, BadParameter, MAX_PATTERN_BYTES};
 use super::HttpState;
-use crate::flush::unix_now_ms;
-use crate::ingest::unix_now_s;
+use crate::clock::unix_now_ms;
+use crate::clock::unix_now_s;
 
 /// Rows returned when `limit` is not given, and at most.
 const DEFAULT_LIMIT: usize = 50;
@@ -158,7 +158,7 @@ pub(crate) struct Taken {
 }
 
 /// Reads every series, selects and sorts the rows asked for, clones their histograms.
-pub(crate) fn take(aggregation: &crate::flush::Aggregation, asked: &Asked) -> Taken {
+pub(crate) fn take(aggregation: &crate::aggregation::Aggregation, asked: &Asked) -> Taken {
     let mut aggregator = aggregation.current();
     let lag_key = format!("{}.timestamp_lag", aggregator.config().prefix_stats);
     let mut series = aggregator.live_series(asked.threshold);

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use proto::ParseError;
 
 use super::HttpState;
-use crate::ingest::unix_now_s;
+use crate::clock::unix_now_s;
 use crate::sinks::prometheus::exposition::{Exposition, Format};
 use crate::sinks::prometheus::samples::Layout;
 use crate::sinks::prometheus::state::Kind;

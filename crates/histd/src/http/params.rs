@@ -1,6 +1,6 @@
 //! Query parameters: times (`now`, `-1h`, `now-15m`, unix seconds) and steps (`10s`, `1m`).
 
-use crate::config::parse_duration;
+use crate::config_reader::parse_duration;
 
 /// A parameter that does not parse: which one, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

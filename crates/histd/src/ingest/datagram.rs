@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::allow::AllowView;
 use super::recv::{Batch, Received};
-use super::{unix_now_s, Shard, TapView};
+use super::{Shard, TapView};
+use crate::clock::unix_now_s;
 use crate::telemetry::EdgeCounters;
 
 /// How often a blocked reader looks at the stop flag.
@@ -232,7 +233,7 @@ mod tests {
     use agg::AggConfig;
 
     use super::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
-    use crate::flush::Aggregation;
+    use crate::aggregation::Aggregation;
     use crate::ingest::TapSwitch;
     use crate::telemetry::EdgeCounters;
 

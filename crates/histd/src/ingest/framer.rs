@@ -16,7 +16,7 @@ use crate::telemetry::EdgeCounters;
 /// Bytes read at once.
 pub const READ_CHUNK: usize = 64 * 1024;
 #[cfg(test)]
-use crate::config::DEFAULT_MAX_STREAM_LINE_BYTES as MAX_LINE_BYTES;
+use super::DEFAULT_MAX_STREAM_LINE_BYTES as MAX_LINE_BYTES;
 
 /// The budget for partial lines across every stream connection; what is held is the
 /// `stream_pending_bytes` gauge.

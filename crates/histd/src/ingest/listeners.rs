@@ -6,6 +6,7 @@
 //! reload that fails later (a backend that cannot start) closes what it opened and changes
 //! nothing.
 
+use crate::clock::lock;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -19,10 +20,10 @@ use tokio::sync::watch;
 use super::allow::AllowSwitch;
 use super::recv::{set_receive_buffer, ReceiveBuffer};
 use super::{
-    open_udp, report_receive_buffer, serve_streams, shards_lock as lock, spawn_datagram_reader, BatchShape,
-    DatagramSocket, DatagramSource, Stopping, StreamContext, UdpSettings,
+    open_udp, report_receive_buffer, serve_streams, spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource,
+    Stopping, StreamContext, UdpSettings,
 };
-use crate::config::{IngestConfig, Listener, UnixPath};
+use super::{IngestConfig, Listener, UnixPath};
 
 /// The addresses the metric listeners are bound to (port 0 in the config becomes the port the
 /// kernel chose), in config order.

@@ -10,6 +10,8 @@ mod datagram;
 pub(crate) mod framer;
 mod listeners;
 pub mod recv;
+pub mod servers;
+pub mod settings;
 mod shards;
 mod stream;
 mod switch;
@@ -19,13 +21,9 @@ mod udp;
 pub use datagram::{spawn_datagram_reader, BatchShape, DatagramSocket, DatagramSource, Stopping};
 pub use framer::PendingBudget;
 pub use listeners::{Ingress, Listening, Opened};
-pub use shards::lock as shards_lock;
+pub use servers::{Listener, UnixPath};
+pub use settings::{IngestConfig, DEFAULT_MAX_STREAM_LINE_BYTES};
 pub use shards::{Shard, Shards};
 pub use stream::{serve_streams, StreamContext};
 pub use tap::{Tap, TapSwitch, TapView};
 pub use udp::{open_udp, report_receive_buffer, ReaderMode, UdpSettings};
-
-/// The current time in unix seconds (the runtime's clock; aggregation only receives it).
-pub fn unix_now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}

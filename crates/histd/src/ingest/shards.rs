@@ -1,7 +1,9 @@
 //! Shards: one table per reader, registered so the flusher can take them all.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use crate::clock::lock;
 
 use agg::{Table, TakenInterval};
 
@@ -81,9 +83,4 @@ impl Shards {
             !closed
         });
     }
-}
-
-/// Locks, ignoring poisoning: a table is plain data, valid even if a holder panicked.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

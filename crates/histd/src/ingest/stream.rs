@@ -12,8 +12,9 @@ use tokio::task::JoinSet;
 
 use super::allow::AllowSwitch;
 use super::framer::{Framed, Framer, PendingBudget};
-use super::{unix_now_s, Shards, TapSwitch, TapView};
+use super::{Shards, TapSwitch, TapView};
 use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
+use crate::clock::unix_now_s;
 use crate::cross_protocol::{first_line, looks_like_http};
 use crate::telemetry::EdgeCounters;
 

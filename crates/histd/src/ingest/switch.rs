@@ -22,14 +22,14 @@ impl<T: Clone> Switch<T> {
 
     /// Puts `value` in force.
     pub fn set(&self, value: T) {
-        *super::shards_lock(&self.value) = value;
+        *crate::clock::lock(&self.value) = value;
         self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// A reader's view, holding the value in force now.
     pub fn view(self: &Arc<Self>) -> View<T> {
         let seen = self.generation.load(Ordering::Acquire);
-        View { switch: self.clone(), seen, value: super::shards_lock(&self.value).clone() }
+        View { switch: self.clone(), seen, value: crate::clock::lock(&self.value).clone() }
     }
 }
 
@@ -46,7 +46,7 @@ impl<T: Clone> View<T> {
     pub fn current(&mut self) -> &T {
         let generation = self.switch.generation.load(Ordering::Acquire);
         if generation != self.seen {
-            self.value = super::shards_lock(&self.switch.value).clone();
+            self.value = crate::clock::lock(&self.switch.value).clone();
             self.seen = generation;
         }
         &self.value

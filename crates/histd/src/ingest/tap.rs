@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::sinks::SinkTelemetry;
+use crate::telemetry::SinkTelemetry;
 
 /// The raw-packet queue to the repeater.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub type TapView = super::switch::View<Option<Tap>>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::EtsyStatus;
+    use crate::telemetry::EtsyStatus;
 
     #[test]
     fn a_view_follows_the_switch() {

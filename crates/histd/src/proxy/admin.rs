@@ -10,7 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::listen::Routes;
-use crate::ingest::unix_now_s;
+use crate::clock::unix_now_s;
 
 /// Serves management connections until `stop`.
 pub async fn serve(listener: TcpListener, routes: Arc<Routes>, started_unix_s: u64, mut stop: watch::Receiver<bool>) {

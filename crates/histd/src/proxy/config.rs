@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::config::reader::{ConfigError, KeysRead, Reader};
-use crate::config::IngestConfig;
+use crate::config_reader::{ConfigError, KeysRead, Reader};
+use crate::ingest::IngestConfig;
 
 /// The default `proxyDatagramBytes`: lines for one aggregator are packed into datagrams of at
 /// most this many bytes (a 1500-byte Ethernet frame less the IPv4 and UDP headers).
@@ -54,12 +54,12 @@ pub struct ProxyConfig {
 impl ProxyConfig {
     /// Reads and validates a proxy config file.
     pub fn from_file(path: &Path) -> anyhow::Result<ProxyConfig> {
-        crate::config::read_file(path, ProxyConfig::from_text)
+        crate::config_reader::read_file(path, ProxyConfig::from_text)
     }
 
     /// Reads and validates a proxy config from its text (a JavaScript object literal).
     pub fn from_text(text: &str) -> anyhow::Result<ProxyConfig> {
-        Ok(ProxyConfig::from_object(&crate::config::object_literal(text)?)?)
+        Ok(ProxyConfig::from_object(&crate::config_reader::object_literal(text)?)?)
     }
 
     /// Validates a config object.
@@ -73,12 +73,12 @@ impl ProxyConfig {
         let listen_ip = match top.string("host")? {
             None if ipv6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
             None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            Some(text) => crate::config::listen::parse_ip(&text)
+            Some(text) => crate::ingest::servers::parse_ip(&text)
                 .ok_or_else(|| top.error("host", format!("'{text}' is not an IP address")))?,
         };
         let mgmt_ip = match top.string("mgmt_address")? {
             None => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            Some(text) => crate::config::listen::parse_ip(&text)
+            Some(text) => crate::ingest::servers::parse_ip(&text)
                 .ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
         };
         let tcp = match top.string("server")?.as_deref() {
@@ -106,7 +106,7 @@ impl ProxyConfig {
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", crate::config::DEFAULT_MGMT_PORT)?),
             nodes: nodes(&top)?,
             check_interval,
-            ingest: crate::config::ingest_config(&top)?,
+            ingest: crate::ingest::settings::ingest(&top)?,
             sanitize: top.bool("keyNameSanitize", true)?,
             datagram_bytes,
             ignored_keys: Vec::new(),

@@ -98,7 +98,7 @@ pub async fn start(config: ProxyConfig) -> anyhow::Result<RunningProxy> {
     let bound = ProxyBound { udp, tcp, mgmt: mgmt.local_addr()? };
     let admins = config.nodes.iter().map(|n| n.admin).collect();
     tasks.push(tokio::spawn(health::check_nodes(ring, admins, config.check_interval, stopped.clone())));
-    tasks.push(tokio::spawn(admin::serve(mgmt, routes, crate::ingest::unix_now_s(), stopped)));
+    tasks.push(tokio::spawn(admin::serve(mgmt, routes, crate::clock::unix_now_s(), stopped)));
     tracing::info!(proto = %"udp", addr = %bound.udp, "listening");
     if let Some(tcp) = bound.tcp {
         tracing::info!(proto = %"tcp", addr = %tcp, "listening");

@@ -69,20 +69,20 @@ impl CountsRegistry {
 
     fn register(&self) -> Arc<RouteCounts> {
         let counts = Arc::new(RouteCounts::new(self.nodes));
-        crate::ingest::shards_lock(&self.live).push(counts.clone());
+        crate::clock::lock(&self.live).push(counts.clone());
         counts
     }
 
     fn retire(&self, counts: &Arc<RouteCounts>) {
         self.ended.add(counts);
-        crate::ingest::shards_lock(&self.live).retain(|live| !Arc::ptr_eq(live, counts));
+        crate::clock::lock(&self.live).retain(|live| !Arc::ptr_eq(live, counts));
     }
 
     /// The sum over every router, ended or live.
     pub fn total(&self) -> RouteCounts {
         let total = RouteCounts::new(self.nodes);
         total.add(&self.ended);
-        crate::ingest::shards_lock(&self.live).iter().for_each(|counts| total.add(counts));
+        crate::clock::lock(&self.live).iter().for_each(|counts| total.add(counts));
         total
     }
 }

@@ -15,9 +15,9 @@ use tokio::time::Instant;
 
 use agg::Snapshot;
 
-use super::http_client::{Answer, Client, HttpUrl, Outcome};
 use super::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
-use crate::ingest::unix_now_s;
+use crate::clock::unix_now_s;
+use crate::http_client::{Answer, Client, HttpUrl, Outcome};
 
 /// Flushes' requests a destination may have waiting to enter its retry buffer.
 pub const BATCH_QUEUE: usize = 16;

@@ -9,13 +9,11 @@ pub mod delivery;
 pub mod file;
 pub mod forward;
 pub mod graphite;
-pub mod http_client;
 pub mod otlp;
 pub mod prometheus;
 pub mod repeater;
 pub mod roster;
 pub mod store;
-pub mod telemetry;
 
 use std::sync::Arc;
 
@@ -23,8 +21,8 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use crate::telemetry::{Detail, DropReason, EtsyStatus, SinkTelemetry};
 pub use roster::Roster;
-pub use telemetry::{Detail, DropReason, EtsyStatus, SinkTelemetry};
 
 /// Snapshots a sink may have waiting before new ones are dropped.
 pub const SNAPSHOT_QUEUE: usize = 64;

@@ -24,9 +24,10 @@ use super::{
     circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle,
     SinkTelemetry,
 };
+use crate::clock::lock;
 use crate::config::{Backend, Config};
 use crate::flush::{Outlet, Outlets};
-use crate::ingest::{shards_lock as lock, TapSwitch};
+use crate::ingest::TapSwitch;
 
 /// How long sinks get to deliver their last flushes when they stop (at shutdown, or retired
 /// by a reload).

@@ -3,6 +3,9 @@
 //! to the management `stats` reply and `/health`.
 
 pub mod budgets;
+mod sinks;
+
+pub use sinks::{Detail, DropReason, EtsyStatus, SinkTelemetry};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -97,3 +97,22 @@ fn the_last_bad_line_of_each_reason_is_shown_with_its_sender() {
     assert_eq!(logged, 1, "one log line for the one interval that had bad lines");
     assert!(daemon.terminate());
 }
+
+/// Over UDP, with no allow list on the listener, a bad line's example names its sender too
+/// (every datagram's source is read).
+#[test]
+fn a_bad_udp_line_names_its_sender_without_an_allow_list() {
+    let daemon = crate::harness::Daemon::start(
+        "bad-udp-line",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: [] }",
+    );
+    daemon.send_udp("good:1|c\nno.type.udp:1");
+    daemon.wait_received(2);
+    let health = daemon.http_json("/health");
+    let example = &health["bad_line_examples"]["no_type"];
+    assert_eq!(
+        (example["line"].as_str(), example["source"].as_str()),
+        (Some("no.type.udp:1"), Some("127.0.0.1")),
+        "{health}"
+    );
+}

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::config::reader::{string_object, ConfigError, Reader};
-use crate::sinks::http_client::HttpUrl;
+use crate::config_reader::{string_object, ConfigError, Reader};
+use crate::http_client::HttpUrl;
 
 /// What waits while the receiver fails.
 pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;

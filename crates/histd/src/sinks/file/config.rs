@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::config::reader::{ConfigError, Reader};
+use crate::config_reader::{ConfigError, Reader};
 
 /// The default `file.maxBytes`: 100 MiB, then the file is rotated.
 pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::config::FileConfig;
 use super::encode::encode;
-use crate::ingest::unix_now_s;
+use crate::clock::unix_now_s;
 use crate::sinks::{SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 /// Starts the file backend; `prefix_stats` names histd's own series (left out of `statsd`).

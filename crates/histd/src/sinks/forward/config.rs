@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::config::reader::{ConfigError, Reader};
-use crate::sinks::http_client::HttpUrl;
+use crate::config_reader::{ConfigError, Reader};
+use crate::http_client::HttpUrl;
 
 /// Where batches are posted on a node given as `http://host:port` alone.
 pub const FORWARD_PATH: &str = "/api/v1/forward";
@@ -115,7 +115,7 @@ impl ForwardConfig {
         if self.tls == crate::tls::ClientFiles::default() {
             return Ok(None);
         }
-        crate::tls::client_config(&self.tls, crate::sinks::http_client::system_roots)
+        crate::tls::client_config(&self.tls, crate::http_client::system_roots)
             .map(Some)
             .map_err(|why| format!("forward.tls: {why}"))
     }

@@ -23,8 +23,8 @@ use super::encode::{cut, CutSettings, Part};
 use super::format::CONTENT_TYPE;
 use super::ring::{Node, Ring};
 use super::spool::{Dropped, Spool};
-use crate::ingest::unix_now_s;
-use crate::sinks::http_client::{Client, HttpUrl, Outcome};
+use crate::clock::unix_now_s;
+use crate::http_client::{Client, HttpUrl, Outcome};
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -93,7 +93,7 @@ pub fn spawn(
 /// How a global's answer is taken: as any HTTP receiver's, except that a refusal of the
 /// request rather than the batch (401 or 403: credentials; 408: the body too slow; 415: the
 /// headers) keeps the batch for a retry: fixing a token must not have lost data meanwhile.
-fn judge(answered: Result<crate::sinks::http_client::Answer, String>) -> Outcome {
+fn judge(answered: Result<crate::http_client::Answer, String>) -> Outcome {
     match answered {
         Err(reason) => Outcome::Retry(reason),
         Ok(answer) if matches!(answer.status, 401 | 403 | 408 | 415) => {
@@ -332,7 +332,7 @@ fn queue(spool: &mut Spool, ring: &Ring, parts: Vec<Part>) -> std::io::Result<Dr
 #[cfg(test)]
 mod judge_tests {
     use super::*;
-    use crate::sinks::http_client::Answer;
+    use crate::http_client::Answer;
 
     #[test]
     fn refusals_of_the_request_keep_the_batch() {

@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 
 use super::window::{in_flight_capacity, Payload, SentWindow};
 use super::{Chunked, GraphiteNames};
+use crate::clock::unix_now_s;
 use crate::config::GraphiteConfig;
-use crate::ingest::unix_now_s;
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::config::reader::{string_object, ConfigError, Reader};
-use crate::sinks::http_client::HttpUrl;
+use crate::config_reader::{string_object, ConfigError, Reader};
+use crate::http_client::HttpUrl;
 use crate::sinks::prometheus::native::SCHEMAS;
 
 /// Where requests go when `otlp.endpoint` is absent: a collector on this host.

@@ -14,8 +14,8 @@ use hyper::Method;
 use super::config::OtlpConfig;
 use super::encode::Encoder;
 use super::state::Running;
+use crate::http_client::Answer;
 use crate::sinks::delivery::{spawn_http_sink, Destination, Verdict};
-use crate::sinks::http_client::Answer;
 use crate::sinks::{SinkHandle, SinkTelemetry};
 
 /// Starts the otlp backend.

@@ -11,8 +11,8 @@ use super::config::{OtlpConfig, OtlpHistograms, Temporality};
 use super::encode::{explicit_buckets, Encoder};
 use super::sink::{fields, judge, partial_success, Field};
 use super::state::Running;
+use crate::http_client::Answer;
 use crate::sinks::delivery::Verdict;
-use crate::sinks::http_client::Answer;
 use crate::sinks::prometheus::native::Native;
 
 /// Flushes of one aggregator, one packet each, 10 s apart from t = 1000 s.

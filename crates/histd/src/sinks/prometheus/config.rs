@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::mapping::Mapper;
-use crate::config::reader::{ConfigError, Reader};
-use crate::sinks::http_client::HttpUrl;
+use crate::config_reader::{ConfigError, Reader};
+use crate::http_client::HttpUrl;
 
 /// Prometheus' `DefBuckets`, in seconds.
 pub const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -195,7 +195,7 @@ fn native_schema(section: &Reader<'_>) -> Result<i32, ConfigError> {
 /// `externalLabels`: an object of label names (valid Prometheus names) and non-empty values.
 fn external_labels(section: &Reader<'_>) -> Result<Vec<(String, String)>, ConfigError> {
     let mut labels = Vec::new();
-    for (name, value) in crate::config::reader::string_object(section, "externalLabels")? {
+    for (name, value) in crate::config_reader::string_object(section, "externalLabels")? {
         let valid = !name.is_empty() && name == super::names::escape(&name) && !name.starts_with("__");
         if !valid || value.is_empty() {
             let message = format!(
@@ -212,7 +212,7 @@ fn external_labels(section: &Reader<'_>) -> Result<Vec<(String, String)>, Config
 fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
     let mut buckets = Vec::new();
     for value in section.array("buckets")? {
-        match crate::config::reader::number_of(value) {
+        match crate::config_reader::number_of(value) {
             Some(b) if b.is_finite() => buckets.push(b),
             _ => return Err(section.error("buckets", format!("expected finite numbers, got {value}"))),
         }
@@ -226,7 +226,7 @@ fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
 fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteTarget, ConfigError> {
     let url = target.string("url")?.ok_or_else(|| target.error("url", "is missing"))?;
     let url = HttpUrl::parse(&url).map_err(|message| target.error("url", message))?;
-    let headers = crate::config::reader::string_object(target, "headers")?;
+    let headers = crate::config_reader::string_object(target, "headers")?;
     let timeout = match target.number("timeoutMs")? {
         None => DEFAULT_TIMEOUT,
         Some(ms) if ms >= 1.0 && ms.is_finite() => Duration::from_millis(ms as u64),

@@ -19,7 +19,7 @@ use super::config::{HistogramMode, PrometheusConfig, RemoteWriteTarget};
 use super::encode::{encode, Flush, Request};
 use super::samples::Layout;
 use super::state::Registry;
-use crate::ingest::unix_now_s;
+use crate::clock::unix_now_s;
 use crate::sinks::delivery::{plain_judge, Delivery, Destination, BATCH_QUEUE};
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 

@@ -79,10 +79,10 @@ impl Targets {
                 Ok(()) => {
                     telemetry.points_out.add(1);
                     telemetry.bytes_out.add(packet.len() as u64);
-                    telemetry.succeeded(crate::ingest::unix_now_s());
+                    telemetry.succeeded(crate::clock::unix_now_s());
                 }
                 Err(error) => {
-                    telemetry.failed(crate::ingest::unix_now_s());
+                    telemetry.failed(crate::clock::unix_now_s());
                     telemetry.drop_points(DropReason::Rejected, 1);
                     tracing::debug!(%error, target = %self.addresses[index], "repeater send failed");
                 }

@@ -170,10 +170,10 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
         Ok(()) => {
             telemetry.points_out.add(count);
             telemetry.last_flush_us.set(started.elapsed().as_micros() as u64);
-            telemetry.succeeded(crate::ingest::unix_now_s());
+            telemetry.succeeded(crate::clock::unix_now_s());
         }
         Err(error) => {
-            telemetry.failed(crate::ingest::unix_now_s());
+            telemetry.failed(crate::clock::unix_now_s());
             telemetry.drop_points(DropReason::Rejected, count);
             tracing::error!(%error, rows = count, "store write failed; this flush is not stored");
         }

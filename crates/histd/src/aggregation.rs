@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use agg::{AggConfig, Aggregator, ReaderMap};
 
-use crate::ingest::{shards_lock as lock, Shards};
+use crate::clock::lock;
+use crate::ingest::Shards;
 use crate::telemetry::{Counter, Gauge};
 
 /// The readers' shards and what their intervals are gathered into.

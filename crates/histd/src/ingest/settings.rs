@@ -1,10 +1,11 @@
-//! How datagram listeners read (histd keys): reader threads, reuseport or shared socket,
-//! receive buffer, batch shape.
+//! The intake's limits (histd keys): how datagram listeners read (reader threads, reuseport or
+//! shared socket, receive buffer, batch shape), and the bounds on stream, management and HTTP
+//! connections.
 
 use serde_json::{json, Value};
 
-use super::reader::{ConfigError, Reader};
-use crate::ingest::ReaderMode;
+use super::ReaderMode;
+use crate::config_reader::{ConfigError, Reader};
 
 /// The default `udpReceiveBufferBytes`: 16 MiB.
 pub const DEFAULT_RECEIVE_BUFFER: usize = 16 * 1024 * 1024;
@@ -69,8 +70,6 @@ pub struct IngestConfig {
     /// `mgmtMaxLineBytes`: the longest management command line (64 KiB); a longer one is
     /// answered `ERROR` and discarded whole.
     pub mgmt_max_line_bytes: usize,
-    /// `queryMaxSteps` and `queryMaxSeries`: what one query of the HTTP API may ask for.
-    pub query: crate::http::QueryLimits,
 }
 
 impl IngestConfig {
@@ -93,8 +92,6 @@ impl IngestConfig {
             "maxStreamLineBytes": self.max_stream_line_bytes,
             "mgmtMaxConnections": self.mgmt_max_connections,
             "mgmtMaxLineBytes": self.mgmt_max_line_bytes,
-            "queryMaxSteps": self.query.max_steps,
-            "queryMaxSeries": self.query.max_series,
         })
     }
 }
@@ -144,17 +141,11 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
         max_stream_line_bytes: count(top, "maxStreamLineBytes", DEFAULT_MAX_STREAM_LINE_BYTES, 65_536, 64 << 20)?,
         mgmt_max_connections: count(top, "mgmtMaxConnections", DEFAULT_MGMT_MAX_CONNECTIONS, 1, 4096)?,
         mgmt_max_line_bytes: count(top, "mgmtMaxLineBytes", DEFAULT_MGMT_MAX_LINE_BYTES, 1024, 16 << 20)?,
-        query: {
-            let defaults = crate::http::QueryLimits::default();
-            crate::http::QueryLimits {
-                max_steps: count(top, "queryMaxSteps", defaults.max_steps, 10, 10_000_000)?,
-                max_series: count(top, "queryMaxSeries", defaults.max_series, 1, 100_000_000)?,
-            }
-        },
     })
 }
 
-fn count(top: &Reader<'_>, key: &str, default: usize, low: usize, high: usize) -> Result<usize, ConfigError> {
+/// A whole number from `low` to `high` at `key`, or `default`.
+pub fn count(top: &Reader<'_>, key: &str, default: usize, low: usize, high: usize) -> Result<usize, ConfigError> {
     match top.number(key)? {
         None => Ok(default),
         Some(n) if n.fract() == 0.0 && n >= low as f64 && n <= high as f64 => Ok(n as usize),

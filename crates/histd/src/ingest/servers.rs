@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::reader::{ConfigError, Reader};
-use crate::ingest::allow::{Allow, Cidr};
+use super::allow::{Allow, Cidr};
+use crate::config_reader::{ConfigError, Reader};
 
 /// The statsd port when none is given.
 pub const DEFAULT_PORT: u16 = 8125;

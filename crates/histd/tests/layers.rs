@@ -1,0 +1,268 @@
+//! Layers you can see: no import circles between modules, in any crate of the workspace.
+//!
+//! Every `.rs` file under a crate's `src` is a module (`a/b.rs` and `a/b/mod.rs` are `a::b`).
+//! A file's references to other modules of its crate (`use crate::…`, `super::…`, and paths
+//! written inline) are edges. Two sibling modules — children of one folder — depend on each
+//! other when anything inside one refers to anything inside the other; at every level those
+//! sibling dependencies must form no circle. A folder's own `mod.rs` (or `lib.rs`) speaks for
+//! the folder, so a parent and its children may refer to each other. Test code (a trailing
+//! `#[cfg(test)]` module, and files named `tests.rs`) is left out: tests may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module path inside one crate, `["sinks", "forward", "ring"]`; empty for the crate root.
+type ModulePath = Vec<String>;
+
+/// One reference from a file to a module, with where it was written.
+#[derive(Debug, Clone)]
+struct Edge {
+    from: ModulePath,
+    to: ModulePath,
+    at: String,
+}
+
+#[test]
+fn no_module_imports_in_a_circle() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut report = Vec::new();
+    for krate in ["proto", "circllhist", "agg", "store", "histd"] {
+        let src = workspace.join("crates").join(krate).join("src");
+        let modules = modules_of(&src);
+        let known: BTreeSet<ModulePath> = modules.iter().map(|(path, _)| path.clone()).collect();
+        let edges: Vec<Edge> = modules.iter().flat_map(|(path, file)| edges_of(path, file, &known)).collect();
+        report.extend(circles(krate, &edges));
+    }
+    assert!(report.is_empty(), "modules that import each other in a circle:\n\n{}", report.join("\n\n"));
+}
+
+/// Every module file of a crate's `src` and its path.
+fn modules_of(src: &Path) -> Vec<(ModulePath, PathBuf)> {
+    let mut files = Vec::new();
+    walk(src, &mut files);
+    files
+        .into_iter()
+        .filter(|file| file.extension().is_some_and(|e| e == "rs"))
+        .filter(|file| file.file_name().is_some_and(|name| name != "tests.rs"))
+        .filter_map(|file| {
+            let relative = file.strip_prefix(src).ok()?.with_extension("");
+            let mut path: ModulePath = relative.iter().map(|part| part.to_string_lossy().into_owned()).collect();
+            if matches!(path.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                path.pop();
+            }
+            Some((path, file))
+        })
+        .filter(|(path, _)| !path.first().is_some_and(|top| top == "bin"))
+        .collect()
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// The modules a file refers to, each resolved to the longest known module path.
+fn edges_of(module: &ModulePath, file: &Path, known: &BTreeSet<ModulePath>) -> Vec<Edge> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut edges = Vec::new();
+    let mut statement: Option<(usize, String)> = None;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break; // the trailing test module
+        }
+        let code = line.split("//").next().unwrap_or_default();
+        let trimmed = code.trim_start();
+        let starts_use =
+            ["use ", "pub use ", "pub(crate) use ", "pub(super) use "].iter().any(|p| trimmed.starts_with(p));
+        let paths = if starts_use || statement.is_some() {
+            let (first, mut text) = statement.take().unwrap_or((number, String::new()));
+            text.push_str(trimmed);
+            if !text.contains(';') {
+                statement = Some((first, text));
+                continue;
+            }
+            let tree = text[text.find("use ").unwrap() + 4..text.find(';').unwrap()].replace(' ', "");
+            expand_use_tree(&tree).into_iter().map(|path| split(&path)).collect()
+        } else {
+            referenced_paths(code)
+        };
+        for path in paths {
+            let Some(absolute) = absolute(&path, module) else { continue };
+            let target = longest_known(&absolute, known);
+            edges.push(Edge { from: module.clone(), to: target, at: format!("{}:{}", file.display(), number + 1) });
+        }
+    }
+    edges
+}
+
+/// The paths a `use` tree names: `a::{b, c::{d, e}}` is `a::b`, `a::c::d`, `a::c::e`.
+fn expand_use_tree(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else {
+        return vec![tree.split("as").next().unwrap_or(tree).trim_end_matches("::*").to_string()];
+    };
+    let prefix = tree[..open].trim_end_matches("::");
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let mut items = Vec::new();
+    let (mut depth, mut from) = (0, 0);
+    for (at, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[from..at]);
+                from = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[from..]);
+    items
+        .into_iter()
+        .filter(|item| !item.is_empty())
+        .flat_map(expand_use_tree)
+        .map(|item| if item == "self" || item.is_empty() { prefix.to_string() } else { format!("{prefix}::{item}") })
+        .collect()
+}
+
+/// Paths starting with `crate::` or `super::` written on a line.
+fn referenced_paths(code: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for start in ["crate::", "super::"] {
+        let mut rest = code;
+        while let Some(at) = rest.find(start) {
+            let before = rest[..at].chars().last();
+            let tail = &rest[at..];
+            rest = &rest[at + start.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue; // `self::super::` or part of a longer word
+            }
+            let end = tail.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(tail.len());
+            found.push(split(tail[..end].trim_end_matches(':')));
+        }
+    }
+    found
+}
+
+fn split(path: &str) -> Vec<String> {
+    path.split("::").filter(|part| !part.is_empty()).map(str::to_string).collect()
+}
+
+/// A path as seen from `module`, made absolute; `None` for paths outside the crate.
+fn absolute(path: &[String], module: &ModulePath) -> Option<ModulePath> {
+    let mut parts = path.iter().peekable();
+    let mut base: ModulePath = match parts.peek().map(|p| p.as_str()) {
+        Some("crate") => {
+            parts.next();
+            Vec::new()
+        }
+        Some("super") => {
+            // `super` of `a/b.rs` (module a::b) is `a`; of `a/b/mod.rs` (also a::b) it is `a` too.
+            let mut base = module.clone();
+            while parts.peek().is_some_and(|p| *p == "super") {
+                parts.next();
+                base.pop()?;
+            }
+            base
+        }
+        _ => return None,
+    };
+    base.extend(parts.cloned());
+    Some(base)
+}
+
+fn longest_known(path: &ModulePath, known: &BTreeSet<ModulePath>) -> ModulePath {
+    (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|prefix| known.contains(prefix)).unwrap_or_default()
+}
+
+/// The circles among sibling modules, one report each, with the references that make them.
+fn circles(krate: &str, edges: &[Edge]) -> Vec<String> {
+    // Sibling edges, grouped by their folder: (folder, from child, to child) -> where.
+    let mut by_folder: BTreeMap<ModulePath, BTreeMap<(String, String), Vec<String>>> = BTreeMap::new();
+    for edge in edges {
+        let common = edge.from.iter().zip(&edge.to).take_while(|(a, b)| a == b).count();
+        if common == edge.from.len() || common == edge.to.len() {
+            continue; // a module and its own parent or child
+        }
+        let folder = edge.from[..common].to_vec();
+        let pair = (edge.from[common].clone(), edge.to[common].clone());
+        by_folder.entry(folder).or_default().entry(pair).or_default().push(edge.at.clone());
+    }
+    let mut reports = Vec::new();
+    for (folder, pairs) in by_folder {
+        let graph: BTreeMap<&str, BTreeSet<&str>> = pairs.keys().fold(BTreeMap::new(), |mut graph, (a, b)| {
+            graph.entry(a.as_str()).or_default().insert(b.as_str());
+            graph.entry(b.as_str()).or_default();
+            graph
+        });
+        for component in strongly_connected(&graph).into_iter().filter(|c| c.len() > 1) {
+            let inside: BTreeSet<&str> = component.iter().copied().collect();
+            let mut lines = vec![format!("{krate}::{}: {}", folder.join("::"), component.join(" <-> "))];
+            for ((a, b), places) in &pairs {
+                if inside.contains(a.as_str()) && inside.contains(b.as_str()) {
+                    lines.push(format!("  {a} -> {b}: {} (and {} more)", places[0], places.len() - 1));
+                }
+            }
+            reports.push(lines.join("\n"));
+        }
+    }
+    reports
+}
+
+/// Tarjan's strongly connected components.
+fn strongly_connected<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<Vec<&'a str>> {
+    struct State<'a> {
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        components: Vec<Vec<&'a str>>,
+    }
+    fn visit<'a>(node: &'a str, graph: &BTreeMap<&'a str, BTreeSet<&'a str>>, state: &mut State<'a>) {
+        let number = state.index.len();
+        state.index.insert(node, number);
+        state.low.insert(node, number);
+        state.stack.push(node);
+        state.on_stack.insert(node);
+        for &next in &graph[node] {
+            if !state.index.contains_key(next) {
+                visit(next, graph, state);
+                let low = state.low[node].min(state.low[next]);
+                state.low.insert(node, low);
+            } else if state.on_stack.contains(next) {
+                let low = state.low[node].min(state.index[next]);
+                state.low.insert(node, low);
+            }
+        }
+        if state.low[node] == state.index[node] {
+            let mut component = Vec::new();
+            while let Some(top) = state.stack.pop() {
+                state.on_stack.remove(top);
+                component.push(top);
+                if top == node {
+                    break;
+                }
+            }
+            component.sort_unstable();
+            state.components.push(component);
+        }
+    }
+    let mut state = State {
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        components: Vec::new(),
+    };
+    for &node in graph.keys() {
+        if !state.index.contains_key(node) {
+            visit(node, graph, &mut state);
+        }
+    }
+    state.components
+}
