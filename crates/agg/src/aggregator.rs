@@ -16,9 +16,11 @@ use crate::config::AggConfig;
 use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
+use crate::metric_type::MetricType;
 use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
-use crate::table::{IngestCounts, Table, TakenInterval, TimerSamples};
+use crate::table::{IngestCounts, Table, TakenInterval};
 use crate::timer::{bin_counts, timer_stats};
+use crate::timer_samples::TimerSamples;
 use crate::timer_store::TimerStore;
 
 type KeyedMap<V> = HashMap<CompactString, V>;
@@ -62,35 +64,6 @@ impl GaugeState {
     /// same second the larger value's bits (so the winner does not depend on arrival order).
     fn is_older_than(&self, gauge: &ForwardedGauge) -> bool {
         (self.updated_unix_s, self.value.to_bits()) < (gauge.updated_unix_s, gauge.value.to_bits())
-    }
-}
-
-/// The four metric types, for the management commands and the budgets (in this order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricType {
-    /// Counters.
-    Counters,
-    /// Timers and `h`/`d` histograms.
-    Timers,
-    /// Gauges.
-    Gauges,
-    /// Sets.
-    Sets,
-}
-
-impl MetricType {
-    /// Every type, in the order of the budgets' arrays.
-    pub const ALL: [MetricType; 4] = [MetricType::Counters, MetricType::Timers, MetricType::Gauges, MetricType::Sets];
-
-    /// As the management commands and the outputs name it: `counters`, `timers`, `gauges`,
-    /// `sets`.
-    pub fn name(self) -> &'static str {
-        match self {
-            MetricType::Counters => "counters",
-            MetricType::Timers => "timers",
-            MetricType::Gauges => "gauges",
-            MetricType::Sets => "sets",
-        }
     }
 }
 

@@ -17,7 +17,7 @@ use compact_str::CompactString;
 use hashbrown::{HashMap, HashSet};
 use proto::key::split_series_key;
 
-use crate::aggregator::MetricType;
+use crate::metric_type::MetricType;
 
 /// The series every key past `maxSeries` of its type is folded into.
 pub const OVERFLOW: &str = "__overflow__";

@@ -16,24 +16,26 @@ pub mod distinct;
 pub mod jsfmt;
 mod key_index;
 mod mergeable;
+mod metric_type;
 mod numbered;
 mod run;
 mod series;
 mod snapshot;
 mod table;
 mod timer;
+mod timer_samples;
 mod timer_store;
 mod timers;
 
-pub use aggregator::{is_internal_key, Aggregator, LiveSeries, MetricType};
+pub use aggregator::{is_internal_key, Aggregator, LiveSeries};
 pub use budget::{BudgetReport, Budgets, FoldReason, Offender};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
 pub use distinct::{Distinct, Hll};
 pub use mergeable::{ForwardedGauge, Mergeable};
+pub use metric_type::MetricType;
 pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
 };
-pub use table::{
-    apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, LazyHistogram, Table, TakenInterval, TimerSamples,
-};
+pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
+pub use timer_samples::{LazyHistogram, TimerSamples};

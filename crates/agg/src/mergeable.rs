@@ -4,7 +4,7 @@
 use compact_str::CompactString;
 
 use crate::distinct::Distinct;
-use crate::table::TimerSamples;
+use crate::timer_samples::TimerSamples;
 
 /// One forwarded interval of one source: every part merges into the receiver's interval in
 /// any order with the same result (gauges by their update time).

@@ -4,7 +4,7 @@
 
 use crate::config::{AggConfig, BinLimit};
 use crate::snapshot::{BinCounts, PercentileStat, TimerStat};
-use crate::table::TimerSamples;
+use crate::timer_samples::TimerSamples;
 
 /// The statistics of one timer's interval, before `calculatedTimerMetrics` filtering: Etsy's
 /// exact arithmetic while every raw value is kept, the histogram's estimates past the limit.

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use compact_str::CompactString;
 
 use crate::numbered::{IdMap, Numbered, Staleness};
-use crate::table::TimerSamples;
+use crate::timer_samples::TimerSamples;
 use crate::timers::TimerDelta;
 
 /// Timers deleted and without a value for an interval since are stale, and numbered away once

@@ -26,7 +26,7 @@ use hashbrown::HashMap;
 
 use crate::counters::CHURN_SLACK;
 use crate::key_index::{KeyIndex, KeyList};
-use crate::table::TimerSamples;
+use crate::timer_samples::TimerSamples;
 
 /// A state's count of values received this interval (saturating: past `timerSampleLimit`
 /// only "past it" matters, and the limit is at most 1e9).

@@ -15,6 +15,7 @@ use crate::accept::ConnectionSlots;
 use crate::admin::{self, AdminState, ConfigInForce};
 use crate::aggregation::Aggregation;
 use crate::alerts::Alerts;
+use crate::backends::Roster;
 use crate::clock::unix_now_ms;
 use crate::config::{Backend, Config};
 use crate::flush::{Flusher, Outlets};
@@ -23,7 +24,6 @@ use crate::http::{self, HttpState};
 pub use crate::ingest::Listening;
 use crate::ingest::{Ingress, PendingBudget, StreamContext, TapSwitch};
 use crate::reload::{ConfigSource, ReloadOutcome, Reloader};
-use crate::sinks::Roster;
 use crate::telemetry::EdgeCounters;
 
 /// Every address a running daemon is bound to.
@@ -142,7 +142,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
-    let guard = Arc::new(http::guard::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
+    let guard = Arc::new(crate::access::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
     let server_tls = match &config.http.tls {
         None => None,
         Some(files) => {

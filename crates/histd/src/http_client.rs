@@ -299,6 +299,16 @@ pub fn system_roots() -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
+/// `text` percent-encoded for a query string.
+pub(crate) fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::HttpUrl;

@@ -21,11 +21,15 @@ mod config_reader;
 pub mod fuzzing;
 pub mod proxy;
 pub mod query_cli;
+#[doc(hidden)]
+pub mod query_params;
 pub mod top;
 
 mod accept;
+mod access;
 mod admin;
 mod aggregation;
+mod backends;
 mod clock;
 mod cross_protocol;
 mod daemon;
@@ -44,8 +48,8 @@ pub use config::Config;
 
 /// The HTTP API's answers without the server (what every handler runs), for tests and fuzzing.
 pub mod api {
-    pub use crate::http::params;
     pub use crate::http::{answer, Context, Failure, Route};
+    pub use crate::query_params as params;
 }
 /// The prometheus backend's parts without the daemon (the cumulative registry, the
 /// remote-write encoder, the exposition), for benchmarks.

@@ -10,7 +10,8 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use crate::clock::unix_now_s;
-use crate::http::{step, time};
+use crate::http_client::percent_encode;
+use crate::query_params::{step, time};
 
 /// The arguments of `histd query`.
 #[derive(Debug, clap::Args)]
@@ -79,7 +80,7 @@ impl std::fmt::Display for QueryFailure {
 /// Runs the query and prints it.
 pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
     let now = unix_now_s() as i64;
-    let bad = |error: crate::http::BadParameter| QueryFailure::BadInput(anyhow::Error::msg(error.to_string()));
+    let bad = |error: crate::query_params::BadParameter| QueryFailure::BadInput(anyhow::Error::msg(error.to_string()));
     let from = time("from", Some(&args.from), "-1h", now).map_err(bad)?;
     let to = time("to", Some(&args.to), "now", now).map_err(bad)?;
     let step = step(args.step.as_deref(), from, to).map_err(bad)?;
@@ -182,16 +183,6 @@ pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> 
     let (head, body) = response.split_once("\r\n\r\n").context("a malformed HTTP response")?;
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("a malformed HTTP status line")?;
     Ok((status, body.to_string()))
-}
-
-/// `text` percent-encoded for a query string.
-pub(crate) fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
 }
 
 fn render(answer: &Value, format: Format) -> String {

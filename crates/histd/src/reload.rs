@@ -9,7 +9,7 @@
 //! - the backends (`backends` and every backend's section, `sinkQueueBytes`,
 //!   `store.dataDir`): added ones start, changed ones restart, dropped ones stop, each flush
 //!   going whole to one generation of a sink and a retired sink delivering what it holds
-//!   ([`crate::sinks::roster`]);
+//!   ([`crate::backends`]);
 //! - who may use the HTTP port (`http.*`): the token files and the TLS certificate, key and
 //!   client CA are read again at every reload, changed or not (rotation); turning HTTPS on or
 //!   off takes a restart; a listener's `allow` list changes in place;
@@ -28,9 +28,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 
 use crate::aggregation::Aggregation;
+use crate::backends::Roster;
 use crate::config::Config;
 use crate::ingest::Ingress;
-use crate::sinks::Roster;
 use crate::telemetry::EdgeCounters;
 
 /// Where the config comes from: a file (or the built-in local default) and the command line's
@@ -122,7 +122,7 @@ pub struct Daemon {
     /// The management state: the config in force that `config` prints.
     pub admin: Arc<crate::admin::AdminState>,
     /// The HTTP port's guard: its token files are read again at every reload (rotation).
-    pub guard: Arc<crate::http::guard::Guard>,
+    pub guard: Arc<crate::access::Guard>,
     /// The HTTP port's TLS, when it serves HTTPS: its files are read again at every reload.
     pub tls: Option<Arc<crate::tls::ServerTls>>,
 }

@@ -52,7 +52,7 @@ fn modules_of(src: &Path) -> Vec<(ModulePath, PathBuf)> {
             }
             Some((path, file))
         })
-        .filter(|(path, _)| !path.first().is_some_and(|top| top == "bin"))
+        .filter(|(path, _)| path.first().is_none_or(|top| top != "bin"))
         .collect()
 }
 
@@ -87,7 +87,7 @@ fn edges_of(module: &ModulePath, file: &Path, known: &BTreeSet<ModulePath>) -> V
                 statement = Some((first, text));
                 continue;
             }
-            let tree = text[text.find("use ").unwrap() + 4..text.find(';').unwrap()].replace(' ', "");
+            let tree = tidy(&text[text.find("use ").unwrap() + 4..text.find(';').unwrap()]);
             expand_use_tree(&tree).into_iter().map(|path| split(&path)).collect()
         } else {
             referenced_paths(code)
@@ -101,10 +101,24 @@ fn edges_of(module: &ModulePath, file: &Path, known: &BTreeSet<ModulePath>) -> V
     edges
 }
 
+/// A `use` tree with no spaces but those of `as`.
+fn tidy(tree: &str) -> String {
+    let words: Vec<&str> = tree.split_whitespace().collect();
+    let mut out = String::new();
+    for (index, word) in words.iter().enumerate() {
+        if *word == "as" || words.get(index.wrapping_sub(1)) == Some(&"as") {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
 /// The paths a `use` tree names: `a::{b, c::{d, e}}` is `a::b`, `a::c::d`, `a::c::e`.
 fn expand_use_tree(tree: &str) -> Vec<String> {
     let Some(open) = tree.find('{') else {
-        return vec![tree.split("as").next().unwrap_or(tree).trim_end_matches("::*").to_string()];
+        let named = tree.split(" as ").next().unwrap_or(tree).trim();
+        return vec![named.trim_end_matches("::*").to_string()];
     };
     let prefix = tree[..open].trim_end_matches("::");
     let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
@@ -202,7 +216,8 @@ fn circles(krate: &str, edges: &[Edge]) -> Vec<String> {
         });
         for component in strongly_connected(&graph).into_iter().filter(|c| c.len() > 1) {
             let inside: BTreeSet<&str> = component.iter().copied().collect();
-            let mut lines = vec![format!("{krate}::{}: {}", folder.join("::"), component.join(" <-> "))];
+            let place = if folder.is_empty() { "(crate root)".to_string() } else { folder.join("::") };
+            let mut lines = vec![format!("{krate}::{place}: {}", component.join(" <-> "))];
             for ((a, b), places) in &pairs {
                 if inside.contains(a.as_str()) && inside.contains(b.as_str()) {
                     lines.push(format!("  {a} -> {b}: {} (and {} more)", places[0], places.len() - 1));
@@ -265,4 +280,35 @@ fn strongly_connected<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<V
         }
     }
     state.components
+}
+
+#[test]
+fn reads_use_trees_and_inline_paths() {
+    let cases: &[(&str, &[&str])] = &[
+        ("crate::a::b", &["crate::a::b"]),
+        ("crate::a::{b, c::{d, e}}", &["crate::a::b", "crate::a::c::d", "crate::a::c::e"]),
+        ("crate::a::{\n    b as Bee,\n    c,\n}", &["crate::a::b", "crate::a::c"]),
+        ("super::{self,x::Y}", &["super", "super::x::Y"]),
+        ("crate::a::*", &["crate::a"]),
+        ("crate::a::Bassb", &["crate::a::Bassb"]),
+        ("crate::a::Bbb as Other", &["crate::a::Bbb"]),
+    ];
+    for (tree, want) in cases {
+        assert_eq!(expand_use_tree(&tidy(tree)), *want, "{tree}");
+    }
+    let inline = referenced_paths("let x = crate::clock::unix_now_s() + super::y::Z::new(self::super::w);");
+    assert_eq!(inline, vec![split("crate::clock::unix_now_s"), split("super::y::Z::new")]);
+    let module: ModulePath = vec!["sinks".into(), "forward".into()];
+    assert_eq!(absolute(&split("super::super::config"), &module), Some(vec!["config".to_string()]));
+    assert_eq!(absolute(&split("std::sync::Arc"), &module), None);
+}
+
+/// The check finds a circle when there is one.
+#[test]
+fn finds_a_circle() {
+    let edge = |from: &str, to: &str| Edge { from: split(from), to: split(to), at: format!("{from}.rs:1") };
+    let edges = [edge("a::x", "b"), edge("b::y", "a::z"), edge("c", "a"), edge("a", "a::x")];
+    let found = circles("demo", &edges);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("demo::(crate root): a <-> b"), "{found:?}");
 }

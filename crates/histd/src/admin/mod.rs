@@ -40,7 +40,7 @@ pub struct AdminState {
     /// Unix seconds at start.
     pub started_unix_s: u64,
     /// The running sinks (their telemetry, for `stats`).
-    pub sinks: Arc<crate::sinks::Roster>,
+    pub sinks: Arc<crate::backends::Roster>,
     /// The config file's settings in force, for `config` and `/health`.
     pub config: ConfigInForce,
     /// What the edges refused or could not keep.

@@ -186,7 +186,7 @@ impl Alerts {
         let mut url = format!(
             "{}/?series={}&type={}&range=1h",
             self.base_url,
-            crate::query_cli::percent_encode(&selector.to_string()),
+            crate::http_client::percent_encode(&selector.to_string()),
             kind.as_str()
         );
         if matches!(

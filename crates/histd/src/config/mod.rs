@@ -4,7 +4,6 @@
 
 mod backends;
 pub mod keys;
-mod store;
 mod timers;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -20,8 +19,11 @@ use serde_json::{json, Map, Value};
 pub use crate::config_reader::{object_literal, parse_bytes, parse_duration, read_file, ConfigError};
 use crate::config_reader::{KeysRead, Reader};
 pub use crate::ingest::{IngestConfig, Listener, UnixPath, DEFAULT_MAX_STREAM_LINE_BYTES};
-pub use backends::{Backend, ConsoleConfig, GraphiteConfig, GraphiteProtocol, RepeaterConfig, RepeaterProtocol};
-pub use store::StoreConfig;
+pub use crate::sinks::console::ConsoleConfig;
+pub use crate::sinks::graphite::{GraphiteConfig, GraphiteProtocol};
+pub use crate::sinks::repeater::{RepeaterConfig, RepeaterProtocol};
+pub use crate::sinks::store::StoreConfig;
+pub use backends::Backend;
 
 /// The management port when none is given.
 pub const DEFAULT_MGMT_PORT: u16 = 8126;
@@ -34,7 +36,7 @@ pub struct Config {
     /// How datagram listeners read.
     pub ingest: IngestConfig,
     /// `queryMaxSteps` and `queryMaxSeries`: what one query of the HTTP API may ask for.
-    pub query: crate::http::QueryLimits,
+    pub query: crate::query_params::QueryLimits,
     /// The management interface (`mgmt_address`, default 127.0.0.1; `mgmt_port`, default 8126).
     pub mgmt: SocketAddr,
     /// Where flushes go, in config order.
@@ -62,7 +64,7 @@ pub struct Config {
     /// The embedded store and the HTTP API.
     pub store: StoreConfig,
     /// Who may use the HTTP port (`http.*`: host names, tokens per role).
-    pub http: crate::http::guard::HttpSecurity,
+    pub http: crate::access::HttpSecurity,
     /// Alert rules (`alerts`) and where their notifications go (`alerting`).
     pub alerts: crate::alerts::AlertsConfig,
     /// `debug`: log at debug level.
@@ -135,15 +137,15 @@ impl Config {
             forward: crate::sinks::forward::config::forward(&top, forwarding)?,
             global: crate::sinks::forward::config::global(&top)?,
             backends,
-            graphite: backends::graphite(&top)?,
-            console: backends::console(&top)?,
-            repeater: backends::repeater(&top)?,
+            graphite: crate::sinks::graphite::config::graphite(&top)?,
+            console: crate::sinks::console::console(&top)?,
+            repeater: crate::sinks::repeater::config::repeater(&top)?,
             prometheus: crate::sinks::prometheus::config::prometheus(&top)?,
             otlp: crate::sinks::otlp::config::otlp(&top)?,
             file: crate::sinks::file::config::file(&top, writing_files)?,
             circonus: crate::sinks::circonus::config::circonus(&top, to_circonus)?,
-            store: store::store(&top)?,
-            http: crate::http::guard::read(&top)?,
+            store: crate::sinks::store::config::store(&top)?,
+            http: crate::access::read(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
             sink_queue_bytes: sink_queue_bytes(&top)?,
@@ -371,9 +373,9 @@ pub const DEFAULT_SINK_QUEUE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `sinkQueueBytes` (histd): a byte count of at least 1 MiB.
 /// `queryMaxSteps` and `queryMaxSeries`.
-fn query_limits(top: &Reader<'_>) -> Result<crate::http::QueryLimits, ConfigError> {
-    let defaults = crate::http::QueryLimits::default();
-    Ok(crate::http::QueryLimits {
+fn query_limits(top: &Reader<'_>) -> Result<crate::query_params::QueryLimits, ConfigError> {
+    let defaults = crate::query_params::QueryLimits::default();
+    Ok(crate::query_params::QueryLimits {
         max_steps: crate::ingest::settings::count(top, "queryMaxSteps", defaults.max_steps, 10, 10_000_000)?,
         max_series: crate::ingest::settings::count(top, "queryMaxSeries", defaults.max_series, 1, 100_000_000)?,
     })

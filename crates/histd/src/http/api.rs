@@ -10,9 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::params::{self, BadParameter};
+use super::failure::Failure;
 use super::{series, HttpState};
 use crate::clock::{lock, unix_now_s};
+use crate::query_params::{self as params, BadParameter};
 use crate::telemetry::budgets::BudgetState;
 use crate::telemetry::SinkTelemetry;
 
@@ -20,44 +21,6 @@ type Params = Query<HashMap<String, String>>;
 
 /// An answer or an error, as JSON.
 type Answer = Result<Json<Value>, Failure>;
-
-/// An error with its HTTP status.
-#[derive(Debug)]
-pub struct Failure(StatusCode, String);
-
-impl Failure {
-    /// The HTTP status.
-    pub fn status(&self) -> u16 {
-        self.0.as_u16()
-    }
-
-    /// What went wrong.
-    pub fn message(&self) -> &str {
-        &self.1
-    }
-
-    /// A 500 with `message`.
-    pub fn internal(message: &str) -> Failure {
-        Failure(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
-    }
-
-    /// `status` with `message`.
-    pub fn new(status: StatusCode, message: &str) -> Failure {
-        Failure(status, message.to_string())
-    }
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
-    }
-}
-
-impl From<BadParameter> for Failure {
-    fn from(error: BadParameter) -> Self {
-        Failure(StatusCode::BAD_REQUEST, error.to_string())
-    }
-}
 
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let up = state.admin.healthy.load(Ordering::Relaxed);
@@ -152,7 +115,7 @@ async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String,
         Ok(json_bytes(&value))
     })
     .await;
-    if matches!(&answered, Err(Failure(StatusCode::BAD_REQUEST, _))) {
+    if answered.as_ref().is_err_and(|failure| failure.status() == StatusCode::BAD_REQUEST.as_u16()) {
         edges.refused_api_requests.add(1);
     }
     answered.map(|bytes| {
@@ -204,7 +167,7 @@ pub async fn forget(State(state): State<Arc<HttpState>>, Query(query): Params) -
     let prefix = state.prefix_stats.clone();
     let keys = with_store(state.clone(), move |store| series::to_forget(&query, store, &prefix)).await?;
     if keys.is_empty() {
-        return Err(Failure(StatusCode::NOT_FOUND, "no stored series is picked: nothing forgotten".to_string()));
+        return Err(Failure::new(StatusCode::NOT_FOUND, "no stored series is picked: nothing forgotten"));
     }
     let aggregator_keys = series::forget_in_aggregator(&state.admin, &keys);
     let forgotten = control.forget(keys.clone()).await.map_err(|error| Failure::internal(&error))?;
@@ -221,7 +184,7 @@ pub async fn forget(State(state): State<Arc<HttpState>>, Query(query): Params) -
 /// `POST /-/reload`: the config file read again and applied ([`crate::reload`]).
 pub async fn reload(State(state): State<Arc<HttpState>>) -> Answer {
     let Some(reloader) = &state.reloader else {
-        return Err(Failure(StatusCode::SERVICE_UNAVAILABLE, "started without a config source".to_string()));
+        return Err(Failure::new(StatusCode::SERVICE_UNAVAILABLE, "started without a config source"));
     };
     match reloader.reload().await {
         Ok(outcome) => Ok(Json(json!({
@@ -229,7 +192,7 @@ pub async fn reload(State(state): State<Arc<HttpState>>) -> Answer {
             "needs_restart": outcome.needs_restart,
             "changes": outcome.changes,
         }))),
-        Err(error) => Err(Failure(StatusCode::BAD_REQUEST, format!("the config in force is unchanged: {error}"))),
+        Err(error) => Err(Failure::new(StatusCode::BAD_REQUEST, &format!("the config in force is unchanged: {error}"))),
     }
 }
 
@@ -288,8 +251,9 @@ fn query_answer(
     max_steps: usize,
 ) -> Result<Value, Failure> {
     let text = required(query, "expr")?;
-    let expr = store::parse(&text).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
-    store.check_types(&expr).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `expr`: {e}")))?;
+    let expr =
+        store::parse(&text).map_err(|e| Failure::new(StatusCode::BAD_REQUEST, &format!("parameter `expr`: {e}")))?;
+    store.check_types(&expr).map_err(|e| Failure::new(StatusCode::BAD_REQUEST, &format!("parameter `expr`: {e}")))?;
     let (from, to, step) = window(query, now, max_steps)?;
     let points = store.query(&expr, from, to, step).map_err(internal)?;
     let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();
@@ -335,8 +299,8 @@ fn heatmap_answer(
 /// The `name` parameter and the selector it spells.
 fn selector(query: &HashMap<String, String>) -> Result<(String, store::Selector), Failure> {
     let name = required(query, "name")?;
-    let selector =
-        store::parse_selector(&name).map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("parameter `name`: {e}")))?;
+    let selector = store::parse_selector(&name)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, &format!("parameter `name`: {e}")))?;
     Ok((name, selector))
 }
 
@@ -363,12 +327,12 @@ fn window(query: &HashMap<String, String>, now: i64, max_steps: usize) -> Result
 }
 
 fn internal(error: store::StoreError) -> Failure {
-    Failure(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
 }
 
 /// The answer when the store backend is off.
 fn store_off() -> Failure {
-    Failure(StatusCode::SERVICE_UNAVAILABLE, "the store backend is not enabled (add \"store\" to backends)".to_string())
+    Failure::new(StatusCode::SERVICE_UNAVAILABLE, "the store backend is not enabled (add \"store\" to backends)")
 }
 
 /// Runs `work` with the reading connection on the blocking pool, opening it first if needed.
@@ -389,6 +353,6 @@ async fn with_store<T: Send + 'static>(
     .await;
     match joined {
         Ok(result) => result,
-        Err(error) => Err(Failure(StatusCode::INTERNAL_SERVER_ERROR, format!("query failed: {error}"))),
+        Err(error) => Err(Failure::new(StatusCode::INTERNAL_SERVER_ERROR, &format!("query failed: {error}"))),
     }
 }

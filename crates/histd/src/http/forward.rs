@@ -18,8 +18,8 @@ use axum::{Extension, Json};
 use http_body_util::{BodyExt, Limited};
 use serde_json::json;
 
-use super::guard::Caller;
 use super::HttpState;
+use crate::access::Caller;
 use crate::global::{Received, Refusal, Reservation};
 use crate::sinks::forward::format::{self, CONTENT_TYPE};
 

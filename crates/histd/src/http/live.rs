@@ -15,11 +15,12 @@ use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::api::{bins_json, sinks_json, Failure};
-use super::params::{count, BadParameter, MAX_PATTERN_BYTES};
+use super::api::{bins_json, sinks_json};
+use super::failure::Failure;
 use super::HttpState;
 use crate::clock::unix_now_ms;
 use crate::clock::unix_now_s;
+use crate::query_params::{count, BadParameter, MAX_PATTERN_BYTES};
 
 /// Rows returned when `limit` is not given, and at most.
 const DEFAULT_LIMIT: usize = 50;

@@ -29,11 +29,12 @@
 //! last clipped to the range (the rule is `store::range`'s, the same for every route).
 
 mod api;
+
+mod failure;
 mod forward;
 pub mod guard;
 pub(crate) mod live;
 mod metrics;
-pub mod params;
 pub mod series;
 mod ui;
 
@@ -54,8 +55,9 @@ use crate::accept::{AcceptFailures, ConnectionSlots};
 use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
-pub use api::{answer, Context, Failure, Route};
-pub use params::{step, time, BadParameter, QueryLimits};
+pub use crate::query_params::QueryLimits;
+pub use api::{answer, Context, Route};
+pub use failure::Failure;
 
 /// What the handlers read.
 pub struct HttpState {
@@ -77,7 +79,7 @@ pub struct HttpState {
     /// What one query may ask for (`queryMaxSteps`, `queryMaxSeries`).
     pub query_limits: QueryLimits,
     /// Who may ask what (`http.*`): hosts, origins, tokens per role.
-    pub guard: Arc<guard::Guard>,
+    pub guard: Arc<crate::access::Guard>,
     /// How long a request's body may take (`httpBodyTimeoutMs`).
     pub body_timeout: Duration,
 }
@@ -178,10 +180,9 @@ async fn serve_tls(
             return;
         }
     };
-    let peer =
-        stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).map(|certificate| {
-            guard::PeerCertificate(crate::tls::subject_common_name(certificate).unwrap_or_default())
-        });
+    let peer = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).map(|certificate| {
+        crate::access::PeerCertificate(crate::tls::subject_common_name(certificate).unwrap_or_default())
+    });
     let router = match peer {
         Some(peer) => router.layer(axum::Extension(peer)),
         None => router,

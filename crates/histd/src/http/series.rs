@@ -12,9 +12,9 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 use store::{Kind, SeriesKey};
 
-use super::api::Failure;
-use super::params::{self, BadParameter, MAX_PATTERN_BYTES};
+use super::failure::Failure;
 use crate::admin::AdminState;
+use crate::query_params::{self as params, BadParameter, MAX_PATTERN_BYTES};
 
 /// Entries listed when `limit` is not given.
 pub const DEFAULT_SERIES_LIMIT: usize = 5_000;

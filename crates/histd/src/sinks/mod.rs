@@ -12,7 +12,6 @@ pub mod graphite;
 pub mod otlp;
 pub mod prometheus;
 pub mod repeater;
-pub mod roster;
 pub mod store;
 
 use std::sync::Arc;
@@ -21,8 +20,7 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-pub use crate::telemetry::{Detail, DropReason, EtsyStatus, SinkTelemetry};
-pub use roster::Roster;
+pub use crate::telemetry::{Detail, DropReason, SinkTelemetry};
 
 /// Snapshots a sink may have waiting before new ones are dropped.
 pub const SNAPSHOT_QUEUE: usize = 64;

@@ -110,7 +110,7 @@ impl Model {
     pub fn query(&self) -> String {
         let mut path = format!("/api/v1/live?limit={}&sort={}", self.limit, self.sort.parameter());
         if let Some(filter) = &self.filter {
-            path.push_str(&format!("&match={}", crate::query_cli::percent_encode(filter)));
+            path.push_str(&format!("&match={}", crate::http_client::percent_encode(filter)));
         }
         if let Some(threshold) = self.threshold {
             path.push_str(&format!("&threshold={threshold}"));

@@ -9,7 +9,20 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 
 use super::{SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
-use crate::config::ConsoleConfig;
+use crate::config_reader::{ConfigError, Reader};
+
+/// The console backend's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleConfig {
+    /// `console.prettyprint` (false, as Etsy's code has it): one line per value when false,
+    /// an aligned table when true.
+    pub prettyprint: bool,
+}
+
+/// Reads `console.*`.
+pub fn console(top: &Reader<'_>) -> Result<ConsoleConfig, ConfigError> {
+    Ok(ConsoleConfig { prettyprint: top.object("console")?.bool("prettyprint", false)? })
+}
 
 /// Starts the console sink.
 pub fn spawn(config: ConsoleConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {

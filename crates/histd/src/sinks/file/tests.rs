@@ -11,7 +11,7 @@ use circllhist::Histogram;
 use super::config::{FileConfig, FileFormat};
 use super::encode::encode;
 use super::sink::{rotate, Writer};
-use crate::sinks::{DropReason, EtsyStatus, SinkTelemetry};
+use crate::telemetry::{DropReason, EtsyStatus, SinkTelemetry};
 
 /// One flush of `packet` through an aggregator that keeps sets' members (as the config does
 /// with the file backend).

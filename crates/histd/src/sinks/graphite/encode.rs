@@ -4,7 +4,7 @@
 use agg::jsfmt::write_js_number;
 use agg::Snapshot;
 
-use crate::config::GraphiteConfig;
+use super::GraphiteConfig;
 
 /// Bytes of Graphite lines per chunk: a flush is held and sent as chunks of about this size,
 /// never as one string that keeps doubling as it grows.

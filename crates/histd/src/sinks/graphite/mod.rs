@@ -1,6 +1,7 @@
 //! The graphite sink: Etsy's names and value formatting over carbon's plaintext or pickle
 //! protocol, one persistent connection, and a bounded retry buffer so that a carbon restart loses nothing.
 
+pub mod config;
 mod encode;
 mod pickle;
 mod sink;
@@ -8,5 +9,6 @@ mod sink;
 mod tests;
 mod window;
 
+pub use config::{GraphiteConfig, GraphiteProtocol};
 pub use encode::{Chunked, GraphiteNames};
 pub use sink::spawn;

@@ -16,9 +16,9 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::window::{in_flight_capacity, Payload, SentWindow};
+use super::GraphiteConfig;
 use super::{Chunked, GraphiteNames};
 use crate::clock::unix_now_s;
-use crate::config::GraphiteConfig;
 use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);

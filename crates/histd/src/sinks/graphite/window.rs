@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use crate::config::GraphiteProtocol;
+use super::GraphiteProtocol;
 
 /// One encoded chunk as it goes on the wire, and the Graphite points in it.
 #[derive(Debug)]

@@ -9,9 +9,10 @@
 
 use std::fmt::Write;
 
+use super::kind::Kind;
 use super::protobuf;
 use super::samples::{for_each_sample, Layout};
-use super::state::{Kind, Registry, Starts};
+use super::state::{Registry, Starts};
 
 /// The text 0.0.4 content type.
 pub const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -20,6 +20,7 @@ pub mod config;
 pub mod encode;
 pub mod exposition;
 mod histogram;
+pub mod kind;
 pub mod mapping;
 pub mod names;
 pub mod native;

@@ -17,8 +17,9 @@
 //! ```
 
 use super::histogram::classic;
+use super::kind::Kind;
 use super::native::Native;
-use super::state::{Cumulative, Kind, Registry, Value};
+use super::state::{Cumulative, Registry, Value};
 use super::wire;
 
 /// The content type of the protobuf exposition.

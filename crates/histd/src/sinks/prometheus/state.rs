@@ -9,35 +9,10 @@ use std::sync::Arc;
 use agg::Snapshot;
 use circllhist::{Bucket, Histogram};
 
+use super::kind::Kind;
 use super::mapping::{Mapped, Mapper, Summary};
 use super::names::{series_name, Labels, SeriesName};
 use super::native::Native;
-
-/// A metric family's type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Statsd counters: the running total of `value / rate`.
-    Counter,
-    /// Statsd gauges, and sets (distinct members in the last interval).
-    Gauge,
-    /// Statsd timers and `h`/`d` histograms.
-    Histogram,
-    /// Timers a mapping makes summaries (`observer_type: summary`): how they are exposed; their
-    /// family's kind stays `Histogram`.
-    Summary,
-}
-
-impl Kind {
-    /// The `# TYPE` word.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-            Kind::Summary => "summary",
-        }
-    }
-}
 
 /// A histogram's running totals, in the exported unit.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -426,7 +426,7 @@ mappings:
 fn protobuf_exposition_carries_native_and_classic_buckets() {
     let registry = registry(&["hits:2|c|#env:prod\nrt:100|ms\nrt:4|ms\ntemp:3|g"]);
     let mut out = Exposition::in_format(Format::Protobuf);
-    let sample = out.family("histd_own_total", Some(super::state::Kind::Counter), Some("own"));
+    let sample = out.family("histd_own_total", Some(super::kind::Kind::Counter), Some("own"));
     out.sample(&sample, &[], None, 7.0);
     out.registry(&registry, &Layout::new(HistogramMode::Native, &[0.01, 0.5]));
     let bytes = out.finish_bytes();

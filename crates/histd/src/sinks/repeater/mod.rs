@@ -11,8 +11,10 @@ use tokio::net::{lookup_host, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 
 use super::{DropReason, SinkHandle, SinkTelemetry};
-use crate::config::{RepeaterConfig, RepeaterProtocol};
+pub mod config;
+
 use crate::ingest::Tap;
+pub use config::{RepeaterConfig, RepeaterProtocol};
 
 /// Raw packets that may wait for the repeater before new ones are dropped.
 const PACKET_QUEUE: usize = 16_384;

@@ -12,7 +12,9 @@ use anyhow::Context;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Detail, DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
-use crate::config::StoreConfig;
+pub mod config;
+
+pub use config::StoreConfig;
 
 /// The database file inside the data directory.
 pub const DATABASE: &str = "histd.db";

@@ -16,18 +16,16 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::forward::encode::CutSettings;
-use super::graphite::GraphiteNames;
-use super::prometheus::Exposed;
-use super::store::StoreControl;
-use super::{
-    circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, EtsyStatus, SinkHandle,
-    SinkTelemetry,
-};
 use crate::clock::lock;
 use crate::config::{Backend, Config};
 use crate::flush::{Outlet, Outlets};
 use crate::ingest::TapSwitch;
+use crate::sinks::forward::encode::CutSettings;
+use crate::sinks::graphite::GraphiteNames;
+use crate::sinks::prometheus::Exposed;
+use crate::sinks::store::StoreControl;
+use crate::sinks::{circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, SinkHandle};
+use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// How long sinks get to deliver their last flushes when they stop (at shutdown, or retired
 /// by a reload).

@@ -1,0 +1,398 @@
+//! What the flusher gets of one timer's interval: its samples' exact count, sum, extremes, raw
+//! values up to the sample limit, and a circllhist of every value. The reader fills it (through
+//! [`crate::timers`]); the flusher sorts, bins and reads it.
+
+/// A timer's (or `h`/`d` histogram's) samples in one interval: exact count, sum, sum of
+/// squares, min and max of everything received; the raw values while there are at most the
+/// sample limit of them (for Etsy's exact percentiles); and a circllhist of every value,
+/// weighted by its sample rate, so memory stays bounded however many samples arrive.
+///
+/// The reader does not bin a value it keeps at rate 1: the first `waiting` kept values wait for
+/// the flush, which sorts the values anyway for Etsy's statistics and then bins them in runs,
+/// one histogram insert per bin instead of one per sample (and no histogram cache misses on the
+/// reader's hot path). Values past the limit or at a sample rate are binned on arrival, so the
+/// reader never bins a backlog at once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimerSamples {
+    /// Values received, unweighted.
+    pub received: u64,
+    /// The values, unweighted, in arrival order, at most the sample limit of them; all of them
+    /// while [`TimerSamples::is_complete`], emptied at the flush (or a merge) otherwise.
+    pub values: Vec<f64>,
+    /// How many of the first `values` are not in `histogram` yet (each weighs 1).
+    waiting: usize,
+    /// The sample-rate-weighted count: the sum of `1 / rate`.
+    pub count: f64,
+    /// The sum of every value received, unweighted.
+    pub sum: f64,
+    /// The sum of squares of every value received, unweighted.
+    pub sum_squares: f64,
+    /// The smallest value received (meaningless when `received` is 0).
+    pub min: f64,
+    /// The largest value received (meaningless when `received` is 0).
+    pub max: f64,
+    weight_carry: f64,
+    /// True once a value came as a statsd timer (`ms`) rather than an `h`/`d` histogram:
+    /// exporters that convert units (Prometheus: seconds) convert this series.
+    pub milliseconds: bool,
+    /// Every value, each counted `1 / rate` times (fractions carried to the next sample),
+    /// except the first `waiting` of `values` (see [`TimerSamples::settle`]). Allocated at its
+    /// first bin.
+    pub histogram: LazyHistogram,
+}
+
+/// A circllhist allocated when its first bin is added: most timers at rate 1 bin nothing in
+/// the reader (their values wait for the flush), and a timer that received nothing in an
+/// interval keeps no empty histogram (56 bytes) in the flusher.
+#[derive(Debug, Clone, Default)]
+pub struct LazyHistogram(Option<Box<circllhist::Histogram>>);
+
+/// What an unallocated [`LazyHistogram`] reads as.
+static EMPTY_HISTOGRAM: circllhist::Histogram = circllhist::Histogram::empty();
+
+impl LazyHistogram {
+    /// The histogram, moved out (empty when none was allocated).
+    pub fn into_histogram(self) -> circllhist::Histogram {
+        self.0.map_or_else(circllhist::Histogram::new, |boxed| *boxed)
+    }
+}
+
+impl From<circllhist::Histogram> for LazyHistogram {
+    fn from(histogram: circllhist::Histogram) -> Self {
+        LazyHistogram((!histogram.is_empty()).then(|| Box::new(histogram)))
+    }
+}
+
+impl std::ops::Deref for LazyHistogram {
+    type Target = circllhist::Histogram;
+
+    fn deref(&self) -> &circllhist::Histogram {
+        self.0.as_deref().unwrap_or(&EMPTY_HISTOGRAM)
+    }
+}
+
+impl std::ops::DerefMut for LazyHistogram {
+    /// Allocates the histogram if it was not yet.
+    fn deref_mut(&mut self) -> &mut circllhist::Histogram {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for LazyHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl TimerSamples {
+    /// Adds one value sampled at `rate`, keeping raw values while at most `limit` arrived.
+    #[inline]
+    pub fn add(&mut self, value: f64, rate: f64, limit: usize) {
+        let complete = self.is_complete();
+        self.received += 1;
+        self.count += 1.0 / rate;
+        (self.min, self.max) =
+            if self.received == 1 { (value, value) } else { (self.min.min(value), self.max.max(value)) };
+        self.sum += value;
+        self.sum_squares += value * value;
+        let whole = self.carry_weight(rate);
+        if complete && self.values.len() < limit {
+            // A value of weight 1 can wait for the flush, which bins it at weight 1.
+            let waits = whole == 1.0 && self.waiting == self.values.len();
+            self.values.push(value);
+            if waits {
+                self.waiting += 1;
+                return;
+            }
+        }
+        if whole >= 1.0 {
+            insert_exactly(&mut self.histogram, value, whole as u64);
+        }
+    }
+
+    /// Adds `1 / rate` to the carried weight and takes its whole part: the weight this value
+    /// is binned with (at rate 1, 1: the carry stays below 1).
+    #[inline]
+    fn carry_weight(&mut self, rate: f64) -> f64 {
+        let next = self.weight_carry + 1.0 / rate;
+        let whole = floor_of_non_negative(next);
+        self.weight_carry = next - whole;
+        whole
+    }
+
+    /// The samples of `values` received at rate 1, in this order, all of them waiting for the
+    /// flush to bin them: what adding them one by one gives.
+    pub(crate) fn waiting(values: Vec<f64>) -> TimerSamples {
+        let (received, waiting, count) = (values.len() as u64, values.len(), values.len() as f64);
+        let mut samples = TimerSamples { received, waiting, count, ..Default::default() };
+        if let Some(&first) = values.first() {
+            (samples.min, samples.max) = (first, first);
+        }
+        for &value in &values {
+            (samples.min, samples.max) = (samples.min.min(value), samples.max.max(value));
+            samples.sum += value;
+            samples.sum_squares += value * value;
+        }
+        samples.values = values;
+        samples
+    }
+
+    /// True while every value received is still kept.
+    pub fn is_complete(&self) -> bool {
+        self.values.len() as u64 == self.received
+    }
+
+    /// Readies the interval for its statistics: the kept values sorted as Etsy sorts them
+    /// (ascending, equal values in arrival order), every value in `histogram`, and the values
+    /// dropped when they are not all of them.
+    pub fn settle(&mut self) {
+        if !self.is_complete() {
+            self.bin_waiting_sorted();
+            self.values = Vec::new();
+            return;
+        }
+        if self.waiting < self.values.len() {
+            self.bin_waiting_in_order();
+        }
+        sort_like_etsy(&mut self.values);
+        bin_sorted(&mut self.histogram, &self.values[..self.waiting]); // all of them, or none
+        self.waiting = 0;
+    }
+
+    /// Bins the waiting values after sorting them (their order is lost).
+    fn bin_waiting_sorted(&mut self) {
+        let waiting = &mut self.values[..self.waiting];
+        sort_like_etsy(waiting);
+        bin_sorted(&mut self.histogram, waiting);
+        self.waiting = 0;
+    }
+
+    /// Bins the waiting values one by one, keeping their order.
+    fn bin_waiting_in_order(&mut self) {
+        for &value in &self.values[..self.waiting] {
+            insert_exactly(&mut self.histogram, value, 1);
+        }
+        self.waiting = 0;
+    }
+
+    /// Adds `other` after `self`; raw values stay only if both kept theirs and together they
+    /// fit in `limit`.
+    pub fn merge(&mut self, mut other: TimerSamples, limit: usize) {
+        if other.received == 0 {
+            return;
+        }
+        if self.received == 0 {
+            *self = other;
+            self.keep_values_within(limit);
+            return;
+        }
+        let keep = self.is_complete() && other.is_complete() && self.values.len() + other.values.len() <= limit;
+        if keep {
+            if self.waiting < self.values.len() {
+                // Waiting values must stay a prefix of the values.
+                other.bin_waiting_in_order();
+            }
+            self.waiting += other.waiting;
+            self.values.extend(other.values);
+        } else {
+            self.bin_waiting_sorted();
+            other.bin_waiting_sorted();
+            self.values = Vec::new();
+        }
+        self.received += other.received;
+        self.count += other.count;
+        self.sum += other.sum;
+        self.sum_squares += other.sum_squares;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        if !other.histogram.is_empty() {
+            self.histogram.merge(&other.histogram); // allocates ours only when there is something to add
+        }
+        self.milliseconds |= other.milliseconds;
+        self.weight_carry += other.weight_carry;
+    }
+
+    /// A timer interval from its parts, as another histd forwards it: `histogram` holds every
+    /// value (weighted), `values` the raw values when all `totals.received` of them were kept,
+    /// else none. `None` when the parts disagree (some values but not all, a count below
+    /// zero, min above max).
+    pub fn from_parts(
+        totals: &crate::TimerTotals,
+        values: Vec<f64>,
+        histogram: circllhist::Histogram,
+        milliseconds: bool,
+    ) -> Option<TimerSamples> {
+        let consistent = (values.is_empty() || values.len() as u64 == totals.received)
+            && totals.count >= 0.0
+            && (totals.received == 0 || totals.min <= totals.max)
+            && values.iter().all(|v| v.is_finite());
+        consistent.then(|| TimerSamples {
+            received: totals.received,
+            // Raw values stand for the whole interval only when there is one per value received.
+            values,
+            count: totals.count,
+            sum: totals.sum,
+            sum_squares: totals.sum_squares,
+            min: totals.min,
+            max: totals.max,
+            milliseconds,
+            histogram: histogram.into(),
+            ..TimerSamples::default()
+        })
+    }
+
+    fn keep_values_within(&mut self, limit: usize) {
+        if self.values.len() > limit || !self.is_complete() {
+            self.bin_waiting_sorted();
+            self.values = Vec::new();
+        }
+    }
+}
+
+/// `value.floor()` for a non-negative `value`, without the library call LLVM would otherwise
+/// make on every line (it computes `floor` speculatively, and without SSE4.1 that is a call):
+/// below 2^52 truncation is the floor; from 2^52 on every double is an integer.
+#[inline]
+fn floor_of_non_negative(value: f64) -> f64 {
+    if value < 4_503_599_627_370_496.0 {
+        (value as u64) as f64
+    } else {
+        value
+    }
+}
+
+/// Etsy's order (`values.sort((a, b) => a - b)`, a stable sort): ascending, equal values (0 and
+/// -0) in arrival order. Values without a sign bit (no negative value, no -0: most timers)
+/// are ordered by their bits, which for them is their numeric order, by an unstable sort:
+/// equal values are then the same bits, so no order among them shows.
+fn sort_like_etsy(values: &mut [f64]) {
+    if values.iter().all(|value| value.is_sign_positive()) {
+        values.sort_unstable_by_key(|value| value.to_bits());
+    } else {
+        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    }
+}
+
+/// Bins sorted values at weight 1: a value equal to the one before reuses its bin, and the
+/// histogram appends bins that arrive in order without a search.
+fn bin_sorted(histogram: &mut circllhist::Histogram, sorted: &[f64]) {
+    let mut previous: Option<(u64, circllhist::Bucket)> = None;
+    for &value in sorted {
+        let bucket = match previous {
+            Some((bits, bucket)) if bits == value.to_bits() => bucket,
+            _ => bucket_exactly(value),
+        };
+        previous = Some((value.to_bits(), bucket));
+        histogram.insert_bucket(bucket, 1);
+    }
+}
+
+/// Integral values take the histogram's exact integer path; others the f64 path.
+fn insert_exactly(histogram: &mut circllhist::Histogram, value: f64, count: u64) {
+    histogram.insert_bucket(bucket_exactly(value), count);
+}
+
+/// The bin of `value`: by the exact integer path when it is integral, else the f64 path.
+fn bucket_exactly(value: f64) -> circllhist::Bucket {
+    if value.fract() == 0.0 && value.abs() < 9.0e18 {
+        circllhist::Bucket::of_int_scale(value as i64, 0)
+    } else {
+        circllhist::Bucket::of_f64(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_sort_as_etsys_stable_sort_does() {
+        let spread: Vec<f64> = (0..500u64).map(|i| (i.wrapping_mul(2_654_435_761) % 997) as f64 / 4.0).collect();
+        let cases: &[&[f64]] = &[
+            &[3.0, 1.0, 2.0, 1.0],
+            &[0.5, 1e-310, 0.0, 5e-324, 1e300, 7.25],
+            &[2.0, -0.0, 0.0, -0.0, -1.0, 0.0],
+            &[0.0, -0.0, 1.0],
+            &[-5.5, 3.0, -5.5, 0.0],
+            &spread,
+        ];
+        for case in cases {
+            let mut got = case.to_vec();
+            sort_like_etsy(&mut got);
+            let mut want = case.to_vec();
+            want.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let bits = |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{case:?}");
+        }
+    }
+
+    #[test]
+    fn sorted_values_bin_as_one_insert_per_value_does() {
+        let many: Vec<f64> = (0..3000u64).map(|i| (i.wrapping_mul(2_654_435_761) % 1300) as f64 / 7.0).collect();
+        let cases: &[&[f64]] = &[&[], &[5.0], &[1.0, 1.0, 1.0], &[-3.5, -0.0, 0.0, 0.0, 0.01, 1.0, 1.04, 1.05], &many];
+        for case in cases {
+            let mut sorted = case.to_vec();
+            sort_like_etsy(&mut sorted);
+            let mut want = circllhist::Histogram::new();
+            sorted.iter().for_each(|&value| insert_exactly(&mut want, value, 1));
+            let mut got = circllhist::Histogram::new();
+            bin_sorted(&mut got, &sorted);
+            assert_eq!(got, want, "{case:?}");
+        }
+    }
+
+    #[test]
+    fn floors_non_negative_numbers_like_floor() {
+        for value in [0.0, 0.3, 1.0, 1.9999999999999998, 2.5, 1e15 + 0.5, 4503599627370495.5, 4503599627370496.0, 1e300]
+        {
+            assert_eq!(floor_of_non_negative(value), value.floor(), "{value:e}");
+        }
+    }
+
+    #[test]
+    fn binning_late_gives_the_histogram_binning_on_arrival_gives() {
+        let values = |seed: u64, n: usize| -> Vec<f64> {
+            (0..n as u64).map(|i| ((seed + i) * 7919 % 5003) as f64 / if i % 3 == 0 { 10.0 } else { 1.0 }).collect()
+        };
+        // (first reader's values, second's, limit, rate of one value of each: (index, rate))
+        let cases = [
+            (values(1, 50), values(2, 40), 100, None),
+            (values(3, 50), values(4, 60), 100, None),
+            (values(5, 150), values(6, 10), 100, None),
+            (values(7, 30), values(8, 30), 100, Some((29, 0.5))),
+            (values(7, 30), values(8, 30), 100, Some((0, 0.25))),
+            (values(13, 30), values(14, 30), 100, Some((10, 0.5))),
+            (values(9, 0), values(10, 30), 100, None),
+            (values(11, 30), values(12, 0), 10, None),
+            (values(15, 8), values(16, 8), 12, Some((3, 0.5))),
+        ];
+        for (index, (first, second, limit, rated)) in cases.into_iter().enumerate() {
+            let mut want = circllhist::Histogram::new();
+            let mut fed = |samples: &mut TimerSamples, values: &[f64]| {
+                for (i, &value) in values.iter().enumerate() {
+                    let rate = rated.filter(|(at, _)| *at == i).map_or(1.0, |(_, rate)| rate);
+                    samples.add(value, rate, limit);
+                    insert_exactly(&mut want, value, (1.0 / rate) as u64);
+                }
+            };
+            let (mut a, mut b) = (TimerSamples::default(), TimerSamples::default());
+            fed(&mut a, &first);
+            fed(&mut b, &second);
+            let arrival: Vec<f64> = first.iter().chain(&second).copied().collect();
+            a.merge(b, limit);
+            assert_eq!(a.received as usize, arrival.len(), "case {index}");
+            if a.is_complete() {
+                assert_eq!(a.values, arrival, "case {index}: arrival order until the flush");
+            }
+            a.settle();
+            assert_eq!(*a.histogram, want, "case {index}");
+            if a.is_complete() {
+                let mut sorted = arrival.clone();
+                sorted.sort_by(f64::total_cmp);
+                assert_eq!(a.values, sorted, "case {index}");
+            } else {
+                assert!(a.values.is_empty(), "case {index}");
+            }
+        }
+    }
+}
