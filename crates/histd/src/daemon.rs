@@ -17,7 +17,7 @@ use crate::aggregation::Aggregation;
 use crate::alerts::Alerts;
 use crate::backends::Roster;
 use crate::clock::unix_now_ms;
-use crate::config::{Backend, Config};
+use crate::config::Config;
 use crate::flush::{Flusher, Outlets};
 use crate::global::Global;
 use crate::http::{self, HttpState};
@@ -124,7 +124,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         tracing::info!(proto = %"http", addr = %http, "listening");
         tracing::info!(url = %format!("http://{http}/"), "the web page, /health, /metrics and the query API");
     }
-    if config.backends.contains(&Backend::Store) {
+    if config.lists("store") {
         tracing::info!(data_dir = %config.store.data_dir.display(), "the embedded store keeps its data here");
     }
     let alerts = start_alerts(&config, &aggregation, &sinks, &bound, startup_s);

@@ -14,18 +14,23 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::clock::lock;
 use crate::config::{Backend, Config};
 use crate::flush::{Outlet, Outlets};
 use crate::ingest::TapSwitch;
-use crate::sinks::forward::encode::CutSettings;
-use crate::sinks::graphite::GraphiteNames;
+use std::any::Any;
+
+use agg::Snapshot;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::ingest::Tap;
 use crate::sinks::prometheus::Exposed;
-use crate::sinks::store::StoreControl;
-use crate::sinks::{circonus, console, file, forward, graphite, otlp, prometheus, repeater, store, SinkHandle};
-use crate::telemetry::{EtsyStatus, SinkTelemetry};
+use crate::sinks::store::{OpenStore, StoreControl};
+use crate::sinks::{Context, QueueSlot};
+use crate::telemetry::SinkTelemetry;
 
 /// How long sinks get to deliver their last flushes when they stop (at shutdown, or retired
 /// by a reload).
@@ -46,22 +51,33 @@ pub struct Roster {
     startup_s: u64,
 }
 
-#[derive(Debug)]
 struct RunningSink {
     backend: Backend,
-    /// The settings it was started with ([`settings`]): a reload restarts it when they change.
+    /// The settings it was started with ([`Backend::identity`]): a reload restarts it when
+    /// they change.
     settings: Value,
     handle: SinkHandle,
-    role: Role,
+    /// What it offers the rest of the daemon, found by type.
+    offered: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
-/// What a sink offers besides its queue.
-#[derive(Debug, Clone)]
-enum Role {
-    Plain,
-    Repeater(crate::ingest::Tap),
-    Prometheus(Arc<Exposed>),
-    Store { control: StoreControl, database: PathBuf },
+impl std::fmt::Debug for RunningSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningSink").field("backend", &self.backend).field("settings", &self.settings).finish()
+    }
+}
+
+/// A running sink, as the flusher and the roster see it.
+#[derive(Debug)]
+struct SinkHandle {
+    /// Where flushes are sent; `None` for sinks that read raw packets instead.
+    snapshots: Option<mpsc::Sender<Arc<Snapshot>>>,
+    /// What it counts, for `stats` and `/health`.
+    telemetry: Arc<SinkTelemetry>,
+    /// What each of its destinations counts, when it has several.
+    targets: Vec<Arc<SinkTelemetry>>,
+    /// Ends after its queue closes and it has delivered what it could.
+    task: JoinHandle<()>,
 }
 
 /// The sinks a reload starts, and the backends whose running sinks it retires.
@@ -109,7 +125,7 @@ impl Roster {
             lock(&self.running).iter().map(|sink| (sink.backend, sink.settings.clone())).collect();
         let mut plan = SinkPlan::default();
         for &backend in &config.backends {
-            let wanted = settings(config, backend);
+            let wanted = backend.identity(config);
             let old = running.iter().find(|(b, _)| *b == backend).map(|(_, settings)| settings);
             if old == Some(&wanted) {
                 plan.order.push(Ok(backend));
@@ -163,10 +179,7 @@ impl Roster {
                     .map(|sink| format!("stopped {}", sink.backend.name())),
             );
             self.publish_outlets(&running);
-            let tap = running.iter().find_map(|sink| match &sink.role {
-                Role::Repeater(tap) => Some(tap.clone()),
-                _ => None,
-            });
+            let tap = running.iter().find_map(|sink| sink.offered::<Tap>()).map(|tap| (*tap).clone());
             self.tap.set(tap);
             old
         };
@@ -205,18 +218,15 @@ impl Roster {
 
     /// The prometheus backend's series, while it runs.
     pub fn prometheus(&self) -> Option<Arc<Exposed>> {
-        lock(&self.running).iter().find_map(|sink| match &sink.role {
-            Role::Prometheus(exposed) => Some(exposed.clone()),
-            _ => None,
-        })
+        lock(&self.running).iter().find_map(|sink| sink.offered::<Exposed>())
     }
 
     /// The store's writer and its database file, while the store backend runs.
     pub fn store(&self) -> Option<(StoreControl, PathBuf)> {
-        lock(&self.running).iter().find_map(|sink| match &sink.role {
-            Role::Store { control, database } => Some((control.clone(), database.clone())),
-            _ => None,
-        })
+        lock(&self.running)
+            .iter()
+            .find_map(|sink| sink.offered::<OpenStore>())
+            .map(|open| (open.control.clone(), open.database.clone()))
     }
 
     /// Stops every sink (the flusher has made its last flush): each delivers what it holds,
@@ -264,70 +274,15 @@ impl Roster {
     }
 
     fn start_sink(&self, config: &Config, backend: Backend, settings: Value) -> anyhow::Result<RunningSink> {
-        let startup_s = self.startup_s;
-        let telemetry = |etsy, queue_limit| {
-            Arc::new(SinkTelemetry::new(backend.name(), etsy, startup_s).with_queue_limit(queue_limit))
-        };
-        let queue_limit = config.sink_queue_bytes;
-        let (handle, role) = match backend {
-            Backend::Graphite => {
-                let names =
-                    GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
-                // retryBufferBytes bounds what graphite holds: flushes waiting and lines to resend.
-                let telemetry = telemetry(EtsyStatus::Graphite, config.graphite.retry_buffer_bytes);
-                (graphite::spawn(config.graphite.clone(), names, telemetry), Role::Plain)
-            }
-            Backend::Console => {
-                (console::spawn(config.console.clone(), telemetry(EtsyStatus::Console, queue_limit)), Role::Plain)
-            }
-            Backend::Repeater => {
-                let (sink, tap) = repeater::spawn(config.repeater.clone(), telemetry(EtsyStatus::None, queue_limit));
-                (sink, Role::Repeater(tap))
-            }
-            Backend::Store => {
-                let (sink, control) = store::spawn(&config.store, telemetry(EtsyStatus::None, queue_limit))?;
-                (sink, Role::Store { control, database: config.store.data_dir.join(store::DATABASE) })
-            }
-            Backend::Prometheus => {
-                let targets = config.prometheus.remote_write.iter().map(|target| {
-                    let name = target_name(&target.name);
-                    let limit = target.retry_buffer_bytes;
-                    Arc::new(SinkTelemetry::new(name, EtsyStatus::None, startup_s).with_queue_limit(limit))
-                });
-                let own = telemetry(EtsyStatus::None, queue_limit);
-                let (sink, series) = prometheus::spawn(config.prometheus.clone(), own, targets.collect());
-                (sink, Role::Prometheus(series))
-            }
-            Backend::Forward => {
-                let settings = CutSettings {
-                    source: config.forward.source.clone(),
-                    prefix_stats: config.agg.prefix_stats.clone(),
-                    set_members_limit: config.forward.set_members_limit,
-                    raw_values_limit: config.forward.raw_values_limit.unwrap_or(config.agg.timer_sample_limit),
-                    max_batch_bytes: config.forward.max_batch_bytes,
-                };
-                let telemetry = telemetry(EtsyStatus::None, queue_limit);
-                (forward::spawn(config.forward.clone(), settings, telemetry)?, Role::Plain)
-            }
-            Backend::File => {
-                let settings =
-                    config.file.clone().ok_or_else(|| anyhow::anyhow!("file.name: the file backend needs a file"))?;
-                let telemetry = telemetry(EtsyStatus::None, queue_limit);
-                (file::spawn(settings, config.agg.prefix_stats.clone(), telemetry), Role::Plain)
-            }
-            Backend::Circonus => {
-                let settings = config
-                    .circonus
-                    .clone()
-                    .ok_or_else(|| anyhow::anyhow!("circonus.url: the circonus backend needs a URL"))?;
-                (circonus::spawn(settings, telemetry(EtsyStatus::None, queue_limit)), Role::Plain)
-            }
-            Backend::Otlp => {
-                // retryBufferBytes bounds the requests waiting; the queue of flushes is sinkQueueBytes.
-                (otlp::spawn(config.otlp.clone(), telemetry(EtsyStatus::None, queue_limit)), Role::Plain)
-            }
-        };
-        Ok(RunningSink { backend, settings, handle, role })
+        let telemetry = Arc::new(
+            SinkTelemetry::new(backend.name(), backend.etsy(), self.startup_s)
+                .with_queue_limit(backend.queue_limit(config)),
+        );
+        let slot = QueueSlot::default();
+        let context = Context::new(config.shared(), telemetry.clone(), self.startup_s, slot.clone());
+        let started = backend.start(config, context)?;
+        let handle = SinkHandle { snapshots: slot.sender(), telemetry, targets: started.targets, task: started.task };
+        Ok(RunningSink { backend, settings, handle, offered: started.offered })
     }
 }
 
@@ -335,42 +290,10 @@ impl RunningSink {
     fn outlet(&self) -> Option<Outlet> {
         Some((self.handle.telemetry.clone(), self.handle.snapshots.clone()?))
     }
-}
 
-/// Everything a backend's sink takes from the config when it starts: a reload restarts it
-/// when this changes. The store's retention and disk budget are applied in place, so only its
-/// directory counts.
-pub fn settings(config: &Config, backend: Backend) -> Value {
-    let queue = config.sink_queue_bytes;
-    match backend {
-        Backend::Graphite => json!({
-            "graphite": config.graphite.effective(),
-            "histdSelfMetrics": config.graphite.self_metrics,
-            "prefixStats": config.agg.prefix_stats,
-            "keyNameSanitize": config.agg.key_name_sanitize,
-        }),
-        Backend::Console => json!({ "console": config.console.prettyprint, "sinkQueueBytes": queue }),
-        Backend::Repeater => json!({ "repeater": config.repeater.effective(), "sinkQueueBytes": queue }),
-        Backend::Store => json!({ "dataDir": config.store.data_dir }),
-        Backend::Prometheus => json!({ "prometheus": config.prometheus.effective(), "sinkQueueBytes": queue }),
-        Backend::File => json!({
-            "file": config.file.as_ref().map(|file| file.effective()),
-            "prefixStats": config.agg.prefix_stats,
-            "sinkQueueBytes": queue,
-        }),
-        Backend::Circonus => json!({
-            "circonus": config.circonus.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
-            "sinkQueueBytes": queue,
-        }),
-        Backend::Otlp => {
-            json!({ "otlp": config.otlp.effective(), "headers": config.otlp.headers, "sinkQueueBytes": queue })
-        }
-        Backend::Forward => json!({
-            "forward": config.forward.effective(),
-            "prefixStats": config.agg.prefix_stats,
-            "timerSampleLimit": config.forward.raw_values_limit.unwrap_or(config.agg.timer_sample_limit),
-            "sinkQueueBytes": queue,
-        }),
+    /// What it offers of type `T`.
+    fn offered<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.offered.iter().find_map(|thing| thing.clone().downcast::<T>().ok())
     }
 }
 
@@ -379,20 +302,6 @@ pub fn settings(config: &Config, backend: Backend) -> Value {
 fn shares_a_spool(old: &Value, new: &Value) -> bool {
     let dir = |settings: &Value| settings.get("forward").and_then(|f| f.get("spoolDir")).cloned();
     dir(old).is_some_and(|old| !old.is_null() && Some(old) == dir(new))
-}
-
-/// A remote-write target's telemetry name, `prometheus.<name>`, made once per name for the
-/// life of the process (restarts reuse it).
-fn target_name(name: &str) -> &'static str {
-    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let wanted = format!("prometheus.{name}");
-    let mut names = lock(&NAMES);
-    if let Some(known) = names.iter().find(|known| **known == wanted) {
-        return known;
-    }
-    let made: &'static str = Box::leak(wanted.into_boxed_str());
-    names.push(made);
-    made
 }
 
 #[cfg(test)]
@@ -405,27 +314,28 @@ mod tests {
     fn settings_name_what_a_sink_started_with() {
         let config = |text: &str| Config::from_text(text).unwrap();
         let base = config("{ backends: ['graphite', 'forward'], forward: { nodes: ['http://127.0.0.1:1'] } }");
-        let cases: &[(&str, Backend, bool)] = &[
-            ("{ backends: ['graphite'], graphitePort: 2004 }", Backend::Graphite, true),
-            ("{ backends: ['graphite'], percentThreshold: [50] }", Backend::Graphite, false),
-            ("{ backends: ['graphite'], histdSelfMetrics: true }", Backend::Graphite, true),
-            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] } }", Backend::Forward, false),
-            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:2'] } }", Backend::Forward, true),
+        let cases: &[(&str, &str, bool)] = &[
+            ("{ backends: ['graphite'], graphitePort: 2004 }", "graphite", true),
+            ("{ backends: ['graphite'], percentThreshold: [50] }", "graphite", false),
+            ("{ backends: ['graphite'], histdSelfMetrics: true }", "graphite", true),
+            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] } }", "forward", false),
+            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:2'] } }", "forward", true),
             (
                 "{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] }, timerSampleLimit: 5 }",
-                Backend::Forward,
+                "forward",
                 true,
             ),
         ];
+        let settings = |config: &Config, name: &str| Backend::named(name).unwrap().identity(config);
         for (text, backend, changed) in cases {
-            let differs = settings(&base, *backend) != settings(&config(text), *backend);
+            let differs = settings(&base, backend) != settings(&config(text), backend);
             assert_eq!(differs, *changed, "{text}");
         }
         let spooled = |nodes: &str, dir: &str| {
-            settings(&config(&format!("{{ forward: {{ nodes: ['{nodes}'], spoolDir: '{dir}' }} }}")), Backend::Forward)
+            settings(&config(&format!("{{ forward: {{ nodes: ['{nodes}'], spoolDir: '{dir}' }} }}")), "forward")
         };
         assert!(shares_a_spool(&spooled("http://a:1", "/s"), &spooled("http://b:1", "/s")));
         assert!(!shares_a_spool(&spooled("http://a:1", "/s"), &spooled("http://a:1", "/t")));
-        assert!(!shares_a_spool(&settings(&base, Backend::Forward), &settings(&base, Backend::Forward)));
+        assert!(!shares_a_spool(&settings(&base, "forward"), &settings(&base, "forward")));
     }
 }

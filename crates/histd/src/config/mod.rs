@@ -121,10 +121,11 @@ impl Config {
                 .ok_or_else(|| top.error("mgmt_address", format!("'{text}' is not an IP address")))?,
         };
         let backends = backends::backends(&top)?;
-        let forwarding = backends.contains(&Backend::Forward);
+        let listed = |name: &str| backends.iter().any(|backend| backend.name() == name);
+        let forwarding = listed("forward");
         // The file backend writes sets' members, which only mergeable snapshots carry.
-        let writing_files = backends.contains(&Backend::File);
-        let to_circonus = backends.contains(&Backend::Circonus);
+        let writing_files = listed("file");
+        let to_circonus = listed("circonus");
         let keep_mergeable = forwarding || writing_files;
         let agg = AggConfig { keep_mergeable, ..agg_config(&top)? };
         let config = Config {
@@ -154,12 +155,27 @@ impl Config {
         };
         let ignored_keys = keys::unread_keys(&raw, read);
         let mut config = Config { ignored_keys, raw, ..config };
-        let uses_http = config.backends.iter().any(|b| matches!(b, Backend::Store | Backend::Prometheus));
+        let uses_http = config.backends.iter().any(|backend| backend.serves_http());
         config.store.serve_http |= uses_http || config.global.accept;
         if config.store.serve_http {
             config.http.check_exposure(config.store.http.ip(), config.global.accept)?;
         }
         Ok(config)
+    }
+
+    /// Whether `backends` lists the backend named `name`.
+    pub fn lists(&self, name: &str) -> bool {
+        self.backends.iter().any(|backend| backend.name() == name)
+    }
+
+    /// The settings every backend may read besides its own.
+    pub fn shared(&self) -> crate::sinks::Shared {
+        crate::sinks::Shared {
+            prefix_stats: self.agg.prefix_stats.clone(),
+            key_name_sanitize: self.agg.key_name_sanitize,
+            timer_sample_limit: self.agg.timer_sample_limit,
+            sink_queue_bytes: self.sink_queue_bytes,
+        }
     }
 
     /// Sets the port of every UDP and TCP listener (`histd run --port`).

@@ -15,7 +15,9 @@ use tokio::time::Instant;
 
 use agg::Snapshot;
 
-use super::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use tokio::task::JoinHandle;
+
+use super::{Context, DropReason, SinkTelemetry};
 use crate::clock::unix_now_s;
 use crate::http_client::{Answer, Client, HttpUrl, Outcome};
 
@@ -69,18 +71,17 @@ pub fn plain_judge(answer: &Answer) -> Verdict {
 /// flushes) and delivers them to `destination` in order. A full queue of requests drops the
 /// flush's (counted in `queue_full_drops` and `dropped_points.buffer_full`); a flush whose
 /// encoding panics is not sent (counted in `errors`, logged) and the next is encoded as usual.
-pub fn spawn_http_sink<E>(mut encode: E, destination: Destination, telemetry: Arc<SinkTelemetry>) -> SinkHandle
+pub fn spawn_http_sink<E>(mut encode: E, destination: Destination, context: Context) -> JoinHandle<()>
 where
     E: FnMut(&Snapshot) -> Vec<Request> + Send + 'static,
 {
-    let (sender, mut snapshots) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+    let (mut snapshots, telemetry) = (context.flushes(), context.telemetry);
     let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
     let name = destination.name.clone();
     let delivery = tokio::spawn(Delivery::new(destination, telemetry.clone()).run(waiting));
     let counts = telemetry.clone();
-    let task = tokio::spawn(async move {
-        while let Some(snapshot) = snapshots.recv().await {
-            counts.dequeued(snapshot.queue_bytes, snapshots.len());
+    tokio::spawn(async move {
+        while let Some(snapshot) = snapshots.next().await {
             let encoded = tokio::task::spawn_blocking(move || encode_guarded(encode, &snapshot)).await;
             let Ok((requests, kept)) = encoded else {
                 counts.failed(unix_now_s());
@@ -101,8 +102,7 @@ where
         }
         drop(batches);
         let _ = delivery.await;
-    });
-    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+    })
 }
 
 /// Encodes `snapshot`, handing the encoder back even when it panics (then with no requests):

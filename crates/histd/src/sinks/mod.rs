@@ -3,6 +3,7 @@
 //! management `stats` command and `/health`). A sink that falls behind loses snapshots
 //! (counted), never blocks the flusher. README.md beside this file is the shape of a sink.
 
+pub mod backend;
 pub mod circonus;
 pub mod console;
 pub mod delivery;
@@ -14,30 +15,11 @@ pub mod prometheus;
 pub mod repeater;
 pub mod store;
 
-use std::sync::Arc;
-
+#[cfg(test)]
 use agg::Snapshot;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 pub use crate::telemetry::{Detail, DropReason, SinkTelemetry};
-
-/// Snapshots a sink may have waiting before new ones are dropped.
-pub const SNAPSHOT_QUEUE: usize = 64;
-
-/// A running sink.
-#[derive(Debug)]
-pub struct SinkHandle {
-    /// Where flushes are sent; `None` for sinks that read raw packets instead.
-    pub snapshots: Option<mpsc::Sender<Arc<Snapshot>>>,
-    /// What it counts, for `stats` and `/health`.
-    pub telemetry: Arc<SinkTelemetry>,
-    /// What each of its destinations counts, when it has several (prometheus' remote-write
-    /// targets), published beside `telemetry`.
-    pub targets: Vec<Arc<SinkTelemetry>>,
-    /// Ends after its queue closes and it has delivered what it could.
-    pub task: JoinHandle<()>,
-}
+pub use backend::{plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started, SNAPSHOT_QUEUE};
 
 /// Flushes of one aggregator with `config`, one packet each, 10 s apart from `first_ms`: the
 /// snapshots the sinks' encoder tests read back.

@@ -10,18 +10,40 @@ pub mod encode;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
-
 use hyper::Method;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
 
 pub use config::CirconusConfig;
 use config::CirconusFormat;
 
 use super::delivery::{plain_judge, spawn_http_sink, Destination};
-use super::{SinkHandle, SinkTelemetry};
+use super::{Backend, Context, Shared, Started};
 
-/// Starts the circonus backend.
-pub fn spawn(config: CirconusConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
+/// The circonus backend: histograms as circllhist to an HTTPTrap check or IRONdb.
+pub struct Circonus;
+
+impl Backend for Circonus {
+    const NAME: &'static str = "circonus";
+    /// `None` unless `backends` lists it (then `circonus.url` is required).
+    type Settings = Option<CirconusConfig>;
+
+    fn identity(settings: &Option<CirconusConfig>, shared: &Shared) -> Value {
+        json!({
+            "circonus": settings.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
+            "sinkQueueBytes": shared.sink_queue_bytes,
+        })
+    }
+
+    fn start(settings: &Option<CirconusConfig>, context: Context) -> anyhow::Result<Started> {
+        let settings =
+            settings.clone().ok_or_else(|| anyhow::anyhow!("circonus.url: the circonus backend needs a URL"))?;
+        Ok(Started::task(spawn(settings, context)))
+    }
+}
+
+/// Starts the circonus backend's task.
+fn spawn(config: CirconusConfig, context: Context) -> JoinHandle<()> {
     let content_type = match config.format {
         CirconusFormat::HttpTrap => "application/json",
         CirconusFormat::Irondb { .. } => "text/tab-separated-values",
@@ -38,5 +60,5 @@ pub fn spawn(config: CirconusConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandl
         judge: plain_judge,
     };
     let (format, max) = (config.format, config.max_request_bytes);
-    spawn_http_sink(move |snapshot| encode::encode(snapshot, &format, max), destination, telemetry)
+    spawn_http_sink(move |snapshot| encode::encode(snapshot, &format, max), destination, context)
 }

@@ -2,14 +2,15 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::sync::Arc;
 
 use agg::jsfmt::js_number;
 use agg::Snapshot;
-use tokio::sync::mpsc;
 
-use super::{SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use serde_json::{json, Value};
+
+use super::{Backend, Context, Shared, Started};
 use crate::config_reader::{ConfigError, Reader};
+use crate::telemetry::EtsyStatus;
 
 /// The console backend's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,25 +25,34 @@ pub fn console(top: &Reader<'_>) -> Result<ConsoleConfig, ConfigError> {
     Ok(ConsoleConfig { prettyprint: top.object("console")?.bool("prettyprint", false)? })
 }
 
-/// Starts the console sink.
-pub fn spawn(config: ConsoleConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
-    let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let counts = telemetry.clone();
-    let task = tokio::spawn(async move {
-        while let Some(snapshot) = receiver.recv().await {
-            counts.dequeued(snapshot.queue_bytes, receiver.len());
-            let text = render(&snapshot, config.prettyprint);
-            let mut stdout = std::io::stdout().lock();
-            if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
-                counts.failed(snapshot.timestamp);
-            } else {
-                counts.points_out.add(text.lines().count() as u64);
-                counts.bytes_out.add(text.len() as u64);
-                counts.succeeded(snapshot.timestamp);
+/// The console backend: a readable dump of each flush on standard output.
+pub struct Console;
+
+impl Backend for Console {
+    const NAME: &'static str = "console";
+    const ETSY: EtsyStatus = EtsyStatus::Console;
+    type Settings = ConsoleConfig;
+
+    fn identity(settings: &ConsoleConfig, shared: &Shared) -> Value {
+        json!({ "console": settings.prettyprint, "sinkQueueBytes": shared.sink_queue_bytes })
+    }
+
+    fn start(settings: &ConsoleConfig, context: Context) -> anyhow::Result<Started> {
+        let (mut flushes, counts, aligned) = (context.flushes(), context.telemetry, settings.prettyprint);
+        Ok(Started::task(tokio::spawn(async move {
+            while let Some(snapshot) = flushes.next().await {
+                let text = render(&snapshot, aligned);
+                let mut stdout = std::io::stdout().lock();
+                if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+                    counts.failed(snapshot.timestamp);
+                } else {
+                    counts.points_out.add(text.lines().count() as u64);
+                    counts.bytes_out.add(text.len() as u64);
+                    counts.succeeded(snapshot.timestamp);
+                }
             }
-        }
-    });
-    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+        })))
+    }
 }
 
 /// One flush as text: a header, then a line per series (`type key value...`). With

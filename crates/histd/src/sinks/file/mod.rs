@@ -11,5 +11,31 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
+use serde_json::{json, Value};
+
 pub use config::FileConfig;
-pub use sink::spawn;
+
+use super::{Backend, Context, Shared, Started};
+
+/// The file backend: each flush appended to a file.
+pub struct File;
+
+impl Backend for File {
+    const NAME: &'static str = "file";
+    /// `None` unless `backends` lists it (then `file.name` is required).
+    type Settings = Option<FileConfig>;
+
+    fn identity(settings: &Option<FileConfig>, shared: &Shared) -> Value {
+        json!({
+            "file": settings.as_ref().map(FileConfig::effective),
+            "prefixStats": shared.prefix_stats,
+            "sinkQueueBytes": shared.sink_queue_bytes,
+        })
+    }
+
+    fn start(settings: &Option<FileConfig>, context: Context) -> anyhow::Result<Started> {
+        let settings = settings.clone().ok_or_else(|| anyhow::anyhow!("file.name: the file backend needs a file"))?;
+        let prefix = context.shared.prefix_stats.clone();
+        Ok(Started::task(sink::spawn(settings, prefix, context)))
+    }
+}

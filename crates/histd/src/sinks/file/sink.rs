@@ -7,24 +7,22 @@ use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use agg::Snapshot;
-use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::config::FileConfig;
 use super::encode::encode;
 use crate::clock::unix_now_s;
-use crate::sinks::{SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::sinks::{Context, SinkTelemetry};
 
-/// Starts the file backend; `prefix_stats` names histd's own series (left out of `statsd`).
-pub fn spawn(config: FileConfig, prefix_stats: String, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
-    let (sender, mut snapshots) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
-    let counts = telemetry.clone();
-    let task = tokio::spawn(async move {
+/// Starts the file backend's task; `prefix_stats` names histd's own series (left out of
+/// `statsd`).
+pub fn spawn(config: FileConfig, prefix_stats: String, context: Context) -> JoinHandle<()> {
+    let (mut flushes, counts) = (context.flushes(), context.telemetry);
+    tokio::spawn(async move {
         let mut writer = Writer::new(config.clone());
-        while let Some(snapshot) = snapshots.recv().await {
-            counts.dequeued(snapshot.queue_bytes, snapshots.len());
+        while let Some(snapshot) = flushes.next().await {
             let (prefix, counts) = (prefix_stats.clone(), counts.clone());
             let done = tokio::task::spawn_blocking(move || {
                 writer.write_flush(&snapshot, &prefix, &counts);
@@ -36,8 +34,7 @@ pub fn spawn(config: FileConfig, prefix_stats: String, telemetry: Arc<SinkTeleme
                 Writer::new(config.clone())
             });
         }
-    });
-    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+    })
 }
 
 /// The open file and what rotation needs to know of it.

@@ -25,4 +25,36 @@ pub mod spool;
 mod tests;
 
 pub use config::{ForwardConfig, GlobalConfig};
-pub use sink::spawn;
+
+use serde_json::{json, Value};
+
+use super::{Backend, Context, Shared, Started};
+use encode::CutSettings;
+
+/// The forward backend: each flush's mergeable state to global histd nodes.
+pub struct Forward;
+
+impl Backend for Forward {
+    const NAME: &'static str = "forward";
+    type Settings = ForwardConfig;
+
+    fn identity(settings: &ForwardConfig, shared: &Shared) -> Value {
+        json!({
+            "forward": settings.effective(),
+            "prefixStats": shared.prefix_stats,
+            "timerSampleLimit": settings.raw_values_limit.unwrap_or(shared.timer_sample_limit),
+            "sinkQueueBytes": shared.sink_queue_bytes,
+        })
+    }
+
+    fn start(settings: &ForwardConfig, context: Context) -> anyhow::Result<Started> {
+        let cut = CutSettings {
+            source: settings.source.clone(),
+            prefix_stats: context.shared.prefix_stats.clone(),
+            set_members_limit: settings.set_members_limit,
+            raw_values_limit: settings.raw_values_limit.unwrap_or(context.shared.timer_sample_limit),
+            max_batch_bytes: settings.max_batch_bytes,
+        };
+        Ok(Started::task(sink::spawn(settings, cut, context)?))
+    }
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agg::Snapshot;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::config::ForwardConfig;
@@ -25,19 +25,17 @@ use super::ring::{Node, Ring};
 use super::spool::{Dropped, Spool};
 use crate::clock::unix_now_s;
 use crate::http_client::{Client, HttpUrl, Outcome};
-use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
+use tokio::task::JoinHandle;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// At stop, how long the backend keeps sending what waits.
 const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Starts the backend; fails when `forward.spoolDir` cannot be opened.
-pub fn spawn(
-    config: ForwardConfig,
-    settings: CutSettings,
-    telemetry: Arc<SinkTelemetry>,
-) -> anyhow::Result<SinkHandle> {
+/// Starts the backend's tasks; fails when `forward.spoolDir` cannot be opened.
+pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) -> anyhow::Result<JoinHandle<()>> {
+    let telemetry = context.telemetry.clone();
     let authorization = config.authorization().map_err(|why| anyhow::anyhow!(why))?;
     let tls = config.client_tls().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
@@ -82,12 +80,11 @@ pub fn spawn(
         retry_at: None,
         failing: false,
     };
-    let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
-    let task = tokio::spawn(async move {
-        delivery.run(receiver, node_came_back).await;
+    let flushes = context.flushes();
+    Ok(tokio::spawn(async move {
+        delivery.run(flushes, node_came_back).await;
         health.abort();
-    });
-    Ok(SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task })
+    }))
 }
 
 /// How a global's answer is taken: as any HTTP receiver's, except that a refusal of the
@@ -155,13 +152,12 @@ struct Delivery {
 }
 
 impl Delivery {
-    async fn run(mut self, mut snapshots: mpsc::Receiver<Arc<Snapshot>>, node_came_back: Arc<Notify>) {
+    async fn run(mut self, mut snapshots: Flushes, node_came_back: Arc<Notify>) {
         loop {
             let retry_at = self.retry_at;
             tokio::select! {
-                snapshot = snapshots.recv() => match snapshot {
+                snapshot = snapshots.next() => match snapshot {
                     Some(snapshot) => {
-                        self.telemetry.dequeued(snapshot.queue_bytes, snapshots.len());
                         self.take(snapshot).await;
                         if self.retry_at.is_none() {
                             self.deliver().await;

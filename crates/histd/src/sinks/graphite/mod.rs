@@ -11,4 +11,37 @@ mod window;
 
 pub use config::{GraphiteConfig, GraphiteProtocol};
 pub use encode::{Chunked, GraphiteNames};
-pub use sink::spawn;
+
+use serde_json::{json, Value};
+
+use super::{Backend, Context, Shared, Started};
+use crate::telemetry::EtsyStatus;
+
+/// The graphite backend: Graphite/carbon, plaintext or pickle.
+pub struct Graphite;
+
+impl Backend for Graphite {
+    const NAME: &'static str = "graphite";
+    const ETSY: EtsyStatus = EtsyStatus::Graphite;
+    type Settings = GraphiteConfig;
+
+    fn identity(settings: &GraphiteConfig, shared: &Shared) -> Value {
+        json!({
+            "graphite": settings.effective(),
+            "histdSelfMetrics": settings.self_metrics,
+            "prefixStats": shared.prefix_stats,
+            "keyNameSanitize": shared.key_name_sanitize,
+        })
+    }
+
+    /// `graphite.retryBufferBytes` bounds what graphite holds: flushes waiting and lines to
+    /// resend.
+    fn queue_limit(settings: &GraphiteConfig, _shared: &Shared) -> u64 {
+        settings.retry_buffer_bytes
+    }
+
+    fn start(settings: &GraphiteConfig, context: Context) -> anyhow::Result<Started> {
+        let names = GraphiteNames::new(settings, &context.shared.prefix_stats, context.shared.key_name_sanitize);
+        Ok(Started::task(sink::spawn(settings.clone(), names, context)))
+    }
+}

@@ -19,7 +19,8 @@ use super::window::{in_flight_capacity, Payload, SentWindow};
 use super::GraphiteConfig;
 use super::{Chunked, GraphiteNames};
 use crate::clock::unix_now_s;
-use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
+use tokio::task::JoinHandle;
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -29,21 +30,19 @@ const CHUNKS_IN_FLIGHT: usize = 2;
 /// At shutdown, how long undelivered flushes are retried.
 const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Starts the graphite sink.
-pub fn spawn(config: GraphiteConfig, names: GraphiteNames, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
-    let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+/// Starts the graphite sink's task.
+pub fn spawn(config: GraphiteConfig, names: GraphiteNames, context: Context) -> JoinHandle<()> {
     let sink = GraphiteSink {
         config,
         names,
-        telemetry: telemetry.clone(),
+        telemetry: context.telemetry.clone(),
         buffer: VecDeque::new(),
         buffered_bytes: 0,
         sent: SentWindow::new(in_flight_capacity()),
         connection: None,
         dropping: false,
     };
-    let task = tokio::spawn(sink.run(receiver));
-    SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task }
+    tokio::spawn(sink.run(context.flushes()))
 }
 
 struct GraphiteSink {
@@ -61,14 +60,11 @@ struct GraphiteSink {
 }
 
 impl GraphiteSink {
-    async fn run(mut self, mut snapshots: mpsc::Receiver<Arc<Snapshot>>) {
+    async fn run(mut self, mut snapshots: Flushes) {
         loop {
             tokio::select! {
-                snapshot = snapshots.recv() => match snapshot {
-                    Some(snapshot) => {
-                        self.telemetry.dequeued(snapshot.queue_bytes, snapshots.len());
-                        self.flush(snapshot).await;
-                    }
+                snapshot = snapshots.next() => match snapshot {
+                    Some(snapshot) => self.flush(snapshot).await,
                     None => break,
                 },
                 _ = tokio::time::sleep(RETRY_EVERY), if !self.buffer.is_empty() => {

@@ -24,5 +24,27 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
+use serde_json::{json, Value};
+
 pub use config::OtlpConfig;
-pub use sink::{judge, partial_success, spawn};
+pub use sink::{judge, partial_success};
+
+use super::{Backend, Context, Shared, Started};
+
+/// The otlp backend: OTLP/HTTP to an OpenTelemetry collector.
+pub struct Otlp;
+
+impl Backend for Otlp {
+    const NAME: &'static str = "otlp";
+    type Settings = OtlpConfig;
+
+    fn identity(settings: &OtlpConfig, shared: &Shared) -> Value {
+        json!({ "otlp": settings.effective(), "headers": settings.headers, "sinkQueueBytes": shared.sink_queue_bytes })
+    }
+
+    /// Its `retryBufferBytes` bounds the requests waiting; the queue of flushes is
+    /// `sinkQueueBytes`.
+    fn start(settings: &OtlpConfig, context: Context) -> anyhow::Result<Started> {
+        Ok(Started::task(sink::spawn(settings, context)))
+    }
+}

@@ -7,22 +7,21 @@
 //! `ExportMetricsServiceResponse` reports a partial success counts its rejected points in
 //! `dropped_points.rejected` too.
 
-use std::sync::Arc;
-
 use hyper::Method;
+use tokio::task::JoinHandle;
 
 use super::config::OtlpConfig;
 use super::encode::Encoder;
 use super::state::Running;
 use crate::http_client::Answer;
 use crate::sinks::delivery::{spawn_http_sink, Destination, Verdict};
-use crate::sinks::{SinkHandle, SinkTelemetry};
+use crate::sinks::Context;
 
-/// Starts the otlp backend.
-pub fn spawn(config: OtlpConfig, telemetry: Arc<SinkTelemetry>) -> SinkHandle {
-    let encoder = Encoder::new(&config);
+/// Starts the otlp backend's task.
+pub fn spawn(config: &OtlpConfig, context: Context) -> JoinHandle<()> {
+    let encoder = Encoder::new(config);
     let mut running = Running::default();
-    spawn_http_sink(move |snapshot| encoder.encode(snapshot, &mut running), destination(&config), telemetry)
+    spawn_http_sink(move |snapshot| encoder.encode(snapshot, &mut running), destination(config), context)
 }
 
 /// The collector's endpoint, with OTLP/HTTP's headers and then the configured ones.

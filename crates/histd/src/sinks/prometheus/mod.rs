@@ -43,4 +43,25 @@ fn histogram_of(values: &[f64]) -> circllhist::Histogram {
     });
     histogram
 }
-pub use sink::{spawn, Exposed};
+pub use sink::Exposed;
+
+use serde_json::Value;
+
+use super::{plain_identity, Backend, Context, Shared, Started};
+
+/// The prometheus backend: `/metrics` for scrapers, and remote write.
+pub struct Prometheus;
+
+impl Backend for Prometheus {
+    const NAME: &'static str = "prometheus";
+    const SERVES_HTTP: bool = true;
+    type Settings = PrometheusConfig;
+
+    fn identity(settings: &PrometheusConfig, shared: &Shared) -> Value {
+        plain_identity("prometheus", settings.effective(), shared)
+    }
+
+    fn start(settings: &PrometheusConfig, context: Context) -> anyhow::Result<Started> {
+        Ok(sink::spawn(settings.clone(), context))
+    }
+}

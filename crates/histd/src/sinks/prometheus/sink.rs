@@ -21,7 +21,7 @@ use super::samples::Layout;
 use super::state::Registry;
 use crate::clock::unix_now_s;
 use crate::sinks::delivery::{plain_judge, Delivery, Destination, BATCH_QUEUE};
-use crate::sinks::{DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry, Started};
 
 /// The cumulative series and how `/metrics` lays out their histograms.
 #[derive(Debug)]
@@ -33,12 +33,14 @@ pub struct Exposed {
 }
 
 /// Starts the backend: the registry task and one task per remote-write target, each target
-/// counting into its own telemetry (`targets`, in config order).
-pub fn spawn(
-    config: PrometheusConfig,
-    telemetry: Arc<SinkTelemetry>,
-    targets: Vec<Arc<SinkTelemetry>>,
-) -> (SinkHandle, Arc<Exposed>) {
+/// counting into its own telemetry (`prometheus.<name>`, in config order). Offers the
+/// registry's series (`Arc<Exposed>`) to `/metrics`.
+pub fn spawn(config: PrometheusConfig, context: Context) -> Started {
+    let targets: Vec<Arc<SinkTelemetry>> = config
+        .remote_write
+        .iter()
+        .map(|target| context.target_telemetry(&target.name, target.retry_buffer_bytes))
+        .collect();
     let exposed = Arc::new(Exposed {
         registry: Mutex::new(
             Registry::new(config.timer_seconds, native_schema(&config), config.mapping.clone())
@@ -46,7 +48,7 @@ pub fn spawn(
         ),
         layout: Layout::new(config.scrape_histograms, &config.buckets),
     });
-    let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+    let (receiver, telemetry) = (context.flushes(), context.telemetry);
     let mut queues = Vec::new();
     let mut tasks = Vec::new();
     for (target, target_telemetry) in config.remote_write.iter().zip(&targets) {
@@ -55,7 +57,7 @@ pub fn spawn(
         queues.push(TargetQueue { mode: target.histograms, batches, telemetry: target_telemetry.clone() });
     }
     let task = tokio::spawn(run(exposed.clone(), config, telemetry.clone(), receiver, queues, tasks));
-    (SinkHandle { snapshots: Some(sender), telemetry, targets, task }, exposed)
+    Started { task, targets, offered: vec![exposed as Arc<dyn std::any::Any + Send + Sync>] }
 }
 
 /// The schema native histograms are kept at, when a target sends them.
@@ -75,13 +77,12 @@ async fn run(
     exposed: Arc<Exposed>,
     config: PrometheusConfig,
     telemetry: Arc<SinkTelemetry>,
-    mut snapshots: mpsc::Receiver<Arc<Snapshot>>,
+    mut snapshots: Flushes,
     queues: Vec<TargetQueue>,
     tasks: Vec<JoinHandle<()>>,
 ) {
     let config = Arc::new(config);
-    while let Some(snapshot) = snapshots.recv().await {
-        telemetry.dequeued(snapshot.queue_bytes, snapshots.len());
+    while let Some(snapshot) = snapshots.next().await {
         let modes: Vec<HistogramMode> = queues.iter().map(|queue| queue.mode).collect();
         let (exposed, config) = (exposed.clone(), config.clone());
         let applied = tokio::task::spawn_blocking(move || apply(&exposed, &config, &snapshot, &modes)).await;

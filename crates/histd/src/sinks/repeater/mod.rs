@@ -10,7 +10,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{lookup_host, TcpStream, UdpSocket};
 use tokio::sync::mpsc;
 
-use super::{DropReason, SinkHandle, SinkTelemetry};
+use serde_json::Value;
+
+use super::{plain_identity, Backend, Context, DropReason, Shared, SinkTelemetry, Started};
 pub mod config;
 
 use crate::ingest::Tap;
@@ -19,14 +21,23 @@ pub use config::{RepeaterConfig, RepeaterProtocol};
 /// Raw packets that may wait for the repeater before new ones are dropped.
 const PACKET_QUEUE: usize = 16_384;
 
-/// Starts the repeater; readers offer it packets through the returned [`Tap`].
-pub fn spawn(config: RepeaterConfig, telemetry: Arc<SinkTelemetry>) -> (SinkHandle, Tap) {
-    let (sender, receiver) = mpsc::channel(PACKET_QUEUE);
-    let task = tokio::spawn(run(config, receiver, telemetry.clone()));
-    (
-        SinkHandle { snapshots: None, telemetry: telemetry.clone(), targets: Vec::new(), task },
-        Tap::new(sender, telemetry),
-    )
+/// The repeater backend: every raw packet the listeners take, sent on to other statsd
+/// servers. It reads no flushes: the listeners offer it packets through the [`Tap`] it offers.
+pub struct Repeater;
+
+impl Backend for Repeater {
+    const NAME: &'static str = "repeater";
+    type Settings = RepeaterConfig;
+
+    fn identity(settings: &RepeaterConfig, shared: &Shared) -> Value {
+        plain_identity("repeater", settings.effective(), shared)
+    }
+
+    fn start(settings: &RepeaterConfig, context: Context) -> anyhow::Result<Started> {
+        let (sender, receiver) = mpsc::channel(PACKET_QUEUE);
+        let task = tokio::spawn(run(settings.clone(), receiver, context.telemetry.clone()));
+        Ok(Started::task(task).offering(Tap::new(sender, context.telemetry)))
+    }
 }
 
 async fn run(config: RepeaterConfig, mut packets: mpsc::Receiver<Vec<u8>>, telemetry: Arc<SinkTelemetry>) {

@@ -8,10 +8,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agg::Snapshot;
-use anyhow::Context;
+use anyhow::Context as _;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Detail, DropReason, SinkHandle, SinkTelemetry, SNAPSHOT_QUEUE};
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
 pub mod config;
 
 pub use config::StoreConfig;
@@ -68,8 +71,38 @@ enum Work {
     Stop,
 }
 
+/// The store backend: the embedded store, read by the HTTP API and `histd query`.
+pub struct Store;
+
+impl Backend for Store {
+    const NAME: &'static str = "store";
+    const SERVES_HTTP: bool = true;
+    type Settings = StoreConfig;
+
+    /// Only its directory: its retention and disk budget are applied in place by a reload.
+    fn identity(settings: &StoreConfig, _shared: &Shared) -> Value {
+        json!({ "dataDir": settings.data_dir })
+    }
+
+    /// Offers an [`OpenStore`]: its writer and its database file.
+    fn start(settings: &StoreConfig, context: Context) -> anyhow::Result<Started> {
+        let (task, control) = spawn(settings, context)?;
+        Ok(Started::task(task).offering(OpenStore { control, database: settings.data_dir.join(DATABASE) }))
+    }
+}
+
+/// A running store: its writer, and its database file (which readers open on their own).
+#[derive(Debug, Clone)]
+pub struct OpenStore {
+    /// Asks the writer to forget series or to take new settings.
+    pub control: StoreControl,
+    /// The database file.
+    pub database: std::path::PathBuf,
+}
+
 /// Opens the store (creating the data directory) and starts its writer.
-pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Result<(SinkHandle, StoreControl)> {
+fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<()>, StoreControl)> {
+    let telemetry = context.telemetry.clone();
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
     })?;
@@ -79,7 +112,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
     let mut store =
         store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
     publish_usage(&telemetry, store.usage(), config.max_bytes);
-    let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+    let mut flushes = context.flushes();
     let (requests, mut asked) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
     let runtime = tokio::runtime::Handle::current();
@@ -90,15 +123,12 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
             let work = runtime.block_on(async {
                 tokio::select! {
                     biased;
-                    snapshot = receiver.recv() => snapshot.map_or(Work::Stop, Work::Flush),
+                    snapshot = flushes.next() => snapshot.map_or(Work::Stop, Work::Flush),
                     Some(request) = asked.recv() => Work::Request(request),
                 }
             });
             match work {
-                Work::Flush(snapshot) => {
-                    counts.dequeued(snapshot.queue_bytes, receiver.len());
-                    write_flush(&mut store, &snapshot, &counts);
-                }
+                Work::Flush(snapshot) => write_flush(&mut store, &snapshot, &counts),
                 Work::Request(Request::Forget(request)) => forget(&mut store, request),
                 Work::Request(Request::Options(new)) => {
                     options = new;
@@ -109,8 +139,7 @@ pub fn spawn(config: &StoreConfig, telemetry: Arc<SinkTelemetry>) -> anyhow::Res
             publish_usage(&counts, store.usage(), options.max_bytes);
         }
     });
-    let handle = SinkHandle { snapshots: Some(sender), telemetry, targets: Vec::new(), task };
-    Ok((handle, StoreControl { requests }))
+    Ok((task, StoreControl { requests }))
 }
 
 /// Forgets the series a request names, and answers it.

@@ -1,0 +1,163 @@
+//! The shape of a backend: a type that implements [`Backend`]. It names itself, says what of
+//! its settings a reload compares, and starts its sink from a [`Context`] that hands it what
+//! every sink shares: its queue of flushes (the one queue, bounded and counted), its telemetry,
+//! the settings common to all backends, and the process's start time. What a running sink
+//! offers the rest of the daemon (the repeater's tap, prometheus' series, the store's writer)
+//! it lists in [`Started::offered`]. `config/backends.rs` lists the backends, one line each.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use agg::Snapshot;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::clock::lock;
+use crate::telemetry::{EtsyStatus, SinkTelemetry};
+
+/// Snapshots a sink may have waiting before new ones are dropped.
+pub const SNAPSHOT_QUEUE: usize = 64;
+
+/// A kind of sink, named in `backends: [...]`.
+pub trait Backend: 'static {
+    /// Its `backends` entry (`graphite`; Etsy's `./backends/graphite` is read as this too).
+    const NAME: &'static str;
+    /// How Etsy's management `stats` names its status lines, when it has an Etsy counterpart.
+    const ETSY: EtsyStatus = EtsyStatus::None;
+    /// Whether it needs the HTTP port open (the store's API, prometheus' `/metrics`).
+    const SERVES_HTTP: bool = false;
+    /// Its settings, read from the config file by the code in its folder.
+    type Settings: Send + Sync + 'static;
+
+    /// Everything its sink starts with: a reload restarts it when this changes.
+    fn identity(settings: &Self::Settings, shared: &Shared) -> Value;
+
+    /// The bytes its queue of flushes may hold (`sinkQueueBytes` unless it has its own bound).
+    fn queue_limit(_settings: &Self::Settings, shared: &Shared) -> u64 {
+        shared.sink_queue_bytes
+    }
+
+    /// Starts its sink; an error names the key that stops it.
+    fn start(settings: &Self::Settings, context: Context) -> anyhow::Result<Started>;
+}
+
+/// The settings every backend may read, besides its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shared {
+    /// `prefixStats`: the prefix of histd's own series.
+    pub prefix_stats: String,
+    /// `keyNameSanitize`.
+    pub key_name_sanitize: bool,
+    /// `timerSampleLimit`.
+    pub timer_sample_limit: usize,
+    /// `sinkQueueBytes`.
+    pub sink_queue_bytes: u64,
+}
+
+/// A running sink.
+pub struct Started {
+    /// Ends after its queue closes and it has delivered what it could.
+    pub task: JoinHandle<()>,
+    /// What each of its destinations counts, when it has several (prometheus' remote-write
+    /// targets), published beside its own telemetry.
+    pub targets: Vec<Arc<SinkTelemetry>>,
+    /// What it offers the rest of the daemon, each found by its type (the repeater's
+    /// `Tap`, prometheus' `Exposed`, the store's `OpenStore`).
+    pub offered: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Started {
+    /// A sink that offers nothing but its work.
+    pub fn task(task: JoinHandle<()>) -> Started {
+        Started { task, targets: Vec::new(), offered: Vec::new() }
+    }
+
+    /// Offers `thing` to the daemon.
+    pub fn offering<T: Any + Send + Sync>(mut self, thing: T) -> Started {
+        self.offered.push(Arc::new(thing));
+        self
+    }
+}
+
+/// What a backend's sink is started with.
+#[derive(Debug)]
+pub struct Context {
+    /// The settings common to every backend.
+    pub shared: Shared,
+    /// What it counts, for `stats`, `/health` and `/metrics`.
+    pub telemetry: Arc<SinkTelemetry>,
+    /// When the process started (telemetry's `lastFlush` before the first one).
+    pub startup_s: u64,
+    queue: QueueSlot,
+}
+
+/// Where the flusher finds a sink's queue once the sink has asked for one.
+#[derive(Debug, Clone, Default)]
+pub struct QueueSlot(Arc<Mutex<Option<mpsc::Sender<Arc<Snapshot>>>>>);
+
+impl QueueSlot {
+    /// The queue's sending side, when the sink reads flushes.
+    pub fn sender(&self) -> Option<mpsc::Sender<Arc<Snapshot>>> {
+        lock(&self.0).clone()
+    }
+}
+
+impl Context {
+    /// A context whose queue, when the sink asks for it, is put in `slot`.
+    pub fn new(shared: Shared, telemetry: Arc<SinkTelemetry>, startup_s: u64, slot: QueueSlot) -> Context {
+        Context { shared, telemetry, startup_s, queue: slot }
+    }
+
+    /// The queue of flushes the sink reads (a sink that never asks gets none: the repeater
+    /// reads packets). Bounded at [`SNAPSHOT_QUEUE`] flushes and the sink's byte limit, which
+    /// the flusher checks and counts (`queue_full_drops`).
+    pub fn flushes(&self) -> Flushes {
+        let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+        *lock(&self.queue.0) = Some(sender);
+        Flushes { receiver, telemetry: self.telemetry.clone() }
+    }
+
+    /// A telemetry of its own for one of the sink's destinations, named `<backend>.<name>`
+    /// (made once per name for the life of the process), with its buffer's bound.
+    pub fn target_telemetry(&self, name: &str, limit: u64) -> Arc<SinkTelemetry> {
+        let full = target_name(&format!("{}.{name}", self.telemetry.sink));
+        Arc::new(SinkTelemetry::new(full, EtsyStatus::None, self.startup_s).with_queue_limit(limit))
+    }
+}
+
+/// A sink's queue of flushes: each one taken is counted off the queue's bytes.
+#[derive(Debug)]
+pub struct Flushes {
+    receiver: mpsc::Receiver<Arc<Snapshot>>,
+    telemetry: Arc<SinkTelemetry>,
+}
+
+impl Flushes {
+    /// The next flush; `None` once the queue is closed (the sink is stopping) and empty.
+    /// Cancel-safe: a flush is counted only once it is taken.
+    pub async fn next(&mut self) -> Option<Arc<Snapshot>> {
+        let snapshot = self.receiver.recv().await?;
+        self.telemetry.dequeued(snapshot.queue_bytes, self.receiver.len());
+        Some(snapshot)
+    }
+}
+
+/// The identity most backends have: their settings as `check-config` prints them, and the
+/// queue's bound.
+pub fn plain_identity(key: &str, effective: Value, shared: &Shared) -> Value {
+    json!({ key: effective, "sinkQueueBytes": shared.sink_queue_bytes })
+}
+
+/// A destination's telemetry name, made once per name for the life of the process (restarts
+/// reuse it; telemetry names are `&'static str`).
+fn target_name(wanted: &str) -> &'static str {
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut names = lock(&NAMES);
+    if let Some(known) = names.iter().find(|known| **known == wanted) {
+        return known;
+    }
+    let made: &'static str = Box::leak(wanted.to_string().into_boxed_str());
+    names.push(made);
+    made
+}
