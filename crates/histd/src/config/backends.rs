@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use serde_json::Value;
 
 use super::Config;
+use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 use crate::sinks::{circonus, console, file, forward, graphite, otlp, prometheus, repeater, store};
 use crate::sinks::{Backend as Kind, Context, Started};
@@ -97,6 +98,7 @@ impl<B: Kind> Entry<B> {
 /// A backend without its types, as [`LIST`] holds it.
 trait Listed: Sync {
     fn name(&self) -> &'static str;
+    fn keys(&self) -> &'static [KeyDoc];
     fn etsy(&self) -> EtsyStatus;
     fn serves_http(&self) -> bool;
     fn identity(&self, config: &Config) -> Value;
@@ -107,6 +109,10 @@ trait Listed: Sync {
 impl<B: Kind> Listed for Entry<B> {
     fn name(&self) -> &'static str {
         B::NAME
+    }
+
+    fn keys(&self) -> &'static [KeyDoc] {
+        B::KEYS
     }
 
     fn etsy(&self) -> EtsyStatus {
@@ -128,6 +134,11 @@ impl<B: Kind> Listed for Entry<B> {
     fn start(&self, config: &Config, context: Context) -> anyhow::Result<Started> {
         B::start((self.settings)(config), context)
     }
+}
+
+/// Every backend's keys, in [`LIST`]'s order.
+pub fn keys() -> impl Iterator<Item = &'static KeyDoc> {
+    LIST.iter().flat_map(|listed| listed.keys())
 }
 
 /// `backends`: Etsy module paths (`./backends/graphite`) or short names. Default: graphite.

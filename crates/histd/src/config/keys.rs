@@ -4,47 +4,12 @@
 
 use serde_json::{Map, Value};
 
+use crate::config_reader::keys::{etsy, histd, unused};
+pub use crate::config_reader::keys::{KeyDoc, Origin};
 use crate::config_reader::KeysRead;
 
-/// Who defined a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// Etsy statsd's key, with Etsy's meaning and default.
-    Etsy,
-    /// histd's own.
-    Histd,
-    /// Etsy's key that histd accepts and does not use (the meaning says why).
-    EtsyUnused,
-}
-
-/// One documented key.
-#[derive(Debug, Clone, Copy)]
-pub struct KeyDoc {
-    /// Its spellings: the path as read (`graphite.globalPrefix`; `[]` stands for any array
-    /// index, `servers[].port`), first the one README shows first.
-    pub keys: &'static [&'static str],
-    /// The default, as a user would write it.
-    pub default: &'static str,
-    /// What it does.
-    pub meaning: &'static str,
-    /// Whose key it is.
-    pub origin: Origin,
-}
-
-const fn etsy(keys: &'static [&'static str], default: &'static str, meaning: &'static str) -> KeyDoc {
-    KeyDoc { keys, default, meaning, origin: Origin::Etsy }
-}
-
-const fn histd(keys: &'static [&'static str], default: &'static str, meaning: &'static str) -> KeyDoc {
-    KeyDoc { keys, default, meaning, origin: Origin::Histd }
-}
-
-const fn unused(keys: &'static [&'static str], why: &'static str) -> KeyDoc {
-    KeyDoc { keys, default: "", meaning: why, origin: Origin::EtsyUnused }
-}
-
-/// Every key, in README's order.
-pub const KEYS: &[KeyDoc] = &[
+/// The keys no backend owns, in README's order (each backend's follow, from its folder).
+pub const COMMON: &[KeyDoc] = &[
     etsy(&["servers"], "one UDP server", "listeners: `[{server, address, port, ...}]`; when absent the top-level `server`, `address`, `port`, `address_ipv6`, `socket`, `socket_mod` and `recvBufferSize` describe the one listener"),
     etsy(&["servers[].server", "server"], "`./servers/udp`", "`./servers/udp` or `./servers/tcp` (also `udp`, `tcp`)"),
     etsy(&["servers[].address", "address"], "0.0.0.0 (`::` with `address_ipv6`)", "the address to listen on"),
@@ -71,31 +36,8 @@ pub const KEYS: &[KeyDoc] = &[
     etsy(&["gaugesMaxTTL"], "1", "with `deleteGauges`: intervals a gauge stays after its last update"),
     etsy(&["prefixStats"], "`statsd`", "the prefix of histd's own metrics"),
     etsy(&["keyNameSanitize"], "true", "Etsy's key sanitising (spaces to `_`, `/` to `-`, other characters dropped)"),
-    etsy(&["flush_counts"], "true", "also send each counter's raw count"),
     etsy(&["debug"], "false", "log at debug level"),
     etsy(&["healthStatus"], "`up`", "the management `health` state at start: `up` or `down`"),
-    etsy(&["graphiteHost"], "unset", "carbon's host; unset: compute flushes, send nothing (Etsy's behaviour)"),
-    etsy(&["graphitePort"], "2003", "carbon's plaintext port (with `graphiteProtocol: text`)"),
-    etsy(&["graphiteProtocol"], "`text`", "`text` (plaintext lines) or `pickle` (Etsy's pickle messages: a 4-byte length and a list of `(path, (timestamp, \"value\"))`)"),
-    etsy(&["graphitePicklePort"], "2004", "carbon's pickle port (with `graphiteProtocol: pickle`)"),
-    etsy(&["graphite.legacyNamespace"], "true", "Etsy's legacy names (`stats.<counter>`, `stats_counts.<counter>`)"),
-    etsy(&["graphite.globalPrefix"], "`stats`", "the prefix of every name"),
-    etsy(&["graphite.prefixCounter"], "`counters`", "counters' prefix (new namespace)"),
-    etsy(&["graphite.prefixTimer"], "`timers`", "timers' prefix"),
-    etsy(&["graphite.prefixGauge"], "`gauges`", "gauges' prefix"),
-    etsy(&["graphite.prefixSet"], "`sets`", "sets' prefix"),
-    etsy(&["graphite.globalSuffix"], "none", "a suffix after every name (new namespace)"),
-    etsy(&["console.prettyprint"], "false", "the console backend: an aligned table instead of one line per value"),
-    etsy(&["repeater"], "none", "`[{host, port}]`: where the repeater backend sends every packet"),
-    etsy(&["repeater[].host"], "", "a repeater target's host"),
-    etsy(&["repeater[].port"], "8125", "a repeater target's port"),
-    etsy(&["repeaterProtocol"], "`udp4`", "`udp4`, `udp6` or `tcp`"),
-    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "what graphite holds while carbon is slow or unreachable: flushes waiting to be encoded (estimated) and encoded lines waiting to be sent (always at least the newest ~1 MiB chunk); past it the oldest lines are dropped (`graphite.dropped_points.buffer_full`) and new flushes are not queued (`graphite.queue_full_drops`)"),
-    histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
-    histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
-    histd(&["store.maxBytes"], "`2GiB`", "the store's disk budget (database and log; `500MB`, `2GiB` or bytes, at least 16 MiB): past it the oldest blocks are dropped first, and counted (`store_budget_dropped_points`)"),
-    histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
-    histd(&["http_port"], "8127", "the HTTP API's port"),
     histd(&["udpReaders"], "the cores histd may run on", "reader threads per UDP listener"),
     histd(&["udpReaderMode"], "`reuseport`", "`reuseport`: a socket per reader (the kernel spreads senders over them); `shared`: one socket all readers read (for many cores fed by few clients). Measured in BENCHMARKS.md"),
     histd(&["udpReceiveBufferBytes"], "16777216 (16 MiB)", "the receive buffer asked for each UDP socket: about this many bytes of datagrams wait in the kernel before it drops. histd sets it with `SO_RCVBUFFORCE` when privileged (past `net.core.rmem_max`), else `SO_RCVBUF` (capped at `net.core.rmem_max`; histd then logs the size granted and the sysctl that raises it). The kernel doubles what is set (half pays for its bookkeeping), so `SO_RCVBUF` and `messages.receive_buffer_bytes` read back twice this value; a peer compared with histd should be given the same setting"),
@@ -105,57 +47,6 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["streamPendingBytes"], "67108864 (64 MiB)", "bytes of partial lines (no newline yet) held across all TCP and Unix stream connections, at least 1 MiB; past it (or past 1 MiB on one connection) a line is discarded whole, up to its newline, and counted in `messages.bad_lines.too_long`; the bytes held are `messages.stream_pending_bytes`"),
     histd(&["histdSelfMetrics"], "false", "also flush histd's own counters beyond Etsy's (`<prefixStats>.bad_lines.<reason>`, `kernel_drops`, `truncated_datagrams`, `timers_over_sample_limit`) and graphite's `graphiteStats.retry_buffer_bytes`, `dropped_lines`, `errors`; off, every backend gets Etsy's names and `numStats` for the same input (the values are always in the management `stats` and `/health`)"),
     histd(&["sinkQueueBytes"], "67108864 (64 MiB)", "flushes (estimated in memory bytes) that the console, store, otlp, circonus and file backends may have waiting, and packets the repeater may have waiting; past it new ones are dropped for that backend and counted in `<backend>.queue_full_drops` (an empty queue always takes one flush). Graphite's bound is `graphite.retryBufferBytes`"),
-    histd(&["prometheus.remoteWrite"], "none", "remote-write 1.0 receivers (Prometheus `--web.enable-remote-write-receiver`, VictoriaMetrics, Mimir, Thanos): `[{url, name, histograms, headers, timeoutMs, retryBufferBytes}]`; with the `prometheus` backend every flush sends every series, at the flush's time"),
-    histd(&["prometheus.remoteWrite[].url"], "required", "`http://host:port/path` (`/api/v1/write`), or `https://`: over TLS, the server's certificate checked against the system's trusted roots (`SSL_CERT_FILE` or `SSL_CERT_DIR` name others)"),
-    histd(&["prometheus.remoteWrite[].name"], "`remote_write_<index>`", "the target's telemetry is `prometheus.<name>` in `stats`, `/health` and `/metrics`"),
-    histd(&["prometheus.remoteWrite[].histograms"], "`classic`", "`classic`: cumulative `le` buckets at `prometheus.buckets`; `vmrange`: one VictoriaMetrics `vmrange` bucket per circllhist bin (exact, for VictoriaMetrics only); `native`: Prometheus native histograms at `prometheus.nativeSchema` (the receiver needs `--enable-feature=native-histograms` before Prometheus 3.8)"),
-    histd(&["prometheus.remoteWrite[].headers"], "none", "headers added to every request, an object of strings (`Authorization`, `X-Scope-OrgID`)"),
-    histd(&["prometheus.remoteWrite[].timeoutMs"], "10000", "one request's deadline; a request that times out is retried"),
-    histd(&["prometheus.remoteWrite[].retryBufferBytes"], "67108864 (64 MiB)", "compressed requests held while the receiver fails (5xx, 429, unreachable: retried in order with backoff from 0.25 s to 5 s); past it the oldest are dropped (`prometheus.<name>.dropped_points.buffer_full`). Other 4xx answers drop the request (`dropped_points.rejected`)"),
-    histd(&["prometheus.timerSeconds"], "true", "export `ms` timers in seconds, as statsd_exporter does (`h` and `d` histograms keep their unit)"),
-    histd(&["prometheus.buckets"], "Prometheus' DefBuckets `[0.005 … 10]` (×1000 without `timerSeconds`)", "classic `le` boundaries, increasing; exact for boundaries with two significant digits. A bucket counts the values below its boundary (circllhist bins are lower-inclusive)"),
-    histd(&["prometheus.scrapeHistograms"], "`classic`", "histograms on `/metrics`: `classic`; `vmrange` (for vmagent or VictoriaMetrics scraping; always served as text 0.0.4); `native`: the protobuf exposition to scrapers that ask for it, each histogram with native and classic buckets (text scrapers get the classic ones)"),
-    histd(&["prometheus.ttlSeconds"], "0 (never)", "forget a series not updated for this long (remote write sends it a stale marker); a counter that comes back starts again from 0, which `rate()` reads as a reset"),
-    histd(&["prometheus.nativeSchema"], "5", "native histograms' resolution, -4 to 8: bucket edges are powers of 2^(2^-schema) (5: 2.2% wide). Each circllhist bin is spread over the native buckets it overlaps; a quantile stays within its circllhist bin widened by one native bucket"),
-    histd(&["prometheus.mappingFile"], "none", "a statsd_exporter mapping file (YAML), read unchanged: `match` (glob or regex), `name`, `labels` with `$1`/`${1}`, `action: drop`, `match_metric_type`, `help`, `ttl`, `scale`, `honor_labels`, `histogram_options.buckets`, `observer_type: summary` with `summary_options`, `defaults`; globs first, then regexes, first match wins"),
-    histd(&["prometheus.externalLabels"], "none", "labels added to every remote-written series, as Prometheus' `external_labels` (`{instance: 'web-1'}`): hosts writing the same names to one receiver must differ by one; a series' own tag of that name wins"),
-    histd(&["forward.nodes"], "required with the `forward` backend", "the global histd nodes, `[\"http://10.0.0.5:8127\", ...]` (their HTTP port; batches go to `/api/v1/forward` unless a path is given). Each series goes to one node by rendezvous hashing of its key over the nodes that are up (docs/forward-format.md); a node that fails is skipped until its `/health` answers again"),
-    histd(&["forward.tokenFile"], "none", "a file holding the token (its first line; `NAME TOKEN` sends TOKEN) sent as `Authorization: Bearer` with every batch and health check: one of the globals' `http.tokens.write` (its name there is this local's credential: batch identities are bound to it)"),
-    histd(&["forward.tls.caFile"], "none (the system's roots)", "a PEM file of the CA certificates `https://` nodes are checked against, instead of the system's"),
-    histd(&["forward.tls.certFile", "forward.tls.keyFile"], "none", "a client certificate and its key (PEM) presented to `https://` nodes (mutual TLS: the globals' `http.tls.clientCAFile`); its subject's CN is this local's credential where `http.tls.clientCertRoles` has `write`"),
-    histd(&["forward.source"], "the host name", "this histd's name in the batches it sends: unique in the fleet (the identity a global merges once; the tag value with `global.tagSource`)"),
-    histd(&["forward.checkInterval"], "10000", "milliseconds between health checks (`GET /health`) of every node"),
-    histd(&["forward.timeoutMs"], "10000", "one request's deadline; a node that does not answer in time is marked down"),
-    histd(&["forward.redirectAfterMs"], "60000", "batches already cut for a node that goes down wait this long for it, then go to the next node (new flushes go to the live nodes at once). Waiting keeps a batch the dead node took before dying from being merged twice"),
-    histd(&["forward.spoolDir"], "none (memory)", "batches are written here (synced) before they are sent and removed once a node took them: they survive a stop, SIGKILL or a crash and are sent at the next start, oldest first"),
-    histd(&["forward.spoolBytes"], "268435456 (256 MiB)", "compressed batches kept while no node takes them, on disk or in memory; past it the oldest are dropped (`forward.dropped_points.buffer_full`)"),
-    histd(&["forward.setMembersLimit"], "1000", "sets with more members this interval are sent as a HyperLogLog sketch (16 KiB, ~0.8% error) instead of their members"),
-    histd(&["forward.rawValuesLimit"], "`timerSampleLimit`", "timers with at most this many values send them all (the global's percentiles are then Etsy-exact); busier ones send their circllhist and exact totals only (8 bytes a value saved)"),
-    histd(&["forward.maxBatchBytes"], "8388608 (8 MiB)", "a node's part of a flush larger than this before compression goes in several requests"),
-    histd(&["otlp.endpoint"], "`http://127.0.0.1:4318/v1/metrics`", "with the `otlp` backend, where each flush is POSTed as OTLP/HTTP protobuf (`/v1/metrics` when the URL has no path); `https://` goes over TLS, checked as for remote write"),
-    histd(&["otlp.histograms"], "`exponential`", "timers and `h`/`d` as `exponential` histograms (re-binned at `otlp.scale`, exact count, sum, min, max) or `explicit` histograms whose bounds are each point's populated circllhist edges (every bin whole)"),
-    histd(&["otlp.scale"], "5", "the exponential histograms' scale, -4 to 8: buckets `2^(2^-scale)` wide (5: 2.2%); README has the measured quantile error per scale"),
-    histd(&["otlp.temporality"], "`delta`", "`delta`: each point holds its flush interval; `cumulative`: counters and histograms hold running totals since the series began (a series deleted as idle starts over)"),
-    histd(&["otlp.monotonicCounters"], "true", "counters are sent as monotonic Sums; `false` sends them as non-monotonic Sums (an UpDownCounter), for counters that are also decremented (`-1|c`), which a monotonic Sum must not carry"),
-    histd(&["otlp.headers"], "none", "added to every request (`Authorization`, an API key)"),
-    histd(&["otlp.resource"], "`service.name: histd`, `host.name`: the host name", "the resource's attributes, added to or replacing those two"),
-    histd(&["otlp.compression"], "`gzip`", "`gzip` or `none`"),
-    histd(&["otlp.timeoutMs"], "10000", "one request's deadline"),
-    histd(&["otlp.retryBufferBytes"], "67108864 (64 MiB)", "requests held while the receiver fails or asks to wait (429/502/503/504, `Retry-After` obeyed up to 60 s); past it the oldest are dropped (`otlp.dropped_points.buffer_full`)"),
-    histd(&["otlp.maxRequestBytes"], "4194304 (4 MiB)", "a flush larger than this before compression is sent in several requests (whole metrics each)"),
-    histd(&["file.name"], "required with the `file` backend", "the file each flush is appended to (its directory is created), in one write per flush"),
-    histd(&["file.format"], "`statsd`", "`statsd`: Net::Statsd::Server's File lines, `c<TAB>name<TAB>count`, `g`, `s` with the members joined by `;`, `t<TAB>name.<stat><TAB>value` per Etsy statistic (histd's own series left out); `jsonl`: one JSON object per series with its time, type, key, name, tags and values, a timer's circllhist in base64"),
-    histd(&["file.maxBytes"], "104857600 (100 MiB)", "past it the file is rotated before the next flush (`name.1` the newest); 0: never (leave it to logrotate: a file moved or removed is reopened at the next flush)"),
-    histd(&["file.keep"], "3", "rotated files kept; 0 removes the full file"),
-    histd(&["circonus.url"], "required with the `circonus` backend", "a Circonus HTTPTrap check's submission URL (`http://broker:43191/module/httptrap/<uuid>/<secret>`), or an IRONdb node's `http://host:8112/raw`; `https://` goes over TLS, checked as for remote write (a Circonus broker's certificate chains to Circonus' own CA: give it in `SSL_CERT_FILE` with the system's roots)"),
-    histd(&["circonus.format"], "`httptrap`", "`httptrap`: one JSON object per flush, `{\"name\": {\"_type\": \"h\", \"_value\": \"<base64 circllhist>\"}}`, counters and gauges as `n`, sets as `L`; `irondb`: `/raw` TSV, `M` records for numbers and `H1` records for histograms"),
-    histd(&["circonus.checkUuid"], "required with `format: \"irondb\"`", "the check the metrics belong to (IRONdb's record `UUID` is `` target`module`c_<accountId>_<checkBundleId>::module`<checkUuid> ``)"),
-    histd(&["circonus.accountId", "circonus.checkBundleId"], "1", "the account (how IRONdb partitions data) and check bundle in that identifier"),
-    histd(&["circonus.target", "circonus.module"], "the host name, `histd`", "the check's target and module in that identifier"),
-    histd(&["circonus.headers"], "none", "added to every request (an IRONdb proxy's credentials)"),
-    histd(&["circonus.timeoutMs"], "10000", "one request's deadline"),
-    histd(&["circonus.retryBufferBytes"], "67108864 (64 MiB)", "requests held while the receiver fails (5xx, 429, no answer); past it the oldest are dropped (`circonus.dropped_points.buffer_full`)"),
-    histd(&["circonus.maxRequestBytes"], "4194304 (4 MiB)", "a flush larger than this is sent in several requests"),
     histd(&["global.accept"], "false", "accept batches from local histd on `POST /api/v1/forward` (the HTTP port) and merge them into this histd's flushes; off, they are answered 503 and the local tries another node"),
     histd(&["global.tagSource"], "none", "a tag name: each forwarded series gets `;<name>=<source>`, keeping hosts apart instead of merging them"),
     histd(&["global.dedupBatches"], "100000", "batch identities remembered, so a batch sent twice (a retry, a spool replayed after a crash) is merged once; the oldest are forgotten first (`messages.forward_ids_forgotten`)"),
@@ -210,10 +101,15 @@ pub const KEYS: &[KeyDoc] = &[
     unused(&["keyFlush"], "Etsy's periodic log of the busiest keys is not implemented"),
 ];
 
+/// Every key histd knows, in README's order: those no backend owns, then each backend's.
+pub fn all() -> impl Iterator<Item = &'static KeyDoc> {
+    COMMON.iter().chain(super::backends::keys())
+}
+
 /// The documentation of the key at `path` as read (`servers[2].port` finds `servers[].port`).
 pub fn doc_of(path: &str) -> Option<&'static KeyDoc> {
     let pattern = without_indices(path);
-    KEYS.iter().find(|doc| doc.keys.contains(&pattern.as_str()))
+    all().find(|doc| doc.keys.contains(&pattern.as_str()))
 }
 
 /// `servers[2].port` → `servers[].port`.
@@ -290,7 +186,7 @@ pub fn is_unknown(path: &str) -> bool {
 pub fn suggestion(path: &str) -> Option<&'static str> {
     let typed = without_indices(path).to_ascii_lowercase();
     let allowed = if typed.len() > 12 { 3 } else { 2 };
-    KEYS.iter()
+    all()
         .flat_map(|doc| doc.keys.iter().copied())
         .map(|known| (edit_distance(&typed, &known.to_ascii_lowercase()), known))
         .filter(|(distance, _)| *distance <= allowed)
@@ -314,10 +210,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// README's configuration table, rendered from [`KEYS`].
+/// README's configuration table, rendered from [`all`].
 pub fn markdown_table() -> String {
     let mut table = String::from("| key | default | meaning |\n|---|---|---|\n");
-    for doc in KEYS {
+    for doc in all() {
         let keys = doc.keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
         let meaning = match doc.origin {
             Origin::Etsy => doc.meaning.to_string(),

@@ -3,6 +3,7 @@
 //! of every error, and the units config values are written in (durations, byte sizes). Each
 //! module that owns a section reads it with these; `config` assembles the sections.
 
+pub mod keys;
 mod section;
 
 use std::path::Path;

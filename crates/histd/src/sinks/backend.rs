@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::clock::lock;
+use crate::config_reader::keys::KeyDoc;
 use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// Snapshots a sink may have waiting before new ones are dropped.
@@ -27,6 +28,8 @@ pub trait Backend: 'static {
     const ETSY: EtsyStatus = EtsyStatus::None;
     /// Whether it needs the HTTP port open (the store's API, prometheus' `/metrics`).
     const SERVES_HTTP: bool = false;
+    /// Its keys, for README's table and `check-config`'s suggestions (`config/keys.rs`).
+    const KEYS: &'static [KeyDoc];
     /// Its settings, read from the config file by the code in its folder.
     type Settings: Send + Sync + 'static;
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{string_object, ConfigError, Reader};
 use crate::http_client::HttpUrl;
 
@@ -114,6 +115,19 @@ fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
     }
     Ok(format!("{target}`{module}`c_{account}_{bundle}::{module}`{uuid}"))
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    histd(&["circonus.url"], "required with the `circonus` backend", "a Circonus HTTPTrap check's submission URL (`http://broker:43191/module/httptrap/<uuid>/<secret>`), or an IRONdb node's `http://host:8112/raw`; `https://` goes over TLS, checked as for remote write (a Circonus broker's certificate chains to Circonus' own CA: give it in `SSL_CERT_FILE` with the system's roots)"),
+    histd(&["circonus.format"], "`httptrap`", "`httptrap`: one JSON object per flush, `{\"name\": {\"_type\": \"h\", \"_value\": \"<base64 circllhist>\"}}`, counters and gauges as `n`, sets as `L`; `irondb`: `/raw` TSV, `M` records for numbers and `H1` records for histograms"),
+    histd(&["circonus.checkUuid"], "required with `format: \"irondb\"`", "the check the metrics belong to (IRONdb's record `UUID` is `` target`module`c_<accountId>_<checkBundleId>::module`<checkUuid> ``)"),
+    histd(&["circonus.accountId", "circonus.checkBundleId"], "1", "the account (how IRONdb partitions data) and check bundle in that identifier"),
+    histd(&["circonus.target", "circonus.module"], "the host name, `histd`", "the check's target and module in that identifier"),
+    histd(&["circonus.headers"], "none", "added to every request (an IRONdb proxy's credentials)"),
+    histd(&["circonus.timeoutMs"], "10000", "one request's deadline"),
+    histd(&["circonus.retryBufferBytes"], "67108864 (64 MiB)", "requests held while the receiver fails (5xx, 429, no answer); past it the oldest are dropped (`circonus.dropped_points.buffer_full`)"),
+    histd(&["circonus.maxRequestBytes"], "4194304 (4 MiB)", "a flush larger than this is sent in several requests"),
+];
 
 #[cfg(test)]
 mod tests {

@@ -19,12 +19,14 @@ use config::CirconusFormat;
 
 use super::delivery::{plain_judge, spawn_http_sink, Destination};
 use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
 
 /// The circonus backend: histograms as circllhist to an HTTPTrap check or IRONdb.
 pub struct Circonus;
 
 impl Backend for Circonus {
     const NAME: &'static str = "circonus";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     /// `None` unless `backends` lists it (then `circonus.url` is required).
     type Settings = Option<CirconusConfig>;
 

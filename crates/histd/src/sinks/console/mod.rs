@@ -9,6 +9,7 @@ use agg::Snapshot;
 use serde_json::{json, Value};
 
 use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::{etsy, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 use crate::telemetry::EtsyStatus;
 
@@ -30,6 +31,7 @@ pub struct Console;
 
 impl Backend for Console {
     const NAME: &'static str = "console";
+    const KEYS: &'static [KeyDoc] = KEYS;
     const ETSY: EtsyStatus = EtsyStatus::Console;
     type Settings = ConsoleConfig;
 
@@ -101,3 +103,7 @@ pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
     }
     out
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] =
+    &[etsy(&["console.prettyprint"], "false", "the console backend: an aligned table instead of one line per value")];

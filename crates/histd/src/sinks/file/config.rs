@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 
 /// The default `file.maxBytes`: 100 MiB, then the file is rotated.
@@ -85,6 +86,14 @@ pub fn file(top: &Reader<'_>, required: bool) -> Result<Option<FileConfig>, Conf
     };
     Ok(Some(FileConfig { path: PathBuf::from(name), format, max_bytes, keep }))
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    histd(&["file.name"], "required with the `file` backend", "the file each flush is appended to (its directory is created), in one write per flush"),
+    histd(&["file.format"], "`statsd`", "`statsd`: Net::Statsd::Server's File lines, `c<TAB>name<TAB>count`, `g`, `s` with the members joined by `;`, `t<TAB>name.<stat><TAB>value` per Etsy statistic (histd's own series left out); `jsonl`: one JSON object per series with its time, type, key, name, tags and values, a timer's circllhist in base64"),
+    histd(&["file.maxBytes"], "104857600 (100 MiB)", "past it the file is rotated before the next flush (`name.1` the newest); 0: never (leave it to logrotate: a file moved or removed is reopened at the next flush)"),
+    histd(&["file.keep"], "3", "rotated files kept; 0 removes the full file"),
+];
 
 #[cfg(test)]
 mod tests {

@@ -16,12 +16,14 @@ use serde_json::{json, Value};
 pub use config::FileConfig;
 
 use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
 
 /// The file backend: each flush appended to a file.
 pub struct File;
 
 impl Backend for File {
     const NAME: &'static str = "file";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     /// `None` unless `backends` lists it (then `file.name` is required).
     type Settings = Option<FileConfig>;
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::HttpUrl;
 
@@ -287,3 +288,20 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
         journal_dir: section.string("journalDir")?.map(PathBuf::from),
     })
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    histd(&["forward.nodes"], "required with the `forward` backend", "the global histd nodes, `[\"http://10.0.0.5:8127\", ...]` (their HTTP port; batches go to `/api/v1/forward` unless a path is given). Each series goes to one node by rendezvous hashing of its key over the nodes that are up (docs/forward-format.md); a node that fails is skipped until its `/health` answers again"),
+    histd(&["forward.tokenFile"], "none", "a file holding the token (its first line; `NAME TOKEN` sends TOKEN) sent as `Authorization: Bearer` with every batch and health check: one of the globals' `http.tokens.write` (its name there is this local's credential: batch identities are bound to it)"),
+    histd(&["forward.tls.caFile"], "none (the system's roots)", "a PEM file of the CA certificates `https://` nodes are checked against, instead of the system's"),
+    histd(&["forward.tls.certFile", "forward.tls.keyFile"], "none", "a client certificate and its key (PEM) presented to `https://` nodes (mutual TLS: the globals' `http.tls.clientCAFile`); its subject's CN is this local's credential where `http.tls.clientCertRoles` has `write`"),
+    histd(&["forward.source"], "the host name", "this histd's name in the batches it sends: unique in the fleet (the identity a global merges once; the tag value with `global.tagSource`)"),
+    histd(&["forward.checkInterval"], "10000", "milliseconds between health checks (`GET /health`) of every node"),
+    histd(&["forward.timeoutMs"], "10000", "one request's deadline; a node that does not answer in time is marked down"),
+    histd(&["forward.redirectAfterMs"], "60000", "batches already cut for a node that goes down wait this long for it, then go to the next node (new flushes go to the live nodes at once). Waiting keeps a batch the dead node took before dying from being merged twice"),
+    histd(&["forward.spoolDir"], "none (memory)", "batches are written here (synced) before they are sent and removed once a node took them: they survive a stop, SIGKILL or a crash and are sent at the next start, oldest first"),
+    histd(&["forward.spoolBytes"], "268435456 (256 MiB)", "compressed batches kept while no node takes them, on disk or in memory; past it the oldest are dropped (`forward.dropped_points.buffer_full`)"),
+    histd(&["forward.setMembersLimit"], "1000", "sets with more members this interval are sent as a HyperLogLog sketch (16 KiB, ~0.8% error) instead of their members"),
+    histd(&["forward.rawValuesLimit"], "`timerSampleLimit`", "timers with at most this many values send them all (the global's percentiles are then Etsy-exact); busier ones send their circllhist and exact totals only (8 bytes a value saved)"),
+    histd(&["forward.maxBatchBytes"], "8388608 (8 MiB)", "a node's part of a flush larger than this before compression goes in several requests"),
+];

@@ -29,6 +29,7 @@ pub use config::{ForwardConfig, GlobalConfig};
 use serde_json::{json, Value};
 
 use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
 use encode::CutSettings;
 
 /// The forward backend: each flush's mergeable state to global histd nodes.
@@ -36,6 +37,7 @@ pub struct Forward;
 
 impl Backend for Forward {
     const NAME: &'static str = "forward";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     type Settings = ForwardConfig;
 
     fn identity(settings: &ForwardConfig, shared: &Shared) -> Value {

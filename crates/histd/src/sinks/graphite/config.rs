@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{etsy, histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 
 /// The default size of the graphite retry buffer: 16 MiB of Graphite lines.
@@ -100,3 +101,20 @@ pub fn graphite(top: &Reader<'_>) -> Result<GraphiteConfig, ConfigError> {
         self_metrics: top.bool("histdSelfMetrics", false)?,
     })
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    etsy(&["flush_counts"], "true", "also send each counter's raw count"),
+    etsy(&["graphiteHost"], "unset", "carbon's host; unset: compute flushes, send nothing (Etsy's behaviour)"),
+    etsy(&["graphitePort"], "2003", "carbon's plaintext port (with `graphiteProtocol: text`)"),
+    etsy(&["graphiteProtocol"], "`text`", "`text` (plaintext lines) or `pickle` (Etsy's pickle messages: a 4-byte length and a list of `(path, (timestamp, \"value\"))`)"),
+    etsy(&["graphitePicklePort"], "2004", "carbon's pickle port (with `graphiteProtocol: pickle`)"),
+    etsy(&["graphite.legacyNamespace"], "true", "Etsy's legacy names (`stats.<counter>`, `stats_counts.<counter>`)"),
+    etsy(&["graphite.globalPrefix"], "`stats`", "the prefix of every name"),
+    etsy(&["graphite.prefixCounter"], "`counters`", "counters' prefix (new namespace)"),
+    etsy(&["graphite.prefixTimer"], "`timers`", "timers' prefix"),
+    etsy(&["graphite.prefixGauge"], "`gauges`", "gauges' prefix"),
+    etsy(&["graphite.prefixSet"], "`sets`", "sets' prefix"),
+    etsy(&["graphite.globalSuffix"], "none", "a suffix after every name (new namespace)"),
+    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "what graphite holds while carbon is slow or unreachable: flushes waiting to be encoded (estimated) and encoded lines waiting to be sent (always at least the newest ~1 MiB chunk); past it the oldest lines are dropped (`graphite.dropped_points.buffer_full`) and new flushes are not queued (`graphite.queue_full_drops`)"),
+];

@@ -15,6 +15,7 @@ pub use encode::{Chunked, GraphiteNames};
 use serde_json::{json, Value};
 
 use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
 use crate::telemetry::EtsyStatus;
 
 /// The graphite backend: Graphite/carbon, plaintext or pickle.
@@ -22,6 +23,7 @@ pub struct Graphite;
 
 impl Backend for Graphite {
     const NAME: &'static str = "graphite";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     const ETSY: EtsyStatus = EtsyStatus::Graphite;
     type Settings = GraphiteConfig;
 

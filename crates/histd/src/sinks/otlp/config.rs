@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{string_object, ConfigError, Reader};
 use crate::http_client::HttpUrl;
 use crate::sinks::prometheus::native::SCHEMAS;
@@ -167,6 +168,21 @@ pub fn otlp(top: &Reader<'_>) -> Result<OtlpConfig, ConfigError> {
         max_request_bytes: section.whole("maxRequestBytes", defaults.max_request_bytes as u64, 4096)? as usize,
     })
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    histd(&["otlp.endpoint"], "`http://127.0.0.1:4318/v1/metrics`", "with the `otlp` backend, where each flush is POSTed as OTLP/HTTP protobuf (`/v1/metrics` when the URL has no path); `https://` goes over TLS, checked as for remote write"),
+    histd(&["otlp.histograms"], "`exponential`", "timers and `h`/`d` as `exponential` histograms (re-binned at `otlp.scale`, exact count, sum, min, max) or `explicit` histograms whose bounds are each point's populated circllhist edges (every bin whole)"),
+    histd(&["otlp.scale"], "5", "the exponential histograms' scale, -4 to 8: buckets `2^(2^-scale)` wide (5: 2.2%); README has the measured quantile error per scale"),
+    histd(&["otlp.temporality"], "`delta`", "`delta`: each point holds its flush interval; `cumulative`: counters and histograms hold running totals since the series began (a series deleted as idle starts over)"),
+    histd(&["otlp.monotonicCounters"], "true", "counters are sent as monotonic Sums; `false` sends them as non-monotonic Sums (an UpDownCounter), for counters that are also decremented (`-1|c`), which a monotonic Sum must not carry"),
+    histd(&["otlp.headers"], "none", "added to every request (`Authorization`, an API key)"),
+    histd(&["otlp.resource"], "`service.name: histd`, `host.name`: the host name", "the resource's attributes, added to or replacing those two"),
+    histd(&["otlp.compression"], "`gzip`", "`gzip` or `none`"),
+    histd(&["otlp.timeoutMs"], "10000", "one request's deadline"),
+    histd(&["otlp.retryBufferBytes"], "67108864 (64 MiB)", "requests held while the receiver fails or asks to wait (429/502/503/504, `Retry-After` obeyed up to 60 s); past it the oldest are dropped (`otlp.dropped_points.buffer_full`)"),
+    histd(&["otlp.maxRequestBytes"], "4194304 (4 MiB)", "a flush larger than this before compression is sent in several requests (whole metrics each)"),
+];
 
 #[cfg(test)]
 mod tests {

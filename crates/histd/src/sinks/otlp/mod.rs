@@ -30,12 +30,14 @@ pub use config::OtlpConfig;
 pub use sink::{judge, partial_success};
 
 use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
 
 /// The otlp backend: OTLP/HTTP to an OpenTelemetry collector.
 pub struct Otlp;
 
 impl Backend for Otlp {
     const NAME: &'static str = "otlp";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     type Settings = OtlpConfig;
 
     fn identity(settings: &OtlpConfig, shared: &Shared) -> Value {

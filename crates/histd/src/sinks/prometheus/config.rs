@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::mapping::Mapper;
+use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::HttpUrl;
 
@@ -246,3 +247,21 @@ fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteT
         retry_buffer_bytes,
     })
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    histd(&["prometheus.remoteWrite"], "none", "remote-write 1.0 receivers (Prometheus `--web.enable-remote-write-receiver`, VictoriaMetrics, Mimir, Thanos): `[{url, name, histograms, headers, timeoutMs, retryBufferBytes}]`; with the `prometheus` backend every flush sends every series, at the flush's time"),
+    histd(&["prometheus.remoteWrite[].url"], "required", "`http://host:port/path` (`/api/v1/write`), or `https://`: over TLS, the server's certificate checked against the system's trusted roots (`SSL_CERT_FILE` or `SSL_CERT_DIR` name others)"),
+    histd(&["prometheus.remoteWrite[].name"], "`remote_write_<index>`", "the target's telemetry is `prometheus.<name>` in `stats`, `/health` and `/metrics`"),
+    histd(&["prometheus.remoteWrite[].histograms"], "`classic`", "`classic`: cumulative `le` buckets at `prometheus.buckets`; `vmrange`: one VictoriaMetrics `vmrange` bucket per circllhist bin (exact, for VictoriaMetrics only); `native`: Prometheus native histograms at `prometheus.nativeSchema` (the receiver needs `--enable-feature=native-histograms` before Prometheus 3.8)"),
+    histd(&["prometheus.remoteWrite[].headers"], "none", "headers added to every request, an object of strings (`Authorization`, `X-Scope-OrgID`)"),
+    histd(&["prometheus.remoteWrite[].timeoutMs"], "10000", "one request's deadline; a request that times out is retried"),
+    histd(&["prometheus.remoteWrite[].retryBufferBytes"], "67108864 (64 MiB)", "compressed requests held while the receiver fails (5xx, 429, unreachable: retried in order with backoff from 0.25 s to 5 s); past it the oldest are dropped (`prometheus.<name>.dropped_points.buffer_full`). Other 4xx answers drop the request (`dropped_points.rejected`)"),
+    histd(&["prometheus.timerSeconds"], "true", "export `ms` timers in seconds, as statsd_exporter does (`h` and `d` histograms keep their unit)"),
+    histd(&["prometheus.buckets"], "Prometheus' DefBuckets `[0.005 … 10]` (×1000 without `timerSeconds`)", "classic `le` boundaries, increasing; exact for boundaries with two significant digits. A bucket counts the values below its boundary (circllhist bins are lower-inclusive)"),
+    histd(&["prometheus.scrapeHistograms"], "`classic`", "histograms on `/metrics`: `classic`; `vmrange` (for vmagent or VictoriaMetrics scraping; always served as text 0.0.4); `native`: the protobuf exposition to scrapers that ask for it, each histogram with native and classic buckets (text scrapers get the classic ones)"),
+    histd(&["prometheus.ttlSeconds"], "0 (never)", "forget a series not updated for this long (remote write sends it a stale marker); a counter that comes back starts again from 0, which `rate()` reads as a reset"),
+    histd(&["prometheus.nativeSchema"], "5", "native histograms' resolution, -4 to 8: bucket edges are powers of 2^(2^-schema) (5: 2.2% wide). Each circllhist bin is spread over the native buckets it overlaps; a quantile stays within its circllhist bin widened by one native bucket"),
+    histd(&["prometheus.mappingFile"], "none", "a statsd_exporter mapping file (YAML), read unchanged: `match` (glob or regex), `name`, `labels` with `$1`/`${1}`, `action: drop`, `match_metric_type`, `help`, `ttl`, `scale`, `honor_labels`, `histogram_options.buckets`, `observer_type: summary` with `summary_options`, `defaults`; globs first, then regexes, first match wins"),
+    histd(&["prometheus.externalLabels"], "none", "labels added to every remote-written series, as Prometheus' `external_labels` (`{instance: 'web-1'}`): hosts writing the same names to one receiver must differ by one; a series' own tag of that name wins"),
+];

@@ -48,12 +48,14 @@ pub use sink::Exposed;
 use serde_json::Value;
 
 use super::{plain_identity, Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
 
 /// The prometheus backend: `/metrics` for scrapers, and remote write.
 pub struct Prometheus;
 
 impl Backend for Prometheus {
     const NAME: &'static str = "prometheus";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     const SERVES_HTTP: bool = true;
     type Settings = PrometheusConfig;
 

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{etsy, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 
 /// How the repeater sends packets.
@@ -54,3 +55,11 @@ pub fn repeater(top: &Reader<'_>) -> Result<RepeaterConfig, ConfigError> {
     }
     Ok(RepeaterConfig { targets, protocol })
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    etsy(&["repeater"], "none", "`[{host, port}]`: where the repeater backend sends every packet"),
+    etsy(&["repeater[].host"], "", "a repeater target's host"),
+    etsy(&["repeater[].port"], "8125", "a repeater target's port"),
+    etsy(&["repeaterProtocol"], "`udp4`", "`udp4`, `udp6` or `tcp`"),
+];

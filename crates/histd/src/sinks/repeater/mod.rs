@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use serde_json::Value;
 
 use super::{plain_identity, Backend, Context, DropReason, Shared, SinkTelemetry, Started};
+use crate::config_reader::keys::KeyDoc;
 pub mod config;
 
 use crate::ingest::Tap;
@@ -27,6 +28,7 @@ pub struct Repeater;
 
 impl Backend for Repeater {
     const NAME: &'static str = "repeater";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     type Settings = RepeaterConfig;
 
     fn identity(settings: &RepeaterConfig, shared: &Shared) -> Value {

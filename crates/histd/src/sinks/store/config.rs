@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
+use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{parse_bytes, parse_duration, ConfigError, Reader};
 
 /// The HTTP port when none is given.
@@ -91,3 +92,12 @@ fn bytes(section: &Reader<'_>, key: &str, default: u64) -> Result<u64, ConfigErr
         None => Err(section.error(key, "expected a size like 2GiB, 500MB or a number of bytes".to_string())),
     }
 }
+
+/// Its keys, for README's table (`config/keys.rs`).
+pub const KEYS: &[KeyDoc] = &[
+    histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
+    histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
+    histd(&["store.maxBytes"], "`2GiB`", "the store's disk budget (database and log; `500MB`, `2GiB` or bytes, at least 16 MiB): past it the oldest blocks are dropped first, and counted (`store_budget_dropped_points`)"),
+    histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
+    histd(&["http_port"], "8127", "the HTTP API's port"),
+];

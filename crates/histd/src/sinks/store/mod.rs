@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
 use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
+use crate::config_reader::keys::KeyDoc;
 pub mod config;
 
 pub use config::StoreConfig;
@@ -76,6 +77,7 @@ pub struct Store;
 
 impl Backend for Store {
     const NAME: &'static str = "store";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
     const SERVES_HTTP: bool = true;
     type Settings = StoreConfig;
 
