@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use agg::Snapshot;
 use serde_json::{json, Value};
 use store::{FlushRows, Kind, Row, Selector, SeriesKey};
-use tokio::sync::mpsc;
 
 pub use config::{Alerting, AlertsConfig, Comparison, Rule};
 use notice::{Notice, Status};
@@ -28,7 +27,7 @@ pub use rule_state::{Change, RuleState, State};
 use crate::aggregation::Aggregation;
 use crate::clock::lock;
 use crate::flush::Outlet;
-use crate::sinks::SNAPSHOT_QUEUE;
+use crate::sinks::Flushes;
 use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// The rules at work and where their news goes.
@@ -66,11 +65,10 @@ impl Alerts {
             base_url: config.alerting.external_url.clone().unwrap_or(base_url),
             telemetry: telemetry.clone(),
         });
-        let (sender, mut receiver) = mpsc::channel::<Arc<Snapshot>>(SNAPSHOT_QUEUE);
+        let (sender, mut flushes) = Flushes::queue(telemetry.clone());
         let evaluator = alerts.clone();
         tokio::spawn(async move {
-            while let Some(snapshot) = receiver.recv().await {
-                evaluator.telemetry.dequeued(snapshot.queue_bytes, receiver.len());
+            while let Some(snapshot) = flushes.next().await {
                 evaluator.on_flush(&snapshot);
             }
         });

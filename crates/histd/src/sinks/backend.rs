@@ -116,9 +116,9 @@ impl Context {
     /// reads packets). Bounded at [`SNAPSHOT_QUEUE`] flushes and the sink's byte limit, which
     /// the flusher checks and counts (`queue_full_drops`).
     pub fn flushes(&self) -> Flushes {
-        let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+        let (sender, flushes) = Flushes::queue(self.telemetry.clone());
         *lock(&self.queue.0) = Some(sender);
-        Flushes { receiver, telemetry: self.telemetry.clone() }
+        flushes
     }
 
     /// A telemetry of its own for one of the sink's destinations, named `<backend>.<name>`
@@ -137,6 +137,13 @@ pub struct Flushes {
 }
 
 impl Flushes {
+    /// A queue of flushes counted in `telemetry`: its sending side (for the flusher) and
+    /// its reading side. Every reader of flushes, backend or not (the alerts), reads one.
+    pub fn queue(telemetry: Arc<SinkTelemetry>) -> (mpsc::Sender<Arc<Snapshot>>, Flushes) {
+        let (sender, receiver) = mpsc::channel(SNAPSHOT_QUEUE);
+        (sender, Flushes { receiver, telemetry })
+    }
+
     /// The next flush; `None` once the queue is closed (the sink is stopping) and empty.
     /// Cancel-safe: a flush is counted only once it is taken.
     pub async fn next(&mut self) -> Option<Arc<Snapshot>> {

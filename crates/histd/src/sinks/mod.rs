@@ -19,7 +19,7 @@ pub mod store;
 use agg::Snapshot;
 
 pub use crate::telemetry::{Detail, DropReason, SinkTelemetry};
-pub use backend::{plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started, SNAPSHOT_QUEUE};
+pub use backend::{plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started};
 
 /// Flushes of one aggregator with `config`, one packet each, 10 s apart from `first_ms`: the
 /// snapshots the sinks' encoder tests read back.
