@@ -15,10 +15,12 @@ use tokio::sync::mpsc;
 use super::config::{Alerting, WebhookFormat};
 use super::notice::{Notice, Status};
 use crate::http_client::{Client, HttpUrl, Outcome};
+use crate::sinks::backoff::Backoff;
 use crate::telemetry::{DropReason, EtsyStatus, SinkTelemetry};
 
-/// The longest pause between two tries.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The pauses between two tries of one notice: 1 s, doubling up to 30 s (with the jitter every
+/// sender has).
+const NOTICE_STEPS: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
 
 /// The destinations' queues.
 #[derive(Debug, Default)]
@@ -134,7 +136,7 @@ async fn deliver(
             Shape::Webhook(format) => notice.webhook_body(format),
         };
         let body = Bytes::from(body.to_string());
-        let mut pause = Duration::from_secs(1);
+        let mut backoff = Backoff::new(NOTICE_STEPS);
         loop {
             match client.post(body.clone()).await {
                 Outcome::Delivered => {
@@ -160,7 +162,7 @@ async fn deliver(
                     telemetry.failed(crate::clock::unix_now_s());
                     tracing::debug!(destination = telemetry.sink, reason, "alert notification failed; trying again");
                     // Wait, but take newer notices meanwhile: one of this rule replaces it.
-                    let sleep = tokio::time::sleep(pause);
+                    let sleep = tokio::time::sleep(backoff.failed(None));
                     tokio::pin!(sleep);
                     let superseded = loop {
                         if closed {
@@ -183,7 +185,6 @@ async fn deliver(
                         break;
                     }
                     telemetry.retries.add(1);
-                    pause = (pause * 2).min(MAX_BACKOFF);
                 }
             }
         }

@@ -92,7 +92,7 @@ pub const COMMON: &[KeyDoc] = &[
     histd(&["alerting.webhooks[].format"], "`json`", "`json` (every field of the alert) or `slack` (`{\"text\": ...}`, as Slack's and Mattermost's incoming webhooks take it)"),
     histd(&["alerting.externalURL"], "the HTTP address", "histd's web page as the readers of notifications reach it: their links open the rule's series and threshold there"),
     histd(&["alerting.resendEvery"], "`1m`", "how often a firing alert is sent to Alertmanager again (it forgets an alert not renewed before its `endsAt`, 4 of these)"),
-    histd(&["alerting.timeoutMs"], "5000", "how long one delivery may take; a failed one is tried again (1 s, 2 s, ... 30 s apart) until delivered, refused (a 4xx, counted in `dropped_points.rejected`) or replaced by newer news of its rule"),
+    histd(&["alerting.timeoutMs"], "5000", "how long one delivery may take; a failed one is tried again (1 s, 2 s, ... 30 s apart, each ±20 % so that senders do not retry in step) until delivered, refused (a 4xx, counted in `dropped_points.rejected`) or replaced by newer news of its rule"),
     histd(&["alerting.maxQueued"], "1000", "notifications waiting per destination; more are dropped and counted in `alerts.<destination>.queue_full_drops`"),
     unused(&["title"], "the process title: histd's is `histd`"),
     unused(&["log"], "histd logs to standard error; `--log-level` or `debug` set the level"),

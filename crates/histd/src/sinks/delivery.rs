@@ -17,18 +17,13 @@ use agg::Snapshot;
 
 use tokio::task::JoinHandle;
 
+use super::backoff::{Backoff, SENDER_STEPS};
 use super::{Context, DropReason, SinkTelemetry};
 use crate::clock::unix_now_s;
 use crate::http_client::{Answer, Client, HttpUrl, Outcome};
 
 /// Flushes' requests a destination may have waiting to enter its retry buffer.
 pub const BATCH_QUEUE: usize = 16;
-/// Retries back off as Prometheus' own remote write does (its max_backoff is 5 s): a
-/// receiver that comes back is written to within seconds.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// The longest `Retry-After` obeyed: a receiver asking for more is retried after this.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// At shutdown, how long a destination keeps trying to deliver what it holds.
 pub const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -143,7 +138,7 @@ pub struct Delivery {
     buffer: VecDeque<Request>,
     buffered_bytes: u64,
     telemetry: Arc<SinkTelemetry>,
-    backoff: Duration,
+    backoff: Backoff,
     retry_at: Option<Instant>,
     /// Failing since the last delivery (logged once per run of failures).
     failing: bool,
@@ -163,7 +158,7 @@ impl Delivery {
             buffer: VecDeque::new(),
             buffered_bytes: 0,
             telemetry,
-            backoff: FIRST_BACKOFF,
+            backoff: Backoff::new(SENDER_STEPS),
             retry_at: None,
             failing: false,
             dropping: false,
@@ -242,9 +237,7 @@ impl Delivery {
                     } else {
                         tracing::debug!(destination = %self.destination.name, %reason, "sending failed again");
                     }
-                    let wait = after.map_or(self.backoff, |after| after.min(MAX_RETRY_AFTER));
-                    self.retry_at = Some(Instant::now() + wait);
-                    self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                    self.retry_at = Some(Instant::now() + self.backoff.failed(after));
                     return;
                 }
             }
@@ -260,7 +253,8 @@ impl Delivery {
         self.telemetry.points_out.add(points - rejected);
         self.telemetry.bytes_out.add(bytes as u64);
         self.telemetry.succeeded(unix_now_s());
-        (self.backoff, self.failing, self.dropping) = (FIRST_BACKOFF, false, false);
+        self.backoff.reset();
+        (self.failing, self.dropping) = (false, false);
         if rejected == 0 {
             self.partial = false;
             return;

@@ -4,6 +4,7 @@
 //! (counted), never blocks the flusher. README.md beside this file is the shape of a sink.
 
 pub mod backend;
+pub mod backoff;
 pub mod circonus;
 pub mod console;
 pub mod delivery;

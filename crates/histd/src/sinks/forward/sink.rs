@@ -25,11 +25,10 @@ use super::ring::{Node, Ring};
 use super::spool::{Dropped, Spool};
 use crate::clock::unix_now_s;
 use crate::http_client::{Client, HttpUrl, Outcome};
+use crate::sinks::backoff::{Backoff, SENDER_STEPS};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// At stop, how long the backend keeps sending what waits.
 const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -76,7 +75,7 @@ pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) ->
         telemetry: telemetry.clone(),
         redirect_after: config.redirect_after,
         last_start_ms: 0,
-        backoff: FIRST_BACKOFF,
+        backoff: Backoff::new(SENDER_STEPS),
         retry_at: None,
         failing: false,
     };
@@ -145,7 +144,7 @@ struct Delivery {
     redirect_after: Duration,
     /// The interval start of the last flush cut (each cut's is later: its own identity).
     last_start_ms: u64,
-    backoff: Duration,
+    backoff: Backoff,
     retry_at: Option<Instant>,
     /// Failing since the last delivery (logged once per run of failures).
     failing: bool,
@@ -240,7 +239,8 @@ impl Delivery {
                     self.telemetry.points_out.add(batch.series);
                     self.telemetry.bytes_out.add(batch.bytes);
                     self.telemetry.succeeded(unix_now_s());
-                    (self.backoff, self.failing) = (FIRST_BACKOFF, false);
+                    self.backoff.reset();
+                    self.failing = false;
                     self.remove(batch.sequence);
                 }
                 Outcome::Rejected(reason) => {
@@ -261,10 +261,7 @@ impl Delivery {
                 }
             }
         }
-        self.retry_at = left.then(|| Instant::now() + self.backoff);
-        if left {
-            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-        }
+        self.retry_at = left.then(|| Instant::now() + self.backoff.failed(None));
     }
 
     /// The ring index of the node a part was cut for; a node no longer configured hands its

@@ -19,10 +19,10 @@ use super::window::{in_flight_capacity, Payload, SentWindow};
 use super::GraphiteConfig;
 use super::{Chunked, GraphiteNames};
 use crate::clock::unix_now_s;
+use crate::sinks::backoff::{Backoff, SENDER_STEPS};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
-const RETRY_EVERY: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Encoded chunks waiting to be sent while the encoder goes on.
@@ -41,6 +41,8 @@ pub fn spawn(config: GraphiteConfig, names: GraphiteNames, context: Context) -> 
         sent: SentWindow::new(in_flight_capacity()),
         connection: None,
         dropping: false,
+        backoff: Backoff::new(SENDER_STEPS),
+        retry_at: None,
     };
     tokio::spawn(sink.run(context.flushes()))
 }
@@ -57,17 +59,22 @@ struct GraphiteSink {
     connection: Option<TcpStream>,
     /// The buffer has been dropping since the last delivery (logged once per such run).
     dropping: bool,
+    /// The waits between tries while carbon fails.
+    backoff: Backoff,
+    /// When to try again what the buffer holds.
+    retry_at: Option<Instant>,
 }
 
 impl GraphiteSink {
     async fn run(mut self, mut snapshots: Flushes) {
         loop {
+            let retry_at = self.retry_at;
             tokio::select! {
                 snapshot = snapshots.next() => match snapshot {
                     Some(snapshot) => self.flush(snapshot).await,
                     None => break,
                 },
-                _ = tokio::time::sleep(RETRY_EVERY), if !self.buffer.is_empty() => {
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now).into()), if retry_at.is_some() && !self.buffer.is_empty() => {
                     self.telemetry.retries.add(1);
                     if self.deliver().await {
                         self.telemetry.succeeded(unix_now_s());
@@ -185,6 +192,7 @@ impl GraphiteSink {
                 self.buffer.push_front(payload);
                 self.connection_broke();
                 self.record_error(&error);
+                self.retry_at = Some(Instant::now() + self.backoff.failed(None));
                 return false;
             }
             self.buffered_bytes -= length as u64;
@@ -195,6 +203,8 @@ impl GraphiteSink {
             self.publish_held_bytes();
             self.dropping = false;
         }
+        self.backoff.reset();
+        self.retry_at = None;
         true
     }
 
