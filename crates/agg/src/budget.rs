@@ -146,6 +146,7 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
+    /// A ledger that holds nothing yet, keeping `budgets`.
     pub(crate) fn new(budgets: Budgets) -> Self {
         Ledger { budgets, ..Ledger::default() }
     }

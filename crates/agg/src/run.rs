@@ -28,6 +28,7 @@ pub(crate) struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    /// An empty run whose tagged keys are built in `keys` (a buffer reused across runs).
     pub(crate) fn new(keys: String) -> Self {
         Run { lines: [const { MaybeUninit::uninit() }; RUN], len: 0, keys }
     }
@@ -65,6 +66,7 @@ impl<'a> Run<'a> {
         unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
     }
 
+    /// Empties the run for the next lines, keeping the key buffer's capacity.
     pub(crate) fn clear(&mut self) {
         self.len = 0;
         self.keys.clear();

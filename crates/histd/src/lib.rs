@@ -13,6 +13,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod alerts;
 pub mod bench;
 pub mod config;

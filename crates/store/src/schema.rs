@@ -154,6 +154,7 @@ pub fn prepare_reader(connection: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Whether the database has a table named `name`.
 pub(crate) fn table_exists(connection: &Connection, name: &str) -> Result<bool, StoreError> {
     let found = connection
         .query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", [name], |_| Ok(()))

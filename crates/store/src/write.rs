@@ -36,6 +36,7 @@ impl Retention {
         self.raw.max(self.minute).max(self.hour)
     }
 
+    /// How long rows of `resolution` are kept, in seconds.
     pub(crate) fn of(&self, resolution: Resolution) -> i64 {
         match resolution {
             Resolution::Raw => self.raw,
@@ -158,6 +159,7 @@ impl Store {
         Ok(())
     }
 
+    /// Reads every series group's kind from the database again (after a forget or a prune).
     pub(crate) fn load_groups(&mut self) -> Result<(), StoreError> {
         self.group_kinds.clear();
         self.open_groups.clear();

@@ -22,6 +22,8 @@ type Params = Query<HashMap<String, String>>;
 /// An answer or an error, as JSON.
 type Answer = Result<Json<Value>, Failure>;
 
+/// `GET /health`: up or down (503), the counters of every stage, the sinks' telemetry, the
+/// budgets, the config in force and the latest bad lines; any token opens it.
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let up = state.admin.healthy.load(Ordering::Relaxed);
     let (totals, timers_over_sample_limit, budgets) = {
@@ -79,27 +81,33 @@ pub async fn alerts(State(state): State<Arc<HttpState>>) -> Json<Value> {
     Json(state.alerts.as_ref().map_or_else(|| json!({ "alerts": [], "firing": 0 }), |alerts| alerts.view()))
 }
 
+/// `GET /api/v1/budgets`: the cardinality budgets, what each holds and what was folded.
 pub async fn budgets(State(state): State<Arc<HttpState>>) -> Json<Value> {
     let budgets = BudgetState::of(&state.admin.aggregation.current());
     Json(budgets.json())
 }
 
+/// `GET /api/v1/openapi.json`: the API's description (compiled in).
 pub async fn openapi() -> Response {
     ([("content-type", "application/json")], include_str!("openapi.json")).into_response()
 }
 
+/// `GET /api/v1/series`: the stored series, filtered and grouped by name.
 pub async fn series(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
     store_route(Route::Series, state, query).await
 }
 
+/// `GET /api/v1/query`: an expression of the query language evaluated per step over a range.
 pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
     store_route(Route::Query, state, query).await
 }
 
+/// `GET /api/v1/histogram`: the merged histogram of a timer over a range, its bins and totals.
 pub async fn histogram(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
     store_route(Route::Histogram, state, query).await
 }
 
+/// `GET /api/v1/heatmap`: a timer's histogram per step over a range (the page's heatmap).
 pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
     store_route(Route::Heatmap, state, query).await
 }

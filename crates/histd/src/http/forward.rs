@@ -51,6 +51,9 @@ fn check_headers(headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
+/// `POST /api/v1/forward`: a local histd's batch, taken by a global (`global.accept`): read
+/// within its budgets, screened, merged once per identity and credential, journaled first
+/// when `global.journalDir` is set.
 pub async fn receive(
     State(state): State<Arc<HttpState>>,
     caller: Option<Extension<Caller>>,

@@ -103,6 +103,8 @@ pub(crate) struct Asked {
     tables: bool,
 }
 
+/// What a `/api/v1/live` request asks for, from its parameters (`match`, `sort`, `limit`,
+/// `tables`); a bad one is named.
 pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
     let pattern = match query.get("match").map(String::as_str) {
         None | Some("") => None,
@@ -135,6 +137,8 @@ pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParamet
     })
 }
 
+/// `GET /api/v1/live`: the interval so far, for `histd top` (rows sorted and filtered, and on
+/// request the cardinality and prefix tables).
 pub async fn live(
     State(state): State<Arc<HttpState>>,
     Query(query): Query<HashMap<String, String>>,

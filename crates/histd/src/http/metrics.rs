@@ -17,6 +17,8 @@ use crate::sinks::prometheus::HistogramMode;
 use crate::telemetry::budgets::BudgetState;
 use crate::telemetry::EdgeCounters;
 
+/// `GET /metrics`: histd's own metrics and the prometheus backend's series, in the format the
+/// `Accept` header asks for (text, OpenMetrics or protobuf), rendered on the blocking pool.
 pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     match tokio::task::spawn_blocking(move || render_bytes(&state, &accept)).await {
@@ -28,6 +30,7 @@ pub async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
     }
 }
 
+/// `POST /-/clear`: the prometheus backend forgets its series (statsd_exporter's endpoint).
 pub async fn clear(State(state): State<Arc<HttpState>>) -> Response {
     match &state.prometheus() {
         Some(exposed) => {

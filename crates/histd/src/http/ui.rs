@@ -14,10 +14,12 @@ const FILES: &[(&str, &str, &str)] = &[
     ("vendor/uPlot.LICENSE", "text/plain; charset=utf-8", include_str!("ui/vendor/uPlot.LICENSE")),
 ];
 
+/// `GET /`: the web page.
 pub async fn index() -> Response {
     ([("content-type", "text/html; charset=utf-8")], include_str!("ui/index.html")).into_response()
 }
 
+/// `GET /ui/<file>`: the page's script, style and vendored chart library; 404 for any other.
 pub async fn file(Path(path): Path<String>) -> Response {
     match FILES.iter().find(|(name, _, _)| *name == path) {
         Some((_, content_type, body)) => {

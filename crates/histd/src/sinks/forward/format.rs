@@ -181,8 +181,13 @@ pub enum FormatError {
     Compression(String),
     /// Not a batch of a version this histd reads.
     Header(String),
-    /// A field is cut short or out of range (the byte offset).
-    Field { at: usize, what: &'static str },
+    /// A field is cut short or out of range.
+    Field {
+        /// The byte offset where it starts.
+        at: usize,
+        /// Which field.
+        what: &'static str,
+    },
 }
 
 impl std::fmt::Display for FormatError {
