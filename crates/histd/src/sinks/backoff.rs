@@ -2,13 +2,18 @@
 //! alert notifications): exponential steps from a first wait to a longest one, each with up to
 //! ±20 % jitter so that many senders whose receiver comes back do not all retry at one moment;
 //! a receiver's `Retry-After` is obeyed instead, up to [`MAX_RETRY_AFTER`]; a success starts
-//! over from the first step.
+//! over from the first step. And how long every sender keeps trying at shutdown.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The longest `Retry-After` obeyed: a receiver asking for more is retried after this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// At shutdown, how long a sender keeps trying to deliver what it holds (graphite, forward,
+/// every HTTP destination); what is left then is counted as `dropped_points.shutdown` (forward
+/// keeps it in its spool directory when it has one).
+pub const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The waits of the HTTP and TCP backends, as Prometheus' own remote write has them (its
 /// max_backoff is 5 s): a receiver that comes back is written to within seconds.

@@ -17,15 +17,13 @@ use agg::Snapshot;
 
 use tokio::task::JoinHandle;
 
-use super::backoff::{Backoff, SENDER_STEPS};
+use super::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
 use super::{Context, DropReason, SinkTelemetry};
 use crate::clock::unix_now_s;
 use crate::http_client::{Answer, Client, HttpUrl, Outcome};
 
 /// Flushes' requests a destination may have waiting to enter its retry buffer.
 pub const BATCH_QUEUE: usize = 16;
-/// At shutdown, how long a destination keeps trying to deliver what it holds.
-pub const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// One request: its body (encoded, compressed) and the points it carries.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,12 +25,10 @@ use super::ring::{Node, Ring};
 use super::spool::{Dropped, Spool};
 use crate::clock::unix_now_s;
 use crate::http_client::{Client, HttpUrl, Outcome};
-use crate::sinks::backoff::{Backoff, SENDER_STEPS};
+use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
-/// At stop, how long the backend keeps sending what waits.
-const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Starts the backend's tasks; fails when `forward.spoolDir` cannot be opened.
 pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) -> anyhow::Result<JoinHandle<()>> {

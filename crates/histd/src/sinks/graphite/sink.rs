@@ -19,7 +19,7 @@ use super::window::{in_flight_capacity, Payload, SentWindow};
 use super::GraphiteConfig;
 use super::{Chunked, GraphiteNames};
 use crate::clock::unix_now_s;
-use crate::sinks::backoff::{Backoff, SENDER_STEPS};
+use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
@@ -27,8 +27,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Encoded chunks waiting to be sent while the encoder goes on.
 const CHUNKS_IN_FLIGHT: usize = 2;
-/// At shutdown, how long undelivered flushes are retried.
-const FINAL_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Starts the graphite sink's task.
 pub fn spawn(config: GraphiteConfig, names: GraphiteNames, context: Context) -> JoinHandle<()> {
