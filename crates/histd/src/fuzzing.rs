@@ -103,7 +103,7 @@ pub fn spool_file(file: &[u8]) {
 
 /// A global's journal file: its credential and body, or refused, never a panic.
 pub fn journal_file(file: &[u8]) {
-    if let Some((credential, body)) = crate::global::journal::parse(file.to_vec()) {
+    if let Ok((credential, body)) = crate::global::journal::parse(file.to_vec()) {
         assert!(credential.len() + body.len() <= file.len());
     }
 }

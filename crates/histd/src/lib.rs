@@ -40,6 +40,7 @@ mod global;
 mod http;
 mod http_client;
 mod ingest;
+mod integrity;
 pub mod reload;
 mod sinks;
 mod telemetry;

@@ -4,9 +4,12 @@
 //! identities come back with it, so a copy that arrives later is still merged once.
 //!
 //! One file per batch, `<sequence>.batch`: [`HEADER`], the name of the credential that sent it
-//! (a length byte pair, then the name), then the body as received (compressed). A file an
-//! earlier version wrote holds only the body (no snappy body can begin with the header: its
-//! five `0xff` bytes are a length varint longer than snappy allows), read as sent with none.
+//! (a length byte pair, then the name), the body as received (compressed), and a checksum
+//! trailer ([`crate::integrity`]). A file whose checksum does not verify is never merged: it is
+//! set aside as `*.corrupt` and counted (`messages.journal_corrupt_batches`). Files earlier
+//! versions wrote are read unverified: [`UNCHECKED_HEADER`] (no trailer), or only the body
+//! (no snappy body can begin with a header: its five `0xff` bytes are a length varint longer
+//! than snappy allows), read as sent with no credential.
 
 use std::io;
 use std::path::PathBuf;
@@ -21,8 +24,10 @@ pub struct Journal {
     next: AtomicU64,
 }
 
-/// The first bytes of a journal file that names its credential.
-const HEADER: &[u8; 9] = b"\xff\xff\xff\xff\xffHJRN";
+/// The first bytes of a journal file: it names its credential and ends in a checksum.
+const HEADER: &[u8; 9] = b"\xff\xff\xff\xff\xffHJR2";
+/// The first bytes of a file written before checksums: it names its credential.
+const UNCHECKED_HEADER: &[u8; 9] = b"\xff\xff\xff\xff\xffHJRN";
 
 /// A batch left by an earlier run.
 #[derive(Debug)]
@@ -35,38 +40,47 @@ pub struct Left {
     pub credential: String,
 }
 
-/// Splits a journal file into its credential and body (`None`: a header that does not read).
-pub(crate) fn parse(mut file: Vec<u8>) -> Option<(String, Vec<u8>)> {
-    if !file.starts_with(HEADER) {
-        return Some((String::new(), file));
+/// Splits a journal file into its credential and body; why not, when it is damaged (its
+/// checksum, or a header that does not read).
+pub(crate) fn parse(mut file: Vec<u8>) -> Result<(String, Vec<u8>), String> {
+    if file.starts_with(HEADER) {
+        let length = crate::integrity::verified(&file).map_err(|damage| damage.to_string())?.len();
+        file.truncate(length);
+    } else if !file.starts_with(UNCHECKED_HEADER) {
+        return Ok((String::new(), file));
     }
     let at = HEADER.len();
-    let length = usize::from(u16::from_le_bytes([*file.get(at)?, *file.get(at + 1)?]));
-    let name = std::str::from_utf8(file.get(at + 2..at + 2 + length)?).ok()?.to_string();
+    let cut = || "the header is cut short".to_string();
+    let length = usize::from(u16::from_le_bytes([*file.get(at).ok_or_else(cut)?, *file.get(at + 1).ok_or_else(cut)?]));
+    let name = file.get(at + 2..at + 2 + length).ok_or_else(cut)?;
+    let name = std::str::from_utf8(name).map_err(|_| "the credential is not UTF-8".to_string())?.to_string();
     file.drain(..at + 2 + length);
-    Some((name, file))
+    Ok((name, file))
 }
 
 impl Journal {
-    /// Opens `dir` (created if missing) and reads what an earlier run left, oldest first.
-    pub fn open(dir: PathBuf) -> io::Result<(Journal, Vec<Left>)> {
+    /// Opens `dir` (created if missing) and reads what an earlier run left, oldest first,
+    /// with the number of files found damaged (set aside as `*.corrupt`, not merged).
+    pub fn open(dir: PathBuf) -> io::Result<(Journal, Vec<Left>, u64)> {
         std::fs::create_dir_all(&dir)?;
         let mut left = Vec::new();
-        let mut next = 0;
+        let (mut next, mut damaged) = (0, 0);
         for (sequence, path) in batch_files(&dir)? {
             next = sequence + 1;
             match parse(std::fs::read(&path)?) {
-                Some((credential, body)) => left.push(Left { sequence, body, credential }),
-                None => {
+                Ok((credential, body)) => left.push(Left { sequence, body, credential }),
+                Err(why) => {
                     tracing::error!(
                         sequence,
-                        "global.journalDir: a batch's header does not read: set aside as .corrupt"
+                        %why,
+                        "global.journalDir: a damaged batch is set aside as .corrupt, not merged (journal_corrupt_batches)"
                     );
                     let _ = std::fs::rename(&path, path.with_extension("corrupt"));
+                    damaged += 1;
                 }
             }
         }
-        Ok((Journal { dir, next: AtomicU64::new(next) }, left))
+        Ok((Journal { dir, next: AtomicU64::new(next) }, left, damaged))
     }
 
     /// Writes a body sent with `credential` durably; its sequence number.
@@ -101,21 +115,55 @@ mod tests {
     #[test]
     fn files_name_their_credential_and_old_files_read_as_sent_with_none() {
         let body = crate::sinks::forward::format::compress(b"HFWD");
-        let mut named = HEADER.to_vec();
-        named.extend_from_slice(&5u16.to_le_bytes());
-        named.extend_from_slice(b"web-1");
-        named.extend_from_slice(&body);
+        let name = |header: &[u8], credential: &[u8]| {
+            [header, &(credential.len() as u16).to_le_bytes(), credential, &body].concat()
+        };
+        let sealed = |content: Vec<u8>| [content.clone(), crate::integrity::trailer(&[&content]).to_vec()].concat();
+        let checked = sealed(name(HEADER, b"web-1"));
+        let mut flipped = checked.clone();
+        flipped[HEADER.len() + 4] ^= 0x10; // a bit of the credential's name
+        let mut value_flipped = checked.clone();
+        let last_body_byte = checked.len() - crate::integrity::TRAILER_BYTES - 1;
+        value_flipped[last_body_byte] ^= 0x01; // a bit of the batch
         type Case<'a> = (Vec<u8>, Option<(&'a str, &'a [u8])>);
         let cases: Vec<Case> = vec![
+            (checked.clone(), Some(("web-1", &body))),
+            (flipped, None),
+            (value_flipped, None),
+            (checked[..checked.len() - 1].to_vec(), None),
+            (sealed(HEADER.to_vec()), None),
             (body.clone(), Some(("", &body))),
-            (named, Some(("web-1", &body))),
-            (HEADER.to_vec(), None),
-            ([&HEADER[..], &[9, 0], b"web"].concat(), None),
+            (name(UNCHECKED_HEADER, b"web-1"), Some(("web-1", &body))),
+            (UNCHECKED_HEADER.to_vec(), None),
+            ([&UNCHECKED_HEADER[..], &[9, 0], b"web"].concat(), None),
         ];
         for (file, want) in cases {
             let got = parse(file.clone());
-            assert_eq!(got.as_ref().map(|(c, b)| (c.as_str(), b.as_slice())), want, "{file:?}");
+            assert_eq!(got.as_ref().ok().map(|(c, b)| (c.as_str(), b.as_slice())), want, "{file:?}");
         }
         assert!(snap::raw::decompress_len(HEADER).is_err(), "no snappy body begins with the header");
+        assert!(snap::raw::decompress_len(UNCHECKED_HEADER).is_err());
+    }
+
+    /// N9: a damaged file at start is set aside, counted, and never merged.
+    #[test]
+    fn damaged_files_are_set_aside_and_counted_at_start() {
+        let dir = std::env::temp_dir().join(format!("histd-journal-damage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (journal, _, _) = Journal::open(dir.clone()).unwrap();
+        let body = crate::sinks::forward::format::compress(b"HFWD batch");
+        for credential in ["a", "b", "c"] {
+            journal.write(&body, credential).unwrap();
+        }
+        let path = file_path(&dir, 1);
+        let mut file = std::fs::read(&path).unwrap();
+        let at = file.len() - crate::integrity::TRAILER_BYTES - 2;
+        file[at] ^= 0x04;
+        std::fs::write(&path, file).unwrap();
+        let (_, left, damaged) = Journal::open(dir.clone()).unwrap();
+        assert_eq!(damaged, 1);
+        assert_eq!(left.iter().map(|l| l.credential.as_str()).collect::<Vec<_>>(), ["a", "c"]);
+        assert!(path.with_extension("corrupt").exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -128,8 +128,9 @@ impl Global {
         let (journal, left) = match &config.journal_dir {
             None => (None, Vec::new()),
             Some(dir) => {
-                let (journal, left) = Journal::open(dir.clone())
+                let (journal, left, damaged) = Journal::open(dir.clone())
                     .map_err(|error| anyhow::anyhow!("global.journalDir {}: {error}", dir.display()))?;
+                edges.journal_corrupt_batches.add(damaged);
                 (Some(Arc::new(journal)), left)
             }
         };
@@ -158,7 +159,8 @@ impl Global {
                     }
                 }
                 Err(error) => {
-                    tracing::error!(sequence, %error, "global.journalDir: a batch cannot be read: set aside as .corrupt");
+                    tracing::error!(sequence, %error, "global.journalDir: a batch cannot be read: set aside as .corrupt (journal_corrupt_batches)");
+                    self.edges.journal_corrupt_batches.add(1);
                     journal.set_aside(sequence);
                 }
             }

@@ -97,6 +97,9 @@ pub struct EdgeCounters {
     /// Forwarded bodies refused: malformed (HTTP 400), another encoding (415), or sent while
     /// `global.accept` is off (503).
     pub forward_batches_refused: Counter,
+    /// Journal files (`global.journalDir`) found damaged at start (their checksum, header or
+    /// batch did not read): set aside as `*.corrupt`, not merged.
+    pub journal_corrupt_batches: Counter,
     /// Batch identities forgotten to stay within `global.dedupBatches` or `global.dedupBytes`.
     pub forward_ids_forgotten: Counter,
     /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
@@ -154,7 +157,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 32] {
+    pub fn entries(&self) -> [(&'static str, u64); 33] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -171,6 +174,7 @@ impl EdgeCounters {
             ("forward_batches_duplicate", self.forward_batches_duplicate.get()),
             ("forward_batches_refused", self.forward_batches_refused.get()),
             ("forward_ids_forgotten", self.forward_ids_forgotten.get()),
+            ("journal_corrupt_batches", self.journal_corrupt_batches.get()),
             ("forward_batches_busy", self.forward_batches_busy.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),

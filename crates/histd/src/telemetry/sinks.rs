@@ -16,12 +16,20 @@ pub enum DropReason {
     /// Written to a connection that then broke, possibly unread by the peer, and no longer
     /// kept to be sent again (the resend window was smaller than what was in flight).
     PossiblyLost,
+    /// Kept on disk and read back damaged (its checksum did not verify): set aside as
+    /// `*.corrupt`, never sent.
+    Corrupt,
 }
 
 impl DropReason {
     /// Every reason, in the order [`SinkTelemetry::entries`] lists them.
-    pub const ALL: [DropReason; 4] =
-        [DropReason::BufferFull, DropReason::Shutdown, DropReason::Rejected, DropReason::PossiblyLost];
+    pub const ALL: [DropReason; 5] = [
+        DropReason::BufferFull,
+        DropReason::Shutdown,
+        DropReason::Rejected,
+        DropReason::PossiblyLost,
+        DropReason::Corrupt,
+    ];
 
     /// The reason's place in [`DropReason::ALL`] (and in [`SinkTelemetry::dropped_points`]).
     pub fn index(self) -> usize {
@@ -35,6 +43,7 @@ impl DropReason {
             DropReason::Shutdown => "shutdown",
             DropReason::Rejected => "rejected",
             DropReason::PossiblyLost => "possibly_lost",
+            DropReason::Corrupt => "corrupt",
         }
     }
 }

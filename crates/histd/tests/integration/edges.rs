@@ -599,3 +599,63 @@ fn n13_memory_of_big_answers_is_given_back() {
     assert!(back, "RSS {before} KiB before, {peak} KiB at the peak, {} KiB after", crate::harness::rss_kib(&daemon));
     assert!(daemon.terminate());
 }
+
+/// N9 (issue 36): a spooled batch damaged on disk is never sent. A local spools five flushes
+/// of 1,000 while its global is down; one bit of one file is flipped; when the global comes
+/// up it receives exactly the 4,000 of the four whole files (the probe saw 16,000 for 1,000),
+/// and the local counts the damaged one in `forward.dropped_points.corrupt`.
+#[test]
+fn n9_a_damaged_spool_file_is_never_sent() {
+    let dir = temp_dir("n9-spool");
+    let spool = dir.join("spool");
+    let port = free_port();
+    let local_config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, flushInterval: 200, backends: ['forward'], \
+           forward: {{ nodes: ['http://127.0.0.1:{port}'], source: 'web-9', checkInterval: 200, spoolDir: '{}' }} }}",
+        spool.display()
+    );
+    let batch_files = || {
+        std::fs::read_dir(&spool).map_or(Vec::new(), |entries| {
+            let mut files: Vec<_> = entries
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|e| e == "batch"))
+                .collect();
+            files.sort();
+            files
+        })
+    };
+    let local = Daemon::start_process("n9-local", &local_config);
+    for round in 1..=5 {
+        local.send_udp("n9.hits:1000|c\n");
+        assert!(eventually(|| batch_files().len() >= round), "flush {round} spooled: {:?}", batch_files());
+    }
+    assert!(local.terminate());
+    let files = batch_files();
+    assert_eq!(files.len(), 5, "{files:?}");
+    let mut damaged = std::fs::read(&files[2]).unwrap();
+    let at = damaged.len() - 12; // in the compressed batch, before the checksum trailer
+    damaged[at] ^= 0x08;
+    std::fs::write(&files[2], damaged).unwrap();
+
+    let carbon = Carbon::start();
+    let global = Daemon::start_process(
+        "n9-global",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', \
+               graphitePort: {}, flushInterval: 200, global: {{ accept: true }} }}",
+            carbon.port
+        ),
+    );
+    let local = Daemon::start_process("n9-local-again", &local_config);
+    let total =
+        || -> f64 { carbon.flushes().iter().filter_map(|f| f.get("stats_counts.n9.hits")?.parse::<f64>().ok()).sum() };
+    assert!(eventually(|| batch_files().is_empty()), "the whole files sent: {:?}", batch_files());
+    assert!(eventually(|| total() >= 4000.0), "arrived {}", total());
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(total(), 4000.0, "exactly the four whole batches, never a damaged value");
+    assert_eq!(local.stat("forward.dropped_points.corrupt"), 1.0, "its one series counted");
+    assert!(spool.join(files[2].file_name().unwrap()).with_extension("corrupt").exists());
+    assert!(local.terminate());
+    assert!(global.terminate());
+}

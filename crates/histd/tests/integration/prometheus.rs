@@ -101,7 +101,7 @@ fn a_receiver_down_for_a_minute_loses_nothing_within_the_buffer() {
     assert_eq!(vm.scalar("resets(outage_hits[10m])"), Some(0.0));
     assert_eq!(vm.scalar("increase(outage_hits[10m])"), last);
     wait_until(|| sink_value(&daemon, sink, "buffered_bytes") == 0.0, "the buffer empties");
-    for reason in ["buffer_full", "shutdown", "rejected", "possibly_lost"] {
+    for reason in ["buffer_full", "shutdown", "rejected", "possibly_lost", "corrupt"] {
         assert_eq!(sink_value(&daemon, sink, &format!("dropped_points.{reason}")), 0.0, "{reason}");
     }
     assert!(daemon.terminate());

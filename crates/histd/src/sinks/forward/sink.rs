@@ -29,7 +29,6 @@ use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
-
 /// Starts the backend's tasks; fails when `forward.spoolDir` cannot be opened.
 pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) -> anyhow::Result<JoinHandle<()>> {
     let telemetry = context.telemetry.clone();
@@ -37,8 +36,9 @@ pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) ->
     let tls = config.client_tls().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
         .map_err(|error| anyhow::anyhow!("forward.spoolDir: {error}"))?;
-    // Files set aside as unreadable: their series are unknown, so they count as errors.
+    // Files found damaged at start: never sent, their series (as their headers say) lost.
     telemetry.errors.add(dropped.batches);
+    telemetry.drop_points(DropReason::Corrupt, dropped.series);
     if !spool.is_empty() {
         tracing::info!(
             batches = spool.len(),
@@ -225,6 +225,13 @@ impl Delivery {
             };
             let body = match self.spool().body(&batch) {
                 Ok(body) => body,
+                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                    tracing::error!(%error, sequence = batch.sequence, series = batch.series, "forward: a spooled batch was damaged on disk: set aside as .corrupt, not sent (dropped_points.corrupt)");
+                    self.telemetry.errors.add(1);
+                    self.telemetry.drop_points(DropReason::Corrupt, batch.series);
+                    self.spool().set_aside(batch.sequence);
+                    continue;
+                }
                 Err(error) => {
                     tracing::error!(%error, "forward: a spooled batch cannot be read: dropped (dropped_points.rejected)");
                     self.telemetry.drop_points(DropReason::Rejected, batch.series);

@@ -3,10 +3,15 @@
 //!
 //! On disk each batch is one file, `<sequence, 16 hex digits>.batch`, written to a temporary
 //! name, synced and renamed (a crash leaves a whole file or none), and removed once a node
-//! took it. A file holds `HSPL`, version 1, the node the part was cut for (u16 length + its
-//! name), the series it holds (u64 LE), then the compressed batch. At start the files left
+//! took it. A file holds `HSPL`, version 2, the node the part was cut for (u16 length + its
+//! name), the series it holds (u64 LE), the compressed batch, and a checksum trailer
+//! ([`crate::integrity`]: `HSUM` and the CRC32C of all before it). At start the files left
 //! behind are sent first, in sequence order. A batch sent but not yet removed when the
 //! process died is sent again: the global merges its identity once.
+//!
+//! A file whose checksum does not verify (bit rot, a torn write) is never sent: it is set
+//! aside as `*.corrupt` and its series counted as `dropped_points.corrupt`, at start or when it
+//! is read to be sent. Version 1 files (written before checksums) are read unverified.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -15,7 +20,10 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 const FILE_MAGIC: &[u8; 4] = b"HSPL";
-const FILE_VERSION: u8 = 1;
+/// The version written: with a checksum trailer.
+const FILE_VERSION: u8 = 2;
+/// The version written before checksums, still read.
+const UNCHECKED_VERSION: u8 = 1;
 
 /// One waiting batch.
 #[derive(Debug, Clone)]
@@ -42,12 +50,12 @@ pub struct Spool {
     next_sequence: u64,
 }
 
-/// Batches the spool gave up: dropped to stay within its bytes, or unreadable at start.
+/// Batches the spool gave up: dropped to stay within its bytes, or found damaged.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Dropped {
     /// Batches.
     pub batches: u64,
-    /// Series they held.
+    /// Series they held (of a damaged file, as its header says when it still reads).
     pub series: u64,
 }
 
@@ -61,15 +69,19 @@ impl Spool {
         if let Some(dir) = spool.dir.clone() {
             std::fs::create_dir_all(&dir)?;
             for (sequence, path) in batch_files(&dir)? {
-                match read_header(&path) {
-                    Ok((part, series, bytes)) => {
+                let file = std::fs::read(&path)?;
+                match read_file(&file) {
+                    Ok(batch) => {
+                        let (part, series, bytes) = (batch.part.to_string(), batch.series, batch.body.len() as u64);
                         spool.waiting.push_back(Waiting { sequence, part, series, bytes, body: None });
                         spool.bytes += bytes;
                     }
                     Err(error) => {
-                        tracing::error!(file = %path.display(), %error, "forward spool: unreadable batch file set aside as .corrupt");
+                        let series = claimed_series(&file);
+                        tracing::error!(file = %path.display(), %error, series, "forward spool: a damaged batch file is set aside as .corrupt, not sent (dropped_points.corrupt)");
                         let _ = std::fs::rename(&path, path.with_extension("corrupt"));
                         dropped.batches += 1;
+                        dropped.series += series;
                     }
                 }
                 spool.next_sequence = sequence + 1;
@@ -128,17 +140,29 @@ impl Spool {
         self.waiting.iter().cloned().collect()
     }
 
-    /// The compressed body of a waiting batch.
+    /// The compressed body of a waiting batch. A file found damaged is an error of kind
+    /// `InvalidData` (set it aside with [`Spool::set_aside`]).
     pub fn body(&self, batch: &Waiting) -> io::Result<Bytes> {
         match (&batch.body, &self.dir) {
             (Some(body), _) => Ok(body.clone()),
             (None, Some(dir)) => {
                 let bytes = std::fs::read(file_path(dir, batch.sequence))?;
-                let start = body_offset(&bytes).ok_or_else(|| io::Error::other("batch file header is damaged"))?;
-                Ok(Bytes::from(bytes).slice(start..))
+                let body = read_file(&bytes).map_err(|why| io::Error::new(io::ErrorKind::InvalidData, why))?.body;
+                let start = body.as_ptr() as usize - bytes.as_ptr() as usize;
+                let end = start + body.len();
+                Ok(Bytes::from(bytes).slice(start..end))
             }
             (None, None) => unreachable!("a batch in memory keeps its body"),
         }
+    }
+
+    /// Removes the batch numbered `sequence`, keeping its damaged file as `*.corrupt`.
+    pub fn set_aside(&mut self, sequence: u64) -> Option<Waiting> {
+        if let Some(dir) = &self.dir {
+            let path = file_path(dir, sequence);
+            let _ = std::fs::rename(&path, path.with_extension("corrupt"));
+        }
+        self.remove(sequence).ok().flatten()
     }
 
     /// Removes the oldest batch (its file too).
@@ -194,8 +218,9 @@ fn write_file(dir: &Path, sequence: u64, part: &str, series: u64, body: &[u8]) -
     write_durably(dir, sequence, &[&header.concat(), body])
 }
 
-/// Writes `pieces` to batch file `sequence` in `dir` so that a crash leaves the whole file or
-/// none: a temporary file, synced, renamed, the directory synced.
+/// Writes `pieces` and their checksum trailer ([`crate::integrity`]) to batch file `sequence`
+/// in `dir` so that a crash leaves the whole file or none: a temporary file, synced, renamed,
+/// the directory synced.
 pub fn write_durably(dir: &Path, sequence: u64, pieces: &[&[u8]]) -> io::Result<()> {
     let path = file_path(dir, sequence);
     let temporary = path.with_extension("tmp");
@@ -203,28 +228,45 @@ pub fn write_durably(dir: &Path, sequence: u64, pieces: &[&[u8]]) -> io::Result<
     for piece in pieces {
         file.write_all(piece)?;
     }
+    file.write_all(&crate::integrity::trailer(pieces))?;
     file.sync_data()?;
     std::fs::rename(&temporary, &path)?;
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// Where the body starts in a batch file, when its header is whole.
-fn body_offset(file: &[u8]) -> Option<usize> {
-    if file.get(..4)? != FILE_MAGIC || *file.get(4)? != FILE_VERSION {
-        return None;
-    }
-    let part_length = u16::from_le_bytes(file.get(5..7)?.try_into().ok()?) as usize;
-    let start = 7 + part_length + 8;
-    (file.len() >= start).then_some(start)
+/// A batch file's fields, borrowed from its bytes.
+struct BatchFile<'a> {
+    part: &'a str,
+    series: u64,
+    body: &'a [u8],
 }
 
-/// A file's part, series and body size.
-fn read_header(path: &Path) -> io::Result<(String, u64, u64)> {
-    let file = std::fs::read(path)?;
-    let start = body_offset(&file).ok_or_else(|| io::Error::other("not a histd spool file (HSPL 1)"))?;
-    let part = std::str::from_utf8(&file[7..start - 8]).map_err(|_| io::Error::other("the part name is not UTF-8"))?;
-    let series = u64::from_le_bytes(file[start - 8..start].try_into().map_err(io::Error::other)?);
-    Ok((part.to_string(), series, (file.len() - start) as u64))
+/// Reads a batch file: its header, and (version 2) its checksum over everything.
+fn read_file(file: &[u8]) -> Result<BatchFile<'_>, String> {
+    let content = match (file.get(..4), file.get(4)) {
+        (Some(magic), Some(&FILE_VERSION)) if magic == FILE_MAGIC => {
+            crate::integrity::verified(file).map_err(|damage| damage.to_string())?
+        }
+        (Some(magic), Some(&UNCHECKED_VERSION)) if magic == FILE_MAGIC => file,
+        _ => return Err("not a histd spool file (HSPL 1 or 2)".to_string()),
+    };
+    parse_header(content).ok_or_else(|| "the header is cut short".to_string())
+}
+
+/// The header's fields and the body after it, without checking anything else.
+fn parse_header(content: &[u8]) -> Option<BatchFile<'_>> {
+    let part_length = u16::from_le_bytes(content.get(5..7)?.try_into().ok()?) as usize;
+    let start = 7 + part_length + 8;
+    let part = std::str::from_utf8(content.get(7..7 + part_length)?).ok()?;
+    let series = u64::from_le_bytes(content.get(start - 8..start)?.try_into().ok()?);
+    Some(BatchFile { part, series, body: content.get(start..)? })
+}
+
+/// The series a damaged file's header claims, when it still reads and is believable (a
+/// flipped bit there could claim any number).
+fn claimed_series(file: &[u8]) -> u64 {
+    const MOST_BELIEVABLE: u64 = 100_000_000;
+    parse_header(file).map(|batch| batch.series).filter(|&series| series <= MOST_BELIEVABLE).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -305,6 +347,44 @@ mod tests {
         let (spool, dropped) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
         assert_eq!((spool.len(), dropped.batches), (0, 1));
         assert!(dir.join("0000000000000004.corrupt").exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// N9: one flipped bit anywhere in a batch file (a counter's value, the node, the source)
+    /// and the file is never sent: set aside, its series counted; the others go as written.
+    /// A file written before checksums (version 1) is still read.
+    #[test]
+    fn a_flipped_bit_is_found_at_start_and_when_read_to_be_sent() {
+        let dir = scratch("bits");
+        let (mut spool, _) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+        for (part, series) in [("http://a:1", 10), ("http://b:1", 20), ("http://a:1", 30)] {
+            spool.push(part, series, b"snappy bytes of a batch".to_vec()).unwrap();
+        }
+        let flip = |sequence: u64, from_end: usize| {
+            let path = file_path(&dir, sequence);
+            let mut file = std::fs::read(&path).unwrap();
+            let at = file.len() - from_end;
+            file[at] ^= 0x08;
+            std::fs::write(&path, file).unwrap();
+        };
+        flip(0, 12); // in the body, before the trailer
+        let old = [&FILE_MAGIC[..], &[UNCHECKED_VERSION], &3u16.to_le_bytes(), b"old", &7u64.to_le_bytes(), b"v1 body"]
+            .concat();
+        std::fs::write(file_path(&dir, 9), old).unwrap();
+        let (mut reopened, dropped) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+        assert_eq!((dropped.batches, dropped.series), (1, 10), "the damaged file, with its header's series");
+        let parts: Vec<(String, u64)> = reopened.waiting().into_iter().map(|w| (w.part, w.series)).collect();
+        assert_eq!(parts, [("http://b:1".to_string(), 20), ("http://a:1".to_string(), 30), ("old".to_string(), 7)]);
+        let old_body = reopened.body(&reopened.waiting()[2]).unwrap();
+        assert_eq!(&old_body[..], b"v1 body");
+        // Damage after the start: found when the body is read to be sent.
+        flip(2, 3);
+        let damaged = reopened.waiting()[1].clone();
+        let error = reopened.body(&damaged).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        assert_eq!(reopened.set_aside(damaged.sequence).map(|w| w.series), Some(30));
+        assert!(file_path(&dir, 2).with_extension("corrupt").exists());
+        assert_eq!(reopened.len(), 2);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
