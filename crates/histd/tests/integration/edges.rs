@@ -659,3 +659,50 @@ fn n9_a_damaged_spool_file_is_never_sent() {
     assert!(local.terminate());
     assert!(global.terminate());
 }
+
+/// N8 (issue 36): a spool directory that cannot take batches (the probe filled its disk; here
+/// a file stands where the directory was) does not stop forwarding while a global answers:
+/// every flush arrives, counted in `forward.errors`, and nothing half-written is left.
+#[test]
+fn n8_an_unwritable_spool_does_not_stop_forwarding() {
+    let carbon = Carbon::start();
+    let port = free_port();
+    let global = Daemon::start_process(
+        "n8-global",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', \
+               graphitePort: {}, flushInterval: 200, global: {{ accept: true }} }}",
+            carbon.port
+        ),
+    );
+    let spool = temp_dir("n8-spool").join("spool");
+    let local = Daemon::start(
+        "n8-local",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, flushInterval: 200, backends: ['forward'], \
+               forward: {{ nodes: ['http://127.0.0.1:{port}'], source: 'web-8', checkInterval: 200, spoolDir: '{}' }} }}",
+            spool.display()
+        ),
+    );
+    let total =
+        || -> f64 { carbon.flushes().iter().filter_map(|f| f.get("stats_counts.n8.hits")?.parse::<f64>().ok()).sum() };
+    local.send_udp("n8.hits:100|c\n");
+    assert!(eventually(|| total() >= 100.0), "the first flush, spooled then sent");
+    std::fs::rename(&spool, spool.with_extension("moved")).unwrap();
+    std::fs::write(&spool, b"not a directory: every write to the spool fails").unwrap();
+    for _ in 0..5 {
+        local.send_udp("n8.hits:100|c\n");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(eventually(|| total() >= 600.0), "every flush arrived: {}", total());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(total(), 600.0);
+    assert!(local.stat("forward.errors") >= 1.0, "the spool's failures counted");
+    assert_eq!(local.stat("forward.dropped_points.buffer_full"), 0.0);
+    std::fs::remove_file(&spool).unwrap();
+    std::fs::rename(spool.with_extension("moved"), &spool).unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(&spool).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(local.terminate());
+    assert!(global.terminate());
+}

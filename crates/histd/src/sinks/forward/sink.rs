@@ -76,6 +76,7 @@ pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) ->
         backoff: Backoff::new(SENDER_STEPS),
         retry_at: None,
         failing: false,
+        spool_failing: false,
     };
     let flushes = context.flushes();
     Ok(tokio::spawn(async move {
@@ -146,6 +147,8 @@ struct Delivery {
     retry_at: Option<Instant>,
     /// Failing since the last delivery (logged once per run of failures).
     failing: bool,
+    /// `forward.spoolDir` refused a write since the batches it could not take were sent.
+    spool_failing: bool,
 }
 
 impl Delivery {
@@ -199,11 +202,31 @@ impl Delivery {
             Ok(dropped) => self.count_dropped(dropped),
             Err(error) => {
                 self.telemetry.failed(unix_now_s());
-                tracing::error!(%error, "forward: cannot write to forward.spoolDir: this flush is lost (dropped_points.rejected)");
+                tracing::error!(%error, "forward: cannot queue this flush: lost (forward.errors)");
             }
         }
+        self.note_write_failure();
         let bytes = self.spool().bytes();
         self.telemetry.buffered_bytes.set(bytes);
+    }
+
+    /// A batch `forward.spoolDir` could not take is held in memory and sent as the others:
+    /// counted in `errors`, logged once per run of failures.
+    fn note_write_failure(&mut self) {
+        match self.spool().take_write_failure() {
+            Some(error) => {
+                self.telemetry.errors.add(1);
+                if !self.spool_failing {
+                    self.spool_failing = true;
+                    tracing::error!(%error, "forward: cannot write to forward.spoolDir: batches are held in memory and sent from there until it can (they do not survive a restart)");
+                }
+            }
+            None if self.spool_failing && self.spool().held_in_memory().0 == 0 => {
+                self.spool_failing = false;
+                tracing::info!("forward: forward.spoolDir takes batches again");
+            }
+            None => {}
+        }
     }
 
     fn count_dropped(&self, dropped: Dropped) {
@@ -300,8 +323,13 @@ impl Delivery {
         }
         let (batches, bytes, on_disk) = (spool.len(), spool.bytes(), spool.on_disk());
         if on_disk {
+            let (in_memory, series) = spool.held_in_memory();
+            if in_memory > 0 {
+                self.telemetry.drop_points(DropReason::Shutdown, series);
+                tracing::error!(batches = in_memory, series, "forward: batches forward.spoolDir could not take were still in memory at the stop: lost (dropped_points.shutdown)");
+            }
             tracing::warn!(
-                batches,
+                batches = batches as u64 - in_memory,
                 bytes,
                 "forward: no node took these batches before the stop: they wait in forward.spoolDir for the next start"
             );

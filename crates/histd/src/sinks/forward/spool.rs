@@ -48,6 +48,9 @@ pub struct Spool {
     bytes: u64,
     limit: u64,
     next_sequence: u64,
+    /// Why the last batch could not be written to `dir` (it was kept in memory instead),
+    /// until the sink takes it to log it.
+    write_failure: Option<io::Error>,
 }
 
 /// Batches the spool gave up: dropped to stay within its bytes, or found damaged.
@@ -64,7 +67,7 @@ impl Spool {
     /// left there by an earlier run wait first). Files that cannot be read are renamed
     /// `*.corrupt` and counted.
     pub fn open(dir: Option<PathBuf>, limit: u64) -> io::Result<(Spool, Dropped)> {
-        let mut spool = Spool { dir, waiting: VecDeque::new(), bytes: 0, limit, next_sequence: 0 };
+        let mut spool = Spool { dir, waiting: VecDeque::new(), bytes: 0, limit, next_sequence: 0, write_failure: None };
         let mut dropped = Dropped::default();
         if let Some(dir) = spool.dir.clone() {
             std::fs::create_dir_all(&dir)?;
@@ -111,17 +114,25 @@ impl Spool {
     }
 
     /// Queues a batch (written and synced first on disk), then drops the oldest while over the
-    /// limit (never the newest).
+    /// limit (never the newest). A batch the directory cannot take (a full disk, an I/O error)
+    /// is kept in memory instead, within the same limit, and sent as the others are: the
+    /// network path does not depend on the disk ([`Spool::take_write_failure`] says why).
     pub fn push(&mut self, part: &str, series: u64, body: Vec<u8>) -> io::Result<Dropped> {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let bytes = body.len() as u64;
-        let body = match &self.dir {
-            Some(dir) => {
-                write_file(dir, sequence, part, series, &body)?;
-                None
+        let written = match &self.dir {
+            Some(dir) => write_file(dir, sequence, part, series, &body),
+            None => Err(io::Error::other("no spool directory")),
+        };
+        let body = match written {
+            Ok(()) => None,
+            Err(error) => {
+                if self.dir.is_some() {
+                    self.write_failure = Some(error);
+                }
+                Some(Bytes::from(body))
             }
-            None => Some(Bytes::from(body)),
         };
         self.waiting.push_back(Waiting { sequence, part: part.to_string(), series, bytes, body });
         self.bytes += bytes;
@@ -133,6 +144,19 @@ impl Spool {
             }
         }
         Ok(dropped)
+    }
+
+    /// Why a batch could not be written to the directory since the last call (it is held in
+    /// memory instead).
+    pub fn take_write_failure(&mut self) -> Option<io::Error> {
+        self.write_failure.take()
+    }
+
+    /// Batches and series held only in memory (none without a directory's failure): lost if
+    /// the process stops before a node takes them.
+    pub fn held_in_memory(&self) -> (u64, u64) {
+        let in_memory = self.waiting.iter().filter(|batch| batch.body.is_some());
+        in_memory.fold((0, 0), |(batches, series), batch| (batches + 1, series + batch.series))
     }
 
     /// What waits, oldest first (bodies in memory are shared, not copied).
@@ -224,13 +248,20 @@ fn write_file(dir: &Path, sequence: u64, part: &str, series: u64, body: &[u8]) -
 pub fn write_durably(dir: &Path, sequence: u64, pieces: &[&[u8]]) -> io::Result<()> {
     let path = file_path(dir, sequence);
     let temporary = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temporary)?;
-    for piece in pieces {
-        file.write_all(piece)?;
+    let written = (|| {
+        let mut file = std::fs::File::create(&temporary)?;
+        for piece in pieces {
+            file.write_all(piece)?;
+        }
+        file.write_all(&crate::integrity::trailer(pieces))?;
+        file.sync_data()?;
+        std::fs::rename(&temporary, &path)
+    })();
+    if written.is_err() {
+        // A full disk leaves no half-written file behind to take its space.
+        let _ = std::fs::remove_file(&temporary);
     }
-    file.write_all(&crate::integrity::trailer(pieces))?;
-    file.sync_data()?;
-    std::fs::rename(&temporary, &path)?;
+    written?;
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -385,6 +416,32 @@ mod tests {
         assert_eq!(reopened.set_aside(damaged.sequence).map(|w| w.series), Some(30));
         assert!(file_path(&dir, 2).with_extension("corrupt").exists());
         assert_eq!(reopened.len(), 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// N8: a directory that cannot take a batch (a full disk; here, a file where the
+    /// directory was) does not lose it: the batch is held in memory, sent like the others,
+    /// and no half-written file is left.
+    #[test]
+    fn a_batch_the_directory_cannot_take_is_held_in_memory() {
+        let dir = scratch("unwritable");
+        let (mut spool, _) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+        spool.push("http://a:1", 1, b"on disk".to_vec()).unwrap();
+        assert!(spool.take_write_failure().is_none());
+        std::fs::rename(&dir, dir.with_extension("moved")).unwrap();
+        std::fs::write(&dir, b"not a directory").unwrap();
+        spool.push("http://a:1", 2, b"in memory".to_vec()).unwrap();
+        assert!(spool.take_write_failure().is_some(), "the failure is reported");
+        assert!(spool.take_write_failure().is_none(), "once");
+        assert_eq!(spool.held_in_memory(), (1, 2));
+        let held = spool.waiting()[1].clone();
+        assert_eq!(&spool.body(&held).unwrap()[..], b"in memory");
+        std::fs::remove_file(&dir).unwrap();
+        std::fs::rename(dir.with_extension("moved"), &dir).unwrap();
+        assert_eq!(spool.remove(held.sequence).unwrap().map(|b| b.series), Some(2));
+        assert_eq!(spool.held_in_memory(), (0, 0));
+        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "only the first batch's file: {leftovers:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
