@@ -57,6 +57,7 @@ pub fn stats(routes: &Routes, started_unix_s: u64) -> String {
         ("lines_to_down_nodes", total.to_down_nodes.get()),
         ("datagrams_sent", total.datagrams.get()),
         ("send_errors", total.send_errors.get()),
+        ("datagrams_refused", total.refused.get()),
         ("kernel_drops", routes.kernel_drops.get()),
         ("truncated_datagrams", routes.truncated.get()),
     ];

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use proto::{Line, Scanned};
 
+use super::refusals;
 use crate::sinks::forward::ring::Ring;
 use crate::telemetry::Counter;
 
@@ -29,6 +30,10 @@ pub struct RouteCounts {
     pub datagrams: Counter,
     /// Datagrams the kernel refused to send (their lines are lost).
     pub send_errors: Counter,
+    /// Datagrams a node's host sent back as undeliverable (ICMP port or host unreachable: no
+    /// aggregator listening, e.g. in the moments before its health check fails): their lines
+    /// are lost. A lower bound: kernels rate-limit those messages.
+    pub refused: Counter,
     /// Lines sent, per aggregator (in `nodes` order).
     pub per_node: Vec<Counter>,
 }
@@ -47,6 +52,7 @@ impl RouteCounts {
             (&self.to_down_nodes, &other.to_down_nodes),
             (&self.datagrams, &other.datagrams),
             (&self.send_errors, &other.send_errors),
+            (&self.refused, &other.refused),
         ];
         pairs.iter().for_each(|(mine, theirs)| mine.add(theirs.get()));
         self.per_node.iter().zip(&other.per_node).for_each(|(mine, theirs)| mine.add(theirs.get()));
@@ -124,6 +130,7 @@ impl Router {
     ) -> std::io::Result<Router> {
         let any_ipv6 = targets.iter().any(SocketAddr::is_ipv6);
         let socket = UdpSocket::bind(if any_ipv6 { "[::]:0" } else { "0.0.0.0:0" })?;
+        refusals::report(&socket, any_ipv6)?;
         let buffers = targets.iter().map(|_| Vec::with_capacity(datagram_bytes)).collect();
         let counts = registry.register();
         let targets_len = targets.len();
@@ -199,7 +206,13 @@ impl Router {
         let buffer = &mut self.buffers[node];
         // The last newline is left off, as clients send datagrams.
         let payload = &buffer[..buffer.len().saturating_sub(1)];
-        match self.socket.send_to(payload, self.targets[node]) {
+        let mut sent = self.socket.send_to(payload, self.targets[node]);
+        if sent.as_ref().is_err_and(refusals::is_earlier_refusal) {
+            // The error was an earlier datagram's (queued by the kernel for this socket);
+            // this one was not sent yet.
+            sent = self.socket.send_to(payload, self.targets[node]);
+        }
+        match sent {
             Ok(_) => self.counts.datagrams.add(1),
             Err(_) => self.counts.send_errors.add(1),
         }
@@ -228,6 +241,7 @@ impl Router {
         counts.bad_lines.add(std::mem::take(&mut pending.bad_lines));
         counts.events.add(std::mem::take(&mut pending.events));
         counts.to_down_nodes.add(std::mem::take(&mut pending.to_down_nodes));
+        counts.refused.add(refusals::drain(&self.socket));
     }
 }
 

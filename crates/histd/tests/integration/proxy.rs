@@ -145,3 +145,22 @@ fn the_proxy_gives_the_totals_of_one_histd_through_a_node_going_down_and_back() 
     assert_eq!(proxy.stat("proxy.lines_forwarded"), lines_sent(600));
     assert_eq!(proxy.stat("proxy.bad_lines"), 0);
 }
+
+/// N11 (issue 36): lines sent to an aggregator that is not there (stopped before its health
+/// check noticed; here never started) were lost uncounted. The node's host refuses each
+/// datagram (ICMP port unreachable) and the proxy counts it in `datagrams_refused`.
+#[test]
+fn n11_datagrams_a_stopped_node_refuses_are_counted() {
+    let (closed, admin) = (free_port(), free_port());
+    let proxy = Proxy::start(&format!(
+        "{{ nodes: [ {{host: '127.0.0.1', port: {closed}, adminport: {admin}}} ], \
+           host: '127.0.0.1', port: 0, mgmt_port: 0, checkInterval: 100, udpReaders: 1 }}"
+    ));
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for n in 0..20 {
+        socket.send_to(packet(n).as_bytes(), proxy.bound().udp).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(eventually(|| proxy.stat("proxy.datagrams_refused") > 0), "{}", proxy.admin("stats"));
+    assert!(proxy.stat("proxy.datagrams_refused") <= proxy.stat("proxy.datagrams_sent"));
+}
