@@ -427,7 +427,7 @@ impl Aggregator {
             }
             let exact_percentiles = samples.is_complete();
             let totals = totals_of(samples);
-            let distribution = std::mem::take(&mut samples.histogram).into_histogram();
+            let histogram = std::mem::take(&mut samples.histogram).into_histogram();
             let values = match config.keep_mergeable && exact_percentiles {
                 true => std::mem::take(&mut samples.values),
                 false => Vec::new(),
@@ -436,7 +436,7 @@ impl Aggregator {
                 key: key.clone(),
                 stats,
                 bins,
-                distribution,
+                histogram,
                 values,
                 totals,
                 exact_percentiles,
@@ -899,10 +899,10 @@ mod tests {
         assert_eq!(aggregator.timers_over_sample_limit(), 1);
         let big = snapshot.timers.iter().find(|t| &*t.key == "big").unwrap();
         assert!(!big.exact_percentiles);
-        assert_eq!(big.distribution.count(), 4);
+        assert_eq!(big.histogram.count(), 4);
         let small = snapshot.timers.iter().find(|t| &*t.key == "small").unwrap();
         assert!(small.exact_percentiles);
-        assert_eq!(small.distribution.count(), 2);
+        assert_eq!(small.histogram.count(), 2);
     }
 
     #[test]

@@ -53,7 +53,7 @@ impl Snapshot {
                 std::mem::size_of::<TimerPoint>()
                     + heap(&timer.key)
                     + timer.stats.len() * std::mem::size_of::<(TimerStat, f64)>()
-                    + timer.distribution.bin_count() * 10
+                    + timer.histogram.bin_count() * 10
                     + timer.values.len() * 8
                     + timer.bins.as_ref().map_or(0, |bins| bins.counts.len() * 8)
             })
@@ -114,14 +114,14 @@ pub struct TimerPoint {
     /// Etsy `histogram` bin counts when a rule matches the key.
     pub bins: Option<BinCounts>,
     /// Every value of the interval as a circllhist, counts weighted by `1 / rate`.
-    pub distribution: circllhist::Histogram,
+    pub histogram: circllhist::Histogram,
     /// The raw values, sorted, when [`crate::AggConfig::keep_mergeable`] is on and every value
     /// was kept (`exact_percentiles`); empty otherwise.
     pub values: Vec<f64>,
     /// Exact totals of the interval, whatever `calculatedTimerMetrics` filters from `stats`.
     pub totals: TimerTotals,
     /// True when the percentile statistics are Etsy's exact ones (every raw value was kept);
-    /// false when they were estimated from `distribution` past `timerSampleLimit`.
+    /// false when they were estimated from `histogram` past `timerSampleLimit`.
     pub exact_percentiles: bool,
     /// True when values came as statsd timers (`ms`), false when only as `h`/`d` histograms
     /// (whose unit is unknown): the Prometheus backend converts the first to seconds.

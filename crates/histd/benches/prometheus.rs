@@ -21,7 +21,7 @@ fn flush_costs(c: &mut Criterion) {
     let mut registry = Registry::new(true, Some(5), None);
     registry.apply(&first);
     registry.apply(&second);
-    let bins: usize = second.timers.iter().map(|t| t.distribution.bin_count()).sum();
+    let bins: usize = second.timers.iter().map(|t| t.histogram.bin_count()).sum();
     eprintln!(
         "{} series in the registry; {:.0} circllhist bins per timer",
         registry.series_count(),

@@ -63,7 +63,7 @@ fn write(store: &mut Store, series: usize, flushes: i64, mix: Mix) -> (u64, Vec<
     for flush in 1..=flushes {
         let ts = START + flush * INTERVAL;
         let rows = fleet.rows(ts);
-        bins += rows.iter().filter_map(|(_, _, r)| r.hist.as_ref()).map(|h| h.bin_count() as u64).sum::<u64>();
+        bins += rows.iter().filter_map(|(_, _, r)| r.histogram.as_ref()).map(|h| h.bin_count() as u64).sum::<u64>();
         let before = thread_cpu();
         store.write(ts, &rows[..]).unwrap();
         cpu.push(thread_cpu() - before);
@@ -312,7 +312,7 @@ fn latency_row(i: usize, ts: i64, base: Row) -> Row {
         max = max.max(value);
     }
     let hist = Histogram::from_keyed_bins(bins).unwrap();
-    Row { count, sum, sum_squares: squares, min, max, value: count, hist: Some(hist), ..base }
+    Row { count, sum, sum_squares: squares, min, max, value: count, histogram: Some(hist), ..base }
 }
 
 fn thread_cpu() -> Duration {

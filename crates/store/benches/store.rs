@@ -39,7 +39,7 @@ fn timer_row(ts: i64, seconds: f64) -> Row {
         min = min.min(value);
         max = max.max(value);
     }
-    Row { ts, seconds, count: 100.0, sum, sum_squares: f64::NAN, min, max, value: 100.0, hist: Some(hist) }
+    Row { ts, seconds, count: 100.0, sum, sum_squares: f64::NAN, min, max, value: 100.0, histogram: Some(hist) }
 }
 
 /// One timer written every `every` seconds for `span` seconds ending at `end`.
@@ -84,7 +84,7 @@ fn queries(c: &mut Criterion) {
         b.iter(|| {
             let rows = day.rows(id, Resolution::Raw, end - 86_400, end + 1).unwrap();
             assert_eq!(rows.len(), 8640);
-            let merged = Histogram::merge_all(rows.iter().filter_map(|r| r.hist.as_ref()));
+            let merged = Histogram::merge_all(rows.iter().filter_map(|r| r.histogram.as_ref()));
             merged.quantile(0.99)
         })
     });

@@ -141,7 +141,7 @@ fn read_span(
             min: number(7)?,
             max: number(8)?,
             value: number(9)?,
-            hist,
+            histogram: hist,
         };
         let list = groups.entry(grp).or_default();
         match list.last_mut() {

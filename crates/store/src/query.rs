@@ -433,7 +433,7 @@ impl Store {
 }
 
 fn value_of(function: Function, row: &Row, number: f64) -> Option<f64> {
-    let histogram = || row.hist.as_ref();
+    let histogram = || row.histogram.as_ref();
     let value = match function {
         Function::Quantile => within(histogram()?.quantile(number), row.min, row.max),
         Function::InverseQuantile => histogram()?.inverse_quantiles(&[number]).ok()?[0],

@@ -25,7 +25,7 @@ pub struct Row {
     /// timers: values received, unweighted (for the exact mean, `sum / value`).
     pub value: f64,
     /// Timers: every sample.
-    pub hist: Option<Histogram>,
+    pub histogram: Option<Histogram>,
 }
 
 impl Row {
@@ -40,7 +40,7 @@ impl Row {
             min: f64::NAN,
             max: f64::NAN,
             value: f64::NAN,
-            hist: None,
+            histogram: None,
         }
     }
 
@@ -66,9 +66,9 @@ impl Row {
             _ if later.value.is_nan() => self.value,
             _ => later.value,
         };
-        match (&mut self.hist, &later.hist) {
+        match (&mut self.histogram, &later.histogram) {
             (Some(hist), Some(more)) => hist.merge(more),
-            (None, Some(more)) => self.hist = Some(more.clone()),
+            (None, Some(more)) => self.histogram = Some(more.clone()),
             _ => {}
         }
     }

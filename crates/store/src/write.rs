@@ -426,7 +426,7 @@ impl FlushRows for Snapshot {
                     min: t.min,
                     max: t.max,
                     value: t.received as f64,
-                    hist: Some(timer.distribution.clone()),
+                    histogram: Some(timer.histogram.clone()),
                     ..base
                 }
             }

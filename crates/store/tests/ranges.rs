@@ -65,7 +65,7 @@ impl Flushed {
     fn merged(&self, from: i64, to: i64) -> (f64, Histogram) {
         let selector = Selector { name: "t".into(), tags: vec![] };
         match self.store.merged(&selector, from, to).unwrap() {
-            Some(row) => (row.count, row.hist.unwrap_or_default()),
+            Some(row) => (row.count, row.histogram.unwrap_or_default()),
             None => (0.0, Histogram::new()),
         }
     }

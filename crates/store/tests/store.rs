@@ -132,7 +132,7 @@ fn rollups_of_rollups_equal_rollups_of_raw_data() {
     let hour_rows = f.store.rows(series, Resolution::Hour, START, START + 3600).unwrap();
     assert_eq!(hour_rows.len(), 1, "the first hour is rolled up");
     let hour = &hour_rows[0];
-    assert_eq!(hour.hist.as_ref().unwrap(), &expected, "hour histogram = merge of every raw histogram");
+    assert_eq!(hour.histogram.as_ref().unwrap(), &expected, "hour histogram = merge of every raw histogram");
     assert_eq!(hour.count, count);
     let minutes = f.store.rows(series, Resolution::Minute, START, START + 3600).unwrap();
     assert_eq!(minutes.len(), 60);
@@ -142,7 +142,7 @@ fn rollups_of_rollups_equal_rollups_of_raw_data() {
     let mut from_raw = raw[0].clone();
     raw[1..].iter().for_each(|r| from_raw.merge(r, store::Kind::Timer));
     for rolled in [&from_minutes, &from_raw] {
-        assert_eq!(rolled.hist, hour.hist);
+        assert_eq!(rolled.histogram, hour.histogram);
         assert_eq!(
             (rolled.count, rolled.sum, rolled.min, rolled.max, rolled.value),
             (hour.count, hour.sum, hour.min, hour.max, hour.value)
@@ -340,7 +340,7 @@ fn a_store_of_the_first_format_is_migrated_exactly() {
         assert_eq!(total("count(lat)", step), samples, "timer at step {step}");
     }
     let merged = store.merged(&Selector { name: "lat".into(), tags: vec![] }, from, to).unwrap().unwrap();
-    assert_eq!(merged.hist.unwrap(), expected, "every histogram, merged exactly");
+    assert_eq!(merged.histogram.unwrap(), expected, "every histogram, merged exactly");
     let last = store.query(&parse("value(temp)").unwrap(), from, to, 3600).unwrap();
     assert_eq!(last.last(), Some(&(START + 10_800, 1080.0 / 4.0)), "the last flush, alone in its hour");
     let connection = rusqlite::Connection::open(&path).unwrap();

@@ -275,7 +275,7 @@ fn histogram_answer(query: &HashMap<String, String>, store: &store::Store, now: 
     params::range(from, to, (to - from).max(1), 1)?; // one merge over the whole range: one step
     let row = store.merged(&selector, from, to).map_err(internal)?;
     let empty = circllhist::Histogram::new();
-    let hist = row.as_ref().and_then(|r| r.hist.as_ref()).unwrap_or(&empty);
+    let hist = row.as_ref().and_then(|r| r.histogram.as_ref()).unwrap_or(&empty);
     let number = |value: Option<f64>| value.filter(|v| v.is_finite()).map_or(Value::Null, |v| json!(v));
     Ok(json!({
         "name": name, "from": from, "to": to,
@@ -299,7 +299,7 @@ fn heatmap_answer(
     let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
     let steps: Vec<Value> = steps
         .into_iter()
-        .filter_map(|(t, row)| Some(json!({ "t": t, "bins": bins_json(row?.hist.as_ref()?) })))
+        .filter_map(|(t, row)| Some(json!({ "t": t, "bins": bins_json(row?.histogram.as_ref()?) })))
         .collect();
     Ok(json!({ "name": name, "from": from, "to": to, "step": step, "steps": steps }))
 }

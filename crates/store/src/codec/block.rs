@@ -212,7 +212,7 @@ fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>, scratch: &mu
         scratch.extend(rows.iter().map(|row| field_of(row, field)));
     }
     let column = |field: usize| &scratch[field * rows.len()..(field + 1) * rows.len()];
-    let has_histograms = rows.iter().any(|r| r.hist.is_some());
+    let has_histograms = rows.iter().any(|r| r.histogram.is_some());
     let mask = (0..FIELDS).fold(0u8, |mask, f| mask | (u8::from(column(f).iter().any(|v| !v.is_nan())) << f));
     out.push(mask | if has_histograms { HISTOGRAMS } else { 0 });
     let mut written: [&[f64]; FIELDS] = [&[]; FIELDS];
@@ -221,7 +221,7 @@ fn put_section(rows: &[Row], timestamps: &[i64], out: &mut Vec<u8>, scratch: &mu
         written[count] = column(field);
     }
     if has_histograms {
-        let histograms: Vec<Option<&Histogram>> = rows.iter().map(|r| r.hist.as_ref()).collect();
+        let histograms: Vec<Option<&Histogram>> = rows.iter().map(|r| r.histogram.as_ref()).collect();
         hists::encode(&histograms, out);
     }
 }
@@ -284,7 +284,7 @@ fn read_section(
             min: value(4, i),
             max: value(5, i),
             value: value(6, i),
-            hist: histograms.next().flatten(),
+            histogram: histograms.next().flatten(),
         });
     }
     Ok(())
@@ -318,13 +318,13 @@ mod tests {
             min: 12.5,
             max: 12.5,
             value: 3.0,
-            hist: Some(hist),
+            histogram: Some(hist),
             ..Row::empty(1010)
         };
         let series: Vec<SeriesRows> = vec![
             (3, (1..=6).map(|i| Row::counter(1000 + 10 * i, (i * 7) as f64)).collect()),
             (9, vec![Row::counter(1020, 1.0), Row::counter(1050, 0.0)]),
-            (40, vec![timer.clone(), Row { hist: Some(Histogram::new()), ..Row::empty(1040) }]),
+            (40, vec![timer.clone(), Row { histogram: Some(Histogram::new()), ..Row::empty(1040) }]),
             (41, vec![Row { value: 21.37, min: 21.37, max: 21.37, seconds: 10.0, ..Row::empty(1060) }]),
         ];
         let bytes = encode(&series);

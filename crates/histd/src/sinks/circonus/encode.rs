@@ -52,8 +52,8 @@ pub fn encode(snapshot: &Snapshot, format: &CirconusFormat, max_request_bytes: u
     for set in &snapshot.sets {
         each(&set.key, Value::Count(set.count));
     }
-    for timer in snapshot.timers.iter().filter(|timer| !timer.distribution.is_empty()) {
-        each(&timer.key, Value::Histogram(&timer.distribution));
+    for timer in snapshot.timers.iter().filter(|timer| !timer.histogram.is_empty()) {
+        each(&timer.key, Value::Histogram(&timer.histogram));
     }
     requests.finish()
 }

@@ -39,7 +39,7 @@ fn httptrap_json_has_each_type_and_the_histograms_bytes() {
     assert_eq!(body["heap"], typed("n", (-2.5).into()));
     assert_eq!(body["users"], typed("L", 2.into()));
     let histogram = Histogram::from_base64(body["lat"]["_value"].as_str().unwrap()).unwrap();
-    assert_eq!(histogram, flush.timers[0].distribution);
+    assert_eq!(histogram, flush.timers[0].histogram);
     assert_eq!(body["lat"]["_type"], "h");
     assert_eq!(requests[0].points as usize, body.as_object().unwrap().len());
 }

@@ -83,7 +83,7 @@ pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
                 let _ = write!(text, " histogram.{}={count}", rule.bin_name(index));
             }
         }
-        let _ = write!(text, " circllhist={}", timer.distribution.to_base64());
+        let _ = write!(text, " circllhist={}", timer.histogram.to_base64());
         rows.push(("timer", &timer.key, text));
     }
     for gauge in &snapshot.gauges {

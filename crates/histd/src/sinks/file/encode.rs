@@ -170,7 +170,7 @@ fn jsonl(snapshot: &Snapshot) -> (String, u64) {
                 bins.counts.iter().enumerate().map(|(index, &count)| (rule.bin_name(index), json!(count))).collect();
             object.insert("histogram".into(), Value::Object(counts));
         }
-        object.insert("circllhist".into(), timer.distribution.to_base64().into());
+        object.insert("circllhist".into(), timer.histogram.to_base64().into());
         push(&mut out, object);
     }
     (out, series)

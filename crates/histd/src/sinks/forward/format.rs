@@ -112,7 +112,7 @@ impl BatchWriter {
             put_varint(out, point.values.len() as u64);
             point.values.iter().for_each(|value| out.extend_from_slice(&value.to_le_bytes()));
         }
-        let histogram = point.distribution.to_bytes();
+        let histogram = point.histogram.to_bytes();
         put_bytes(out, &histogram);
     }
 

@@ -71,7 +71,7 @@ fn three_hosts_forwarded_give_what_one_histd_fed_every_line_gives() {
     }
     let (global, single) = (global.flush(1_020_000), single.flush(1_020_000));
     assert_eq!(stats(&global, "api.latency"), stats(&single, "api.latency"), "Etsy-exact from forwarded raw values");
-    let distribution = |s: &Snapshot| s.timers.iter().find(|t| t.key == "api.latency").unwrap().distribution.clone();
+    let distribution = |s: &Snapshot| s.timers.iter().find(|t| t.key == "api.latency").unwrap().histogram.clone();
     assert_eq!(distribution(&global), distribution(&single), "the same circllhist bins");
     let counters = |s: &Snapshot| s.counters.iter().map(|c| (c.key.to_string(), c.count)).collect::<Vec<_>>();
     assert_eq!(counters(&global).iter().filter(|(k, _)| k.starts_with("api")).count(), 5);

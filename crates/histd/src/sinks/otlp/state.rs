@@ -36,15 +36,15 @@ pub struct HistogramValues {
 impl HistogramValues {
     /// One interval of `timer`, its buckets laid out for `mode` at `scale`.
     pub fn of_interval(timer: &TimerPoint, mode: OtlpHistograms, scale: i32) -> HistogramValues {
-        let distribution = &timer.distribution;
-        let count = distribution.count().saturating_sub(distribution.nan_count());
+        let histogram = &timer.histogram;
+        let count = histogram.count().saturating_sub(histogram.nan_count());
         let totals = &timer.totals;
         let weight = if totals.received > 0 { totals.count / totals.received as f64 } else { 1.0 };
         let (histogram, native) = match mode {
-            OtlpHistograms::Explicit => (distribution.clone(), None),
+            OtlpHistograms::Explicit => (histogram.clone(), None),
             OtlpHistograms::Exponential => {
                 let mut native = Native::new(scale);
-                native.add(distribution);
+                native.add(histogram);
                 (Histogram::new(), Some(native))
             }
         };

@@ -311,7 +311,7 @@ impl Registry {
         // The exact sum is unweighted; weighted as the count is, exact when one sample
         // rate was used in the interval (the usual case).
         let weighted_sum = totals.sum * totals.count / totals.received as f64 * 10f64.powi(i32::from(shift));
-        let interval = timer.distribution.shift_decades(shift);
+        let interval = timer.histogram.shift_decades(shift);
         let native_schema = self.native_schema;
         let new_series = || Value::Histogram(Box::default());
         let Some(Found { series, scale, summary, buckets, outside_buckets }) =
