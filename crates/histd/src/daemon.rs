@@ -173,6 +173,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         query_limits: config.query,
         guard,
         body_timeout: config.ingest.http_body_timeout,
+        damaged_blocks: Mutex::new(Vec::new()),
     });
     let limits = http::Limits {
         max_connections: config.ingest.http_max_connections,

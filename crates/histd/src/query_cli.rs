@@ -142,6 +142,15 @@ fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, ste
     let store = store::Store::open_reader(&path).map_err(unavailable)?;
     store.check_types(&expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let points = store.query(&expr, from, to, step).map_err(unavailable)?;
+    let mut damaged = store.take_damaged();
+    damaged.sort_by_key(|block| (block.grp, block.start));
+    damaged.dedup();
+    for block in damaged {
+        eprintln!(
+            "histd query: warning: the {:?} block of group {} at {} is damaged ({}): its rows are left out",
+            block.resolution, block.grp, block.start, block.reason
+        );
+    }
     Ok(
         json!({ "expr": expr_text, "step": step, "from": from, "to": to, "points": points.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>() }),
     )

@@ -25,7 +25,7 @@ mod write;
 
 pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
-pub use read::SeriesInfo;
+pub use read::{DamagedBlock, SeriesInfo};
 pub use row::Row;
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};

@@ -65,13 +65,17 @@ impl Store {
         let mut rows: Vec<Row> = Vec::new();
         while let Some(stored) = blocks.next()? {
             let bytes = stored.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
-            let found = block::decode_one(bytes, series).map_err(|reason| StoreError::CorruptBlock {
-                resolution,
-                grp,
-                start: stored.get(0).unwrap_or(0),
-                reason: reason.0,
-            })?;
-            rows.extend(found.into_iter().filter(|row| (from..to).contains(&row.ts)));
+            match block::decode_one(bytes, series) {
+                Ok(found) => rows.extend(found.into_iter().filter(|row| (from..to).contains(&row.ts))),
+                // A damaged block is left out of the answer, never served as other numbers
+                // and never the whole answer's failure; the caller hears of it.
+                Err(reason) => self.damaged.borrow_mut().push(DamagedBlock {
+                    resolution,
+                    grp,
+                    start: stored.get(0).unwrap_or(0),
+                    reason: reason.0,
+                }),
+            }
         }
         rows.sort_by_key(|row| row.ts);
         rows.dedup_by(|later, earlier| {
@@ -82,6 +86,12 @@ impl Store {
             same
         });
         Ok(rows)
+    }
+
+    /// The blocks reads found damaged (their checksum, or their bytes, do not hold) since the
+    /// last call, each once per read that met it; their rows were left out of the answers.
+    pub fn take_damaged(&self) -> Vec<DamagedBlock> {
+        std::mem::take(&mut *self.damaged.borrow_mut())
     }
 
     /// The start of the first period `resolution` holds no rollups for yet in the series'
@@ -122,4 +132,17 @@ impl Drop for ReadSnapshot<'_> {
             let _ = self.store.connection.execute_batch("COMMIT");
         }
     }
+}
+
+/// A stored block a read found damaged and left out of its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DamagedBlock {
+    /// Its resolution.
+    pub resolution: Resolution,
+    /// Its series group.
+    pub grp: i64,
+    /// The start of the span it covers, unix seconds (the span is the resolution's block span).
+    pub start: i64,
+    /// What did not hold.
+    pub reason: &'static str,
 }

@@ -48,7 +48,7 @@ impl Resolution {
     }
 
     /// The time one compacted block of this resolution covers, seconds.
-    pub(crate) fn block_span(self) -> i64 {
+    pub fn block_span(self) -> i64 {
         match self {
             Resolution::Raw => PERIOD,
             Resolution::Minute => 3600,

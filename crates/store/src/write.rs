@@ -95,6 +95,9 @@ pub struct Store {
     pub(crate) usage: Usage,
     /// Readers: the count of forgets as of the last [`Store::load_series`].
     pub(crate) generation: i64,
+    /// Readers: blocks found damaged since the last [`Store::take_damaged`], left out of the
+    /// answers that met them.
+    pub(crate) damaged: std::cell::RefCell<Vec<crate::read::DamagedBlock>>,
 }
 
 impl Store {
@@ -134,6 +137,7 @@ impl Store {
             options,
             usage: Usage::default(),
             generation: 0,
+            damaged: Default::default(),
         }
     }
 

@@ -44,9 +44,20 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "budgets": budgets.json(),
         "config": state.admin.config.json(),
         "bad_line_examples": bad_line_examples(&totals.bad_examples),
+        "store_corrupt_blocks": damaged_blocks(&state),
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
+}
+
+/// The stored blocks found damaged: `[{"resolution", "group", "start", "span_s", "reason"}]`.
+fn damaged_blocks(state: &HttpState) -> Value {
+    let blocks = lock(&state.damaged_blocks);
+    let resolution = |r: store::Resolution| format!("{r:?}").to_lowercase();
+    blocks
+        .iter()
+        .map(|b| json!({ "resolution": resolution(b.resolution), "group": b.grp, "start": b.start, "span_s": b.resolution.block_span(), "reason": b.reason }))
+        .collect()
 }
 
 /// The last rejected line of each reason: `{reason: {"line", "source", "unix_s"}}`.
@@ -356,7 +367,9 @@ async fn with_store<T: Send + 'static>(
         }
         let (_, store) = reader.as_mut().unwrap_or_else(|| unreachable!("opened above"));
         store.load_series().map_err(internal)?;
-        work(store)
+        let answer = work(store);
+        state.note_damaged(store.take_damaged());
+        answer
     })
     .await;
     match joined {

@@ -100,6 +100,9 @@ pub struct EdgeCounters {
     /// Journal files (`global.journalDir`) found damaged at start (their checksum, header or
     /// batch did not read): set aside as `*.corrupt`, not merged.
     pub journal_corrupt_batches: Counter,
+    /// Stored blocks a read found damaged (their checksum or bytes do not hold), each counted
+    /// once: their rows are left out of every answer (`/health` names them).
+    pub store_corrupt_blocks: Counter,
     /// Batch identities forgotten to stay within `global.dedupBatches` or `global.dedupBytes`.
     pub forward_ids_forgotten: Counter,
     /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
@@ -157,7 +160,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 33] {
+    pub fn entries(&self) -> [(&'static str, u64); 34] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -175,6 +178,7 @@ impl EdgeCounters {
             ("forward_batches_refused", self.forward_batches_refused.get()),
             ("forward_ids_forgotten", self.forward_ids_forgotten.get()),
             ("journal_corrupt_batches", self.journal_corrupt_batches.get()),
+            ("store_corrupt_blocks", self.store_corrupt_blocks.get()),
             ("forward_batches_busy", self.forward_batches_busy.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),

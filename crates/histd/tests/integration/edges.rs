@@ -706,3 +706,55 @@ fn n8_an_unwritable_spool_does_not_stop_forwarding() {
     assert!(local.terminate());
     assert!(global.terminate());
 }
+
+/// N10 (issue 36): a flipped bit in a stored block no longer fails every query of its group:
+/// the block is left out of the answer (200, the other flushes' rows served), logged and
+/// counted once (`messages.store_corrupt_blocks`), and named in `/health`.
+#[test]
+fn n10_a_damaged_store_block_is_left_out_not_a_failure() {
+    let dir = temp_dir("n10-store");
+    let daemon = Daemon::start(
+        "n10-store",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['store'], \
+               store: {{ dataDir: '{}' }} }}",
+            dir.display()
+        ),
+    );
+    let count = |daemon: &Daemon| -> (u16, f64) {
+        let (status, body) = daemon.http_get("/api/v1/query?expr=count(n10.hits)&from=-1h&to=now&step=3600");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let total = answer["points"].as_array().map_or(0.0, |p| p.iter().filter_map(|x| x[1].as_f64()).sum());
+        (status, total)
+    };
+    for round in 1..=3 {
+        daemon.send_udp("n10.hits:1000|c\n");
+        assert!(eventually(|| count(&daemon).1 >= 1000.0 * round as f64), "flush {round} stored");
+    }
+    let database = rusqlite::Connection::open(dir.join("histd.db")).unwrap();
+    let (rowid, mut data): (i64, Vec<u8>) = database
+        .query_row(
+            "SELECT b.rowid, b.data FROM blocks b WHERE b.grp = (SELECT grp FROM series WHERE name = 'n10.hits') \
+             ORDER BY b.start LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let middle = data.len() / 2;
+    data[middle] ^= 0x20;
+    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+    let (status, total) = count(&daemon);
+    assert_eq!(status, 200, "not a failure");
+    assert!((1000.0..3000.0).contains(&total), "the damaged flush left out, the others served: {total}");
+    let (again, _) = count(&daemon);
+    assert_eq!(again, 200);
+    assert_eq!(daemon.stat("messages.store_corrupt_blocks"), 1.0, "counted once, whatever the queries");
+    let health = daemon.http_json("/health");
+    let named = &health["store_corrupt_blocks"][0];
+    assert_eq!(
+        (named["resolution"].as_str(), named["reason"].as_str().map(|r| r.contains("checksum"))),
+        (Some("raw"), Some(true)),
+        "{health}"
+    );
+    assert!(daemon.terminate());
+}

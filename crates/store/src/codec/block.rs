@@ -1,7 +1,7 @@
 //! A block: the rows of a group of series over a span of time, in one blob.
 //!
 //! ```text
-//! version byte (1)
+//! version byte (2; 1 before checksums, still read)
 //! timestamps    varint count, then a number column (ascending unix seconds)
 //! index         varint series count, then per series: varint id gap, varint section bytes
 //! sections      per series, in id order:
@@ -9,7 +9,11 @@
 //!                 field byte: bit i set when field i has a value in some row
 //!                   (seconds, count, sum, sum_squares, min, max, value; bit 7: histograms)
 //!                 a number column per field set, then the histogram column
+//! checksum      (version 2) CRC32C of every byte before it, 4 bytes little-endian
 //! ```
+//!
+//! A block whose checksum does not verify is corrupt, whatever its bytes would decode to: bit
+//! rot that keeps a block decodable would otherwise be served as other numbers.
 //!
 //! Reading one series parses the index (two varints a series) and decodes its section alone.
 
@@ -19,7 +23,12 @@ use super::bits::{put_varint, BitWriter, ByteReader};
 use super::{column, hists, Corrupt};
 use crate::Row;
 
-const VERSION: u8 = 1;
+/// The version written: with a checksum.
+const VERSION: u8 = 2;
+/// The version written before checksums, still read.
+const UNCHECKED_VERSION: u8 = 1;
+/// The checksum's bytes at the end of a version 2 block.
+const CHECKSUM_BYTES: usize = 4;
 /// The most timestamps a block may have (a ten-minute raw block of 1 s flushes has 600): a
 /// bound for what a corrupt block may make a reader allocate, not a size estimate (a column of
 /// regular timestamps takes a few bytes whatever its length).
@@ -53,7 +62,33 @@ pub fn encode<R: AsRef<[Row]>>(series: &[(i64, R)]) -> Vec<u8> {
     }
     out.extend_from_slice(&index);
     out.extend_from_slice(&sections);
+    seal(&mut out);
     out
+}
+
+/// Appends the checksum of everything before it.
+fn seal(block: &mut Vec<u8>) {
+    let sum = crc32c::crc32c(block);
+    block.extend_from_slice(&sum.to_le_bytes());
+}
+
+/// A block's bytes without its checksum, once the checksum verifies (version 2), or as they
+/// are (version 1).
+fn content(bytes: &[u8]) -> Result<&[u8], Corrupt> {
+    match bytes.first() {
+        Some(&VERSION) => {
+            let split =
+                bytes.len().checked_sub(CHECKSUM_BYTES).filter(|&at| at > 0).ok_or(Corrupt("a block cut short"))?;
+            let (content, sum) = bytes.split_at(split);
+            let written = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
+            if crc32c::crc32c(content) != written {
+                return Err(Corrupt("a checksum mismatch (the block changed after it was written)"));
+            }
+            Ok(content)
+        }
+        Some(&UNCHECKED_VERSION) => Ok(bytes),
+        _ => Err(Corrupt("a block of an unknown version")),
+    }
 }
 
 /// Every series of a block, with its rows.
@@ -108,9 +143,11 @@ pub fn without(bytes: &[u8], drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, 
     if !entries.iter().any(|&(id, _)| drop(id)) {
         return Ok(None);
     }
+    let bytes = content(bytes)?;
     let index_start = timestamps_end(bytes)?;
     let kept_count = entries.iter().filter(|&&(id, _)| !drop(id)).count();
     let mut out = bytes[..index_start].to_vec();
+    out[0] = VERSION;
     put_varint(&mut out, kept_count as u64);
     let mut kept_sections = Vec::new();
     let (mut previous, mut rows) = (0i64, 0u64);
@@ -126,6 +163,7 @@ pub fn without(bytes: &[u8], drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, 
         previous = id;
     }
     out.extend_from_slice(&kept_sections);
+    seal(&mut out);
     Ok(Some(Cut { bytes: (kept_count > 0).then_some(out), rows }))
 }
 
@@ -166,10 +204,9 @@ fn section_rows(section: &[u8], timestamps: usize) -> Result<u64, Corrupt> {
 type Header<'a> = (Vec<i64>, Vec<(i64, usize)>, ByteReader<'a>);
 
 fn read_header(bytes: &[u8]) -> Result<Header<'_>, Corrupt> {
+    let bytes = content(bytes)?;
     let mut input = ByteReader::new(bytes);
-    if input.byte()? != VERSION {
-        return Err(Corrupt("a block of an unknown version"));
-    }
+    input.byte()?; // the version, checked by `content`
     let count = input.count(MAX_TIMESTAMPS)?;
     let numbers = column::decode(&mut input, count)?;
     let whole = numbers.iter().all(|t| t.fract() == 0.0 && t.abs() < 9e15);
@@ -349,11 +386,34 @@ mod tests {
         }
         // The format is pinned: a store written by this version is read by the next. The same
         // bytes seed the fuzz target (HISTD_BLESS=1 rewrites them after a deliberate change).
-        let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus-seeds/store_block/v1.block");
+        let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus-seeds/store_block/v2.block");
         if std::env::var_os("HISTD_BLESS").is_some() {
             std::fs::create_dir_all(std::path::Path::new(seed).parent().unwrap()).unwrap();
             std::fs::write(seed, &bytes).unwrap();
         }
-        assert_eq!(std::fs::read(seed).unwrap(), bytes, "block format 1 changed: {seed}");
+        assert_eq!(std::fs::read(seed).unwrap(), bytes, "block format 2 changed: {seed}");
+        // Blocks written before checksums (format 1, pinned on 2026-11-24) still read, and
+        // taking a series out of one writes format 2.
+        let v1 = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus-seeds/store_block/v1.block"))
+            .unwrap();
+        assert_eq!(format!("{:?}", decode_all(&v1).unwrap()), format!("{:?}", decode_all(&bytes).unwrap()));
+        let cut = without(&v1, |id| id == 9).unwrap().unwrap().bytes.unwrap();
+        assert_eq!(cut[0], VERSION);
+        assert_eq!(decode_all(&cut).unwrap().len(), series.len() - 1);
+    }
+
+    /// Any flipped bit, anywhere in a block, makes it corrupt: never other numbers.
+    #[test]
+    fn every_flipped_bit_is_found() {
+        let rows = |ts: i64, value: f64| Row { seconds: 10.0, count: 1.0, value, ..Row::empty(ts) };
+        let series = vec![(3i64, vec![rows(10, 1000.0), rows(20, 1000.0)]), (7, vec![rows(10, 5.0)])];
+        let bytes = encode(&series);
+        for bit in 0..bytes.len() * 8 {
+            let mut damaged = bytes.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_all(&damaged).is_err(), "bit {bit}");
+            assert!(decode_one(&damaged, 3).is_err(), "bit {bit}");
+            assert!(without(&damaged, |id| id == 7).is_err(), "bit {bit}");
+        }
     }
 }
