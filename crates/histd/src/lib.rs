@@ -26,6 +26,7 @@ pub mod query_cli;
 #[doc(hidden)]
 pub mod query_params;
 pub mod top;
+pub mod upkeep_cli;
 
 mod accept;
 mod access;

@@ -61,6 +61,31 @@ enum Command {
     Top(histd::top::TopArgs),
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
     Bench(bench::BenchArgs),
+    /// Read every block of a data directory's store and check it (checksums, bytes, SQLite's
+    /// pages); list what is damaged (exit 0: clean; 1: damage found; 2: no store).
+    Scrub {
+        /// The data directory (`store.dataDir`).
+        #[arg(long, default_value = "histd-data")]
+        data_dir: PathBuf,
+    },
+    /// Copy a store into one new file while its daemon runs (a consistent snapshot), then
+    /// scrub the copy (exit 1 on any failure).
+    Backup {
+        /// The file to write (it must not exist).
+        destination: PathBuf,
+        /// The data directory (`store.dataDir`).
+        #[arg(long, default_value = "histd-data")]
+        data_dir: PathBuf,
+    },
+    /// Put a backup back as a data directory's store, with its daemon stopped (the backup is
+    /// scrubbed first; the store it replaces is kept as histd.db.replaced-<unix s>).
+    Restore {
+        /// The backup file.
+        backup: PathBuf,
+        /// The data directory (`store.dataDir`).
+        #[arg(long, default_value = "histd-data")]
+        data_dir: PathBuf,
+    },
     /// Write the manual pages (histd.1 and one per subcommand) into a directory.
     Man {
         /// Where to write them.
@@ -134,6 +159,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Scrub { data_dir } => histd::upkeep_cli::scrub(&data_dir),
+        Command::Backup { destination, data_dir } => histd::upkeep_cli::backup(&data_dir, &destination),
+        Command::Restore { backup, data_dir } => histd::upkeep_cli::restore(&backup, &data_dir),
         Command::Man { dir } => match write_man_pages(&dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

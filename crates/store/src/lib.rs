@@ -20,6 +20,7 @@ mod read;
 mod row;
 mod schema;
 mod series;
+mod upkeep;
 mod usage;
 mod write;
 
@@ -29,6 +30,7 @@ pub use read::{DamagedBlock, SeriesInfo};
 pub use row::Row;
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
+pub use upkeep::ScrubReport;
 pub use usage::{Footprint, Usage};
 pub use write::{FlushRows, Options, Retention, Store, DEFAULT_MAX_BYTES};
 
@@ -50,6 +52,9 @@ pub enum StoreError {
         /// What the decoder said.
         reason: &'static str,
     },
+    /// A backup cannot be written where it was asked.
+    #[error("backup: {0}")]
+    Backup(String),
     /// A histogram of a store of the first format does not decode (while migrating it).
     #[error("stored histogram of series {series} at {ts} is corrupt: {reason}")]
     CorruptHistogram {

@@ -758,3 +758,85 @@ fn n10_a_damaged_store_block_is_left_out_not_a_failure() {
     );
     assert!(daemon.terminate());
 }
+
+/// Issue 36: a running daemon's store is copied without stopping it (`histd backup`), the copy
+/// scrubs clean and restores into another directory with every point (`histd query
+/// --data-dir`); `histd scrub` lists a damaged block and exits 1; `histd restore` refuses a
+/// directory a daemon holds, and a damaged backup.
+#[test]
+fn backups_are_consistent_scrub_finds_damage_and_restore_puts_a_store_back() {
+    let binary = env!("CARGO_BIN_EXE_histd");
+    let dir = temp_dir("backup-store");
+    let daemon = Daemon::start(
+        "backup-store",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['store'], \
+               store: {{ dataDir: '{}' }} }}",
+            dir.display()
+        ),
+    );
+    let stored = |daemon: &Daemon| -> f64 {
+        let (_, body) = daemon.http_get("/api/v1/query?expr=count(bk.hits)&from=-1h&to=now&step=3600");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        answer["points"].as_array().map_or(0.0, |p| p.iter().filter_map(|x| x[1].as_f64()).sum())
+    };
+    for round in 1..=3 {
+        daemon.send_udp("bk.hits:500|c\n");
+        assert!(eventually(|| stored(&daemon) >= 500.0 * round as f64), "flush {round} stored");
+    }
+    let run = |args: &[&str]| std::process::Command::new(binary).args(args).output().unwrap();
+    let backup = temp_dir("backup-copy").join("histd-backup.db");
+    let made = run(&["backup", backup.to_str().unwrap(), "--data-dir", dir.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    daemon.send_udp("bk.hits:500|c\n"); // the daemon went on writing meanwhile
+    assert!(eventually(|| stored(&daemon) >= 2000.0));
+
+    let refused = run(&["restore", backup.to_str().unwrap(), "--data-dir", dir.to_str().unwrap()]);
+    assert!(!refused.status.success(), "a directory a daemon holds is not restored into");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let restored = temp_dir("backup-restored");
+    let put = run(&["restore", backup.to_str().unwrap(), "--data-dir", restored.to_str().unwrap()]);
+    assert!(put.status.success(), "{}", String::from_utf8_lossy(&put.stderr));
+    let scrubbed = run(&["scrub", "--data-dir", restored.to_str().unwrap()]);
+    assert!(scrubbed.status.success(), "{}", String::from_utf8_lossy(&scrubbed.stdout));
+    let query = run(&[
+        "query",
+        "--data-dir",
+        restored.to_str().unwrap(),
+        "--from",
+        "-1h",
+        "--step",
+        "1h",
+        "--format",
+        "json",
+        "count(bk.hits)",
+    ]);
+    let answer: serde_json::Value = serde_json::from_slice(&query.stdout).unwrap_or_default();
+    let total: f64 = answer["points"].as_array().map_or(0.0, |p| p.iter().filter_map(|x| x[1].as_f64()).sum());
+    assert_eq!(total, 1500.0, "the three flushes before the backup: {}", String::from_utf8_lossy(&query.stdout));
+
+    let database = rusqlite::Connection::open(restored.join("histd.db")).unwrap();
+    let (rowid, mut data): (i64, Vec<u8>) =
+        database.query_row("SELECT rowid, data FROM blocks LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let middle = data.len() / 2;
+    data[middle] ^= 0x01;
+    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+    drop(database);
+    let found = run(&["scrub", "--data-dir", restored.to_str().unwrap()]);
+    assert_eq!(found.status.code(), Some(1));
+    let listed = String::from_utf8_lossy(&found.stdout);
+    assert!(listed.contains("damaged block") && listed.contains("checksum"), "{listed}");
+    let again = run(&[
+        "restore",
+        restored.join("histd.db").to_str().unwrap(),
+        "--data-dir",
+        temp_dir("backup-again").to_str().unwrap(),
+    ]);
+    assert!(!again.status.success(), "a damaged backup is not restored");
+    assert!(daemon.terminate());
+}

@@ -161,7 +161,7 @@ pub const LOCK_FILE: &str = "histd.lock";
 /// held for as long as the returned file is open (the kernel releases it when the process ends,
 /// however it ends). A second daemon on the same directory gets an error naming the directory
 /// and the pid that holds it.
-fn lock_data_dir(dir: &Path) -> anyhow::Result<File> {
+pub(crate) fn lock_data_dir(dir: &Path) -> anyhow::Result<File> {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsRawFd;
     let path = dir.join(LOCK_FILE);

@@ -1,0 +1,75 @@
+//! Checking and copying a store: [`Store::scrub`] reads every block and checks it (its
+//! checksum, its bytes) and asks SQLite to check its pages; [`Store::backup_to`] writes a
+//! consistent copy of the store as one file (SQLite's `VACUUM INTO`, in a read snapshot, so a
+//! running writer goes on meanwhile).
+
+use std::path::Path;
+
+use crate::codec::block;
+use crate::read::DamagedBlock;
+use crate::schema::Resolution;
+use crate::{Store, StoreError};
+
+/// What a scrub found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ScrubReport {
+    /// Blocks read.
+    pub blocks: u64,
+    /// Blocks whose checksum or bytes do not hold.
+    pub damaged: Vec<DamagedBlock>,
+    /// What SQLite's own check found wrong with the file's pages (empty: nothing).
+    pub pages: Vec<String>,
+}
+
+impl ScrubReport {
+    /// Whether nothing is damaged.
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty() && self.pages.is_empty()
+    }
+}
+
+impl Store {
+    /// Reads every block and checks it, then SQLite's pages (`PRAGMA quick_check`).
+    pub fn scrub(&self) -> Result<ScrubReport, StoreError> {
+        let _snapshot = self.read_snapshot()?;
+        let mut report = ScrubReport::default();
+        let mut statement = self.connection.prepare("SELECT resolution, grp, start, data FROM blocks")?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            report.blocks += 1;
+            let code: i64 = row.get(0)?;
+            let bytes = row.get_ref(3)?.as_blob().map_err(rusqlite::Error::from)?;
+            if let Err(reason) = block::decode_each(bytes, |_, _| {}) {
+                let resolution = Resolution::ALL.into_iter().find(|r| r.code() == code).unwrap_or(Resolution::Raw);
+                report.damaged.push(DamagedBlock {
+                    resolution,
+                    grp: row.get(1)?,
+                    start: row.get(2)?,
+                    reason: reason.0,
+                });
+            }
+        }
+        let mut check = self.connection.prepare("PRAGMA quick_check")?;
+        let lines = check.query_map([], |row| row.get::<_, String>(0))?;
+        for line in lines {
+            let line = line?;
+            if line != "ok" {
+                report.pages.push(line);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Writes a consistent copy of the store to `destination` (a new file), without stopping
+    /// its writer.
+    pub fn backup_to(&self, destination: &Path) -> Result<(), StoreError> {
+        let target = destination
+            .to_str()
+            .ok_or_else(|| StoreError::Backup(format!("{} is not UTF-8", destination.display())))?;
+        if destination.exists() {
+            return Err(StoreError::Backup(format!("{} exists already", destination.display())));
+        }
+        self.connection.execute("VACUUM INTO ?1", [target])?;
+        Ok(())
+    }
+}
