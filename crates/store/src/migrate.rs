@@ -7,11 +7,18 @@
 //! become compacted blocks; raw rows after it become head blocks that the next flushes compact,
 //! and the old minute rows after it are dropped, since that compaction rebuilds them from the
 //! same raw rows. Then the old tables go, and the file is rebuilt with incremental vacuum on.
+//!
+//! Before it starts, a copy of the first-format file is kept beside it (`histd.db.format-1`,
+//! SQLite's `VACUUM INTO`); the migrated store is scrubbed, and only then is the copy removed.
+//! A migration that fails, or whose result does not verify, is rolled back to the copy; one
+//! cut short (a crash) starts over from the copy at the next open.
 
 use std::collections::BTreeMap;
 
 use circllhist::Histogram;
-use rusqlite::{params, OptionalExtension, Transaction};
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::blocks::{put_block, SeriesRows};
 use crate::schema::{group_size, Resolution, FORMAT};
@@ -176,4 +183,65 @@ fn by_time(series: Vec<SeriesRows>) -> BTreeMap<i64, Vec<SeriesRows>> {
         }
     }
     heads
+}
+
+/// Where the copy of a first-format store is kept while it is migrated.
+pub(crate) fn kept_copy(path: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.format-1", path.display()))
+}
+
+/// Opens the store at `path`; a first-format store is copied to `kept` first (or, when a copy
+/// is already there, an earlier migration was cut short: the file is put back from it).
+pub(crate) fn keep_before_migrating(path: &Path, kept: &Path) -> Result<Connection, StoreError> {
+    let connection = Connection::open(path)?;
+    if !crate::schema::table_exists(&connection, "points_raw")? {
+        return Ok(connection);
+    }
+    if kept.exists() {
+        drop(connection);
+        roll_back(path, kept)?;
+    }
+    let connection = Connection::open(path)?;
+    connection.execute("VACUUM INTO ?1", [kept_text(kept)?])?;
+    Ok(connection)
+}
+
+/// Puts the kept first-format file back at `path` (its write-ahead log and shared memory
+/// removed: they belong to the file being replaced).
+pub(crate) fn roll_back(path: &Path, kept: &Path) -> Result<(), StoreError> {
+    let failed = |error: std::io::Error| {
+        StoreError::Backup(format!("rolling the migration back to {}: {error}", kept.display()))
+    };
+    for suffix in ["-wal", "-shm"] {
+        let stale = PathBuf::from(format!("{}{suffix}", path.display()));
+        if stale.exists() {
+            std::fs::remove_file(&stale).map_err(failed)?;
+        }
+    }
+    std::fs::copy(kept, path).map_err(failed)?;
+    std::fs::remove_file(kept).map_err(failed)?;
+    Ok(())
+}
+
+fn kept_text(kept: &Path) -> Result<&str, StoreError> {
+    kept.to_str().ok_or_else(|| StoreError::Backup(format!("{} is not UTF-8", kept.display())))
+}
+
+impl Store {
+    /// A migrated store is whole: every block checks (a scrub).
+    pub(crate) fn verify_migration(&self) -> Result<(), StoreError> {
+        let report = self.scrub()?;
+        match report.damaged.first() {
+            None if report.pages.is_empty() => Ok(()),
+            None => {
+                Err(StoreError::Backup(format!("the migrated file's pages do not check: {}", report.pages.join("; "))))
+            }
+            Some(block) => Err(StoreError::CorruptBlock {
+                resolution: block.resolution,
+                grp: block.grp,
+                start: block.start,
+                reason: block.reason,
+            }),
+        }
+    }
 }

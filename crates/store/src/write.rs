@@ -104,11 +104,19 @@ impl Store {
     /// Opens (creating if needed, migrating a store of the first format) the store at `path`
     /// to write it.
     pub fn open(path: &Path, options: Options) -> Result<Store, StoreError> {
-        let connection = Connection::open(path)?;
+        let kept = crate::migrate::kept_copy(path);
+        let connection = crate::migrate::keep_before_migrating(path, &kept)?;
         let format = prepare(&connection)?;
         let mut store = Store::with(connection, options);
         if format == 1 {
-            crate::migrate::from_format_1(&mut store)?;
+            // Migrated and verified, or rolled back to the copy kept of the first format.
+            let migrated = crate::migrate::from_format_1(&mut store).and_then(|()| store.verify_migration());
+            if let Err(error) = migrated {
+                drop(store);
+                crate::migrate::roll_back(path, &kept)?;
+                return Err(error);
+            }
+            let _ = std::fs::remove_file(&kept);
         }
         store.load_groups()?;
         store.load_pending()?;

@@ -330,6 +330,7 @@ fn a_store_of_the_first_format_is_migrated_exactly() {
     .unwrap();
     drop(old);
     let mut store = Store::open(&path, Options::default()).unwrap();
+    assert!(!dir.join("histd.db.format-1").exists(), "the copy kept during the migration is gone once it verified");
     store.load_series().unwrap();
     let (from, to) = (START, START + 4 * 3600);
     let total = |expr: &str, step: i64| -> f64 {
@@ -556,4 +557,43 @@ fn a_damaged_block_is_left_out_and_named_and_the_rest_is_served() {
     f.flush(START + 40, "c:1000|c\n");
     let more = reader.query(&parse("count(c)").unwrap(), START + 40, START + 50, 10).unwrap();
     assert_eq!(more, vec![(START + 40, 1000.0)], "written after the damage: served");
+}
+
+/// Issue 36: a migration that fails is rolled back: the first-format file is as it was (every
+/// old row), no copy is left behind, and the next open tries again the same way.
+#[test]
+fn a_failed_migration_rolls_back_to_the_first_format() {
+    let (dir, _cleanup) = temp_dir("migrate-rollback");
+    let path = dir.join("histd.db");
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch(FORMAT_1_SCHEMA).unwrap();
+    old.execute_batch(
+        "INSERT INTO series (id, name, tags, kind) VALUES (1, 'hits', '', 'counter'), (2, 'lat', '', 'timer');",
+    )
+    .unwrap();
+    for i in 1..=100 {
+        old.execute("INSERT INTO points_raw (series, ts, seconds, count) VALUES (1, ?1, 10, 2)", [START + i * 10])
+            .unwrap();
+    }
+    // A timer row whose histogram does not decode: the migration stops there.
+    old.execute(
+        "INSERT INTO points_raw (series, ts, seconds, count, hist) VALUES (2, ?1, 10, 1, x'ffffffff')",
+        [START + 500],
+    )
+    .unwrap();
+    drop(old);
+    let rows = || -> i64 {
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection.query_row("SELECT count(*) FROM points_raw", [], |r| r.get(0)).unwrap()
+    };
+    for attempt in 0..2 {
+        let opened = Store::open(&path, Options::default());
+        assert!(
+            matches!(opened, Err(store::StoreError::CorruptHistogram { .. })),
+            "attempt {attempt}: {:?}",
+            opened.err()
+        );
+        assert_eq!(rows(), 101, "attempt {attempt}: every old row is back");
+        assert!(!dir.join("histd.db.format-1").exists(), "no copy left behind");
+    }
 }
