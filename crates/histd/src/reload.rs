@@ -240,6 +240,7 @@ fn applied(in_force: &Config, new: &Config) -> Config {
     applied.sink_queue_bytes = new.sink_queue_bytes;
     applied.store.retention = new.store.retention;
     applied.store.max_bytes = new.store.max_bytes;
+    applied.store.scrub_interval = new.store.scrub_interval;
     applied.store.data_dir = new.store.data_dir.clone();
     applied.alerts.rules = new.alerts.rules.clone();
     applied.http = new.http.clone();
@@ -307,7 +308,8 @@ fn classify(old: &Value, new: &Value) -> ReloadOutcome {
 }
 
 /// The store's fields: whether each applies live.
-const STORE_FIELDS: &[(&str, bool)] = &[("retention", true), ("maxBytes", true), ("dataDir", true), ("http", false)];
+const STORE_FIELDS: &[(&str, bool)] =
+    &[("retention", true), ("maxBytes", true), ("scrubInterval", true), ("dataDir", true), ("http", false)];
 
 /// The ingest keys: the receive buffer applies to running sockets; the readers, their batches
 /// and the connection bounds take a restart.

@@ -30,7 +30,7 @@ pub use read::{DamagedBlock, SeriesInfo};
 pub use row::Row;
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
-pub use upkeep::ScrubReport;
+pub use upkeep::{ScrubReport, ScrubStep};
 pub use usage::{Footprint, Usage};
 pub use write::{FlushRows, Options, Retention, Store, DEFAULT_MAX_BYTES};
 

@@ -1,5 +1,6 @@
 //! Checking and copying a store: [`Store::scrub`] reads every block and checks it (its
-//! checksum, its bytes) and asks SQLite to check its pages; [`Store::backup_to`] writes a
+//! checksum, its bytes) and asks SQLite to check its pages; [`Store::scrub_step`] does the
+//! blocks a slice at a time, for a daemon's paced scrub; [`Store::backup_to`] writes a
 //! consistent copy of the store as one file (SQLite's `VACUUM INTO`, in a read snapshot, so a
 //! running writer goes on meanwhile).
 
@@ -71,5 +72,41 @@ impl Store {
         }
         self.connection.execute("VACUUM INTO ?1", [target])?;
         Ok(())
+    }
+}
+
+/// What one step of a paced scrub checked.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ScrubStep {
+    /// Blocks read in this step.
+    pub checked: u64,
+    /// Those whose checksum or bytes do not hold.
+    pub damaged: Vec<DamagedBlock>,
+    /// Where the next step starts (a block's rowid), or `None`: the pass is complete.
+    pub next: Option<i64>,
+}
+
+impl Store {
+    /// Checks at most `limit` blocks after the one at `after` (a rowid; 0 for the first): a
+    /// pass over the whole store a slice at a time, between two flushes.
+    pub fn scrub_step(&self, after: i64, limit: usize) -> Result<ScrubStep, StoreError> {
+        let mut step = ScrubStep::default();
+        let mut statement = self.connection.prepare_cached(
+            "SELECT rowid, resolution, grp, start, data FROM blocks WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+        )?;
+        let mut rows = statement.query(rusqlite::params![after, limit as i64])?;
+        let mut last = None;
+        while let Some(row) = rows.next()? {
+            step.checked += 1;
+            last = Some(row.get::<_, i64>(0)?);
+            let bytes = row.get_ref(4)?.as_blob().map_err(rusqlite::Error::from)?;
+            if let Err(reason) = block::decode_each(bytes, |_, _| {}) {
+                let code: i64 = row.get(1)?;
+                let resolution = Resolution::ALL.into_iter().find(|r| r.code() == code).unwrap_or(Resolution::Raw);
+                step.damaged.push(DamagedBlock { resolution, grp: row.get(2)?, start: row.get(3)?, reason: reason.0 });
+            }
+        }
+        step.next = if step.checked == limit as u64 { last } else { None };
+        Ok(step)
     }
 }

@@ -840,3 +840,48 @@ fn backups_are_consistent_scrub_finds_damage_and_restore_puts_a_store_back() {
     assert!(!again.status.success(), "a damaged backup is not restored");
     assert!(daemon.terminate());
 }
+
+/// Issue 36: the daemon's paced scrub (`store.scrubInterval`) finds a block damaged while it
+/// runs, logs it and counts it once, and keeps passing over the store.
+#[test]
+fn the_paced_scrub_finds_a_damaged_block_while_the_daemon_runs() {
+    let dir = temp_dir("scrub-store");
+    let daemon = Daemon::start(
+        "scrub-store",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['store'], \
+               deleteIdleStats: true, store: {{ dataDir: '{}', scrubInterval: 1 }} }}",
+            dir.display()
+        ),
+    );
+    for _ in 0..3 {
+        daemon.send_udp("scrub.latency:7|ms\n");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(eventually(|| daemon.stat("store.store_scrub_passes") >= 1.0), "a pass over the store");
+    assert_eq!(daemon.stat("store.store_scrub_damaged_blocks"), 0.0);
+    // The timer is idle (deleteIdleStats) and alone in its group (histd's own series are
+    // counters and gauges): nothing writes its block again, so only the scrub reads it.
+    std::thread::sleep(Duration::from_millis(800));
+    let database = rusqlite::Connection::open(dir.join("histd.db")).unwrap();
+    let (rowid, mut data): (i64, Vec<u8>) = database
+        .query_row(
+            "SELECT rowid, data FROM blocks WHERE grp = (SELECT grp FROM series WHERE name = 'scrub.latency') \
+             ORDER BY rowid LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let middle = data.len() / 2;
+    data[middle] ^= 0x02;
+    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+    assert!(
+        eventually(|| daemon.stat("store.store_scrub_damaged_blocks") == 1.0),
+        "found by a later pass: {}",
+        daemon.admin("stats")
+    );
+    let passes = daemon.stat("store.store_scrub_passes");
+    assert!(eventually(|| daemon.stat("store.store_scrub_passes") > passes), "the passes go on");
+    assert_eq!(daemon.stat("store.store_scrub_damaged_blocks"), 1.0, "counted once");
+    assert!(daemon.terminate());
+}

@@ -23,6 +23,9 @@ pub struct StoreConfig {
     pub retention: store::Retention,
     /// `store.maxBytes` (2 GiB): the disk budget; past it the oldest data is dropped, counted.
     pub max_bytes: u64,
+    /// `store.scrubInterval` (`1d`; `0`: never): how often every block is read and checked,
+    /// a slice after each flush.
+    pub scrub_interval: Option<std::time::Duration>,
     /// `http_address` (127.0.0.1) and `http_port` (8127): the query API and `/health`.
     pub http: SocketAddr,
     /// Whether the HTTP port is bound at all: when something uses it (the store, the
@@ -38,6 +41,7 @@ impl StoreConfig {
             "dataDir": self.data_dir.display().to_string(),
             "retention": { "raw": self.retention.raw, "minute": self.retention.minute, "hour": self.retention.hour },
             "maxBytes": self.max_bytes,
+            "scrubInterval": self.scrub_interval.map_or(0, |interval| interval.as_secs()),
             "http": if self.serve_http { Value::String(self.http.to_string()) } else { Value::Null },
         })
     }
@@ -61,9 +65,21 @@ pub fn store(top: &Reader<'_>) -> Result<StoreConfig, ConfigError> {
             hour: seconds(&retention, "hour", defaults.hour)?,
         },
         max_bytes: bytes(&section, "maxBytes", store::DEFAULT_MAX_BYTES)?,
+        scrub_interval: scrub_interval(&section)?,
         http: SocketAddr::new(http_ip, top.port("http_port", DEFAULT_HTTP_PORT)?),
         serve_http: top.raw("http_port").is_some() || top.raw("http_address").is_some(),
     })
+}
+
+/// `store.scrubInterval`: a duration (`1d`, `12h`) or seconds; `0` turns the scrub off.
+fn scrub_interval(section: &Reader<'_>) -> Result<Option<std::time::Duration>, ConfigError> {
+    const DAY: u64 = 86_400;
+    match section.raw("scrubInterval") {
+        None => Ok(Some(std::time::Duration::from_secs(DAY))),
+        Some(Value::Number(n)) if n.as_f64() == Some(0.0) => Ok(None),
+        Some(Value::String(text)) if text.trim() == "0" => Ok(None),
+        Some(_) => Ok(Some(std::time::Duration::from_secs(seconds(section, "scrubInterval", DAY as i64)? as u64))),
+    }
 }
 
 fn seconds(section: &Reader<'_>, key: &str, default: i64) -> Result<i64, ConfigError> {
@@ -97,6 +113,7 @@ fn bytes(section: &Reader<'_>, key: &str, default: u64) -> Result<u64, ConfigErr
 pub const KEYS: &[KeyDoc] = &[
     histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
     histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
+    histd(&["store.scrubInterval"], "`1d`", "how often every stored block is read and its checksum checked, a slice of 64 blocks after each flush (so a pass costs a little at every flush, not a stall); a damaged block is logged with its group and span and counted in `store.store_scrub_damaged_blocks`; `0` turns it off. `histd scrub` does the same offline"),
     histd(&["store.maxBytes"], "`2GiB`", "the store's disk budget (database and log; `500MB`, `2GiB` or bytes, at least 16 MiB): past it the oldest blocks are dropped first, and counted (`store_budget_dropped_points`)"),
     histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
     histd(&["http_port"], "8127", "the HTTP API's port"),

@@ -17,8 +17,10 @@ use tokio::task::JoinHandle;
 use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 pub mod config;
+mod scrub;
 
 pub use config::StoreConfig;
+use scrub::Scrubber;
 
 /// The database file inside the data directory.
 pub const DATABASE: &str = "histd.db";
@@ -40,8 +42,8 @@ struct ForgetRequest {
 #[derive(Debug)]
 enum Request {
     Forget(ForgetRequest),
-    /// New retention and disk budget (a config reload).
-    Options(store::Options),
+    /// New retention, disk budget and scrub interval (a config reload).
+    Options(store::Options, Option<std::time::Duration>),
 }
 
 impl StoreControl {
@@ -55,7 +57,7 @@ impl StoreControl {
 
     /// Keeps the store by `config`'s retention and disk budget from the next flush on.
     pub async fn set_options(&self, config: &StoreConfig) -> Result<(), String> {
-        let request = Request::Options(options_of(config));
+        let request = Request::Options(options_of(config), config.scrub_interval);
         self.requests.send(request).await.map_err(|_| "the store's writer has stopped".to_string())
     }
 }
@@ -113,7 +115,8 @@ fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<(
     let mut options = options_of(config);
     let mut store =
         store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
-    publish_usage(&telemetry, store.usage(), config.max_bytes);
+    let mut scrubber = Scrubber::new(config.scrub_interval);
+    publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber);
     let mut flushes = context.flushes();
     let (requests, mut asked) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
@@ -130,15 +133,19 @@ fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<(
                 }
             });
             match work {
-                Work::Flush(snapshot) => write_flush(&mut store, &snapshot, &counts),
+                Work::Flush(snapshot) => {
+                    write_flush(&mut store, &snapshot, &counts);
+                    scrubber.step(&store);
+                }
                 Work::Request(Request::Forget(request)) => forget(&mut store, request),
-                Work::Request(Request::Options(new)) => {
+                Work::Request(Request::Options(new, scrub_interval)) => {
                     options = new;
                     store.set_options(new);
+                    scrubber.set_interval(scrub_interval);
                 }
                 Work::Stop => break,
             }
-            publish_usage(&counts, store.usage(), options.max_bytes);
+            publish_usage(&counts, store.usage(), options.max_bytes, &scrubber);
         }
     });
     Ok((task, StoreControl { requests }))
@@ -215,10 +222,14 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
 
 /// The store's size, growth and drops, as the sink's details (`/health`, `stats`,
 /// `/metrics`, the web page).
-fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64) {
+fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64, scrubber: &Scrubber) {
     let level = |name, value: f64| Detail { name, value, level: true };
     let total = |name, value: u64| Detail { name, value: value as f64, level: false };
+    let [passes, scrubbed, damaged] = scrubber.details();
     telemetry.set_details(vec![
+        passes,
+        scrubbed,
+        damaged,
         level("store_bytes", usage.bytes() as f64),
         level("store_wal_bytes", usage.wal_bytes as f64),
         level("store_max_bytes", max_bytes as f64),

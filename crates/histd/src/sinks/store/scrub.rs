@@ -1,0 +1,98 @@
+//! The store's paced scrub (`store.scrubInterval`, daily by default): after each flush the
+//! writer checks a slice of the blocks ([`SLICE`]), so a whole pass costs a little at every
+//! flush instead of a stall; a new pass starts an interval after the last began. A damaged
+//! block is logged once with its group and span and counted (`store_scrub_damaged_blocks`);
+//! its rows are left out of answers by the readers, and the next write at its place replaces it.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use crate::telemetry::Detail;
+
+/// Blocks checked after each flush.
+pub const SLICE: usize = 64;
+
+/// Where the scrub is, and what it found.
+#[derive(Debug)]
+pub struct Scrubber {
+    interval: Option<Duration>,
+    /// The block after which the pass goes on (`None`: between passes).
+    cursor: Option<i64>,
+    /// When the next pass starts.
+    next_pass: Instant,
+    passes: u64,
+    checked: u64,
+    damaged: u64,
+    known: HashSet<store::DamagedBlock>,
+}
+
+impl Scrubber {
+    /// A scrub every `interval` (`None`: never); the first pass starts with the first flush.
+    pub fn new(interval: Option<Duration>) -> Scrubber {
+        Scrubber {
+            interval,
+            cursor: None,
+            next_pass: Instant::now(),
+            passes: 0,
+            checked: 0,
+            damaged: 0,
+            known: HashSet::new(),
+        }
+    }
+
+    /// Takes a new interval (a reload); a pass under way goes on.
+    pub fn set_interval(&mut self, interval: Option<Duration>) {
+        if interval != self.interval {
+            self.next_pass = Instant::now() + interval.unwrap_or_default();
+        }
+        self.interval = interval;
+    }
+
+    /// One slice of the pass under way, or the start of the next when it is due.
+    pub fn step(&mut self, store: &store::Store) {
+        let Some(interval) = self.interval else { return };
+        let after = match self.cursor {
+            Some(after) => after,
+            None if Instant::now() >= self.next_pass => {
+                self.next_pass = Instant::now() + interval;
+                0
+            }
+            None => return,
+        };
+        match store.scrub_step(after, SLICE) {
+            Ok(step) => {
+                self.checked += step.checked;
+                for block in step.damaged {
+                    if self.known.insert(block.clone()) {
+                        self.damaged += 1;
+                        tracing::error!(
+                            resolution = ?block.resolution,
+                            group = block.grp,
+                            start = block.start,
+                            span_s = block.resolution.block_span(),
+                            reason = block.reason,
+                            "store scrub: a damaged block (its rows are left out of answers; store_scrub_damaged_blocks)"
+                        );
+                    }
+                }
+                self.cursor = step.next;
+                if step.next.is_none() {
+                    self.passes += 1;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "store scrub: a step failed; the pass goes on at the next flush");
+            }
+        }
+    }
+
+    /// Its counters, for the store sink's telemetry.
+    pub fn details(&self) -> [Detail; 3] {
+        let total = |name, value: u64| Detail { name, value: value as f64, level: false };
+        [
+            total("store_scrub_passes", self.passes),
+            total("store_scrubbed_blocks", self.checked),
+            total("store_scrub_damaged_blocks", self.damaged),
+        ]
+    }
+}
