@@ -66,3 +66,17 @@ pub enum StoreError {
         reason: circllhist::DecodeError,
     },
 }
+
+impl StoreError {
+    /// Whether the database file itself is damaged (SQLite finds it malformed, or not a
+    /// database at all: a bad header, a truncated or overwritten file), as opposed to a failure
+    /// of the disk or the system (no space, no permission, locked).
+    pub fn is_damaged_file(&self) -> bool {
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
+                matches!(error.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            }
+            _ => false,
+        }
+    }
+}

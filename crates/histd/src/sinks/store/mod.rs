@@ -113,9 +113,9 @@ fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<(
     let lock = lock_data_dir(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
     let mut options = options_of(config);
-    let mut store =
-        store::Store::open(&path, options).with_context(|| format!("cannot open the store {}", path.display()))?;
+    let (mut store, set_aside) = open_or_set_aside(&path, options)?;
     let mut scrubber = Scrubber::new(config.scrub_interval);
+    scrubber.files_set_aside = set_aside;
     publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber);
     let mut flushes = context.flushes();
     let (requests, mut asked) = mpsc::channel::<Request>(4);
@@ -149,6 +149,36 @@ fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<(
         }
     });
     Ok((task, StoreControl { requests }))
+}
+
+/// Opens the store at `path`. A file SQLite finds damaged (a bad header, truncated, pages
+/// overwritten) never keeps the daemon from starting: it is moved aside whole, with its
+/// write-ahead log, as `histd.db.damaged-<unix s>` (logged, counted in
+/// `store_damaged_files_set_aside`) and a fresh store begins; ingest and the other backends go
+/// on. Any other failure (no space, no permission) stops the start, as it should.
+fn open_or_set_aside(path: &Path, options: store::Options) -> anyhow::Result<(store::Store, u64)> {
+    match store::Store::open(path, options) {
+        Ok(store) => Ok((store, 0)),
+        Err(error) if error.is_damaged_file() => {
+            let aside = format!("{}.damaged-{}", path.display(), crate::clock::unix_now_s());
+            for suffix in ["", "-wal", "-shm"] {
+                let file = format!("{}{suffix}", path.display());
+                if Path::new(&file).exists() {
+                    std::fs::rename(&file, format!("{aside}{suffix}"))
+                        .with_context(|| format!("cannot move the damaged store {file} aside"))?;
+                }
+            }
+            tracing::error!(
+                %error,
+                kept = %aside,
+                "the store file is damaged: it is kept aside for recovery, and a fresh store begins (store_damaged_files_set_aside)"
+            );
+            let store = store::Store::open(path, options)
+                .with_context(|| format!("cannot open a fresh store {}", path.display()))?;
+            Ok((store, 1))
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot open the store {}", path.display())),
+    }
 }
 
 /// Forgets the series a request names, and answers it.
@@ -225,11 +255,12 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
 fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64, scrubber: &Scrubber) {
     let level = |name, value: f64| Detail { name, value, level: true };
     let total = |name, value: u64| Detail { name, value: value as f64, level: false };
-    let [passes, scrubbed, damaged] = scrubber.details();
+    let [passes, scrubbed, damaged, set_aside] = scrubber.details();
     telemetry.set_details(vec![
         passes,
         scrubbed,
         damaged,
+        set_aside,
         level("store_bytes", usage.bytes() as f64),
         level("store_wal_bytes", usage.wal_bytes as f64),
         level("store_max_bytes", max_bytes as f64),

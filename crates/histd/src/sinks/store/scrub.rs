@@ -24,6 +24,8 @@ pub struct Scrubber {
     checked: u64,
     damaged: u64,
     known: HashSet<store::DamagedBlock>,
+    /// Store files found damaged at start and moved aside (a fresh store began).
+    pub files_set_aside: u64,
 }
 
 impl Scrubber {
@@ -37,6 +39,7 @@ impl Scrubber {
             checked: 0,
             damaged: 0,
             known: HashSet::new(),
+            files_set_aside: 0,
         }
     }
 
@@ -87,12 +90,13 @@ impl Scrubber {
     }
 
     /// Its counters, for the store sink's telemetry.
-    pub fn details(&self) -> [Detail; 3] {
+    pub fn details(&self) -> [Detail; 4] {
         let total = |name, value: u64| Detail { name, value: value as f64, level: false };
         [
             total("store_scrub_passes", self.passes),
             total("store_scrubbed_blocks", self.checked),
             total("store_scrub_damaged_blocks", self.damaged),
+            total("store_damaged_files_set_aside", self.files_set_aside),
         ]
     }
 }
