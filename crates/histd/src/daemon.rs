@@ -173,7 +173,10 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         query_limits: config.query,
         guard,
         body_timeout: config.ingest.http_body_timeout,
-        damaged_blocks: Mutex::new(Vec::new()),
+        damaged_blocks: Mutex::new(crate::sinks::store::DamagedBlocks::new(
+            "the HTTP API's reads",
+            http::DAMAGED_BLOCKS_SHOWN,
+        )),
     });
     let limits = http::Limits {
         max_connections: config.ingest.http_max_connections,

@@ -55,7 +55,7 @@ fn damaged_blocks(state: &HttpState) -> Value {
     let blocks = lock(&state.damaged_blocks);
     let resolution = |r: store::Resolution| format!("{r:?}").to_lowercase();
     blocks
-        .iter()
+        .latest()
         .map(|b| json!({ "resolution": resolution(b.resolution), "group": b.grp, "start": b.start, "span_s": b.resolution.block_span(), "reason": b.reason }))
         .collect()
 }

@@ -84,7 +84,7 @@ pub struct HttpState {
     pub body_timeout: Duration,
     /// Stored blocks the readers found damaged (left out of the answers that met them), each
     /// once, the latest [`DAMAGED_BLOCKS_SHOWN`] kept for `/health`.
-    pub damaged_blocks: Mutex<Vec<store::DamagedBlock>>,
+    pub damaged_blocks: Mutex<crate::sinks::store::DamagedBlocks>,
 }
 
 /// Damaged blocks `/health` names (the count in `messages.store_corrupt_blocks` has them all).
@@ -94,27 +94,11 @@ impl HttpState {
     /// Takes note of the blocks a read found damaged: each new one is logged once, counted
     /// (`store_corrupt_blocks`), and named in `/health`.
     pub fn note_damaged(&self, found: Vec<store::DamagedBlock>) {
-        if found.is_empty() {
-            return;
-        }
         let mut known = crate::clock::lock(&self.damaged_blocks);
         for block in found {
-            if known.contains(&block) {
-                continue;
+            if known.note(block) {
+                self.admin.edges.store_corrupt_blocks.add(1);
             }
-            tracing::error!(
-                resolution = ?block.resolution,
-                group = block.grp,
-                start = block.start,
-                span_s = block.resolution.block_span(),
-                reason = block.reason,
-                "a stored block is damaged: its rows are left out of every answer (store_corrupt_blocks)"
-            );
-            self.admin.edges.store_corrupt_blocks.add(1);
-            if known.len() == DAMAGED_BLOCKS_SHOWN {
-                known.remove(0);
-            }
-            known.push(block);
         }
     }
 

@@ -17,9 +17,11 @@ use tokio::task::JoinHandle;
 use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 pub mod config;
+mod damage;
 mod scrub;
 
 pub use config::StoreConfig;
+pub use damage::DamagedBlocks;
 use scrub::Scrubber;
 
 /// The database file inside the data directory.

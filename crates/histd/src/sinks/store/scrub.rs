@@ -4,9 +4,9 @@
 //! block is logged once with its group and span and counted (`store_scrub_damaged_blocks`);
 //! its rows are left out of answers by the readers, and the next write at its place replaces it.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use super::DamagedBlocks;
 use crate::telemetry::Detail;
 
 /// Blocks checked after each flush.
@@ -23,7 +23,7 @@ pub struct Scrubber {
     passes: u64,
     checked: u64,
     damaged: u64,
-    known: HashSet<store::DamagedBlock>,
+    found: DamagedBlocks,
     /// Store files found damaged at start and moved aside (a fresh store began).
     pub files_set_aside: u64,
 }
@@ -38,7 +38,7 @@ impl Scrubber {
             passes: 0,
             checked: 0,
             damaged: 0,
-            known: HashSet::new(),
+            found: DamagedBlocks::new("the store scrub", 0),
             files_set_aside: 0,
         }
     }
@@ -66,17 +66,7 @@ impl Scrubber {
             Ok(step) => {
                 self.checked += step.checked;
                 for block in step.damaged {
-                    if self.known.insert(block.clone()) {
-                        self.damaged += 1;
-                        tracing::error!(
-                            resolution = ?block.resolution,
-                            group = block.grp,
-                            start = block.start,
-                            span_s = block.resolution.block_span(),
-                            reason = block.reason,
-                            "store scrub: a damaged block (its rows are left out of answers; store_scrub_damaged_blocks)"
-                        );
-                    }
+                    self.damaged += u64::from(self.found.note(block));
                 }
                 self.cursor = step.next;
                 if step.next.is_none() {
