@@ -1,22 +1,22 @@
-//! Delivery: one task per destination (each Alertmanager, each webhook), each with a bounded
-//! queue, so a destination that is down never holds up another, the evaluation, a flush or
-//! ingest. A notice that fails is tried again with a growing pause (1 s, 2 s, ... 30 s) until
-//! it is delivered, refused for good (a 4xx: counted as rejected), or a newer notice of the
-//! same rule takes its place. What each destination does is counted in its telemetry
-//! (`alerts.<destination>.*` in `stats`, `/health`, `/metrics`).
+//! Delivery: an [`Outbox`] per destination (each Alertmanager, each webhook), each on its own
+//! task with a bounded queue, so a destination that is down never holds up another, the
+//! evaluation, a flush or ingest. A notice that fails is tried again with a growing pause
+//! (1 s, 2 s, ... 30 s) until it is delivered, refused for good (a 4xx: counted as rejected),
+//! or a newer notice of the same rule takes its place. What each destination does is counted
+//! in its telemetry (`alerts.<destination>.*` in `stats`, `/health`, `/metrics`).
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::config::{Alerting, WebhookFormat};
-use super::notice::{Notice, Status};
+use super::notice::Notice;
 use crate::http_client::{Client, HttpUrl, Outcome};
-use crate::sinks::backoff::Backoff;
-use crate::telemetry::{DropReason, EtsyStatus, SinkTelemetry};
+use crate::sinks::delivery::{Limits, Outbox, Parcel, Transport, Verdict};
+use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// The pauses between two tries of one notice: 1 s, doubling up to 30 s (with the jitter every
 /// sender has).
@@ -25,9 +25,10 @@ const NOTICE_STEPS: (Duration, Duration) = (Duration::from_secs(1), Duration::fr
 /// The destinations' queues.
 #[derive(Debug, Default)]
 pub struct Notifier {
-    destinations: Vec<(mpsc::Sender<Notice>, Arc<SinkTelemetry>)>,
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    closed: std::sync::atomic::AtomicBool,
+    /// Each destination's queue (emptied at [`Notifier::finish`]) and what it takes.
+    queues: Mutex<Vec<(mpsc::Sender<[Notification; 1]>, Shape)>>,
+    telemetry: Vec<Arc<SinkTelemetry>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// What a destination takes.
@@ -35,6 +36,43 @@ pub struct Notifier {
 enum Shape {
     Alertmanager,
     Webhook(WebhookFormat),
+}
+
+/// One notice as one destination takes it.
+#[derive(Debug)]
+struct Notification {
+    rule: String,
+    body: Bytes,
+}
+
+impl Parcel for Notification {
+    fn bytes(&self) -> u64 {
+        self.body.len() as u64
+    }
+
+    fn points(&self) -> u64 {
+        1
+    }
+
+    /// A newer notice of the same rule says more.
+    fn supersedes(&self, older: &Self) -> bool {
+        older.rule == self.rule
+    }
+}
+
+/// Posts each notification as JSON.
+struct Poster(Client);
+
+impl Transport for Poster {
+    type Parcel = Notification;
+
+    async fn send(&mut self, notification: &Notification) -> Verdict {
+        match self.0.post(notification.body.clone()).await {
+            Outcome::Delivered => Verdict::Delivered { rejected: 0, reason: None },
+            Outcome::Retry(reason) => Verdict::Retry { reason, after: None },
+            Outcome::Rejected(reason) => Verdict::Rejected(format!("{} ({reason})", notification.rule)),
+        }
+    }
 }
 
 impl Notifier {
@@ -58,18 +96,25 @@ impl Notifier {
         let telemetry = Arc::new(SinkTelemetry::new(name, EtsyStatus::None, startup_s));
         let (sender, receiver) = mpsc::channel(alerting.max_queued);
         let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-        let client = Client::new(url, headers, alerting.timeout);
-        crate::clock::lock(&self.tasks).push(tokio::spawn(deliver(receiver, client, shape, telemetry.clone())));
-        self.destinations.push((sender, telemetry));
+        let poster = Poster(Client::new(url, headers, alerting.timeout));
+        let limits = Limits { bytes: u64::MAX, parcels: alerting.max_queued, steps: NOTICE_STEPS };
+        let outbox = Outbox::new(name, poster, limits, telemetry.clone());
+        crate::clock::lock(&self.tasks).push(tokio::spawn(outbox.run(receiver)));
+        crate::clock::lock(&self.queues).push((sender, shape));
+        self.telemetry.push(telemetry);
     }
 
     /// Queues `notice` for every destination, never waiting: a full queue drops it, counted.
+    /// Webhooks hear each change once (no repeats).
     pub fn send(&self, notice: &Notice) {
-        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        for (queue, telemetry) in &self.destinations {
-            if queue.try_send(notice.clone()).is_err() {
+        for ((queue, shape), telemetry) in crate::clock::lock(&self.queues).iter().zip(&self.telemetry) {
+            let body = match shape {
+                Shape::Alertmanager => notice.alertmanager_body(),
+                Shape::Webhook(_) if notice.repeat => continue,
+                Shape::Webhook(format) => notice.webhook_body(*format),
+            };
+            let notification = Notification { rule: notice.rule.clone(), body: Bytes::from(body.to_string()) };
+            if queue.try_send([notification]).is_err() {
                 telemetry.queue_full_drops.add(1);
             }
         }
@@ -77,115 +122,23 @@ impl Notifier {
 
     /// Every destination's telemetry.
     pub fn telemetry(&self) -> Vec<Arc<SinkTelemetry>> {
-        self.destinations.iter().map(|(_, telemetry)| telemetry.clone()).collect()
+        self.telemetry.clone()
     }
 
-    /// Lets each destination deliver what it holds within `grace` (at shutdown, after the
-    /// last evaluation), then stops them.
+    /// Closes the queues (at shutdown, after the last evaluation): each destination delivers
+    /// what it holds within `grace` at most (and its outbox's final deadline), then stops;
+    /// what is left is counted as `dropped_points.shutdown`.
     pub async fn finish(&self, grace: Duration) {
-        self.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        crate::clock::lock(&self.queues).clear();
         let tasks = std::mem::take(&mut *crate::clock::lock(&self.tasks));
         let deadline = tokio::time::Instant::now() + grace;
-        for task in tasks {
-            let queued = || self.destinations.iter().map(|(_, t)| t.queued.get()).sum::<u64>();
-            while queued() > 0 && tokio::time::Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            task.abort();
-        }
-        let left: u64 = self.destinations.iter().map(|(_, t)| t.queued.get()).sum();
-        if left > 0 {
-            tracing::warn!(
-                left,
-                grace_s = grace.as_secs(),
-                "alert notifications still undelivered at shutdown were dropped"
-            );
-        }
-    }
-}
-
-/// One destination's loop: notices in order, each tried until it is delivered, refused, or
-/// superseded by a newer notice of its rule.
-async fn deliver(
-    mut receiver: mpsc::Receiver<Notice>,
-    mut client: Client,
-    shape: Shape,
-    telemetry: Arc<SinkTelemetry>,
-) {
-    let mut waiting: VecDeque<Notice> = VecDeque::new();
-    let mut closed = false;
-    loop {
-        telemetry.queued.set(waiting.len() as u64);
-        if waiting.is_empty() {
-            match receiver.recv().await {
-                Some(notice) => waiting.push_back(notice),
-                None => return,
-            }
-        }
-        while let Ok(notice) = receiver.try_recv() {
-            waiting.push_back(notice);
-        }
-        let Some(notice) = waiting.pop_front() else { continue };
-        telemetry.queued.set(waiting.len() as u64 + 1); // with the one in hand
-        if waiting.iter().any(|later| later.rule == notice.rule) {
-            continue; // a newer notice of the same rule says more
-        }
-        let body = match shape {
-            Shape::Alertmanager => notice.alertmanager_body(),
-            Shape::Webhook(_) if notice.repeat => continue, // webhooks hear each change once
-            Shape::Webhook(format) => notice.webhook_body(format),
-        };
-        let body = Bytes::from(body.to_string());
-        let mut backoff = Backoff::new(NOTICE_STEPS);
-        loop {
-            match client.post(body.clone()).await {
-                Outcome::Delivered => {
-                    telemetry.succeeded(crate::clock::unix_now_s());
-                    telemetry.bytes_out.add(body.len() as u64);
-                    telemetry.points_out.add(1);
-                    break;
-                }
-                Outcome::Rejected(reason) => {
-                    telemetry.failed(crate::clock::unix_now_s());
-                    telemetry.dropped_points[DropReason::Rejected.index()].add(1);
-                    let status = if notice.status == Status::Firing { "firing" } else { "resolved" };
-                    tracing::warn!(
-                        destination = telemetry.sink,
-                        rule = notice.rule,
-                        status,
-                        reason,
-                        "alert notification refused"
-                    );
-                    break;
-                }
-                Outcome::Retry(reason) => {
-                    telemetry.failed(crate::clock::unix_now_s());
-                    tracing::debug!(destination = telemetry.sink, reason, "alert notification failed; trying again");
-                    // Wait, but take newer notices meanwhile: one of this rule replaces it.
-                    let sleep = tokio::time::sleep(backoff.failed(None));
-                    tokio::pin!(sleep);
-                    let superseded = loop {
-                        if closed {
-                            (&mut sleep).await;
-                            break false;
-                        }
-                        tokio::select! {
-                            () = &mut sleep => break false,
-                            next = receiver.recv() => match next {
-                                Some(next) => {
-                                    let same = next.rule == notice.rule;
-                                    waiting.push_back(next);
-                                    if same { break true; }
-                                }
-                                None => closed = true,
-                            },
-                        }
-                    };
-                    if superseded {
-                        break;
-                    }
-                    telemetry.retries.add(1);
-                }
+        for mut task in tasks {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+                tracing::warn!(
+                    grace_s = grace.as_secs(),
+                    "alert notifications still undelivered at shutdown were dropped"
+                );
             }
         }
     }

@@ -1,12 +1,12 @@
-//! Delivery to carbon: one persistent TCP connection, reconnect on failure, and a bounded
-//! buffer of undelivered payload chunks retried every second. Graphite points are idempotent
-//! (same name and time overwrite), so a chunk resent after a partial write does no harm.
+//! Delivery to carbon: an [`Outbox`] of payload chunks bounded by `retryBufferBytes`, sent
+//! over one persistent TCP connection ([`Carbon`]) that is opened again after a failure.
+//! Graphite points are idempotent (same name and time overwrite), so a chunk resent after a
+//! partial write does no harm.
 //!
 //! A flush is encoded on a blocking thread into ~1 MiB chunks, each sent as soon as it is
 //! ready: while carbon keeps up, only a few chunks of even a million-series flush are in memory
 //! at once; when it does not, chunks wait in the retry buffer (`retryBufferBytes`).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,8 @@ use super::window::{in_flight_capacity, Payload, SentWindow};
 use super::GraphiteConfig;
 use super::{Chunked, GraphiteNames};
 use crate::clock::unix_now_s;
-use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
+use crate::sinks::backoff::SENDER_STEPS;
+use crate::sinks::delivery::{Limits, Outbox, Parcel, Transport, Verdict};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
@@ -30,18 +31,18 @@ const CHUNKS_IN_FLIGHT: usize = 2;
 
 /// Starts the graphite sink's task.
 pub fn spawn(config: GraphiteConfig, names: GraphiteNames, context: Context) -> JoinHandle<()> {
-    let sink = GraphiteSink {
-        config,
-        names,
-        telemetry: context.telemetry.clone(),
-        buffer: VecDeque::new(),
-        buffered_bytes: 0,
-        sent: SentWindow::new(in_flight_capacity()),
+    let telemetry = context.telemetry.clone();
+    let carbon = Carbon {
+        host: config.host.clone().unwrap_or_else(|| "127.0.0.1".to_string()),
+        port: config.port,
         connection: None,
-        dropping: false,
-        backoff: Backoff::new(SENDER_STEPS),
-        retry_at: None,
+        sent: SentWindow::new(in_flight_capacity()),
+        resend: Vec::new(),
+        telemetry: telemetry.clone(),
     };
+    let limits = Limits { bytes: config.retry_buffer_bytes, parcels: usize::MAX, steps: SENDER_STEPS };
+    let outbox = Outbox::new("graphite", carbon, limits, telemetry.clone());
+    let sink = GraphiteSink { config, names, telemetry, outbox };
     tokio::spawn(sink.run(context.flushes()))
 }
 
@@ -50,42 +51,24 @@ struct GraphiteSink {
     names: GraphiteNames,
     telemetry: Arc<SinkTelemetry>,
     /// Payloads not yet delivered, oldest first.
-    buffer: VecDeque<Payload>,
-    buffered_bytes: u64,
-    /// Written on the current connection, kept to be sent again if it breaks.
-    sent: SentWindow,
-    connection: Option<TcpStream>,
-    /// The buffer has been dropping since the last delivery (logged once per such run).
-    dropping: bool,
-    /// The waits between tries while carbon fails.
-    backoff: Backoff,
-    /// When to try again what the buffer holds.
-    retry_at: Option<Instant>,
+    outbox: Outbox<Carbon>,
 }
 
 impl GraphiteSink {
     async fn run(mut self, mut snapshots: Flushes) {
         loop {
-            let retry_at = self.retry_at;
+            let retry_at = self.outbox.retry_at();
             tokio::select! {
                 snapshot = snapshots.next() => match snapshot {
                     Some(snapshot) => self.flush(snapshot).await,
                     None => break,
                 },
-                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now).into()), if retry_at.is_some() && !self.buffer.is_empty() => {
-                    self.telemetry.retries.add(1);
-                    if self.deliver().await {
-                        self.telemetry.succeeded(unix_now_s());
-                    }
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)), if retry_at.is_some() && !self.outbox.is_empty() => {
+                    self.outbox.retry().await;
                 }
             }
         }
-        self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
-        if !self.buffer.is_empty() {
-            let lines: usize = self.buffer.iter().map(|payload| payload.lines).sum();
-            self.telemetry.drop_points(DropReason::Shutdown, lines as u64);
-            tracing::error!(lines, bytes = self.buffered_bytes, "graphite unreachable at exit: undelivered lines lost");
-        }
+        self.outbox.finish().await;
     }
 
     async fn flush(&mut self, snapshot: Arc<Snapshot>) {
@@ -113,9 +96,9 @@ impl GraphiteSink {
             length += chunk.len();
             // Etsy: without graphiteHost the backend computes but sends nothing.
             if self.config.host.is_some() {
-                self.buffer_chunk(chunk);
+                self.outbox.push(Payload::new(chunk, self.config.protocol));
                 if reachable {
-                    reachable = self.deliver().await;
+                    reachable = self.outbox.deliver().await;
                 }
             }
         }
@@ -132,20 +115,12 @@ impl GraphiteSink {
         length += tail.len();
         self.telemetry.last_flush_bytes.set(length as u64);
         if self.config.host.is_some() {
-            self.buffer_chunk(tail);
-            if reachable && self.deliver().await {
+            self.outbox.push(Payload::new(tail, self.config.protocol));
+            if reachable && self.outbox.deliver().await {
                 self.telemetry.last_flush_us.set(started.elapsed().as_micros() as u64);
                 self.telemetry.succeeded(unix_now_s());
             }
         }
-    }
-
-    /// Queues a chunk for delivery, within `retryBufferBytes`.
-    fn buffer_chunk(&mut self, chunk: String) {
-        let payload = Payload::new(chunk, self.config.protocol);
-        self.buffered_bytes += payload.bytes.len() as u64;
-        self.buffer.push_back(payload);
-        self.enforce_buffer_limit();
     }
 
     /// With `histdSelfMetrics`, histd's buffer state; then Etsy's `graphiteStats.*` lines
@@ -154,7 +129,7 @@ impl GraphiteSink {
         if self.config.self_metrics {
             let dropped: u64 = DropReason::ALL.iter().map(|reason| self.telemetry.dropped(*reason)).sum();
             let histd = [
-                ("retry_buffer_bytes", self.buffered_bytes as f64),
+                ("retry_buffer_bytes", self.telemetry.buffered_bytes.get() as f64),
                 ("dropped_lines", dropped as f64),
                 ("errors", self.telemetry.errors.get() as f64),
             ];
@@ -168,63 +143,73 @@ impl GraphiteSink {
             self.names.internal_line(out.line(), &format!("graphiteStats.{name}"), value(name), ts);
         }
     }
+}
 
-    async fn deliver_before(&mut self, deadline: Instant) {
-        while !self.buffer.is_empty() && Instant::now() < deadline {
-            self.deliver().await;
-            if !self.buffer.is_empty() {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
+/// The way to carbon: one connection, opened when there is none or carbon closed it; what was
+/// written on it is kept (as the outbox's room allows) to be sent again if it breaks.
+struct Carbon {
+    host: String,
+    port: u16,
+    connection: Option<TcpStream>,
+    /// Written on the current connection, kept to be sent again if it breaks.
+    sent: SentWindow,
+    /// What a broken connection hands back, for the outbox to put first.
+    resend: Vec<Payload>,
+    telemetry: Arc<SinkTelemetry>,
+}
+
+impl Parcel for Payload {
+    fn bytes(&self) -> u64 {
+        self.bytes.len() as u64
     }
 
-    /// Sends buffered payloads in order until one fails; false when one failed.
-    async fn deliver(&mut self) -> bool {
-        while let Some(payload) = self.buffer.pop_front() {
-            let length = payload.bytes.len();
-            let result = match self.connected().await {
-                Ok(connection) => write_all(connection, &payload.bytes).await,
-                Err(error) => Err(error),
-            };
-            if let Err(error) = result {
-                self.buffer.push_front(payload);
+    fn points(&self) -> u64 {
+        self.lines as u64
+    }
+}
+
+impl Transport for Carbon {
+    type Parcel = Payload;
+
+    async fn send(&mut self, payload: &Payload) -> Verdict {
+        let result = match self.connected().await {
+            Ok(connection) => write_all(connection, &payload.bytes).await,
+            Err(error) => Err(error),
+        };
+        match result {
+            Ok(()) => Verdict::Delivered { rejected: 0, reason: None },
+            Err(error) => {
                 self.connection_broke();
-                self.record_error(&error);
-                self.retry_at = Some(Instant::now() + self.backoff.failed(None));
-                return false;
+                Verdict::Retry { reason: format!("{}:{}: {error}", self.host, self.port), after: None }
             }
-            self.buffered_bytes -= length as u64;
-            self.telemetry.points_out.add(payload.lines as u64);
-            self.telemetry.bytes_out.add(length as u64);
-            self.sent.written(payload);
-            self.sent.shrink_to(self.config.retry_buffer_bytes.saturating_sub(self.buffered_bytes));
-            self.publish_held_bytes();
-            self.dropping = false;
         }
-        self.backoff.reset();
-        self.retry_at = None;
-        true
     }
 
-    /// The connection is gone: what it may not have delivered goes back to the front of the
-    /// buffer, and what could no longer be kept for that is counted.
+    fn delivered(&mut self, payload: Payload) {
+        self.sent.written(payload);
+    }
+
+    fn take_resend(&mut self) -> Vec<Payload> {
+        std::mem::take(&mut self.resend)
+    }
+
+    fn room(&mut self, bytes: u64) {
+        self.sent.shrink_to(bytes);
+        self.telemetry.resend_window_bytes.set(self.sent.bytes());
+    }
+}
+
+impl Carbon {
+    /// The connection is gone: what it may not have delivered is to be sent again, and what
+    /// could no longer be kept for that is counted.
     fn connection_broke(&mut self) {
         self.connection = None;
         let broken = self.sent.broken();
         self.telemetry.drop_points(DropReason::PossiblyLost, broken.possibly_lost as u64);
         let resent: usize = broken.resend.iter().map(|payload| payload.lines).sum();
         self.telemetry.resent_points.add(resent as u64);
-        for payload in broken.resend.into_iter().rev() {
-            self.buffered_bytes += payload.bytes.len() as u64;
-            self.buffer.push_front(payload);
-        }
-        self.enforce_buffer_limit();
-    }
-
-    /// What is held: unsent (`buffered_bytes`) and kept to resend (`resend_window_bytes`).
-    fn publish_held_bytes(&self) {
-        self.telemetry.buffered_bytes.set(self.buffered_bytes);
-        self.telemetry.resend_window_bytes.set(self.sent.bytes());
+        self.resend.extend(broken.resend);
+        self.telemetry.resend_window_bytes.set(0);
     }
 
     /// The open connection, or a new one when there is none or carbon closed it.
@@ -233,8 +218,7 @@ impl GraphiteSink {
             self.connection_broke();
         }
         if self.connection.is_none() {
-            let host = self.config.host.as_deref().unwrap_or("127.0.0.1");
-            let address = (host, self.config.port);
+            let address = (self.host.as_str(), self.port);
             let connection = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
                 .await
                 .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
@@ -242,40 +226,6 @@ impl GraphiteSink {
             self.connection = Some(connection);
         }
         Ok(self.connection.as_mut().unwrap_or_else(|| unreachable!("set above")))
-    }
-
-    fn record_error(&self, error: &std::io::Error) {
-        let first = self.telemetry.errors.get() == 0;
-        self.telemetry.failed(unix_now_s());
-        if first {
-            let host = self.config.host.as_deref().unwrap_or_default();
-            tracing::warn!(%error, host, port = self.config.port, "graphite delivery failed; buffering");
-        } else {
-            tracing::debug!(%error, "graphite delivery failed again");
-        }
-    }
-
-    /// Drops the oldest undelivered chunks beyond `retryBufferBytes`, counting their lines
-    /// (logged once per run of drops between deliveries).
-    fn enforce_buffer_limit(&mut self) {
-        // What is kept only for a resend goes first.
-        self.sent.shrink_to(self.config.retry_buffer_bytes.saturating_sub(self.buffered_bytes));
-        // The newest chunk always stays (it is next to be tried): a limit below one chunk
-        // (~1 MiB) must not drop every flush while carbon is fine.
-        while self.buffered_bytes > self.config.retry_buffer_bytes && self.buffer.len() > 1 {
-            let Some(oldest) = self.buffer.pop_front() else { break };
-            self.buffered_bytes -= oldest.bytes.len() as u64;
-            self.telemetry.drop_points(DropReason::BufferFull, oldest.lines as u64);
-            if !self.dropping {
-                self.dropping = true;
-                let limit = self.config.retry_buffer_bytes;
-                tracing::warn!(
-                    limit,
-                    "graphite retry buffer full: dropping the oldest lines (counted in dropped_points.buffer_full)"
-                );
-            }
-        }
-        self.publish_held_bytes();
     }
 }
 

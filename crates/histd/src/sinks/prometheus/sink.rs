@@ -20,7 +20,7 @@ use super::encode::{encode, Flush, Request};
 use super::samples::Layout;
 use super::state::Registry;
 use crate::clock::unix_now_s;
-use crate::sinks::delivery::{plain_judge, Delivery, Destination, BATCH_QUEUE};
+use crate::sinks::delivery::{plain_judge, Destination, BATCH_QUEUE};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry, Started};
 
 /// The cumulative series and how `/metrics` lays out their histograms.
@@ -53,7 +53,7 @@ pub fn spawn(config: PrometheusConfig, context: Context) -> Started {
     let mut tasks = Vec::new();
     for (target, target_telemetry) in config.remote_write.iter().zip(&targets) {
         let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
-        tasks.push(tokio::spawn(Delivery::new(destination(target), target_telemetry.clone()).run(waiting)));
+        tasks.push(tokio::spawn(destination(target).outbox(target_telemetry.clone()).run(waiting)));
         queues.push(TargetQueue { mode: target.histograms, batches, telemetry: target_telemetry.clone() });
     }
     let task = tokio::spawn(run(exposed.clone(), config, telemetry.clone(), receiver, queues, tasks));
@@ -69,7 +69,7 @@ fn native_schema(config: &PrometheusConfig) -> Option<i32> {
 
 struct TargetQueue {
     mode: HistogramMode,
-    batches: mpsc::Sender<Arc<Vec<Request>>>,
+    batches: mpsc::Sender<Vec<Request>>,
     telemetry: Arc<SinkTelemetry>,
 }
 
@@ -93,7 +93,7 @@ async fn run(
         };
         for (queue, batch) in queues.iter().zip(batches) {
             let samples: u64 = batch.iter().map(|request| request.points).sum();
-            if queue.batches.try_send(batch).is_err() {
+            if queue.batches.try_send(batch.to_vec()).is_err() {
                 queue.telemetry.queue_full_drops.add(1);
                 queue.telemetry.drop_points(DropReason::BufferFull, samples);
             }
