@@ -13,6 +13,23 @@ use crate::ingest::Shards;
 use crate::telemetry::{Counter, Gauge};
 
 /// The readers' shards and what their intervals are gathered into.
+/// Where a forwarded batch came from, when its source must know once a flush carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// The file of `global.journalDir` it was written to, removed then.
+    Journal(u64),
+    /// A Kafka message: its offset is committed then (`generation`: the consumer's assignment
+    /// it was read under; an older one's offsets were committed when it ended).
+    Log {
+        /// Its partition.
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+        /// The assignment it was read under.
+        generation: u64,
+    },
+}
+
 #[derive(Debug)]
 pub struct Aggregation {
     /// The readers' tables.
@@ -33,8 +50,9 @@ pub struct Aggregation {
 pub struct Gathered {
     aggregator: Aggregator,
     reader_maps: HashMap<u64, ReaderMap>,
-    /// Journaled forwarded batches merged since the last flush (`global.journalDir`).
-    journaled: Vec<u64>,
+    /// Where the forwarded batches merged since the last flush came from, for the flush that
+    /// carries them.
+    receipts: Vec<Receipt>,
 }
 
 impl Aggregation {
@@ -42,7 +60,7 @@ impl Aggregation {
     pub fn new(config: AggConfig) -> Self {
         let shards = Arc::new(Shards::new(config.key_name_sanitize, config.timer_sample_limit));
         let gathered =
-            Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new(), journaled: Vec::new() };
+            Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new(), receipts: Vec::new() };
         Aggregation {
             shards,
             flushes: Counter::default(),
@@ -69,12 +87,18 @@ impl Aggregation {
 
 impl Aggregation {
     /// Merges another histd's forwarded interval into the current one (the readers' tables
-    /// are left to the next flush: their order does not matter to a merge), noting the
-    /// journal file it came from, if any, for the flush that carries it.
-    pub fn absorb_mergeable(&self, interval: agg::Mergeable, journaled: Option<u64>) {
+    /// are left to the next flush: their order does not matter to a merge), noting where it
+    /// came from, if that must know when a flush carried it.
+    pub fn absorb_mergeable(&self, interval: agg::Mergeable, receipt: Option<Receipt>) {
         let mut gathered = lock(&self.gathered);
         gathered.aggregator.absorb_mergeable(interval);
-        gathered.journaled.extend(journaled);
+        gathered.receipts.extend(receipt);
+    }
+
+    /// Notes a message that merged nothing (refused, a duplicate) for the next flush, so that
+    /// its offset is committed with the others.
+    pub fn note_receipt(&self, receipt: Receipt) {
+        lock(&self.gathered).receipts.push(receipt);
     }
 }
 
@@ -90,9 +114,9 @@ impl Aggregation {
 }
 
 impl Gathered {
-    /// The journaled batches merged since the last call (the flush takes them).
-    pub fn take_journaled(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.journaled)
+    /// The receipts of what was merged since the last call (the flush takes them).
+    pub fn take_receipts(&mut self) -> Vec<Receipt> {
+        std::mem::take(&mut self.receipts)
     }
 }
 

@@ -142,6 +142,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
+    let log_task = crate::global::kafka::start(global.clone())?;
     let guard = Arc::new(crate::access::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
     let server_tls = match &config.http.tls {
         None => None,
@@ -184,9 +185,17 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     };
     let http_task =
         http_listener.map(|listener| tokio::spawn(http::serve(listener, http_state, limits, server_tls, stop.clone())));
-    let flusher = Flusher { aggregation, sinks: outlets, journal: global.journal() };
-    let serving =
-        Serving { flusher, sinks, alerts, ingress: ingress.clone(), stop: stop_sender.clone(), admin_task, http_task };
+    let flusher = Flusher { aggregation, sinks: outlets, global: Some(global.clone()) };
+    let serving = Serving {
+        flusher,
+        sinks,
+        alerts,
+        ingress: ingress.clone(),
+        stop: stop_sender.clone(),
+        admin_task,
+        http_task,
+        log_task,
+    };
     let task = tokio::spawn(serving.run(startup_s * 1000, config.agg.flush_interval, stop));
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
     Ok(Running { bound, stop: stop_sender, task, reloader, ingress })
@@ -273,6 +282,8 @@ struct Serving {
     stop: watch::Sender<bool>,
     admin_task: tokio::task::JoinHandle<()>,
     http_task: Option<tokio::task::JoinHandle<()>>,
+    /// With `global.kafka`, the task reading the topic.
+    log_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Serving {
@@ -292,7 +303,15 @@ impl Serving {
                 http_task.abort();
             }
         }
+        // Batches read from Kafka are in the final flush; their offsets are committed after it.
+        if let Some(log_task) = self.log_task {
+            log_task.abort();
+            let _ = log_task.await;
+        }
         self.flusher.flush(unix_now_ms());
+        if let Some(global) = &self.flusher.global {
+            global.leave_log().await;
+        }
         drop(self.flusher);
         self.sinks.finish_all().await;
         if let Some(alerts) = &self.alerts {

@@ -42,18 +42,19 @@ pub struct Flusher {
     pub aggregation: Arc<Aggregation>,
     /// One queue per sink that reads snapshots.
     pub sinks: Arc<Outlets>,
-    /// Where a global keeps forwarded batches until a flush carried them.
-    pub journal: Option<Arc<crate::global::Journal>>,
+    /// The global tier, told what each flush carried (its journal files are removed, its
+    /// Kafka offsets committed).
+    pub global: Option<Arc<crate::global::Global>>,
 }
 
 impl Flusher {
     /// Flushes now (`now_ms`: unix milliseconds).
     pub fn flush(&self, now_ms: u64) {
         let started = Instant::now();
-        let (mut snapshot, released, journaled) = {
+        let (mut snapshot, released, receipts) = {
             let mut aggregator = self.aggregation.current();
             let snapshot = aggregator.flush(now_ms);
-            (snapshot, aggregator.take_released(), aggregator.take_journaled())
+            (snapshot, aggregator.take_released(), aggregator.take_receipts())
         };
         let trim_asked =
             TRIM_FLUSHES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok();
@@ -78,8 +79,8 @@ impl Flusher {
             }
             telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
         }
-        if let Some(journal) = &self.journal {
-            journal.remove(&journaled);
+        if let Some(global) = &self.global {
+            global.carried(&receipts);
         }
     }
 
@@ -147,7 +148,7 @@ mod tests {
         let flusher = Flusher {
             aggregation: Arc::new(Aggregation::new(AggConfig::default())),
             sinks: Arc::new(Outlets(std::sync::Mutex::new(vec![(telemetry.clone(), sender)]))),
-            journal: None,
+            global: None,
         };
         for second in 1..=5 {
             flusher.flush(second * 1000);

@@ -18,6 +18,7 @@
 //! since its last flush, and forgets the identities it had seen.
 
 pub(crate) mod journal;
+pub mod kafka;
 pub mod screen;
 
 use std::collections::VecDeque;
@@ -27,7 +28,7 @@ use agg::Mergeable;
 use compact_str::CompactString;
 use hashbrown::HashSet;
 
-use crate::aggregation::Aggregation;
+use crate::aggregation::{Aggregation, Receipt};
 use crate::sinks::forward::config::GlobalConfig;
 use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
 use crate::telemetry::EdgeCounters;
@@ -43,6 +44,8 @@ pub struct Global {
     seen: Mutex<SeenBatches>,
     journal: Option<Arc<Journal>>,
     in_flight: Arc<InFlight>,
+    /// With `global.kafka`, what commits the offsets of what each flush carried.
+    log: Mutex<Option<kafka::Committer>>,
 }
 
 /// The bytes every forwarded request holds at once, against `global.maxBytesInFlight`.
@@ -134,14 +137,41 @@ impl Global {
                 (Some(Arc::new(journal)), left)
             }
         };
-        let global = Global { config, aggregation, edges, seen, journal, in_flight };
+        let global = Global { config, aggregation, edges, seen, journal, in_flight, log: Default::default() };
         global.replay(left);
         Ok(global)
     }
 
-    /// The journal, for the flusher to remove what each flush carried.
-    pub fn journal(&self) -> Option<Arc<Journal>> {
-        self.journal.clone()
+    /// A flush carried what `receipts` name: their journal files go, their Kafka offsets are
+    /// committed.
+    pub fn carried(&self, receipts: &[Receipt]) {
+        if let Some(journal) = &self.journal {
+            let files: Vec<u64> = receipts
+                .iter()
+                .filter_map(|receipt| match receipt {
+                    Receipt::Journal(sequence) => Some(*sequence),
+                    Receipt::Log { .. } => None,
+                })
+                .collect();
+            journal.remove(&files);
+        }
+        if let Some(log) = crate::clock::lock(&self.log).as_ref() {
+            log.commit(receipts);
+        }
+    }
+
+    /// At the stop, after the final flush: commits what Kafka gave and leaves the group.
+    pub async fn leave_log(&self) {
+        let Some(log) = crate::clock::lock(&self.log).take() else { return };
+        let leaving = tokio::task::spawn_blocking(move || log.leave());
+        if tokio::time::timeout(std::time::Duration::from_secs(10), leaving).await.is_err() {
+            tracing::warn!("global.kafka: leaving the consumer group took over 10 s: the group takes the partitions after global.kafka.sessionTimeoutMs");
+        }
+    }
+
+    /// The settings it was made with.
+    pub fn config(&self) -> &GlobalConfig {
+        &self.config
     }
 
     fn replay(&self, left: Vec<journal::Left>) {
@@ -152,7 +182,7 @@ impl Global {
                 Ok(mut batch) => {
                     self.count_screened(screen::screen(&mut batch.interval, crate::clock::unix_now_s()));
                     if self.remember(&credential, &batch.id) {
-                        series += self.absorb(batch, Some(sequence));
+                        series += self.absorb(batch, Some(Receipt::Journal(sequence)));
                         merged += 1;
                     } else {
                         journal.remove(&[sequence]);
@@ -200,6 +230,38 @@ impl Global {
     /// and merges it once (journaled first, with `global.journalDir`); a refused body is
     /// counted and merges nothing.
     pub fn receive(&self, body: &[u8], credential: &str) -> Result<Received, Refusal> {
+        let Some(batch) = self.admit(body, credential)? else { return Ok(Received::Duplicate) };
+        let receipt = match &self.journal {
+            None => None,
+            Some(journal) => match journal.write(body, credential) {
+                Ok(sequence) => Some(Receipt::Journal(sequence)),
+                Err(error) => {
+                    crate::clock::lock(&self.seen).forget(credential, &batch.id);
+                    self.edges.forward_batches_refused.add(1);
+                    return Err(Refusal::Journal(error));
+                }
+            },
+        };
+        Ok(Received::Merged(self.absorb(batch, receipt)))
+    }
+
+    /// Decodes a batch read from Kafka (the topic's message at `receipt`) and merges it
+    /// once; whatever becomes of it, its offset is committed with the next flush.
+    pub fn receive_logged(&self, body: &[u8], receipt: Receipt) -> Result<Received, Refusal> {
+        let admitted = self.admit(body, kafka::CREDENTIAL);
+        let received = admitted.map(|batch| match batch {
+            Some(batch) => Received::Merged(self.absorb(batch, Some(receipt))),
+            None => Received::Duplicate,
+        });
+        if !matches!(received, Ok(Received::Merged(_))) {
+            self.aggregation.note_receipt(receipt);
+        }
+        received
+    }
+
+    /// Decodes and checks a batch sent with `credential`, remembers its identity and screens
+    /// its series; `None` when that identity was merged before. A refusal is counted.
+    fn admit(&self, body: &[u8], credential: &str) -> Result<Option<Batch>, Refusal> {
         let mut batch = format::decode(body, self.config.max_batch_bytes).map_err(|error| {
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
@@ -211,21 +273,10 @@ impl Global {
         }
         if !self.remember(credential, &batch.id) {
             self.edges.forward_batches_duplicate.add(1);
-            return Ok(Received::Duplicate);
+            return Ok(None);
         }
         self.count_screened(screen::screen(&mut batch.interval, crate::clock::unix_now_s()));
-        let sequence = match &self.journal {
-            None => None,
-            Some(journal) => match journal.write(body, credential) {
-                Ok(sequence) => Some(sequence),
-                Err(error) => {
-                    crate::clock::lock(&self.seen).forget(credential, &batch.id);
-                    self.edges.forward_batches_refused.add(1);
-                    return Err(Refusal::Journal(error));
-                }
-            },
-        };
-        Ok(Received::Merged(self.absorb(batch, sequence)))
+        Ok(Some(batch))
     }
 
     fn count_screened(&self, screened: screen::Screened) {
@@ -245,14 +296,14 @@ impl Global {
         inserted.is_some()
     }
 
-    /// Merges a batch (journaled as `sequence`); the series it held.
-    fn absorb(&self, batch: Batch, sequence: Option<u64>) -> usize {
+    /// Merges a batch (from where `receipt` says); the series it held.
+    fn absorb(&self, batch: Batch, receipt: Option<Receipt>) -> usize {
         let Batch { id, mut interval } = batch;
         if let Some(tag) = &self.config.tag_source {
             tag_series(&mut interval, tag, &id.source);
         }
         let series = interval.len();
-        self.aggregation.absorb_mergeable(interval, sequence);
+        self.aggregation.absorb_mergeable(interval, receipt);
         self.edges.forward_batches_merged.add(1);
         self.edges.forward_series_merged.add(series as u64);
         series

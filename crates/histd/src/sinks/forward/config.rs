@@ -10,6 +10,8 @@ use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::HttpUrl;
 
+use super::kafka::{ConsumerSettings, ProducerSettings};
+
 /// Where batches are posted on a node given as `http://host:port` alone.
 pub const FORWARD_PATH: &str = "/api/v1/forward";
 /// The default `forward.spoolBytes`: 256 MiB.
@@ -65,6 +67,9 @@ pub struct ForwardConfig {
     /// `forward.maxBatchBytes` (8 MiB): a part larger than this before compression is sent in
     /// several requests.
     pub max_batch_bytes: usize,
+    /// `forward.kafka` (none): produce the batches to a Kafka topic instead of posting them to
+    /// `nodes`.
+    pub kafka: Option<ProducerSettings>,
 }
 
 /// The default `forward.maxBatchBytes`: 8 MiB before compression.
@@ -85,6 +90,7 @@ impl Default for ForwardConfig {
             max_batch_bytes: DEFAULT_PART_BYTES,
             token_file: None,
             tls: crate::tls::ClientFiles::default(),
+            kafka: None,
         }
     }
 }
@@ -106,6 +112,7 @@ impl ForwardConfig {
             "tokenFile": self.token_file,
             "tls": { "caFile": self.tls.ca, "certFile": self.tls.identity.as_ref().map(|i| &i.0),
                      "keyFile": self.tls.identity.as_ref().map(|i| &i.1) },
+            "kafka": self.kafka.as_ref().map(ProducerSettings::effective),
         })
     }
 }
@@ -165,11 +172,21 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
         }
         nodes.push((text.to_string(), url));
     }
-    if required && nodes.is_empty() {
-        return Err(
-            section.error("nodes", "the forward backend needs at least one global node: [\"http://host:8127\"]")
-        );
+    let kafka = match section.raw("kafka") {
+        None => None,
+        Some(_) => Some(super::kafka::producer(&section.object("kafka")?)?),
+    };
+    if required && nodes.is_empty() && kafka.is_none() {
+        return Err(section.error(
+            "nodes",
+            "the forward backend needs at least one global node: [\"http://host:8127\"] (or forward.kafka)",
+        ));
     }
+    if kafka.is_some() && !nodes.is_empty() {
+        return Err(section.error("kafka", "give forward.nodes or forward.kafka, not both"));
+    }
+    let max_batch_bytes = section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize;
+    let max_batch_bytes = kafka.as_ref().map_or(max_batch_bytes, |kafka| max_batch_bytes.min(kafka.max_part_bytes()));
     let source = section.string("source")?.unwrap_or(defaults.source);
     if source.is_empty() || source.len() > 255 {
         return Err(section.error("source", "expected a name of 1 to 255 bytes"));
@@ -187,7 +204,8 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
             None => None,
             Some(_) => Some(section.whole("rawValuesLimit", 0, 0)? as usize),
         },
-        max_batch_bytes: section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
+        max_batch_bytes,
+        kafka,
         token_file: section.string("tokenFile")?.map(PathBuf::from),
         tls: client_tls(&section.object("tls")?)?,
     })
@@ -230,6 +248,9 @@ pub struct GlobalConfig {
     /// `global.journalDir` (none): batches are written here before they are acknowledged and
     /// removed once a flush carried them, so a global killed in between loses nothing.
     pub journal_dir: Option<PathBuf>,
+    /// `global.kafka` (none): consume the batches locals produce to a Kafka topic, as a member
+    /// of a consumer group.
+    pub kafka: Option<ConsumerSettings>,
 }
 
 impl Default for GlobalConfig {
@@ -242,6 +263,7 @@ impl Default for GlobalConfig {
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             max_bytes_in_flight: DEFAULT_MAX_BYTES_IN_FLIGHT,
             journal_dir: None,
+            kafka: None,
         }
     }
 }
@@ -254,6 +276,7 @@ impl GlobalConfig {
             "dedupBatches": self.dedup_batches, "dedupBytes": self.dedup_bytes,
             "maxBatchBytes": self.max_batch_bytes, "maxBytesInFlight": self.max_bytes_in_flight,
             "journalDir": self.journal_dir,
+            "kafka": self.kafka.as_ref().map(ConsumerSettings::effective),
         })
     }
 }
@@ -286,6 +309,10 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
         max_batch_bytes,
         max_bytes_in_flight,
         journal_dir: section.string("journalDir")?.map(PathBuf::from),
+        kafka: match section.raw("kafka") {
+            None => None,
+            Some(_) => Some(super::kafka::consumer(&section.object("kafka")?)?),
+        },
     })
 }
 
@@ -304,4 +331,19 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.setMembersLimit"], "1000", "sets with more members this interval are sent as a HyperLogLog sketch (16 KiB, ~0.8% error) instead of their members"),
     histd(&["forward.rawValuesLimit"], "`timerSampleLimit`", "timers with at most this many values send them all (the global's percentiles are then Etsy-exact); busier ones send their circllhist and exact totals only (8 bytes a value saved)"),
     histd(&["forward.maxBatchBytes"], "8388608 (8 MiB)", "a node's part of a flush larger than this before compression goes in several requests"),
+    histd(&["forward.kafka.brokers", "global.kafka.brokers"], "none (required to use Kafka)", "`[\"host:port\", ...]`: some of the Kafka cluster's brokers. With `forward.kafka` a local produces its batches to the topic instead of posting them to `forward.nodes`; with `global.kafka` a global consumes them"),
+    histd(&["forward.kafka.topic", "global.kafka.topic"], "`histd-forward`", "the topic. Each series goes to one partition: rendezvous hashing of its key over the partitions' numbers (docs/forward-format.md); give the topic replication factor 3 and `min.insync.replicas` 2. Partitions added later are used by a local from its next start"),
+    histd(&["forward.kafka.clientId", "global.kafka.clientId"], "`histd`", "the client's name in the brokers' logs and quotas"),
+    histd(&["forward.kafka.tls", "global.kafka.tls"], "none (plaintext)", "`true`: TLS to the brokers, checked against the system's CAs; an object: with the files below"),
+    histd(&["forward.kafka.tls.caFile", "global.kafka.tls.caFile"], "the system's CAs", "PEM CA certificates the brokers are checked against"),
+    histd(&["forward.kafka.tls.certFile", "forward.kafka.tls.keyFile", "global.kafka.tls.certFile", "global.kafka.tls.keyFile"], "none", "a client certificate and its key (PEM), for brokers that ask for one (both or neither)"),
+    histd(&["forward.kafka.sasl", "global.kafka.sasl"], "none", "SASL authentication to the brokers (over TLS when `tls` is set)"),
+    histd(&["forward.kafka.sasl.mechanism", "global.kafka.sasl.mechanism"], "`SCRAM-SHA-512`", "`PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`"),
+    histd(&["forward.kafka.sasl.username", "global.kafka.sasl.username", "forward.kafka.sasl.passwordFile", "global.kafka.sasl.passwordFile"], "none (required with `sasl`)", "the user, and a file whose first line is the password"),
+    histd(&["forward.kafka.acks"], "`all`", "`all`: every in-sync replica has the batch before it leaves the spool (an idempotent producer: no duplicates from its retries); `1`: the leader alone"),
+    histd(&["forward.kafka.compression"], "`none`", "`none`, `gzip`, `snappy` or `lz4` of the record batches (the batches are snappy-compressed already)"),
+    histd(&["forward.kafka.maxMessageBytes"], "1000000", "the largest message the topic takes (its `max.message.bytes`); a part is cut to fit"),
+    histd(&["forward.kafka.deliveryTimeoutMs"], "30000", "how long librdkafka tries a batch before handing it back to the spool, where it waits (bounded by `forward.spoolBytes`) and is produced again, in order, with backoff"),
+    histd(&["global.kafka.group"], "`histd-global`", "the consumer group: the globals of one datacenter share one and split the partitions; every group receives every batch. Offsets are committed once the flush that carried their batches was taken"),
+    histd(&["global.kafka.sessionTimeoutMs"], "10000", "how long a silent global keeps its partitions before the group gives them to the others"),
 ];

@@ -18,6 +18,7 @@
 pub mod config;
 pub mod encode;
 pub mod format;
+pub mod kafka;
 pub mod ring;
 mod sink;
 pub mod spool;

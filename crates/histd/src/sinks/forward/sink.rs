@@ -22,12 +22,15 @@ use super::config::ForwardConfig;
 use super::encode::{cut, CutSettings, Part};
 use super::format::CONTENT_TYPE;
 use super::ring::{Node, Ring};
-use super::spool::{Dropped, Spool};
+use super::spool::{Dropped, Spool, Waiting};
 use crate::clock::unix_now_s;
 use crate::http_client::{Client, HttpUrl, Outcome};
 use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
+
+/// Batches produced to Kafka at once before their acknowledgements are awaited.
+const KAFKA_IN_FLIGHT: usize = 64;
 
 /// Starts the backend's tasks; fails when `forward.spoolDir` cannot be opened.
 pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) -> anyhow::Result<JoinHandle<()>> {
@@ -46,6 +49,36 @@ pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) ->
             "forward: sending the batches an earlier run left in the spool"
         );
     }
+    let flushes = context.flushes();
+    let delivery = Delivery {
+        ring: Arc::new(Ring::new(vec![Node::new("0".to_string())])),
+        way: Way::Kafka { producer: None, timeout: Duration::ZERO },
+        spool: Some(spool),
+        settings: Arc::new(settings),
+        telemetry: telemetry.clone(),
+        last_start_ms: 0,
+        backoff: Backoff::new(SENDER_STEPS),
+        retry_at: None,
+        failing: false,
+        spool_failing: false,
+        stop_deadline: None,
+    };
+    match &config.kafka {
+        Some(kafka) => {
+            let producer = super::kafka::Producer::new(kafka).map_err(|why| anyhow::anyhow!("forward.kafka: {why}"))?;
+            Ok(tokio::spawn(delivery.run_on_kafka(producer, kafka.delivery_timeout, flushes)))
+        }
+        None => Ok(spawn_on_nodes(config, delivery, (authorization, tls), flushes)),
+    }
+}
+
+/// Posts batches to `forward.nodes`, with a health task that asks each node's `/health`.
+fn spawn_on_nodes(
+    config: &ForwardConfig,
+    mut delivery: Delivery,
+    (authorization, tls): (Option<(String, String)>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
+    flushes: Flushes,
+) -> JoinHandle<()> {
     let ring = Arc::new(Ring::new(config.nodes.iter().map(|(name, _)| Node::new(name.clone())).collect()));
     let urls: Vec<HttpUrl> = config.nodes.iter().map(|(_, url)| url.clone()).collect();
     let node_came_back = Arc::new(Notify::new());
@@ -65,24 +98,12 @@ pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) ->
     headers.extend(authorization);
     let clients =
         urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone())).collect();
-    let delivery = Delivery {
-        ring,
-        clients,
-        spool: Some(spool),
-        settings: Arc::new(settings),
-        telemetry: telemetry.clone(),
-        redirect_after: config.redirect_after,
-        last_start_ms: 0,
-        backoff: Backoff::new(SENDER_STEPS),
-        retry_at: None,
-        failing: false,
-        spool_failing: false,
-    };
-    let flushes = context.flushes();
-    Ok(tokio::spawn(async move {
+    delivery.ring = ring;
+    delivery.way = Way::Nodes { clients, redirect_after: config.redirect_after };
+    tokio::spawn(async move {
         delivery.run(flushes, node_came_back).await;
         health.abort();
-    }))
+    })
 }
 
 /// How a global's answer is taken: as any HTTP receiver's, except that a refusal of the
@@ -132,15 +153,29 @@ async fn check_health(
     }
 }
 
-/// The spool and the clients that empty it.
+/// Where batches go.
+enum Way {
+    /// Posted to the global nodes, each to the node it was cut for.
+    Nodes {
+        /// One per node, in ring order.
+        clients: Vec<Client>,
+        /// `forward.redirectAfterMs`.
+        redirect_after: Duration,
+    },
+    /// Produced to a Kafka topic, each to the partition it was cut for (`None` until the
+    /// brokers have said how many partitions the topic has).
+    Kafka { producer: Option<super::kafka::Producer>, timeout: Duration },
+}
+
+/// The spool and the way that empties it.
 struct Delivery {
+    /// The nodes, or the topic's partitions (named by their numbers, all always up).
     ring: Arc<Ring>,
-    clients: Vec<Client>,
+    way: Way,
     /// Always `Some` but while a blocking thread writes to it.
     spool: Option<Spool>,
     settings: Arc<CutSettings>,
     telemetry: Arc<SinkTelemetry>,
-    redirect_after: Duration,
     /// The interval start of the last flush cut (each cut's is later: its own identity).
     last_start_ms: u64,
     backoff: Backoff,
@@ -149,6 +184,8 @@ struct Delivery {
     failing: bool,
     /// `forward.spoolDir` refused a write since the batches it could not take were sent.
     spool_failing: bool,
+    /// At the stop, when trying ends.
+    stop_deadline: Option<Instant>,
 }
 
 impl Delivery {
@@ -176,6 +213,67 @@ impl Delivery {
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
         self.report_left_at_stop();
+    }
+
+    /// Asks the brokers for the topic's partition count (flushes meanwhile wait, bounded by
+    /// `forward.spoolBytes`), cuts by the partitions from then on, and runs.
+    async fn run_on_kafka(mut self, producer: super::kafka::Producer, timeout: Duration, mut flushes: Flushes) {
+        let mut held = HeldFlushes::default();
+        let Some(partitions) = self.partitions(&producer, &mut flushes, &mut held).await else {
+            held.lost_at_stop(&self.telemetry);
+            self.deliver_before(Instant::now()).await;
+            self.report_left_at_stop();
+            return;
+        };
+        tracing::info!(partitions, "forward: producing to Kafka");
+        self.ring = Arc::new(Ring::new((0..partitions).map(|p| Node::new(p.to_string())).collect()));
+        self.way = Way::Kafka { producer: Some(producer), timeout };
+        for snapshot in held.snapshots.drain(..) {
+            self.take(snapshot).await;
+        }
+        self.deliver().await;
+        self.run(flushes, Arc::new(Notify::new())).await;
+    }
+
+    /// The topic's partition count once the brokers tell it; `None` when the backend stops
+    /// first. Flushes that come meanwhile are held.
+    async fn partitions(
+        &self,
+        producer: &super::kafka::Producer,
+        flushes: &mut Flushes,
+        held: &mut HeldFlushes,
+    ) -> Option<usize> {
+        let mut backoff = Backoff::new(SENDER_STEPS);
+        let mut asking = Box::pin(producer.partitions());
+        let mut retry_at: Option<Instant> = None;
+        let mut logged = false;
+        loop {
+            tokio::select! {
+                answer = &mut asking, if retry_at.is_none() => match answer {
+                    Ok(count) => return Some(count),
+                    Err(reason) => {
+                        self.telemetry.failed(unix_now_s());
+                        if !logged {
+                            logged = true;
+                            tracing::warn!(%reason, "forward: cannot learn the Kafka topic's partitions yet: flushes wait (forward.spoolBytes) and it is asked again");
+                        }
+                        retry_at = Some(Instant::now() + backoff.failed(None));
+                    }
+                },
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                    retry_at = None;
+                    asking = Box::pin(producer.partitions());
+                }
+                snapshot = flushes.next() => match snapshot {
+                    Some(snapshot) => held.hold(snapshot, self.spool_limit(), &self.telemetry),
+                    None => return None,
+                },
+            }
+        }
+    }
+
+    fn spool_limit(&self) -> u64 {
+        self.spool.as_ref().map_or(0, Spool::limit)
     }
 
     fn spool(&mut self) -> &mut Spool {
@@ -236,47 +334,33 @@ impl Delivery {
         }
     }
 
-    /// Sends what waits, oldest first, each batch to its node (or, once that node has been
-    /// down for `redirectAfterMs`, the next one); batches whose node is down stay, in order.
+    /// Sends what waits, oldest first, the way the backend is set up.
     async fn deliver(&mut self) {
+        let left = match &self.way {
+            Way::Nodes { .. } => self.deliver_to_nodes().await,
+            Way::Kafka { .. } => self.deliver_to_kafka().await,
+        };
+        self.retry_at = left.then(|| Instant::now() + self.backoff.failed(None));
+    }
+
+    /// Each batch to its node (or, once that node has been down for `redirectAfterMs`, the
+    /// next one); batches whose node is down stay, in order. True when some are left.
+    async fn deliver_to_nodes(&mut self) -> bool {
         let mut left = false;
         for batch in self.spool().waiting() {
+            let Way::Nodes { redirect_after, .. } = &self.way else { unreachable!("posting to nodes") };
             let owner = self.node_of(&batch.part);
-            let Some(destination) = self.ring.destination(owner, self.redirect_after) else {
+            let Some(destination) = self.ring.destination(owner, *redirect_after) else {
                 left = true;
                 continue;
             };
-            let body = match self.spool().body(&batch) {
-                Ok(body) => body,
-                Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
-                    tracing::error!(%error, sequence = batch.sequence, series = batch.series, "forward: a spooled batch was damaged on disk: set aside as .corrupt, not sent (dropped_points.corrupt)");
-                    self.telemetry.errors.add(1);
-                    self.telemetry.drop_points(DropReason::Corrupt, batch.series);
-                    self.spool().set_aside(batch.sequence);
-                    continue;
-                }
-                Err(error) => {
-                    tracing::error!(%error, "forward: a spooled batch cannot be read: dropped (dropped_points.rejected)");
-                    self.telemetry.drop_points(DropReason::Rejected, batch.series);
-                    self.remove(batch.sequence);
-                    continue;
-                }
-            };
-            match judge(self.clients[destination].send(hyper::Method::POST, body).await) {
-                Outcome::Delivered => {
-                    self.telemetry.points_out.add(batch.series);
-                    self.telemetry.bytes_out.add(batch.bytes);
-                    self.telemetry.succeeded(unix_now_s());
-                    self.backoff.reset();
-                    self.failing = false;
-                    self.remove(batch.sequence);
-                }
+            let Some(body) = self.body(&batch) else { continue };
+            let Way::Nodes { clients, .. } = &mut self.way else { unreachable!("posting to nodes") };
+            match judge(clients[destination].send(hyper::Method::POST, body).await) {
+                Outcome::Delivered => self.delivered(&batch),
                 Outcome::Rejected(reason) => {
-                    self.telemetry.failed(unix_now_s());
-                    self.telemetry.drop_points(DropReason::Rejected, batch.series);
-                    let node = &self.ring.nodes()[destination].name;
-                    tracing::warn!(%node, series = batch.series, %reason, "forward: a node refused a batch: dropped (dropped_points.rejected)");
-                    self.remove(batch.sequence);
+                    let node = self.ring.nodes()[destination].name.clone();
+                    self.rejected(&batch, &format!("node {node}: {reason}"));
                 }
                 Outcome::Retry(reason) => {
                     self.telemetry.failed(unix_now_s());
@@ -289,7 +373,91 @@ impl Delivery {
                 }
             }
         }
-        self.retry_at = left.then(|| Instant::now() + self.backoff.failed(None));
+        left
+    }
+
+    /// Produces what waits, oldest first, each batch to the partition it was cut for, up to
+    /// [`KAFKA_IN_FLIGHT`] at once, then waits for the brokers' acknowledgements; a batch they
+    /// did not take stays, in order. True when some are left.
+    async fn deliver_to_kafka(&mut self) -> bool {
+        let Way::Kafka { producer: Some(_), timeout } = &self.way else { return true };
+        let wait_until = self.stop_deadline.unwrap_or_else(|| Instant::now() + *timeout + Duration::from_secs(5));
+        let mut produced = Vec::new();
+        let mut left = false;
+        for batch in self.spool().waiting().into_iter().take(KAFKA_IN_FLIGHT) {
+            let partition = self.node_of(&batch.part);
+            let Some(body) = self.body(&batch) else { continue };
+            let Way::Kafka { producer: Some(producer), .. } = &self.way else { unreachable!("producing to Kafka") };
+            match producer.produce(partition, &batch.part, &body) {
+                Ok(acknowledged) => produced.push((batch, acknowledged)),
+                Err(reason) => {
+                    self.kafka_failed(&reason);
+                    left = true;
+                    break;
+                }
+            }
+        }
+        for (batch, acknowledged) in produced {
+            match tokio::time::timeout_at(wait_until, acknowledged).await {
+                Ok(Ok(())) => self.delivered(&batch),
+                Ok(Err(super::kafka::Refused::ForGood(reason))) => self.rejected(&batch, &reason),
+                Ok(Err(super::kafka::Refused::Retry(reason))) => {
+                    self.kafka_failed(&reason);
+                    left = true;
+                }
+                Err(_) => {
+                    self.kafka_failed("no acknowledgement from the brokers in time");
+                    left = true;
+                }
+            }
+        }
+        left
+    }
+
+    fn kafka_failed(&mut self, reason: &str) {
+        self.telemetry.failed(unix_now_s());
+        if !self.failing {
+            tracing::warn!(%reason, "forward: the Kafka brokers did not take batches: they wait in the spool and are produced again");
+        } else {
+            tracing::debug!(%reason, "forward: producing failed again");
+        }
+        self.failing = true;
+    }
+
+    /// A spooled batch's body; `None` (counted, logged) when it cannot be read or is damaged.
+    fn body(&mut self, batch: &Waiting) -> Option<bytes::Bytes> {
+        match self.spool().body(batch) {
+            Ok(body) => Some(body),
+            Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                tracing::error!(%error, sequence = batch.sequence, series = batch.series, "forward: a spooled batch was damaged on disk: set aside as .corrupt, not sent (dropped_points.corrupt)");
+                self.telemetry.errors.add(1);
+                self.telemetry.drop_points(DropReason::Corrupt, batch.series);
+                self.spool().set_aside(batch.sequence);
+                None
+            }
+            Err(error) => {
+                tracing::error!(%error, "forward: a spooled batch cannot be read: dropped (dropped_points.rejected)");
+                self.telemetry.drop_points(DropReason::Rejected, batch.series);
+                self.remove(batch.sequence);
+                None
+            }
+        }
+    }
+
+    fn delivered(&mut self, batch: &Waiting) {
+        self.telemetry.points_out.add(batch.series);
+        self.telemetry.bytes_out.add(batch.bytes);
+        self.telemetry.succeeded(unix_now_s());
+        self.backoff.reset();
+        self.failing = false;
+        self.remove(batch.sequence);
+    }
+
+    fn rejected(&mut self, batch: &Waiting, reason: &str) {
+        self.telemetry.failed(unix_now_s());
+        self.telemetry.drop_points(DropReason::Rejected, batch.series);
+        tracing::warn!(series = batch.series, %reason, "forward: a batch was refused: dropped (dropped_points.rejected)");
+        self.remove(batch.sequence);
     }
 
     /// The ring index of the node a part was cut for; a node no longer configured hands its
@@ -308,6 +476,7 @@ impl Delivery {
     }
 
     async fn deliver_before(&mut self, deadline: Instant) {
+        self.stop_deadline = Some(deadline);
         while !self.spool().is_empty() && Instant::now() < deadline {
             self.deliver().await;
             if let Some(retry_at) = self.retry_at {
@@ -384,4 +553,41 @@ mod judge_tests {
         }
         assert!(matches!(judge(Err("refused".into())), Outcome::Retry(_)));
     }
+}
+
+/// Flushes that came before the topic's partitions were known, bounded in bytes.
+#[derive(Default)]
+struct HeldFlushes {
+    snapshots: std::collections::VecDeque<Arc<Snapshot>>,
+    bytes: u64,
+}
+
+impl HeldFlushes {
+    /// Holds `snapshot`; past `limit` bytes the oldest go, counted.
+    fn hold(&mut self, snapshot: Arc<Snapshot>, limit: u64, telemetry: &SinkTelemetry) {
+        self.bytes += snapshot.queue_bytes;
+        self.snapshots.push_back(snapshot);
+        while self.bytes > limit && self.snapshots.len() > 1 {
+            let Some(oldest) = self.snapshots.pop_front() else { break };
+            self.bytes -= oldest.queue_bytes;
+            telemetry.drop_points(DropReason::BufferFull, series_in(&oldest));
+            tracing::warn!(
+                "forward: a flush waiting for the Kafka topic's partitions was dropped (dropped_points.buffer_full)"
+            );
+        }
+    }
+
+    /// The stop came first: what is held is lost, counted.
+    fn lost_at_stop(&self, telemetry: &SinkTelemetry) {
+        let series: u64 = self.snapshots.iter().map(|snapshot| series_in(snapshot)).sum();
+        if series > 0 {
+            telemetry.drop_points(DropReason::Shutdown, series);
+            tracing::error!(series, "forward: the Kafka topic's partitions were never learnt: flushes lost at the stop (dropped_points.shutdown)");
+        }
+    }
+}
+
+/// The series a flush holds (what forward counts its points in).
+fn series_in(snapshot: &Snapshot) -> u64 {
+    (snapshot.counters.len() + snapshot.timers.len() + snapshot.gauges.len() + snapshot.sets.len()) as u64
 }

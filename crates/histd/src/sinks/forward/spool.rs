@@ -98,6 +98,11 @@ impl Spool {
         self.waiting.len()
     }
 
+    /// Its bound in bytes (`forward.spoolBytes`).
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// True when nothing waits.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty()

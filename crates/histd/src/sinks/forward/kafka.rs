@@ -1,0 +1,429 @@
+//! Forwarding through Kafka (`forward.kafka`, `global.kafka`): the settings both sides share
+//! and the client configuration librdkafka is given.
+//!
+//! A local produces each flush's batches (the forward format, unchanged) to one topic: the
+//! series are cut into one part per partition by rendezvous hashing of their keys over the
+//! partitions' numbers (`score(p, key) = fmix64(fnv1a64(key) XOR fnv1a64(decimal p))`, the
+//! highest score owns the key, as ring.rs does for HTTP nodes), so every local puts a series
+//! in the same partition and the global that owns the partition merges all of it. Globals
+//! consume the topic as one consumer group (global/kafka.rs); another group (another
+//! datacenter) receives every batch again.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
+
+use crate::config_reader::{ConfigError, Reader};
+
+/// The default `forward.kafka.maxMessageBytes`: the brokers' own default `message.max.bytes`.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_000_000;
+
+/// How a producer waits for the brokers' acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// Every in-sync replica (`all`, the default): with `min.insync.replicas` 2, a batch
+    /// survives the loss of a broker. The producer is idempotent.
+    All,
+    /// The partition's leader alone (`1`).
+    Leader,
+}
+
+/// SASL: how a client authenticates to the brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sasl {
+    /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+    pub mechanism: String,
+    /// The user name.
+    pub username: String,
+    /// A file holding the password (its first line).
+    pub password_file: PathBuf,
+}
+
+/// TLS to the brokers: a CA of its own (else the system's) and a client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KafkaTls {
+    /// `caFile`: PEM CA certificates the brokers are checked against.
+    pub ca: Option<PathBuf>,
+    /// `certFile`: this client's certificate (PEM), for brokers that ask for one.
+    pub cert: Option<PathBuf>,
+    /// `keyFile`: its private key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+/// What both a producing local and a consuming global are told about the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSettings {
+    /// `brokers` (required): `host:port` of at least one broker; the rest are learnt from it.
+    pub brokers: Vec<String>,
+    /// `topic` (`histd-forward`): where batches go.
+    pub topic: String,
+    /// `clientId` (`histd`): this client's name in the brokers' logs and quotas.
+    pub client_id: String,
+    /// `tls` (none: plaintext): TLS to the brokers.
+    pub tls: Option<KafkaTls>,
+    /// `sasl` (none): SASL authentication.
+    pub sasl: Option<Sasl>,
+}
+
+/// The producer's own settings (`forward.kafka`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerSettings {
+    /// The cluster.
+    pub cluster: KafkaSettings,
+    /// `acks` (`all`).
+    pub acks: Acks,
+    /// `compression` (`none`: batches are snappy-compressed already): `none`, `gzip`,
+    /// `snappy` or `lz4`, of the brokers' record batches.
+    pub compression: String,
+    /// `maxMessageBytes` (1000000): the largest message the topic takes (the brokers'
+    /// `message.max.bytes`, the topic's `max.message.bytes`); parts are cut to fit.
+    pub max_message_bytes: usize,
+    /// `deliveryTimeoutMs` (30000): how long librdkafka tries one batch before handing it
+    /// back; it then waits in the spool and is produced again.
+    pub delivery_timeout: Duration,
+}
+
+/// The consumer's own settings (`global.kafka`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerSettings {
+    /// The cluster.
+    pub cluster: KafkaSettings,
+    /// `group` (`histd-global`): the consumer group; the globals of one datacenter share one,
+    /// each group receives every batch.
+    pub group: String,
+    /// `sessionTimeoutMs` (10000): how long a global may be silent before the group gives its
+    /// partitions to the others.
+    pub session_timeout: Duration,
+}
+
+impl KafkaSettings {
+    /// librdkafka's settings for this cluster; reads the SASL password file.
+    pub fn client_config(&self) -> Result<ClientConfig, String> {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", self.brokers.join(",")).set("client.id", &self.client_id);
+        let protocol = match (&self.tls, &self.sasl) {
+            (None, None) => "plaintext",
+            (Some(_), None) => "ssl",
+            (None, Some(_)) => "sasl_plaintext",
+            (Some(_), Some(_)) => "sasl_ssl",
+        };
+        config.set("security.protocol", protocol);
+        if let Some(tls) = &self.tls {
+            let files =
+                [("ssl.ca.location", &tls.ca), ("ssl.certificate.location", &tls.cert), ("ssl.key.location", &tls.key)];
+            for (name, file) in files {
+                if let Some(file) = file {
+                    config.set(name, file.display().to_string());
+                }
+            }
+        }
+        if let Some(sasl) = &self.sasl {
+            let text = std::fs::read_to_string(&sasl.password_file)
+                .map_err(|error| format!("sasl.passwordFile: cannot read {}: {error}", sasl.password_file.display()))?;
+            let password = text.lines().next().unwrap_or_default().trim_end();
+            config
+                .set("sasl.mechanisms", &sasl.mechanism)
+                .set("sasl.username", &sasl.username)
+                .set("sasl.password", password);
+        }
+        Ok(config)
+    }
+
+    fn effective(&self) -> Value {
+        json!({
+            "brokers": self.brokers, "topic": self.topic, "clientId": self.client_id,
+            "tls": self.tls.as_ref().map(|tls| json!({ "caFile": tls.ca, "certFile": tls.cert, "keyFile": tls.key })),
+            "sasl": self.sasl.as_ref().map(|sasl| json!({ "mechanism": sasl.mechanism, "username": sasl.username, "passwordFile": sasl.password_file })),
+        })
+    }
+}
+
+impl ProducerSettings {
+    /// The producer's librdkafka settings.
+    pub fn client_config(&self) -> Result<ClientConfig, String> {
+        let mut config = self.cluster.client_config()?;
+        let (acks, idempotent) = match self.acks {
+            Acks::All => ("all", "true"),
+            Acks::Leader => ("1", "false"),
+        };
+        config
+            .set("acks", acks)
+            .set("enable.idempotence", idempotent)
+            .set("compression.type", &self.compression)
+            .set("message.max.bytes", (self.max_message_bytes + 1024).to_string())
+            .set("delivery.timeout.ms", self.delivery_timeout.as_millis().to_string())
+            .set("linger.ms", "5");
+        Ok(config)
+    }
+
+    /// The largest part cut before compression so that it fits in one message (snappy's
+    /// worst case is 1/6 larger, plus the format's frame).
+    pub fn max_part_bytes(&self) -> usize {
+        (self.max_message_bytes.saturating_sub(256) * 6 / 7).max(16 * 1024)
+    }
+
+    /// The settings as `histd check-config` prints them.
+    pub fn effective(&self) -> Value {
+        let mut value = self.cluster.effective();
+        value["acks"] = json!(if self.acks == Acks::All { "all" } else { "1" });
+        value["compression"] = json!(self.compression);
+        value["maxMessageBytes"] = json!(self.max_message_bytes);
+        value["deliveryTimeoutMs"] = json!(self.delivery_timeout.as_millis() as u64);
+        value
+    }
+}
+
+impl ConsumerSettings {
+    /// The consumer's librdkafka settings: offsets committed by histd alone, after the flush
+    /// that carried their batches; a new group starts at the oldest batch kept.
+    pub fn client_config(&self) -> Result<ClientConfig, String> {
+        let mut config = self.cluster.client_config()?;
+        config
+            .set("group.id", &self.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("session.timeout.ms", self.session_timeout.as_millis().to_string())
+            .set("heartbeat.interval.ms", (self.session_timeout.as_millis() / 4).max(100).to_string())
+            .set("enable.partition.eof", "false");
+        Ok(config)
+    }
+
+    /// The settings as `histd check-config` prints them.
+    pub fn effective(&self) -> Value {
+        let mut value = self.cluster.effective();
+        value["group"] = json!(self.group);
+        value["sessionTimeoutMs"] = json!(self.session_timeout.as_millis() as u64);
+        value
+    }
+}
+
+/// Reads the cluster's keys of `section` (`forward.kafka` or `global.kafka`).
+fn cluster(section: &Reader<'_>) -> Result<KafkaSettings, ConfigError> {
+    let mut brokers = Vec::new();
+    for (index, broker) in section.array("brokers")?.iter().enumerate() {
+        let key = format!("brokers[{index}]");
+        let text =
+            broker.as_str().ok_or_else(|| section.error(&key, format!("expected \"host:port\", got {broker}")))?;
+        let port = text
+            .rsplit_once(':')
+            .and_then(|(host, port)| (!host.is_empty()).then(|| port.parse::<u16>().ok()).flatten());
+        if port.is_none_or(|port| port == 0) {
+            return Err(section.error(&key, format!("'{text}' is not host:port")));
+        }
+        brokers.push(text.to_string());
+    }
+    if brokers.is_empty() {
+        return Err(section.error("brokers", "at least one broker is needed: [\"kafka1:9092\"]"));
+    }
+    let topic = section.string("topic")?.unwrap_or_else(|| "histd-forward".to_string());
+    let legal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if topic.is_empty() || topic.len() > 249 || !topic.bytes().all(legal) {
+        return Err(section.error("topic", format!("'{topic}' is not a Kafka topic name ([A-Za-z0-9._-], 1 to 249)")));
+    }
+    let tls = match section.raw("tls") {
+        None | Some(Value::Bool(false)) => None,
+        Some(Value::Bool(true)) => Some(KafkaTls::default()),
+        Some(_) => {
+            let tls = section.object("tls")?;
+            let file = |key: &str| tls.string(key).map(|file| file.map(PathBuf::from));
+            let (ca, cert, key) = (file("caFile")?, file("certFile")?, file("keyFile")?);
+            if cert.is_some() != key.is_some() {
+                return Err(tls.error("certFile", "a client certificate needs both certFile and keyFile (PEM)"));
+            }
+            Some(KafkaTls { ca, cert, key })
+        }
+    };
+    let sasl = match section.raw("sasl") {
+        None => None,
+        Some(_) => {
+            let sasl = section.object("sasl")?;
+            let mechanism = sasl.string("mechanism")?.unwrap_or_else(|| "SCRAM-SHA-512".to_string());
+            if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&mechanism.as_str()) {
+                return Err(
+                    sasl.error("mechanism", format!("'{mechanism}': expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
+                );
+            }
+            let username = sasl.string("username")?.ok_or_else(|| sasl.error("username", "SASL needs a user name"))?;
+            let password_file = sasl
+                .string("passwordFile")?
+                .map(PathBuf::from)
+                .ok_or_else(|| sasl.error("passwordFile", "SASL needs a file holding the password"))?;
+            Some(Sasl { mechanism, username, password_file })
+        }
+    };
+    let client_id = section.string("clientId")?.unwrap_or_else(|| "histd".to_string());
+    Ok(KafkaSettings { brokers, topic, client_id, tls, sasl })
+}
+
+/// Reads `forward.kafka`.
+pub fn producer(section: &Reader<'_>) -> Result<ProducerSettings, ConfigError> {
+    let acks = match section.raw("acks") {
+        None => Acks::All,
+        Some(Value::String(all)) if all == "all" => Acks::All,
+        Some(value) if value == &json!(-1) || value == &json!("-1") => Acks::All,
+        Some(value) if value == &json!(1) || value == &json!("1") => Acks::Leader,
+        Some(value) => return Err(section.error("acks", format!("expected \"all\" or 1, got {value}"))),
+    };
+    let compression = section.string("compression")?.unwrap_or_else(|| "none".to_string());
+    if !["none", "gzip", "snappy", "lz4"].contains(&compression.as_str()) {
+        return Err(section.error("compression", format!("'{compression}': expected none, gzip, snappy or lz4")));
+    }
+    Ok(ProducerSettings {
+        cluster: cluster(section)?,
+        acks,
+        compression,
+        max_message_bytes: section.whole("maxMessageBytes", DEFAULT_MAX_MESSAGE_BYTES as u64, 65_536)? as usize,
+        delivery_timeout: section.milliseconds("deliveryTimeoutMs", Duration::from_secs(30))?,
+    })
+}
+
+/// Reads `global.kafka`.
+pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
+    let group = section.string("group")?.unwrap_or_else(|| "histd-global".to_string());
+    if group.is_empty() {
+        return Err(section.error("group", "a consumer group's name is not empty"));
+    }
+    let session_timeout = section.milliseconds("sessionTimeoutMs", Duration::from_secs(10))?;
+    if session_timeout < Duration::from_secs(1) {
+        return Err(section.error("sessionTimeoutMs", "at least 1000"));
+    }
+    Ok(ConsumerSettings { cluster: cluster(section)?, group, session_timeout })
+}
+
+/// librdkafka's own log and errors, at debug level: histd logs a run of failures once itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet;
+
+impl rdkafka::ClientContext for Quiet {
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        tracing::debug!(facility, message, "librdkafka");
+    }
+
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        tracing::debug!(%error, reason, "librdkafka");
+    }
+}
+
+/// Why the brokers did not take a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// For good (too large for the topic, malformed): dropped and counted.
+    ForGood(String),
+    /// For now: it waits in the spool and is produced again.
+    Retry(String),
+}
+
+/// A producer to `forward.kafka.topic`.
+#[derive(Clone)]
+pub struct Producer {
+    inner: rdkafka::producer::FutureProducer<Quiet>,
+    topic: String,
+}
+
+impl Producer {
+    /// A producer with `settings` (it connects in the background).
+    pub fn new(settings: &ProducerSettings) -> Result<Producer, String> {
+        let inner = settings.client_config()?.create_with_context(Quiet).map_err(|error| error.to_string())?;
+        Ok(Producer { inner, topic: settings.cluster.topic.clone() })
+    }
+
+    /// The topic's partition count, as the brokers tell it.
+    pub async fn partitions(&self) -> Result<usize, String> {
+        let producer = self.clone();
+        let asked = tokio::task::spawn_blocking(move || {
+            use rdkafka::producer::Producer as _;
+            let metadata = producer
+                .inner
+                .client()
+                .fetch_metadata(Some(&producer.topic), Duration::from_secs(5))
+                .map_err(|error| error.to_string())?;
+            let topic = metadata.topics().first().ok_or("the brokers know no such topic")?;
+            if let Some(error) = topic.error() {
+                return Err(format!("topic {}: {}", producer.topic, rdkafka::types::RDKafkaErrorCode::from(error)));
+            }
+            match topic.partitions().len() {
+                0 => Err(format!("topic {} has no partitions", producer.topic)),
+                count => Ok(count),
+            }
+        });
+        asked.await.map_err(|error| error.to_string())?
+    }
+
+    /// Queues `body` for `partition` (its record key `key`); the future answers once the
+    /// brokers acknowledged it (with `acks`) or librdkafka gave up.
+    pub fn produce(
+        &self,
+        partition: usize,
+        key: &str,
+        body: &[u8],
+    ) -> Result<impl std::future::Future<Output = Result<(), Refused>> + use<>, String> {
+        let record =
+            rdkafka::producer::FutureRecord::to(&self.topic).partition(partition as i32).key(key).payload(body);
+        let delivery = self.inner.send_result(record).map_err(|(error, _)| error.to_string())?;
+        Ok(async move {
+            match delivery.await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err((error, _))) => Err(judge(&error)),
+                Err(_) => Err(Refused::Retry("the producer stopped".to_string())),
+            }
+        })
+    }
+}
+
+/// What a producer's error means for the batch.
+fn judge(error: &rdkafka::error::KafkaError) -> Refused {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    match error.rdkafka_error_code() {
+        Some(Code::MessageSizeTooLarge | Code::InvalidMessageSize | Code::InvalidMessage | Code::InvalidRecord) => {
+            Refused::ForGood(error.to_string())
+        }
+        _ => Refused::Retry(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config_reader::object_literal;
+
+    fn read(text: &str) -> Result<ProducerSettings, String> {
+        let object = object_literal(text).map_err(|e| e.to_string())?;
+        let keys = Default::default();
+        let root = Reader::root(&object, &keys);
+        producer(&root).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn settings_and_their_errors() {
+        let settings = read("{ brokers: ['127.0.0.1:9092'] }").unwrap();
+        assert_eq!((settings.acks, settings.cluster.topic.as_str()), (Acks::All, "histd-forward"));
+        assert_eq!(settings.cluster.client_config().unwrap().get("security.protocol"), Some("plaintext"));
+        let cases = [
+            ("{ }", "brokers"),
+            ("{ brokers: ['kafka'] }", "host:port"),
+            ("{ brokers: ['k:9092'], topic: 'a b' }", "topic name"),
+            ("{ brokers: ['k:9092'], acks: 0 }", "acks"),
+            ("{ brokers: ['k:9092'], compression: 'zstd' }", "compression"),
+            ("{ brokers: ['k:9092'], tls: { certFile: 'c.pem' } }", "keyFile"),
+            ("{ brokers: ['k:9092'], sasl: { username: 'u' } }", "passwordFile"),
+            ("{ brokers: ['k:9092'], sasl: { mechanism: 'GSSAPI', username: 'u', passwordFile: 'p' } }", "SCRAM"),
+        ];
+        for (text, expected) in cases {
+            let error = read(text).expect_err(text);
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+        let tls = read("{ brokers: ['k:9092'], tls: true, acks: 1 }").unwrap();
+        let config = tls.client_config().unwrap();
+        assert_eq!((config.get("security.protocol"), config.get("enable.idempotence")), (Some("ssl"), Some("false")));
+    }
+
+    #[test]
+    fn a_part_fits_a_message_after_compression() {
+        let settings = read("{ brokers: ['k:9092'] }").unwrap();
+        let part = settings.max_part_bytes();
+        assert!(part + part / 6 + 64 <= settings.max_message_bytes, "{part}");
+    }
+}

@@ -1,0 +1,391 @@
+//! Forwarding through a real Kafka: three KRaft brokers (Apache Kafka from Maven Central, the
+//! classpath `scripts/test` writes) on loopback, started once for this test binary; a topic
+//! of 6 partitions, replication factor 3, `min.insync.replicas` 2.
+//!
+//! Three locals produce; two globals in group A and one in group B consume. A broker is killed
+//! and brought back mid-run, a global of group A is SIGKILLed mid-interval and restarted. Each
+//! group stores every hit sent, once, and its merged circllhist is, bin for bin, that of one
+//! histd fed every line. A local SIGKILLed while the brokers cannot take its batches sends
+//! them after its restart.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use circllhist::Histogram;
+
+use crate::harness::{free_port, http, prepared_tool, temp_dir, url_encode, wait_until, Daemon};
+
+const FLUSH_MS: u64 = 500;
+const LATENCIES: u64 = 100;
+const HITS: u64 = 10;
+const PARTITIONS: i32 = 6;
+
+/// One broker (KRaft: broker and controller in one process), restartable on its ports.
+struct Broker {
+    properties: PathBuf,
+    log: PathBuf,
+    process: Option<Child>,
+}
+
+/// The three brokers of this test binary.
+struct Cluster {
+    brokers: Mutex<Vec<Broker>>,
+    bootstrap: String,
+    classpath: String,
+}
+
+impl Broker {
+    fn start(&mut self, classpath: &str) {
+        let log = std::fs::File::create(&self.log).unwrap();
+        let child = Command::new("java")
+            .args([
+                "-Xmx256m",
+                "-Xms64m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                classpath,
+                "kafka.Kafka",
+            ])
+            .arg(&self.properties)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("java (Java 17) starts a Kafka broker");
+        self.process = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for broker in self.brokers.get_mut().unwrap().iter_mut() {
+            broker.kill();
+        }
+    }
+}
+
+/// The brokers, started at the first call: storage formatted with one cluster id, three
+/// processes, then waits until they elect a controller and take a topic.
+fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        let classpath_file = prepared_tool(
+            "HISTD_KAFKA_CLASSPATH",
+            "target/tools/kafka.classpath",
+            "mvn dependency:build-classpath on crates/histd/tests/kafka/pom.xml",
+        );
+        let classpath = std::fs::read_to_string(classpath_file).unwrap().trim().to_string();
+        let dir = temp_dir("kafka");
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let voters: Vec<String> =
+            ports.iter().enumerate().map(|(i, (_, controller))| format!("{}@127.0.0.1:{controller}", i + 1)).collect();
+        let cluster_id = "aGlzdGQtdGVzdHMtMDAwMQ";
+        let mut brokers = Vec::new();
+        for (index, (client, controller)) in ports.iter().enumerate() {
+            let id = index as u32 + 1;
+            let data = dir.join(format!("data{id}"));
+            let properties = dir.join(format!("broker{id}.properties"));
+            std::fs::write(&properties, broker_properties(id, *client, *controller, &voters.join(","), &data)).unwrap();
+            let formatted = Command::new("java")
+                .args(["-cp", &classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
+                .arg(&properties)
+                .output()
+                .expect("java formats the broker's storage");
+            assert!(formatted.status.success(), "{}", String::from_utf8_lossy(&formatted.stderr));
+            brokers.push(Broker { properties, log: dir.join(format!("broker{id}.log")), process: None });
+        }
+        for broker in &mut brokers {
+            broker.start(&classpath);
+        }
+        let bootstrap = ports.iter().map(|(client, _)| format!("127.0.0.1:{client}")).collect::<Vec<_>>().join(",");
+        let cluster = Cluster { brokers: Mutex::new(brokers), bootstrap, classpath };
+        create_topic(&cluster.bootstrap, "histd-ready", 1);
+        cluster
+    })
+}
+
+fn broker_properties(id: u32, client: u16, controller: u16, voters: &str, data: &std::path::Path) -> String {
+    format!(
+        "process.roles=broker,controller\nnode.id={id}\n\
+         listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}\n\
+         advertised.listeners=PLAINTEXT://127.0.0.1:{client}\n\
+         controller.listener.names=CONTROLLER\n\
+         listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+         controller.quorum.voters={voters}\nlog.dirs={}\n\
+         num.partitions=1\ndefault.replication.factor=3\nmin.insync.replicas=2\n\
+         offsets.topic.replication.factor=3\noffsets.topic.num.partitions=3\n\
+         transaction.state.log.replication.factor=3\ntransaction.state.log.min.isr=2\n\
+         group.initial.rebalance.delay.ms=0\nnum.network.threads=2\nnum.io.threads=2\n\
+         background.threads=2\nlog.cleaner.enable=false\nauto.create.topics.enable=false\n",
+        data.display()
+    )
+}
+
+/// Creates `topic` (replication factor 3, `min.insync.replicas` 2), retrying while the
+/// brokers come up.
+fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let started = Instant::now();
+    loop {
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let created = runtime.block_on(admin.create_topics([&new], &options));
+        let error = match created.as_deref() {
+            Ok([Ok(_)]) => return,
+            Ok([Err((_, code))]) if *code == rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists => return,
+            Ok(other) => format!("{other:?}"),
+            Err(error) => error.to_string(),
+        };
+        assert!(started.elapsed() < Duration::from_secs(90), "the brokers never took topic {topic}: {error}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A global consuming `topic` in `group`, storing what it flushes; its data outlives it.
+struct Global {
+    name: String,
+    data: PathBuf,
+    topic: String,
+    group: String,
+    daemon: Option<Daemon>,
+}
+
+impl Global {
+    fn new(name: &str, topic: &str, group: &str) -> Global {
+        Global { name: name.into(), data: temp_dir(name), topic: topic.into(), group: group.into(), daemon: None }
+    }
+
+    fn start(&mut self) {
+        let brokers = brokers_list();
+        let config = format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+               flushInterval: {FLUSH_MS}, backends: ['store'], store: {{ dataDir: '{}' }}, \
+               global: {{ kafka: {{ brokers: [{brokers}], topic: '{}', group: '{}', sessionTimeoutMs: 6000 }} }} }}",
+            self.data.join("store").display(),
+            self.topic,
+            self.group
+        );
+        self.daemon = Some(Daemon::start_process(&self.name, &config));
+    }
+
+    fn address(&self) -> String {
+        self.daemon.as_ref().expect("running").address("http")
+    }
+}
+
+/// The tests of this file one at a time: one kills brokers the other uses.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn brokers_list() -> String {
+    cluster().bootstrap.split(',').map(|b| format!("'{b}'")).collect::<Vec<_>>().join(", ")
+}
+
+fn local_config(source: &str, topic: &str, spool: &std::path::Path) -> String {
+    format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+           flushInterval: {FLUSH_MS}, backends: ['forward'], forward: {{ source: '{source}', spoolDir: '{}', \
+           kafka: {{ brokers: [{}], topic: '{topic}', deliveryTimeoutMs: 5000 }} }} }}",
+        spool.display(),
+        brokers_list()
+    )
+}
+
+fn reference() -> Daemon {
+    Daemon::start(
+        "kafka-reference",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+               flushInterval: {FLUSH_MS}, backends: ['store'], store: {{ dataDir: '$DIR/store' }} }}"
+        ),
+    )
+}
+
+/// Round `round`'s lines for local `host`: latencies, hits, and a hit for each of 24 more
+/// counters (so that every partition holds some series).
+fn lines(round: u64, host: u64) -> String {
+    let mut out = String::new();
+    for i in 0..LATENCIES {
+        let x = (round * 7919 + host * 104_729 + i * 1_299_709) % 10_007;
+        let value = if i % 4 == 0 { format!("{}.25", x % 3000) } else { (x % 5000).to_string() };
+        out.push_str(&format!("api.latency:{value}|ms\n"));
+    }
+    for _ in 0..HITS {
+        out.push_str("api.hits:1|c\n");
+    }
+    for k in 0..24 {
+        out.push_str(&format!("spread.{k}:1|c\n"));
+    }
+    out
+}
+
+fn send(rounds: std::ops::Range<u64>, locals: &[Daemon], reference: &Daemon) {
+    for round in rounds {
+        for (host, local) in locals.iter().enumerate() {
+            let text = lines(round, host as u64);
+            local.send_tcp(&text);
+            reference.send_tcp(&text);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stored_histogram(address: &str) -> Histogram {
+    let path = format!("/api/v1/histogram?name={}&from=-10m", url_encode("api.latency"));
+    let (status, body) = http(address, "GET", &path, &[], "");
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    answer["circllhist"].as_str().map_or_else(Histogram::new, |h| Histogram::from_base64(h).unwrap())
+}
+
+fn stored_sum(address: &str, name: &str) -> f64 {
+    let path = format!("/api/v1/query?expr={}&from=-10m&to=now&step=1d", url_encode(&format!("sum({name})")));
+    let (status, body) = http(address, "GET", &path, &[], "");
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    answer["points"].as_array().unwrap().iter().filter_map(|p| p[1].as_f64()).sum()
+}
+
+/// Whether `condition` holds within `limit`.
+fn within(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while !condition() {
+        if started.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+fn wait_spool_empty(local: &Daemon) {
+    wait_until(|| local.stat("forward.buffered_bytes") == 0.0, "the local's spool to empty");
+}
+
+/// What a group stored: its globals' hits summed, their histograms merged.
+fn group_totals(globals: &[&Global]) -> (f64, Histogram) {
+    let hits = globals.iter().map(|g| stored_sum(&g.address(), "api.hits")).sum();
+    let histograms: Vec<Histogram> = globals.iter().map(|g| stored_histogram(&g.address())).collect();
+    (hits, Histogram::merge_all(&histograms))
+}
+
+#[test]
+fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_global_killed() {
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-fleet";
+    create_topic(&cluster.bootstrap, topic, PARTITIONS);
+    let mut a1 = Global::new("kafka-a1", topic, "dc-a");
+    let mut a2 = Global::new("kafka-a2", topic, "dc-a");
+    let mut b1 = Global::new("kafka-b1", topic, "dc-b");
+    for global in [&mut a1, &mut a2, &mut b1] {
+        global.start();
+    }
+    let reference = reference();
+    let locals: Vec<Daemon> = (0..3)
+        .map(|i| {
+            let spool = temp_dir(&format!("kafka-spool{i}"));
+            Daemon::start(&format!("kafka-local{i}"), &local_config(&format!("host-{i}"), topic, &spool))
+        })
+        .collect();
+
+    send(0..10, &locals, &reference);
+    cluster.brokers.lock().unwrap()[1].kill();
+    send(10..20, &locals, &reference);
+    {
+        let mut brokers = cluster.brokers.lock().unwrap();
+        brokers[1].start(&cluster.classpath);
+    }
+    send(20..25, &locals, &reference);
+    // Mid-interval: a1 has merged batches it has not flushed.
+    std::thread::sleep(Duration::from_millis(FLUSH_MS / 2));
+    a1.daemon.take().expect("running").kill();
+    send(25..35, &locals, &reference);
+    a1.start();
+    send(35..45, &locals, &reference);
+
+    locals.iter().for_each(wait_spool_empty);
+    let sent_hits = (45 * 3 * HITS) as f64;
+    let sent_latencies = 45 * 3 * LATENCIES;
+    let single = stored_histogram(&reference.address("http"));
+    for (name, group) in [("A", vec![&a1, &a2]), ("B", vec![&b1])] {
+        let stored = within(Duration::from_secs(60), || {
+            let (hits, histogram) = group_totals(&group);
+            hits == sent_hits && histogram.count() == sent_latencies
+        });
+        let (hits, histogram) = group_totals(&group);
+        let stats: Vec<String> = group.iter().map(|g| g.daemon.as_ref().unwrap().admin("stats")).collect();
+        assert!(
+            stored,
+            "group {name}: {hits} of {sent_hits} hits, {} of {sent_latencies} latencies; {stats:?}",
+            histogram.count()
+        );
+        assert_eq!(histogram, single, "group {name}'s histogram is the single histd's, bin for bin");
+    }
+    assert_eq!(stored_histogram(&reference.address("http")).count(), sent_latencies);
+    for global in [&a1, &a2] {
+        let (_, series) = http(&global.address(), "GET", "/api/v1/series?match=spread.*", &[], "");
+        assert!(series.contains("spread."), "every member of group A owns some partitions: {series}");
+    }
+    for local in &locals {
+        let stats = local.admin("stats");
+        for line in stats.lines().filter(|l| l.starts_with("forward.dropped_points")) {
+            assert!(line.ends_with(": 0"), "{line}");
+        }
+    }
+}
+
+#[test]
+fn a_local_killed_with_batches_the_brokers_refused_sends_them_after_its_restart() {
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-killed";
+    create_topic(&cluster.bootstrap, topic, 3);
+    let mut global = Global::new("kafka-late", topic, "late");
+    let spool = temp_dir("kafka-spool-killed");
+    let config = local_config("host-killed", topic, &spool);
+    // With two brokers of three down, acks=all cannot be met (min.insync.replicas 2).
+    {
+        let mut brokers = cluster.brokers.lock().unwrap();
+        brokers[0].kill();
+        brokers[2].kill();
+    }
+    let local = Daemon::start_process("kafka-local-killed", &config);
+    let text: String = (0..5).map(|round| lines(round, 0)).collect();
+    local.send_tcp(&text);
+    wait_until(|| local.stat("forward.buffered_bytes") > 0.0, "a flush to wait in the spool");
+    std::thread::sleep(Duration::from_millis(3 * FLUSH_MS));
+    local.kill();
+    assert!(std::fs::read_dir(&spool).unwrap().count() > 0, "batches were spooled to disk");
+    {
+        let mut brokers = cluster.brokers.lock().unwrap();
+        brokers[0].start(&cluster.classpath);
+        brokers[2].start(&cluster.classpath);
+    }
+    global.start();
+    let local = Daemon::start_process("kafka-local-killed", &config);
+    wait_spool_empty(&local);
+    let sent = (5 * HITS) as f64;
+    let address = global.address();
+    // The brokers have just come back: the group's coordinator may take a while.
+    let stored = within(Duration::from_secs(60), || stored_sum(&address, "api.hits") == sent);
+    let daemon = global.daemon.as_ref().unwrap();
+    let stats = daemon.admin("stats");
+    let forward: Vec<&str> = stats.lines().filter(|l| l.contains("forward")).collect();
+    assert!(stored, "{} of {sent} hits; {forward:?}; {}", stored_sum(&address, "api.hits"), daemon.stderr());
+    assert_eq!(stored_histogram(&address).count(), 5 * LATENCIES);
+}
