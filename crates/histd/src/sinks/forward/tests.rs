@@ -186,3 +186,22 @@ fn version_1_bytes_are_stable() {
     assert_eq!((batch.interval.counters.len(), batch.interval.timers.len()), (1, 2));
     assert_eq!((batch.interval.gauges.len(), batch.interval.sets.len()), (1, 2));
 }
+
+/// docs/forward-format.md's Kafka example: the partition a key goes to, by the documented
+/// hash over the partitions' numbers.
+#[test]
+fn kafka_partition_of_a_key() {
+    let partitions = Ring::new((0..6).map(|p| Node::new(p.to_string())).collect());
+    let by_hand = (0..6u64)
+        .max_by_key(|p| {
+            (
+                agg::distinct::fmix64(
+                    agg::distinct::fnv1a64(b"api.latency") ^ agg::distinct::fnv1a64(p.to_string().as_bytes()),
+                ),
+                std::cmp::Reverse(*p),
+            )
+        })
+        .unwrap();
+    assert_eq!(partitions.owner(b"api.latency"), by_hand as usize);
+    assert_eq!(partitions.owner(b"api.latency"), 0, "the documented example");
+}
