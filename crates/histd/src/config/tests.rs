@@ -212,7 +212,7 @@ fn typos_get_a_suggestion() {
 
 /// Configs that set every documented key between them (`servers` and the top-level listener
 /// keys are each read only when the other form is absent, an address only without a socket).
-const EVERY_KEY: [&str; 6] = [
+const EVERY_KEY: [&str; 7] = [
     "{ servers: [ { server: './servers/udp', address: '127.0.0.1', port: 0, recvBufferSize: 4096 }, \
                   { server: 'tcp', address_ipv6: true }, { server: 'udp', socket: '/tmp/s', socket_mod: '0660' } ], \
        mgmt_address: '127.0.0.1', mgmt_port: 0, backends: ['graphite', 'console', 'repeater', 'store'], \
@@ -256,6 +256,12 @@ const EVERY_KEY: [&str; 6] = [
        global: { kafka: { brokers: ['127.0.0.1:9092'], topic: 't', clientId: 'c', group: 'g', sessionTimeoutMs: 5000, \
                           tls: { caFile: '/a', certFile: '/b', keyFile: '/c' }, \
                           sasl: { mechanism: 'PLAIN', username: 'u', passwordFile: '/p' } } } }",
+    "{ forward: { paths: [ { name: 'dc1', nodes: ['http://127.0.0.1:1'], tokenFile: '/t', checkInterval: 100, timeoutMs: 100, \
+                             redirectAfterMs: 100, spoolDir: '/s1', spoolBytes: 4096, tls: { caFile: '/a', certFile: '/b', keyFile: '/c' } }, \
+                           { kafka: { brokers: ['127.0.0.1:9092'], topic: 't', clientId: 'c', acks: 1, compression: 'gzip', \
+                                      maxMessageBytes: 1000000, deliveryTimeoutMs: 1000, \
+                                      tls: { caFile: '/a', certFile: '/b', keyFile: '/c' }, \
+                                      sasl: { mechanism: 'PLAIN', username: 'u', passwordFile: '/p' } } } ] } }",
 ];
 
 #[test]

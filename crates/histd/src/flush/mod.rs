@@ -68,16 +68,8 @@ impl Flusher {
         self.aggregation.last_flush_unix_ms.set(now_ms);
         snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
         let snapshot = Arc::new(snapshot);
-        let bytes = snapshot.queue_bytes;
         for (telemetry, queue) in &self.sinks.current() {
-            if telemetry.may_queue(bytes) && queue.try_send(snapshot.clone()).is_ok() {
-                telemetry.queued_bytes.add(bytes);
-            } else {
-                telemetry.queue_full_drops.add(1);
-                let (sink, timestamp) = (telemetry.sink, snapshot.timestamp);
-                tracing::warn!(sink, timestamp, bytes, "sink is behind: flush dropped for it (queue_full_drops)");
-            }
-            telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
+            crate::sinks::offer(queue, telemetry, &snapshot);
         }
         if let Some(global) = &self.global {
             global.carried(&receipts);

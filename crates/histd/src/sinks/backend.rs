@@ -153,6 +153,23 @@ impl Flushes {
     }
 }
 
+/// Offers `snapshot` to a reader's `queue` counted in `telemetry`: queued when the queue has
+/// room in flushes and bytes, else dropped for that reader (`queue_full_drops`, logged).
+/// True when queued.
+pub fn offer(queue: &mpsc::Sender<Arc<Snapshot>>, telemetry: &SinkTelemetry, snapshot: &Arc<Snapshot>) -> bool {
+    let bytes = snapshot.queue_bytes;
+    let queued = telemetry.may_queue(bytes) && queue.try_send(snapshot.clone()).is_ok();
+    if queued {
+        telemetry.queued_bytes.add(bytes);
+    } else {
+        telemetry.queue_full_drops.add(1);
+        let (sink, timestamp) = (telemetry.sink, snapshot.timestamp);
+        tracing::warn!(sink, timestamp, bytes, "sink is behind: flush dropped for it (queue_full_drops)");
+    }
+    telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
+    queued
+}
+
 /// The identity most backends have: their settings as `check-config` prints them, and the
 /// queue's bound.
 pub fn plain_identity(key: &str, effective: Value, shared: &Shared) -> Value {

@@ -20,7 +20,7 @@ pub mod store;
 use agg::Snapshot;
 
 pub use crate::telemetry::{Detail, DropReason, SinkTelemetry};
-pub use backend::{plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started};
+pub use backend::{offer, plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started};
 
 /// Flushes of one aggregator with `config`, one packet each, 10 s apart from `first_ms`: the
 /// snapshots the sinks' encoder tests read back.

@@ -278,3 +278,57 @@ fn a_histd_that_does_not_accept_forwarded_batches_says_so() {
     assert_eq!(status, 503);
     assert!(body.contains("global.accept"), "{body}");
 }
+
+/// Issue 36, item 4: `forward.paths` sends every batch to two sets of globals (two
+/// datacenters), each with its own spool and counters: while one set is down the other gets
+/// every flush on time, and once it is back it gets what it missed; each set is exact alone.
+#[test]
+fn two_paths_each_get_every_batch_and_one_outage_does_not_hold_the_other() {
+    let (mut dc1, mut dc2) = (Global::new("paths-dc1"), Global::new("paths-dc2"));
+    dc1.start();
+    dc2.start();
+    let reference = reference();
+    let (spool1, spool2) = (temp_dir("paths-spool1"), temp_dir("paths-spool2"));
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+           flushInterval: {FLUSH_MS}, backends: ['forward'], forward: {{ source: 'host-paths', paths: [ \
+             {{ name: 'dc1', nodes: ['{}'], spoolDir: '{}', checkInterval: 200, timeoutMs: 2000 }}, \
+             {{ name: 'dc2', nodes: ['{}'], spoolDir: '{}', checkInterval: 200, timeoutMs: 2000 }} ] }} }}",
+        dc1.url(),
+        spool1.display(),
+        dc2.url(),
+        spool2.display()
+    );
+    let local = Daemon::start("local-paths", &config);
+    let locals = std::slice::from_ref(&local);
+
+    send(0..10, locals, &reference);
+    dc2.kill();
+    send(10..20, locals, &reference);
+    let (hits, latencies) = ((20 * HITS) as f64, 20 * LATENCIES);
+    let dc1_address = dc1.daemon().address("http");
+    assert!(
+        eventually(|| stored_hits(&dc1_address) == hits),
+        "dc1 got every flush while dc2 was down: {} of {hits}",
+        stored_hits(&dc1_address)
+    );
+    assert!(local.stat("forward.dc2.buffered_bytes") > 0.0, "dc2's batches wait in its own spool");
+    assert_eq!(local.stat("forward.dc1.buffered_bytes"), 0.0);
+    dc2.start();
+    wait_until(
+        || local.stat("forward.dc1.buffered_bytes") == 0.0 && local.stat("forward.dc2.buffered_bytes") == 0.0,
+        "both paths' spools to empty",
+    );
+    let single = stored_histogram(&reference.address("http"));
+    for global in [&dc1, &dc2] {
+        let address = global.daemon().address("http");
+        let stored = eventually(|| stored_hits(&address) == hits && stored_histogram(&address).count() == latencies);
+        assert!(stored, "{}: {} of {hits} hits", global.name, stored_hits(&address));
+        assert_eq!(stored_histogram(&address), single, "{}'s histogram is the single histd's", global.name);
+    }
+    let stats = local.admin("stats");
+    for line in stats.lines().filter(|l| l.starts_with("forward.") && l.contains("dropped_points")) {
+        assert!(line.ends_with(": 0"), "{line}");
+    }
+    assert!(local.stat("forward.dc1.points_out") > 0.0 && local.stat("forward.dc2.points_out") > 0.0);
+}

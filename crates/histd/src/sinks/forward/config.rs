@@ -70,6 +70,10 @@ pub struct ForwardConfig {
     /// `forward.kafka` (none): produce the batches to a Kafka topic instead of posting them to
     /// `nodes`.
     pub kafka: Option<ProducerSettings>,
+    /// `forward.paths` (none): independent destinations, each sent every batch with a spool
+    /// and telemetry (`forward.<name>`) of its own; each is a copy of these settings with its
+    /// own destination keys (the top level's are then empty).
+    pub paths: Vec<(String, ForwardConfig)>,
 }
 
 /// The default `forward.maxBatchBytes`: 8 MiB before compression.
@@ -91,6 +95,7 @@ impl Default for ForwardConfig {
             token_file: None,
             tls: crate::tls::ClientFiles::default(),
             kafka: None,
+            paths: Vec::new(),
         }
     }
 }
@@ -113,6 +118,14 @@ impl ForwardConfig {
             "tls": { "caFile": self.tls.ca, "certFile": self.tls.identity.as_ref().map(|i| &i.0),
                      "keyFile": self.tls.identity.as_ref().map(|i| &i.1) },
             "kafka": self.kafka.as_ref().map(ProducerSettings::effective),
+            "paths": self.paths.iter().map(|(name, path)| {
+                let mut path = path.effective();
+                path["name"] = json!(name);
+                for shared in ["source", "setMembersLimit", "rawValuesLimit", "maxBatchBytes", "paths"] {
+                    path.as_object_mut().map(|object| object.remove(shared));
+                }
+                path
+            }).collect::<Vec<_>>(),
         })
     }
 }
@@ -152,9 +165,65 @@ pub(crate) fn host_name() -> String {
         .unwrap_or_else(|| "histd".to_string())
 }
 
-/// Reads `forward.*`; `required` (the backend is on) makes `nodes` mandatory.
+/// Reads `forward.*`; `required` (the backend is on) makes a destination mandatory: `nodes`
+/// or `kafka`, at the top or in each of `paths`.
 pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, ConfigError> {
     let section = top.object("forward")?;
+    let defaults = ForwardConfig::default();
+    let source = section.string("source")?.unwrap_or(defaults.source);
+    if source.is_empty() || source.len() > 255 {
+        return Err(section.error("source", "expected a name of 1 to 255 bytes"));
+    }
+    let mut config = ForwardConfig {
+        source,
+        set_members_limit: section.whole("setMembersLimit", defaults.set_members_limit as u64, 0)? as usize,
+        raw_values_limit: match section.raw("rawValuesLimit") {
+            None => None,
+            Some(_) => Some(section.whole("rawValuesLimit", 0, 0)? as usize),
+        },
+        max_batch_bytes: section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize,
+        ..ForwardConfig::default()
+    };
+    let paths = section.array("paths")?;
+    let mut top_level = config.clone();
+    read_destination(&section, &mut top_level, required && paths.is_empty())?;
+    for (index, value) in paths.iter().enumerate() {
+        let key = format!("paths[{index}]");
+        let Value::Object(object) = value else {
+            return Err(
+                section.error(&key, format!("expected an object {{name, nodes | kafka, spoolDir, ...}}, got {value}"))
+            );
+        };
+        let reader = section.element(object, section.key_path(&key));
+        let mut path = config.clone();
+        read_destination(&reader, &mut path, true)?;
+        let name = reader.string("name")?.unwrap_or_else(|| format!("path{index}"));
+        let legal = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        if name.is_empty() || name.len() > 64 || !name.bytes().all(legal) {
+            return Err(reader.error("name", format!("'{name}' is not a path name ([A-Za-z0-9_-], 1 to 64)")));
+        }
+        if config.paths.iter().any(|(other, _)| *other == name) {
+            return Err(reader.error("name", format!("'{name}' names two paths")));
+        }
+        let shares_spool =
+            path.spool_dir.is_some() && config.paths.iter().any(|(_, other)| other.spool_dir == path.spool_dir);
+        if shares_spool {
+            return Err(reader.error("spoolDir", "each path needs a spool directory of its own"));
+        }
+        config.paths.push((name, path));
+    }
+    if config.paths.is_empty() {
+        return Ok(top_level);
+    }
+    if !top_level.nodes.is_empty() || top_level.kafka.is_some() {
+        return Err(section.error("paths", "give the destinations in forward.paths or at the top of forward, not both"));
+    }
+    Ok(config)
+}
+
+/// Reads where batches go (the top of `forward`, or one of `forward.paths`) into `config`:
+/// `nodes` or `kafka` (one of them when `required`), and how they are sent and spooled.
+fn read_destination(section: &Reader<'_>, config: &mut ForwardConfig, required: bool) -> Result<(), ConfigError> {
     let defaults = ForwardConfig::default();
     let mut nodes = Vec::new();
     for (index, node) in section.array("nodes")?.iter().enumerate() {
@@ -183,32 +252,21 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
         ));
     }
     if kafka.is_some() && !nodes.is_empty() {
-        return Err(section.error("kafka", "give forward.nodes or forward.kafka, not both"));
+        return Err(section.error("kafka", "give nodes or kafka, not both"));
     }
-    let max_batch_bytes = section.whole("maxBatchBytes", DEFAULT_PART_BYTES as u64, 65_536)? as usize;
-    let max_batch_bytes = kafka.as_ref().map_or(max_batch_bytes, |kafka| max_batch_bytes.min(kafka.max_part_bytes()));
-    let source = section.string("source")?.unwrap_or(defaults.source);
-    if source.is_empty() || source.len() > 255 {
-        return Err(section.error("source", "expected a name of 1 to 255 bytes"));
+    if let Some(kafka) = &kafka {
+        config.max_batch_bytes = config.max_batch_bytes.min(kafka.max_part_bytes());
     }
-    Ok(ForwardConfig {
-        nodes,
-        source,
-        check_interval: section.milliseconds("checkInterval", defaults.check_interval)?,
-        timeout: section.milliseconds("timeoutMs", defaults.timeout)?,
-        redirect_after: section.milliseconds("redirectAfterMs", defaults.redirect_after)?,
-        spool_dir: section.string("spoolDir")?.map(PathBuf::from),
-        spool_bytes: section.whole("spoolBytes", defaults.spool_bytes, 1024)?,
-        set_members_limit: section.whole("setMembersLimit", defaults.set_members_limit as u64, 0)? as usize,
-        raw_values_limit: match section.raw("rawValuesLimit") {
-            None => None,
-            Some(_) => Some(section.whole("rawValuesLimit", 0, 0)? as usize),
-        },
-        max_batch_bytes,
-        kafka,
-        token_file: section.string("tokenFile")?.map(PathBuf::from),
-        tls: client_tls(&section.object("tls")?)?,
-    })
+    config.nodes = nodes;
+    config.kafka = kafka;
+    config.check_interval = section.milliseconds("checkInterval", defaults.check_interval)?;
+    config.timeout = section.milliseconds("timeoutMs", defaults.timeout)?;
+    config.redirect_after = section.milliseconds("redirectAfterMs", defaults.redirect_after)?;
+    config.spool_dir = section.string("spoolDir")?.map(PathBuf::from);
+    config.spool_bytes = section.whole("spoolBytes", defaults.spool_bytes, 1024)?;
+    config.token_file = section.string("tokenFile")?.map(PathBuf::from);
+    config.tls = client_tls(&section.object("tls")?)?;
+    Ok(())
 }
 
 /// Reads `forward.tls`.
@@ -318,32 +376,72 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
 
 /// Its keys, for README's table (`config/keys.rs`).
 pub const KEYS: &[KeyDoc] = &[
-    histd(&["forward.nodes"], "required with the `forward` backend", "the global histd nodes, `[\"http://10.0.0.5:8127\", ...]` (their HTTP port; batches go to `/api/v1/forward` unless a path is given). Each series goes to one node by rendezvous hashing of its key over the nodes that are up (docs/forward-format.md); a node that fails is skipped until its `/health` answers again"),
-    histd(&["forward.tokenFile"], "none", "a file holding the token (its first line; `NAME TOKEN` sends TOKEN) sent as `Authorization: Bearer` with every batch and health check: one of the globals' `http.tokens.write` (its name there is this local's credential: batch identities are bound to it)"),
-    histd(&["forward.tls.caFile"], "none (the system's roots)", "a PEM file of the CA certificates `https://` nodes are checked against, instead of the system's"),
-    histd(&["forward.tls.certFile", "forward.tls.keyFile"], "none", "a client certificate and its key (PEM) presented to `https://` nodes (mutual TLS: the globals' `http.tls.clientCAFile`); its subject's CN is this local's credential where `http.tls.clientCertRoles` has `write`"),
+    histd(&["forward.nodes", "forward.paths[].nodes"], "required with the `forward` backend", "the global histd nodes, `[\"http://10.0.0.5:8127\", ...]` (their HTTP port; batches go to `/api/v1/forward` unless a path is given). Each series goes to one node by rendezvous hashing of its key over the nodes that are up (docs/forward-format.md); a node that fails is skipped until its `/health` answers again"),
+    histd(&["forward.tokenFile", "forward.paths[].tokenFile"], "none", "a file holding the token (its first line; `NAME TOKEN` sends TOKEN) sent as `Authorization: Bearer` with every batch and health check: one of the globals' `http.tokens.write` (its name there is this local's credential: batch identities are bound to it)"),
+    histd(&["forward.tls.caFile", "forward.paths[].tls.caFile"], "none (the system's roots)", "a PEM file of the CA certificates `https://` nodes are checked against, instead of the system's"),
+    histd(&["forward.tls.certFile", "forward.tls.keyFile", "forward.paths[].tls.certFile", "forward.paths[].tls.keyFile"], "none", "a client certificate and its key (PEM) presented to `https://` nodes (mutual TLS: the globals' `http.tls.clientCAFile`); its subject's CN is this local's credential where `http.tls.clientCertRoles` has `write`"),
+    histd(&["forward.paths"], "none", "independent destinations, `[{name, nodes | kafka, spoolDir, ...}]`: every batch goes to each, with a spool and counters (`forward.<name>.*`) of its own, so one path's outage never holds the other (e.g. the globals of two datacenters, or one over HTTP and one through Kafka). Each takes the destination keys below (`nodes`, `kafka`, `spoolDir`, `spoolBytes`, `tokenFile`, `tls`, `checkInterval`, `timeoutMs`, `redirectAfterMs`); `source` and the limits are shared. Each path's globals are exact on their own"),
+    histd(&["forward.paths[].name"], "`path<index>`", "the path's name in its counters (`forward.<name>.points_out`, ...) and the log"),
     histd(&["forward.source"], "the host name", "this histd's name in the batches it sends: unique in the fleet (the identity a global merges once; the tag value with `global.tagSource`)"),
-    histd(&["forward.checkInterval"], "10000", "milliseconds between health checks (`GET /health`) of every node"),
-    histd(&["forward.timeoutMs"], "10000", "one request's deadline; a node that does not answer in time is marked down"),
-    histd(&["forward.redirectAfterMs"], "60000", "batches already cut for a node that goes down wait this long for it, then go to the next node (new flushes go to the live nodes at once). Waiting keeps a batch the dead node took before dying from being merged twice"),
-    histd(&["forward.spoolDir"], "none (memory)", "batches are written here (synced) before they are sent and removed once a node took them: they survive a stop, SIGKILL or a crash and are sent at the next start, oldest first"),
-    histd(&["forward.spoolBytes"], "268435456 (256 MiB)", "compressed batches kept while no node takes them, on disk or in memory; past it the oldest are dropped (`forward.dropped_points.buffer_full`)"),
+    histd(&["forward.checkInterval", "forward.paths[].checkInterval"], "10000", "milliseconds between health checks (`GET /health`) of every node"),
+    histd(&["forward.timeoutMs", "forward.paths[].timeoutMs"], "10000", "one request's deadline; a node that does not answer in time is marked down"),
+    histd(&["forward.redirectAfterMs", "forward.paths[].redirectAfterMs"], "60000", "batches already cut for a node that goes down wait this long for it, then go to the next node (new flushes go to the live nodes at once). Waiting keeps a batch the dead node took before dying from being merged twice"),
+    histd(&["forward.spoolDir", "forward.paths[].spoolDir"], "none (memory)", "batches are written here (synced) before they are sent and removed once a node took them: they survive a stop, SIGKILL or a crash and are sent at the next start, oldest first"),
+    histd(&["forward.spoolBytes", "forward.paths[].spoolBytes"], "268435456 (256 MiB)", "compressed batches kept while no node takes them, on disk or in memory; past it the oldest are dropped (`forward.dropped_points.buffer_full`)"),
     histd(&["forward.setMembersLimit"], "1000", "sets with more members this interval are sent as a HyperLogLog sketch (16 KiB, ~0.8% error) instead of their members"),
     histd(&["forward.rawValuesLimit"], "`timerSampleLimit`", "timers with at most this many values send them all (the global's percentiles are then Etsy-exact); busier ones send their circllhist and exact totals only (8 bytes a value saved)"),
     histd(&["forward.maxBatchBytes"], "8388608 (8 MiB)", "a node's part of a flush larger than this before compression goes in several requests"),
-    histd(&["forward.kafka.brokers", "global.kafka.brokers"], "none (required to use Kafka)", "`[\"host:port\", ...]`: some of the Kafka cluster's brokers. With `forward.kafka` a local produces its batches to the topic instead of posting them to `forward.nodes`; with `global.kafka` a global consumes them"),
-    histd(&["forward.kafka.topic", "global.kafka.topic"], "`histd-forward`", "the topic. Each series goes to one partition: rendezvous hashing of its key over the partitions' numbers (docs/forward-format.md); give the topic replication factor 3 and `min.insync.replicas` 2. Partitions added later are used by a local from its next start"),
-    histd(&["forward.kafka.clientId", "global.kafka.clientId"], "`histd`", "the client's name in the brokers' logs and quotas"),
-    histd(&["forward.kafka.tls", "global.kafka.tls"], "none (plaintext)", "`true`: TLS to the brokers, checked against the system's CAs; an object: with the files below"),
-    histd(&["forward.kafka.tls.caFile", "global.kafka.tls.caFile"], "the system's CAs", "PEM CA certificates the brokers are checked against"),
-    histd(&["forward.kafka.tls.certFile", "forward.kafka.tls.keyFile", "global.kafka.tls.certFile", "global.kafka.tls.keyFile"], "none", "a client certificate and its key (PEM), for brokers that ask for one (both or neither)"),
-    histd(&["forward.kafka.sasl", "global.kafka.sasl"], "none", "SASL authentication to the brokers (over TLS when `tls` is set)"),
-    histd(&["forward.kafka.sasl.mechanism", "global.kafka.sasl.mechanism"], "`SCRAM-SHA-512`", "`PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`"),
-    histd(&["forward.kafka.sasl.username", "global.kafka.sasl.username", "forward.kafka.sasl.passwordFile", "global.kafka.sasl.passwordFile"], "none (required with `sasl`)", "the user, and a file whose first line is the password"),
-    histd(&["forward.kafka.acks"], "`all`", "`all`: every in-sync replica has the batch before it leaves the spool (an idempotent producer: no duplicates from its retries); `1`: the leader alone"),
-    histd(&["forward.kafka.compression"], "`none`", "`none`, `gzip`, `snappy` or `lz4` of the record batches (the batches are snappy-compressed already)"),
-    histd(&["forward.kafka.maxMessageBytes"], "1000000", "the largest message the topic takes (its `max.message.bytes`); a part is cut to fit"),
-    histd(&["forward.kafka.deliveryTimeoutMs"], "30000", "how long librdkafka tries a batch before handing it back to the spool, where it waits (bounded by `forward.spoolBytes`) and is produced again, in order, with backoff"),
+    histd(&["forward.kafka.brokers", "global.kafka.brokers", "forward.paths[].kafka.brokers"], "none (required to use Kafka)", "`[\"host:port\", ...]`: some of the Kafka cluster's brokers. With `forward.kafka` a local produces its batches to the topic instead of posting them to `forward.nodes`; with `global.kafka` a global consumes them"),
+    histd(&["forward.kafka.topic", "global.kafka.topic", "forward.paths[].kafka.topic"], "`histd-forward`", "the topic. Each series goes to one partition: rendezvous hashing of its key over the partitions' numbers (docs/forward-format.md); give the topic replication factor 3 and `min.insync.replicas` 2. Partitions added later are used by a local from its next start"),
+    histd(&["forward.kafka.clientId", "global.kafka.clientId", "forward.paths[].kafka.clientId"], "`histd`", "the client's name in the brokers' logs and quotas"),
+    histd(&["forward.kafka.tls", "global.kafka.tls", "forward.paths[].kafka.tls"], "none (plaintext)", "`true`: TLS to the brokers, checked against the system's CAs; an object: with the files below"),
+    histd(&["forward.kafka.tls.caFile", "global.kafka.tls.caFile", "forward.paths[].kafka.tls.caFile"], "the system's CAs", "PEM CA certificates the brokers are checked against"),
+    histd(&["forward.kafka.tls.certFile", "forward.kafka.tls.keyFile", "global.kafka.tls.certFile", "global.kafka.tls.keyFile", "forward.paths[].kafka.tls.certFile", "forward.paths[].kafka.tls.keyFile"], "none", "a client certificate and its key (PEM), for brokers that ask for one (both or neither)"),
+    histd(&["forward.kafka.sasl", "global.kafka.sasl", "forward.paths[].kafka.sasl"], "none", "SASL authentication to the brokers (over TLS when `tls` is set)"),
+    histd(&["forward.kafka.sasl.mechanism", "global.kafka.sasl.mechanism", "forward.paths[].kafka.sasl.mechanism"], "`SCRAM-SHA-512`", "`PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`"),
+    histd(&["forward.kafka.sasl.username", "global.kafka.sasl.username", "forward.kafka.sasl.passwordFile", "global.kafka.sasl.passwordFile", "forward.paths[].kafka.sasl.username", "forward.paths[].kafka.sasl.passwordFile"], "none (required with `sasl`)", "the user, and a file whose first line is the password"),
+    histd(&["forward.kafka.acks", "forward.paths[].kafka.acks"], "`all`", "`all`: every in-sync replica has the batch before it leaves the spool (an idempotent producer: no duplicates from its retries); `1`: the leader alone"),
+    histd(&["forward.kafka.compression", "forward.paths[].kafka.compression"], "`none`", "`none`, `gzip`, `snappy` or `lz4` of the record batches (the batches are snappy-compressed already)"),
+    histd(&["forward.kafka.maxMessageBytes", "forward.paths[].kafka.maxMessageBytes"], "1000000", "the largest message the topic takes (its `max.message.bytes`); a part is cut to fit"),
+    histd(&["forward.kafka.deliveryTimeoutMs", "forward.paths[].kafka.deliveryTimeoutMs"], "30000", "how long librdkafka tries a batch before handing it back to the spool, where it waits (bounded by `forward.spoolBytes`) and is produced again, in order, with backoff"),
     histd(&["global.kafka.group"], "`histd-global`", "the consumer group: the globals of one datacenter share one and split the partitions; every group receives every batch. Offsets are committed once the flush that carried their batches was taken"),
     histd(&["global.kafka.sessionTimeoutMs"], "10000", "how long a silent global keeps its partitions before the group gives them to the others"),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config_reader::object_literal;
+
+    fn read(text: &str) -> Result<ForwardConfig, String> {
+        let object = object_literal(text).map_err(|e| e.to_string())?;
+        let keys = Default::default();
+        forward(&Reader::root(&object, &keys), true).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn paths_and_their_errors() {
+        let config = read(
+            "{ forward: { source: 'h', paths: [ { nodes: ['http://a:8127'], spoolDir: '/s1' }, \
+               { name: 'log', kafka: { brokers: ['k:9092'] }, spoolDir: '/s2' } ] } }",
+        )
+        .unwrap();
+        let names: Vec<&str> = config.paths.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["path0", "log"]);
+        assert_eq!(config.paths[0].1.source, "h", "shared settings reach every path");
+        assert!(config.paths[1].1.max_batch_bytes < DEFAULT_PART_BYTES, "a Kafka path cuts parts to fit a message");
+        let cases = [
+            ("{ forward: { nodes: ['http://a:8127'], paths: [ { nodes: ['http://b:8127'] } ] } }", "not both"),
+            ("{ forward: { paths: [ { spoolDir: '/s' } ] } }", "forward.paths[0].nodes"),
+            ("{ forward: { paths: [ { name: 'a', nodes: ['http://a:1'] }, { name: 'a', nodes: ['http://b:1'] } ] } }", "names two paths"),
+            ("{ forward: { paths: [ { nodes: ['http://a:1'], spoolDir: '/s' }, { nodes: ['http://b:1'], spoolDir: '/s' } ] } }", "of its own"),
+            ("{ forward: { paths: [ { name: 'a b', nodes: ['http://a:1'] } ] } }", "path name"),
+            ("{ forward: { paths: [ 'http://a:1' ] } }", "expected an object"),
+            ("{ forward: { paths: [ { nodes: ['http://a:1'], kafka: { brokers: ['k:1'] } } ] } }", "not both"),
+        ];
+        for (text, expected) in cases {
+            let error = read(text).expect_err(text);
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}

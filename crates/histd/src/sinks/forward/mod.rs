@@ -29,7 +29,12 @@ pub use config::{ForwardConfig, GlobalConfig};
 
 use serde_json::{json, Value};
 
-use super::{Backend, Context, Shared, Started};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Backend, Context, Flushes, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 use encode::CutSettings;
 
@@ -51,13 +56,51 @@ impl Backend for Forward {
     }
 
     fn start(settings: &ForwardConfig, context: Context) -> anyhow::Result<Started> {
-        let cut = CutSettings {
+        let cut = |path: &ForwardConfig| CutSettings {
             source: settings.source.clone(),
             prefix_stats: context.shared.prefix_stats.clone(),
             set_members_limit: settings.set_members_limit,
             raw_values_limit: settings.raw_values_limit.unwrap_or(context.shared.timer_sample_limit),
-            max_batch_bytes: settings.max_batch_bytes,
+            max_batch_bytes: path.max_batch_bytes,
         };
-        Ok(Started::task(sink::spawn(settings, cut, context)?))
+        if settings.paths.is_empty() {
+            let task = sink::spawn(settings, cut(settings), context.telemetry.clone(), context.flushes())?;
+            return Ok(Started::task(task));
+        }
+        let mut queues = Vec::new();
+        let mut tasks = Vec::new();
+        let mut targets = Vec::new();
+        for (name, path) in &settings.paths {
+            let telemetry = context.target_telemetry(name, context.shared.sink_queue_bytes);
+            let (queue, flushes) = Flushes::queue(telemetry.clone());
+            let task = sink::spawn(path, cut(path), telemetry.clone(), flushes)
+                .map_err(|error| anyhow::anyhow!("forward.paths {name}: {error}"))?;
+            tasks.push(task);
+            queues.push((telemetry.clone(), queue));
+            targets.push(telemetry);
+        }
+        let task = tokio::spawn(fan_out(context.flushes(), context.telemetry.clone(), queues, tasks));
+        Ok(Started { task, targets, offered: Vec::new() })
+    }
+}
+
+/// Hands every flush to each path's queue (a path that is behind loses that flush alone,
+/// counted in its `queue_full_drops`), then, once the backend's queue closes, lets each path
+/// finish.
+async fn fan_out(
+    mut flushes: Flushes,
+    telemetry: Arc<SinkTelemetry>,
+    queues: Vec<(Arc<SinkTelemetry>, mpsc::Sender<Arc<agg::Snapshot>>)>,
+    tasks: Vec<JoinHandle<()>>,
+) {
+    while let Some(snapshot) = flushes.next().await {
+        for (path, queue) in &queues {
+            super::offer(queue, path, &snapshot);
+        }
+        telemetry.succeeded(crate::clock::unix_now_s());
+    }
+    drop(queues);
+    for task in tasks {
+        let _ = task.await;
     }
 }

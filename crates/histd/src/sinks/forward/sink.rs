@@ -26,15 +26,20 @@ use super::spool::{Dropped, Spool, Waiting};
 use crate::clock::unix_now_s;
 use crate::http_client::{Client, HttpUrl, Outcome};
 use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
-use crate::sinks::{Context, DropReason, Flushes, SinkTelemetry};
+use crate::sinks::{DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
 /// Batches produced to Kafka at once before their acknowledgements are awaited.
 const KAFKA_IN_FLIGHT: usize = 64;
 
-/// Starts the backend's tasks; fails when `forward.spoolDir` cannot be opened.
-pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) -> anyhow::Result<JoinHandle<()>> {
-    let telemetry = context.telemetry.clone();
+/// Starts one destination's tasks (the backend's one, or one of `forward.paths`), reading
+/// `flushes` and counting into `telemetry`; fails when its `spoolDir` cannot be opened.
+pub fn spawn(
+    config: &ForwardConfig,
+    settings: CutSettings,
+    telemetry: Arc<SinkTelemetry>,
+    flushes: Flushes,
+) -> anyhow::Result<JoinHandle<()>> {
     let authorization = config.authorization().map_err(|why| anyhow::anyhow!(why))?;
     let tls = config.client_tls().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
@@ -49,7 +54,6 @@ pub fn spawn(config: &ForwardConfig, settings: CutSettings, context: Context) ->
             "forward: sending the batches an earlier run left in the spool"
         );
     }
-    let flushes = context.flushes();
     let delivery = Delivery {
         ring: Arc::new(Ring::new(vec![Node::new("0".to_string())])),
         way: Way::Kafka { producer: None, timeout: Duration::ZERO },
