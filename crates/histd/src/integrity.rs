@@ -50,6 +50,74 @@ pub fn verified(file: &[u8]) -> Result<&[u8], Damage> {
     Ok(content)
 }
 
+/// Damage done on purpose to a directory of numbered files (`<16 digits>.batch`), for the
+/// tables that attack the spool's and the journal's formats.
+#[cfg(test)]
+pub(crate) mod attacks {
+    use std::path::Path;
+
+    /// One way a file is damaged.
+    #[derive(Debug, Clone, Copy)]
+    pub enum Attack {
+        /// Nothing done.
+        None,
+        /// One bit flipped, this many bytes from the file's start.
+        FlipFromStart(u64, usize),
+        /// One bit flipped, this many bytes before the file's end.
+        FlipFromEnd(u64, usize),
+        /// Its first 4096 bytes (a page) zeroed.
+        ZeroPage(u64),
+        /// Cut to half its length.
+        Truncate(u64),
+        /// 17 bytes of garbage appended.
+        AppendGarbage(u64),
+        /// Two files' contents swapped.
+        Swap(u64, u64),
+        /// Emptied.
+        Empty(u64),
+        /// A write torn before its rename: a half-written `.tmp` beside the files.
+        TornWrite(u64),
+    }
+
+    fn path(dir: &Path, sequence: u64) -> std::path::PathBuf {
+        dir.join(format!("{sequence:016}.batch"))
+    }
+
+    fn edit(dir: &Path, sequence: u64, change: impl FnOnce(&mut Vec<u8>)) {
+        let mut file = std::fs::read(path(dir, sequence)).unwrap();
+        change(&mut file);
+        std::fs::write(path(dir, sequence), file).unwrap();
+    }
+
+    /// Does `attack` to the files of `dir`.
+    pub fn apply(dir: &Path, attack: Attack) {
+        match attack {
+            Attack::None => {}
+            Attack::FlipFromStart(file, at) => edit(dir, file, |bytes| bytes[at] ^= 0x10),
+            Attack::FlipFromEnd(file, at) => edit(dir, file, |bytes| {
+                let at = bytes.len() - at;
+                bytes[at] ^= 0x10;
+            }),
+            Attack::ZeroPage(file) => edit(dir, file, |bytes| {
+                let end = bytes.len().min(4096);
+                bytes[..end].fill(0);
+            }),
+            Attack::Truncate(file) => edit(dir, file, |bytes| bytes.truncate(bytes.len() / 2)),
+            Attack::AppendGarbage(file) => edit(dir, file, |bytes| bytes.extend_from_slice(b"not part of a file")),
+            Attack::Swap(a, b) => {
+                let (first, second) = (std::fs::read(path(dir, a)).unwrap(), std::fs::read(path(dir, b)).unwrap());
+                std::fs::write(path(dir, a), second).unwrap();
+                std::fs::write(path(dir, b), first).unwrap();
+            }
+            Attack::Empty(file) => std::fs::write(path(dir, file), b"").unwrap(),
+            Attack::TornWrite(sequence) => {
+                let whole = std::fs::read(path(dir, 0)).unwrap();
+                std::fs::write(dir.join(format!("{sequence:016}.tmp")), &whole[..whole.len() / 2]).unwrap();
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,4 +166,70 @@ mod tests {
         assert!(path.with_extension("corrupt").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// Issue 36: the journal's format attacked, one way a row. Four batches (credentials a, b,
+    /// c, d; a few KiB each) are journaled; the attack is done to the files; the journal is
+    /// opened again and what it left is decoded as a global's restart does. What is merged, and
+    /// what is counted as damaged (set aside at open, or not a batch once read), is exactly the
+    /// row's.
+    #[test]
+    fn attacks_on_the_journal_format() {
+        use crate::integrity::attacks::{apply, Attack};
+        use crate::sinks::forward::format::{compress, decode, BatchId, BatchWriter};
+        let batch = |part: &str| {
+            let id = BatchId {
+                source: "web-1".into(),
+                interval_start_ms: 1_700_000_000_000,
+                interval_ms: 10_000,
+                part: part.into(),
+                chunk: 0,
+            };
+            let mut writer = BatchWriter::new(id);
+            for i in 0..400 {
+                writer.counter(&format!("api.requests.{part}.{i}"), f64::from(i));
+            }
+            compress(&writer.finish())
+        };
+        // (attack, credentials of the batches merged in order, batches counted damaged)
+        let cases: [(Attack, &[&str], u64); 11] = [
+            (Attack::None, &["a", "b", "c", "d"], 0),
+            (Attack::FlipFromEnd(1, 100), &["a", "c", "d"], 1),
+            (Attack::FlipFromStart(2, 11), &["a", "b", "d"], 1),
+            (Attack::FlipFromEnd(3, 2), &["a", "b", "c"], 1),
+            (Attack::FlipFromStart(0, 0), &["b", "c", "d"], 1),
+            (Attack::ZeroPage(1), &["a", "c", "d"], 1),
+            (Attack::Truncate(3), &["a", "b", "c"], 1),
+            (Attack::AppendGarbage(0), &["b", "c", "d"], 1),
+            (Attack::Swap(1, 2), &["a", "c", "b", "d"], 0),
+            (Attack::Empty(2), &["a", "b", "d"], 1),
+            (Attack::TornWrite(4), &["a", "b", "c", "d"], 0),
+        ];
+        for (attack, merged, damaged) in cases {
+            let dir = std::env::temp_dir().join(format!("histd-journal-attacks-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let (journal, _, _) = Journal::open(dir.clone()).unwrap();
+            for credential in ["a", "b", "c", "d"] {
+                journal.write(&batch(credential), credential).unwrap();
+            }
+            apply(&dir, attack);
+            let (_, left, mut counted) = Journal::open(dir.clone()).unwrap();
+            let mut got = Vec::new();
+            for Left { body, credential, .. } in left {
+                match decode(&body, 64 << 20) {
+                    Ok(batch) => {
+                        assert_eq!(batch.interval.counters.len(), 400, "{attack:?}: a batch read whole");
+                        assert_eq!(batch.id.part, credential, "{attack:?}: the credential is the one it was sent with");
+                        got.push(credential);
+                    }
+                    Err(_) => counted += 1,
+                }
+            }
+            assert_eq!(
+                (got.iter().map(String::as_str).collect::<Vec<_>>().as_slice(), counted),
+                (merged, damaged),
+                "{attack:?}"
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
 }

@@ -449,4 +449,60 @@ mod tests {
         assert_eq!(leftovers.len(), 1, "only the first batch's file: {leftovers:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
+
+    /// Issue 36: the spool's format attacked, one way a row. Four batches (series 10, 20, 30,
+    /// 40, bodies of 5000 bytes) are spooled; the attack is done to the files; the spool is
+    /// opened again and every batch still waiting is read as it would be to be sent. What is
+    /// sent, and what is counted as damaged (batches, and series as a damaged file's header
+    /// still says), is exactly the row's.
+    #[test]
+    fn attacks_on_the_spool_format() {
+        use crate::integrity::attacks::{apply, Attack};
+        // (attack, series of the batches sent in order, batches counted damaged, their series)
+        let cases: [(Attack, &[u64], u64, u64); 11] = [
+            (Attack::None, &[10, 20, 30, 40], 0, 0),
+            (Attack::FlipFromEnd(1, 100), &[10, 30, 40], 1, 20),
+            (Attack::FlipFromStart(2, 9), &[10, 20, 40], 1, 30),
+            (Attack::FlipFromEnd(3, 2), &[10, 20, 30], 1, 40),
+            (Attack::FlipFromStart(0, 0), &[20, 30, 40], 1, 10),
+            (Attack::ZeroPage(1), &[10, 30, 40], 1, 0),
+            (Attack::Truncate(3), &[10, 20, 30], 1, 40),
+            (Attack::AppendGarbage(0), &[20, 30, 40], 1, 10),
+            (Attack::Swap(1, 2), &[10, 30, 20, 40], 0, 0),
+            (Attack::Empty(2), &[10, 20, 40], 1, 0),
+            (Attack::TornWrite(4), &[10, 20, 30, 40], 0, 0),
+        ];
+        for (attack, sent, damaged, damaged_series) in cases {
+            let dir = scratch("attacks");
+            let (mut spool, _) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+            for series in [10u64, 20, 30, 40] {
+                spool.push("http://g1:8127", series, vec![series as u8; 5000]).unwrap();
+            }
+            drop(spool);
+            apply(&dir, attack);
+            let (mut spool, dropped) = Spool::open(Some(dir.clone()), 1 << 20).unwrap();
+            let (mut counted, mut counted_series, mut got) = (dropped.batches, dropped.series, Vec::new());
+            for batch in spool.waiting() {
+                match spool.body(&batch) {
+                    Ok(body) => {
+                        assert_eq!(body.len(), 5000, "{attack:?}: a body read whole");
+                        got.push(batch.series);
+                    }
+                    Err(error) => {
+                        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{attack:?}");
+                        counted += 1;
+                        counted_series += batch.series;
+                        spool.set_aside(batch.sequence);
+                    }
+                }
+            }
+            assert_eq!((got.as_slice(), counted, counted_series), (sent, damaged, damaged_series), "{attack:?}");
+            let corrupt = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension() == Some("corrupt".as_ref()))
+                .count();
+            assert_eq!(corrupt as u64, damaged, "{attack:?}: each damaged file is kept aside");
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
 }
