@@ -319,7 +319,9 @@ fn two_paths_each_get_every_batch_and_one_outage_does_not_hold_the_other() {
         || local.stat("forward.dc1.buffered_bytes") == 0.0 && local.stat("forward.dc2.buffered_bytes") == 0.0,
         "both paths' spools to empty",
     );
-    let single = stored_histogram(&reference.address("http"));
+    let reference_address = reference.address("http");
+    assert!(eventually(|| stored_histogram(&reference_address).count() == latencies));
+    let single = stored_histogram(&reference_address);
     for global in [&dc1, &dc2] {
         let address = global.daemon().address("http");
         let stored = eventually(|| stored_hits(&address) == hits && stored_histogram(&address).count() == latencies);

@@ -54,6 +54,7 @@ impl Broker {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("java (Java 17) starts a Kafka broker");
+        BROKER_PIDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(child.id());
         self.process = Some(child);
     }
 
@@ -61,15 +62,20 @@ impl Broker {
         if let Some(mut child) = self.process.take() {
             let _ = child.kill();
             let _ = child.wait();
+            BROKER_PIDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).retain(|&pid| pid != child.id());
         }
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for broker in self.brokers.get_mut().unwrap().iter_mut() {
-            broker.kill();
-        }
+/// The brokers' process ids: a static is never dropped, so the test binary kills them at its
+/// exit (`atexit`), and they never outlive it.
+static BROKER_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+extern "C" fn kill_brokers_at_exit() {
+    let pids = BROKER_PIDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for &pid in pids.iter() {
+        // SAFETY: a signal to a process this binary started.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     }
 }
 
@@ -103,6 +109,8 @@ fn cluster() -> &'static Cluster {
             assert!(formatted.status.success(), "{}", String::from_utf8_lossy(&formatted.stderr));
             brokers.push(Broker { properties, log: dir.join(format!("broker{id}.log")), process: None });
         }
+        // SAFETY: registers a plain function, once.
+        unsafe { libc::atexit(kill_brokers_at_exit) };
         for broker in &mut brokers {
             broker.start(&classpath);
         }
@@ -321,7 +329,9 @@ fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_glo
     locals.iter().for_each(wait_spool_empty);
     let sent_hits = (45 * 3 * HITS) as f64;
     let sent_latencies = 45 * 3 * LATENCIES;
-    let single = stored_histogram(&reference.address("http"));
+    let reference_address = reference.address("http");
+    assert!(within(Duration::from_secs(30), || stored_histogram(&reference_address).count() == sent_latencies));
+    let single = stored_histogram(&reference_address);
     for (name, group) in [("A", vec![&a1, &a2]), ("B", vec![&b1])] {
         let stored = within(Duration::from_secs(60), || {
             let (hits, histogram) = group_totals(&group);
@@ -388,4 +398,48 @@ fn a_local_killed_with_batches_the_brokers_refused_sends_them_after_its_restart(
     let forward: Vec<&str> = stats.lines().filter(|l| l.contains("forward")).collect();
     assert!(stored, "{} of {sent} hits; {forward:?}; {}", stored_sum(&address, "api.hits"), daemon.stderr());
     assert_eq!(stored_histogram(&address).count(), 5 * LATENCIES);
+}
+
+/// Issue 36, item 4: one path over HTTP, one through Kafka; each gets every batch, exact.
+#[test]
+fn a_local_sends_every_batch_over_http_and_through_kafka() {
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-paths";
+    create_topic(&cluster.bootstrap, topic, 3);
+    let mut consumer = Global::new("kafka-paths-log", topic, "paths");
+    consumer.start();
+    let http_global = Daemon::start_process(
+        "kafka-paths-http",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+               flushInterval: {FLUSH_MS}, backends: ['store'], store: {{ dataDir: '$DIR/store' }}, global: {{ accept: true }} }}"
+        ),
+    );
+    let reference = reference();
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+           flushInterval: {FLUSH_MS}, backends: ['forward'], forward: {{ source: 'host-paths', paths: [ \
+             {{ name: 'http', nodes: ['http://{}'] }}, \
+             {{ name: 'log', kafka: {{ brokers: [{}], topic: '{topic}' }} }} ] }} }}",
+        http_global.address("http"),
+        brokers_list()
+    );
+    let local = Daemon::start("kafka-paths-local", &config);
+    send(0..10, std::slice::from_ref(&local), &reference);
+    wait_until(
+        || local.stat("forward.http.buffered_bytes") == 0.0 && local.stat("forward.log.buffered_bytes") == 0.0,
+        "both paths to deliver",
+    );
+    let hits = (10 * HITS) as f64;
+    let reference_address = reference.address("http");
+    assert!(within(Duration::from_secs(30), || stored_histogram(&reference_address).count() == 10 * LATENCIES));
+    let single = stored_histogram(&reference_address);
+    for address in [http_global.address("http"), consumer.address()] {
+        let stored = within(Duration::from_secs(60), || {
+            stored_sum(&address, "api.hits") == hits && stored_histogram(&address).count() == 10 * LATENCIES
+        });
+        assert!(stored, "{address}: {} of {hits} hits", stored_sum(&address, "api.hits"));
+        assert_eq!(stored_histogram(&address), single, "{address}: the single histd's histogram");
+    }
 }
