@@ -121,7 +121,6 @@ impl Committer {
                 }
             }
         }
-        drop(offsets);
         if last.is_empty() {
             return;
         }
@@ -129,9 +128,12 @@ impl Committer {
         for (partition, offset) in last {
             let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(offset + 1));
         }
+        // Still under the lock the rebalance takes: a revocation comes wholly before (these
+        // offsets are then below what it commits) or after (their generation is then past).
         if let Err(error) = self.consumer.commit(&list, CommitMode::Async) {
             tracing::warn!(%error, "global.kafka: committing offsets failed (their batches may be read again by the next owner)");
         }
+        drop(offsets);
     }
 }
 
@@ -193,7 +195,14 @@ async fn read(consumer: Arc<StreamConsumer<Membership>>, offsets: Arc<Mutex<Offs
         };
         (failing, _) = (false, backoff.reset());
         let (partition, offset) = (message.partition(), message.offset());
-        let generation = lock(&offsets).generation;
+        let generation = {
+            let offsets = lock(&offsets);
+            if !offsets.assigned.contains(&partition) {
+                // Fetched before its partition was taken away: its next owner reads it.
+                continue;
+            }
+            offsets.generation
+        };
         let receipt = Receipt::Log { partition, offset, generation };
         match global.receive_logged(message.payload().unwrap_or_default(), receipt) {
             Ok(_) => refusing = false,

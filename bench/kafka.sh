@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Forwarding through Kafka against forwarding over HTTP (issue 35, item 6), end to end on this
+# machine: three KRaft brokers (Apache Kafka from Maven Central, the classpath scripts/test
+# writes; topic of 6 partitions, replication factor 3, min.insync.replicas 2), one local histd
+# (pinned to CPU 0) forwarding every 2 s to one global histd, fed 25-line datagrams of 100k
+# names of all four types (`--mix mixed`) at 1M lines/s and then as fast as the generator
+# goes. The global, the generator and the brokers share CPU 1.
+# Printed per mode: the generator's table (the local's loss, ns a line, RSS), then per flush:
+# the local's and the global's CPU, the bytes the local sent, what the topic holds (one
+# replica), and the delay from a local's flush to the global's flush that carried it (the
+# global's `messages.forward_batches_merged` watched after one flush of one series).
+# Usage: bench/kafka.sh [seconds-per-rate]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+cargo build --release -q -p histd
+bin=target/release/histd
+classpath_file=target/tools/kafka.classpath
+if [ ! -s "$classpath_file" ]; then
+  mkdir -p target/tools
+  mvn -q -f crates/histd/tests/kafka/pom.xml dependency:build-classpath -Dmdep.outputFile="$PWD/$classpath_file"
+fi
+classpath=$(cat "$classpath_file")
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "# $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "# rmem_max=$(sysctl -n net.core.rmem_max); histd asks for a 16 MiB receive buffer"
+
+voters="1@127.0.0.1:19291,2@127.0.0.1:19292,3@127.0.0.1:19293"
+bootstrap="127.0.0.1:19191,127.0.0.1:19192,127.0.0.1:19193"
+for id in 1 2 3; do
+  cat > "$work/broker$id.properties" <<PROPERTIES
+process.roles=broker,controller
+node.id=$id
+listeners=PLAINTEXT://127.0.0.1:1919$id,CONTROLLER://127.0.0.1:1929$id
+advertised.listeners=PLAINTEXT://127.0.0.1:1919$id
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.voters=$voters
+log.dirs=$work/data$id
+offsets.topic.replication.factor=3
+offsets.topic.num.partitions=3
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+PROPERTIES
+  java -cp "$classpath" kafka.tools.StorageTool format -t aGlzdGQtYmVuY2gtMDAwMQ -c "$work/broker$id.properties" >/dev/null
+  taskset -c 1 java -Xmx512m -XX:+UseSerialGC -cp "$classpath" kafka.Kafka "$work/broker$id.properties" >"$work/broker$id.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 120); do
+  java -cp "$classpath" org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --create --topic histd-bench \
+    --partitions 6 --replication-factor 3 --config min.insync.replicas=2 >/dev/null 2>&1 && break
+  sleep 1
+done
+
+cpu_ms() { # PID: user + system CPU in ms
+  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"
+}
+stat() { # MGMT_PORT NAME: one value of the management `stats` reply
+  exec 3<>"/dev/tcp/127.0.0.1/$1"
+  printf 'stats\n' >&3
+  timeout 2 awk -v name="$2:" '$1 == name { print $2 } /^END/ { exit }' <&3
+  exec 3<&-
+}
+ready() { # LOG
+  for _ in $(seq 100); do grep -q ' ready ' "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "not ready: $1" >&2; return 1
+}
+
+run() { # MODE (http | kafka)
+  local mode=$1 forward global
+  if [ "$mode" = http ]; then
+    forward="nodes: ['http://127.0.0.1:18227']"
+    global="accept: true"
+  else
+    forward="kafka: { brokers: ['127.0.0.1:19191'], topic: 'histd-bench' }"
+    global="kafka: { brokers: ['127.0.0.1:19191'], topic: 'histd-bench', group: 'bench-$mode-$RANDOM' }"
+  fi
+  cat > "$work/global.js" <<CONFIG
+{ address: '127.0.0.1', port: 0, mgmt_port: 18226, http_port: 18227, flushInterval: 2000, backends: [], global: { $global } }
+CONFIG
+  cat > "$work/local.js" <<CONFIG
+{ address: '127.0.0.1', port: 18125, mgmt_port: 18126, http_port: 0, flushInterval: 2000, backends: ['forward'],
+  forward: { source: 'bench', $forward } }
+CONFIG
+  taskset -c 1 "$bin" run -c "$work/global.js" 2>"$work/global.log" &
+  local global_pid=$!
+  ready "$work/global.log"
+  taskset -c 0 "$bin" run -c "$work/local.js" 2>"$work/local.log" &
+  local local_pid=$!
+  ready "$work/local.log"
+  sleep 3 # the Kafka consumer joins its group
+  echo; echo "## forwarding over $mode"
+  local local_cpu global_cpu started
+  local_cpu=$(cpu_ms "$local_pid")
+  global_cpu=$(cpu_ms "$global_pid")
+  started=$(date +%s.%N)
+  taskset -c 1 "$bin" bench --target 127.0.0.1:18125 --admin 127.0.0.1:18126 --pid "$local_pid" \
+    --duration "$seconds" --quiet --lines 25 --names 100000 --mix mixed --rate 1M,0 | tail -n +2
+  sleep 5 # the last flushes delivered and merged
+  local flushes series bytes merged
+  flushes=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%d", (b - a) / 2 }')
+  series=$(stat 18126 forward.points_out)
+  bytes=$(stat 18126 forward.bytes_out)
+  merged=$(stat 18226 messages.forward_series_merged)
+  local local_used global_used
+  local_used=$(awk -v a="$local_cpu" -v b="$(cpu_ms "$local_pid")" 'BEGIN { print b - a }')
+  global_used=$(awk -v a="$global_cpu" -v b="$(cpu_ms "$global_pid")" 'BEGIN { print b - a }')
+  echo "flushes ${flushes:-?}; series forwarded ${series:-?}, merged at the global ${merged:-?}"
+  awk -v f="${flushes:-1}" -v l="$local_used" -v g="$global_used" -v b="${bytes:-0}" 'BEGIN {
+    printf "local CPU (ingest and forwarding) %.0f ms; the global'"'"'s CPU %.1f ms a flush; %.0f bytes a flush sent\n", l, g / f, b / f }'
+  # The delay: one new line sent, then the global's merged series watched (its own flush
+  # follows within 2 s more).
+  local before sent now
+  before=$(stat 18226 messages.forward_series_merged)
+  sent=$(date +%s%N)
+  printf 'bench.delay:1|c' > /dev/udp/127.0.0.1/18125
+  for _ in $(seq 200); do
+    now=$(stat 18226 messages.forward_series_merged)
+    [ "${now:-0}" != "${before:-0}" ] && break
+    sleep 0.02
+  done
+  echo "from a line sent to the global merging its flush: $(( ($(date +%s%N) - sent) / 1000000 )) ms (the local's flush comes within 2 s of the line)"
+  if [ "$mode" = kafka ]; then
+    echo "the topic holds $(du -sb "$work/data1" | cut -f1) bytes on one broker (one replica, with Kafka's own topics)"
+  fi
+  kill -TERM "$local_pid" "$global_pid"; wait "$local_pid" "$global_pid" || true
+}
+
+run http
+run kafka
