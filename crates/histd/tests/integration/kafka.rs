@@ -275,7 +275,7 @@ fn within(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
         if started.elapsed() >= limit {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(10));
     }
     true
 }
@@ -319,9 +319,15 @@ fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_glo
         brokers[1].start(&cluster.classpath);
     }
     send(20..25, &locals, &reference);
-    // Mid-interval: a1 has merged batches it has not flushed.
-    std::thread::sleep(Duration::from_millis(FLUSH_MS / 2));
-    a1.daemon.take().expect("running").kill();
+    // Mid-interval (its last flush, and the commit after it, well behind): a1 has merged
+    // batches it has not flushed.
+    let a1_daemon = a1.daemon.take().expect("running");
+    let mid = |elapsed: f64| (0.4..0.6).contains(&(elapsed * 1000.0 / FLUSH_MS as f64));
+    let at_mid_interval = within(Duration::from_secs(10), || {
+        mid(a1_daemon.http_json("/api/v1/live?limit=1")["interval"]["elapsed_s"].as_f64().unwrap_or(0.0))
+    });
+    assert!(at_mid_interval, "a1's interval was never seen at its middle");
+    a1_daemon.kill();
     send(25..35, &locals, &reference);
     a1.start();
     send(35..45, &locals, &reference);
