@@ -63,11 +63,17 @@ done
 cpu_ms() { # PID: user + system CPU in ms
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"
 }
-stat() { # MGMT_PORT NAME: one value of the management `stats` reply
+stat() { # MGMT_PORT NAME: one value of the management `stats` reply (read in bash: the
+  # connection stays open after END, so a reader that waits for end of file would hang)
   exec 3<>"/dev/tcp/127.0.0.1/$1"
   printf 'stats\n' >&3
-  timeout 2 awk -v name="$2:" '$1 == name { print $2 } /^END/ { exit }' <&3
+  local line value=""
+  while IFS= read -r -t 2 line <&3; do
+    [[ $line == END* ]] && break
+    [[ $line == "$2: "* ]] && value=${line#"$2: "}
+  done
   exec 3<&-
+  echo "$value"
 }
 ready() { # LOG
   for _ in $(seq 100); do grep -q ' ready ' "$1" 2>/dev/null && return 0; sleep 0.1; done
@@ -129,7 +135,9 @@ CONFIG
   done
   echo "from a line sent to the global merging its flush: $(( ($(date +%s%N) - sent) / 1000000 )) ms (the local's flush comes within 2 s of the line)"
   if [ "$mode" = kafka ]; then
-    echo "the topic holds $(du -sb "$work/data1" | cut -f1) bytes on one broker (one replica, with Kafka's own topics)"
+    local segments
+    segments=$(find "$work/data1" -path '*histd-bench-*' -name '*.log' -printf '%s\n' | awk '{ sum += $1 } END { print sum + 0 }')
+    echo "the topic's log segments hold $segments bytes on one broker (one replica; $(awk -v b="$segments" -v f="${flushes:-1}" 'BEGIN { printf "%.0f", b / f }') a flush)"
   fi
   kill -TERM "$local_pid" "$global_pid"; wait "$local_pid" "$global_pid" || true
 }
