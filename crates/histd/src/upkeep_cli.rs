@@ -55,9 +55,23 @@ pub fn backup(dir: &Path, destination: &Path) -> ExitCode {
     let copied = (|| -> anyhow::Result<bool> {
         let source = dir.join(DATABASE);
         anyhow::ensure!(source.exists(), "no store at {} (--data-dir)", source.display());
+        anyhow::ensure!(!destination.exists(), "{} exists already", destination.display());
+        // Written whole as DEST.partial, checked, synced, then renamed: a backup killed or
+        // failing half way never leaves a file named as the backup.
+        let partial = PathBuf::from(format!("{}.partial", destination.display()));
+        let _ = std::fs::remove_file(&partial);
         let store = store::Store::open_reader(&source).with_context(|| format!("cannot read {}", source.display()))?;
-        store.backup_to(destination).with_context(|| format!("cannot write the backup {}", destination.display()))?;
-        scrub_file(destination)
+        store.backup_to(&partial).with_context(|| format!("cannot write the backup {}", partial.display()))?;
+        if !scrub_file(&partial)? {
+            return Ok(false);
+        }
+        std::fs::File::open(&partial)?.sync_all()?;
+        std::fs::rename(&partial, destination)
+            .with_context(|| format!("cannot rename {} to {}", partial.display(), destination.display()))?;
+        if let Some(parent) = destination.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            std::fs::File::open(parent)?.sync_all()?;
+        }
+        Ok(true)
     })();
     match copied {
         Ok(true) => {

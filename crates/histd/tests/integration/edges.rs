@@ -936,3 +936,70 @@ fn a_damaged_store_file_is_set_aside_and_histd_starts() {
         assert!(daemon.terminate());
     }
 }
+
+/// Issue 36: `histd backup` SIGKILLed at a range of moments while it copies a running daemon's
+/// store: the destination is either absent (a `.partial` at most) or a whole backup that
+/// scrubs clean and restores; a backup run again afterwards succeeds.
+#[test]
+fn a_backup_killed_at_any_moment_leaves_no_file_named_as_the_backup() {
+    let binary = env!("CARGO_BIN_EXE_histd");
+    let dir = temp_dir("backup-killed-store");
+    let daemon = Daemon::start(
+        "backup-killed-store",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['store'], \
+               store: {{ dataDir: '{}' }} }}",
+            dir.display()
+        ),
+    );
+    // A store of some megabytes, so that the copy takes a while.
+    for chunk in 0..40 {
+        let lines: String = (0..500).map(|i| format!("bk.series.{chunk}.{i}:{i}|ms\n")).collect();
+        daemon.send_tcp(&lines);
+    }
+    assert!(eventually(|| daemon.stat("budget.series.timers") >= 20_000.0));
+    std::thread::sleep(std::time::Duration::from_millis(600)); // flushed to the store
+    let out = temp_dir("backup-killed-out");
+    let (mut whole, mut absent) = (0, 0);
+    for (attempt, delay_ms) in [0u64, 5, 10, 20, 40, 80, 160].into_iter().enumerate() {
+        let backup = out.join(format!("b{attempt}.db"));
+        let mut child = std::process::Command::new(binary)
+            .args(["backup", backup.to_str().unwrap(), "--data-dir", dir.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        if backup.exists() {
+            whole += 1;
+            let target = out.join(format!("restored{attempt}"));
+            let restored = std::process::Command::new(binary)
+                .args(["restore", backup.to_str().unwrap(), "--data-dir", target.to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert!(
+                restored.status.success(),
+                "a backup named as one restores: {}",
+                String::from_utf8_lossy(&restored.stderr)
+            );
+            let scrubbed = std::process::Command::new(binary)
+                .args(["scrub", "--data-dir", target.to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert!(scrubbed.status.success(), "{}", String::from_utf8_lossy(&scrubbed.stdout));
+        } else {
+            absent += 1;
+        }
+    }
+    assert!(absent > 0, "some kills came before the rename ({whole} whole, {absent} absent)");
+    let backup = out.join("after.db");
+    let made = std::process::Command::new(binary)
+        .args(["backup", backup.to_str().unwrap(), "--data-dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(!out.join("after.db.partial").exists());
+    assert!(daemon.terminate());
+}
