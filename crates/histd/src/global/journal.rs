@@ -15,7 +15,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sinks::forward::spool::{batch_files, file_path, write_durably};
+use crate::sinks::forward::spool::{batch_files, file_path, next_sequence, write_durably};
 
 /// The journal directory and the next sequence number.
 #[derive(Debug)]
@@ -80,6 +80,7 @@ impl Journal {
                 }
             }
         }
+        let next = next.max(next_sequence(&dir)?);
         Ok((Journal { dir, next: AtomicU64::new(next) }, left, damaged))
     }
 
