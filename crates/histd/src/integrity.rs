@@ -79,6 +79,44 @@ pub(crate) mod attacks {
         TornWrite(u64),
     }
 
+    /// How a write ends when the process dies during it (`write_durably`'s steps).
+    #[derive(Debug, Clone, Copy)]
+    pub enum Death {
+        /// Before the temporary file was created.
+        BeforeWriting,
+        /// Half the temporary file written.
+        HalfWritten,
+        /// The temporary file whole, not yet renamed.
+        BeforeRename,
+        /// Renamed: the file is in place.
+        AfterRename,
+        /// Renamed, but the file's tail never reached the disk (a torn write).
+        Torn,
+    }
+
+    /// Any of the deaths.
+    pub fn death() -> impl proptest::strategy::Strategy<Value = Death> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Death::BeforeWriting),
+            Just(Death::HalfWritten),
+            Just(Death::BeforeRename),
+            Just(Death::AfterRename),
+            Just(Death::Torn),
+        ]
+    }
+
+    /// What a write of `whole` to `path` that died at `death` leaves.
+    pub fn die_during_write(path: &Path, whole: &[u8], death: Death) {
+        match death {
+            Death::BeforeWriting => {}
+            Death::HalfWritten => std::fs::write(path.with_extension("tmp"), &whole[..whole.len() / 2]).unwrap(),
+            Death::BeforeRename => std::fs::write(path.with_extension("tmp"), whole).unwrap(),
+            Death::AfterRename => std::fs::write(path, whole).unwrap(),
+            Death::Torn => std::fs::write(path, &whole[..whole.len() * 2 / 3]).unwrap(),
+        }
+    }
+
     fn path(dir: &Path, sequence: u64) -> std::path::PathBuf {
         dir.join(format!("{sequence:016}.batch"))
     }

@@ -325,6 +325,7 @@ fn claimed_series(file: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::integrity::attacks::Death;
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("histd-spool-{name}-{}", std::process::id()));
@@ -523,21 +524,6 @@ mod tests {
         }
     }
 
-    /// How an append ends when the process dies during it (`write_durably`'s steps).
-    #[derive(Debug, Clone, Copy)]
-    enum Death {
-        /// Before the temporary file was created.
-        BeforeWriting,
-        /// Half the temporary file written.
-        HalfWritten,
-        /// The temporary file whole, not yet renamed.
-        BeforeRename,
-        /// Renamed: the batch is spooled.
-        AfterRename,
-        /// Renamed, but the file's tail never reached the disk (a torn write).
-        Torn,
-    }
-
     /// One step of the crash model.
     #[derive(Debug, Clone)]
     enum Step {
@@ -553,13 +539,7 @@ mod tests {
 
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         use proptest::prelude::*;
-        let death = prop_oneof![
-            Just(Death::BeforeWriting),
-            Just(Death::HalfWritten),
-            Just(Death::BeforeRename),
-            Just(Death::AfterRename),
-            Just(Death::Torn),
-        ];
+        let death = crate::integrity::attacks::death();
         prop_oneof![
             4 => (1..1000u64).prop_map(Step::Append),
             3 => Just(Step::Send),
@@ -568,22 +548,14 @@ mod tests {
         ]
     }
 
-    /// What an append that died at `death` leaves in `dir` as batch `sequence`: the files
-    /// `write_durably` had made by then (a batch file made whole elsewhere, then cut).
+    /// What an append that died at `death` leaves in `dir` as batch `sequence`.
     fn leave_death(dir: &Path, sequence: u64, series: u64, death: Death) {
         let scratch = dir.join("whole");
         std::fs::create_dir_all(&scratch).unwrap();
         write_file(&scratch, 0, "n", series, &[7u8; 300]).unwrap();
         let whole = std::fs::read(file_path(&scratch, 0)).unwrap();
         std::fs::remove_dir_all(&scratch).unwrap();
-        let path = file_path(dir, sequence);
-        match death {
-            Death::BeforeWriting => {}
-            Death::HalfWritten => std::fs::write(path.with_extension("tmp"), &whole[..whole.len() / 2]).unwrap(),
-            Death::BeforeRename => std::fs::write(path.with_extension("tmp"), &whole).unwrap(),
-            Death::AfterRename => std::fs::write(&path, &whole).unwrap(),
-            Death::Torn => std::fs::write(&path, &whole[..whole.len() - 40]).unwrap(),
-        }
+        crate::integrity::attacks::die_during_write(&file_path(dir, sequence), &whole, death);
     }
 
     proptest::proptest! {
