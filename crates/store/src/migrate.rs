@@ -197,12 +197,29 @@ pub(crate) fn keep_before_migrating(path: &Path, kept: &Path) -> Result<Connecti
     if !crate::schema::table_exists(&connection, "points_raw")? {
         return Ok(connection);
     }
+    // A copy cut short (the process died while making it) is not a copy: the file it was
+    // being made from was not touched yet.
+    let partial = PathBuf::from(format!("{}.partial", kept.display()));
+    if partial.exists() {
+        std::fs::remove_file(&partial)
+            .map_err(|error| StoreError::Backup(format!("{}: {error}", partial.display())))?;
+    }
     if kept.exists() {
         drop(connection);
         roll_back(path, kept)?;
     }
     let connection = Connection::open(path)?;
-    connection.execute("VACUUM INTO ?1", [kept_text(kept)?])?;
+    // Made whole under another name, synced, then renamed: a `kept` file is always whole.
+    connection.execute("VACUUM INTO ?1", [kept_text(&partial)?])?;
+    let made = || -> std::io::Result<()> {
+        std::fs::File::open(&partial)?.sync_all()?;
+        std::fs::rename(&partial, kept)?;
+        if let Some(dir) = kept.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    };
+    made().map_err(|error| StoreError::Backup(format!("keeping {} before migrating: {error}", kept.display())))?;
     Ok(connection)
 }
 

@@ -117,6 +117,15 @@ impl Store {
                 return Err(error);
             }
             let _ = std::fs::remove_file(&kept);
+        } else if kept.exists() {
+            // A migration that ended without removing its copy (the process died between the
+            // two): verified now, the copy goes; if it does not verify, it is rolled back.
+            if let Err(error) = store.verify_migration() {
+                drop(store);
+                crate::migrate::roll_back(path, &kept)?;
+                return Err(error);
+            }
+            let _ = std::fs::remove_file(&kept);
         }
         store.load_groups()?;
         store.load_pending()?;
