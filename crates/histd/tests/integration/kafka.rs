@@ -203,11 +203,16 @@ fn brokers_list() -> String {
     cluster().bootstrap.split(',').map(|b| format!("'{b}'")).collect::<Vec<_>>().join(", ")
 }
 
-fn local_config(source: &str, topic: &str, spool: &std::path::Path) -> String {
+/// A local producing to `topic`; `delivery_timeout_ms`: how long librdkafka tries a batch
+/// before the spool takes it back (the default 30 s outlasts a leader's election: a batch is
+/// then never produced twice; shorter, a batch a dying leader took without acknowledging is
+/// produced again).
+fn local_config(source: &str, topic: &str, spool: &std::path::Path, delivery_timeout_ms: Option<u64>) -> String {
+    let timeout = delivery_timeout_ms.map_or(String::new(), |ms| format!(", deliveryTimeoutMs: {ms}"));
     format!(
         "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
            flushInterval: {FLUSH_MS}, backends: ['forward'], forward: {{ source: '{source}', spoolDir: '{}', \
-           kafka: {{ brokers: [{}], topic: '{topic}', deliveryTimeoutMs: 5000 }} }} }}",
+           kafka: {{ brokers: [{}], topic: '{topic}'{timeout} }} }} }}",
         spool.display(),
         brokers_list()
     )
@@ -307,7 +312,7 @@ fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_glo
     let locals: Vec<Daemon> = (0..3)
         .map(|i| {
             let spool = temp_dir(&format!("kafka-spool{i}"));
-            Daemon::start(&format!("kafka-local{i}"), &local_config(&format!("host-{i}"), topic, &spool))
+            Daemon::start(&format!("kafka-local{i}"), &local_config(&format!("host-{i}"), topic, &spool, None))
         })
         .collect();
 
@@ -379,7 +384,7 @@ fn a_local_killed_with_batches_the_brokers_refused_sends_them_after_its_restart(
     create_topic(&cluster.bootstrap, topic, 3);
     let mut global = Global::new("kafka-late", topic, "late");
     let spool = temp_dir("kafka-spool-killed");
-    let config = local_config("host-killed", topic, &spool);
+    let config = local_config("host-killed", topic, &spool, Some(5000));
     // With two brokers of three down, acks=all cannot be met (min.insync.replicas 2).
     {
         let mut brokers = cluster.brokers.lock().unwrap();
