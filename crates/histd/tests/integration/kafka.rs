@@ -180,7 +180,7 @@ impl Global {
         let config = format!(
             "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
                flushInterval: {FLUSH_MS}, backends: ['store'], store: {{ dataDir: '{}' }}, \
-               global: {{ kafka: {{ brokers: [{brokers}], topic: '{}', group: '{}', sessionTimeoutMs: 6000 }} }} }}",
+               global: {{ kafka: {{ brokers: [{brokers}], topic: '{}', group: '{}' }} }} }}",
             self.data.join("store").display(),
             self.topic,
             self.group
@@ -344,7 +344,7 @@ fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_glo
     assert!(within(Duration::from_secs(30), || stored_histogram(&reference_address).count() == sent_latencies));
     let single = stored_histogram(&reference_address);
     for (name, group) in [("A", vec![&a1, &a2]), ("B", vec![&b1])] {
-        let stored = within(Duration::from_secs(60), || {
+        let stored = within(Duration::from_secs(120), || {
             let (hits, histogram) = group_totals(&group);
             hits == sent_hits && histogram.count() == sent_latencies
         });
