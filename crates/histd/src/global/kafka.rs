@@ -13,7 +13,9 @@
 //! that reads both.
 //!
 //! What it may count twice: batches between a flush and the commit that follows it (that
-//! commit is asynchronous, milliseconds) when the global is killed in that moment.
+//! commit is asynchronous, milliseconds) when the global is killed in that moment; and the
+//! two copies of a batch its local produced twice (a leader died before acknowledging it,
+//! past `forward.kafka.deliveryTimeoutMs`) when two members read one each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -12,8 +12,8 @@ use crate::harness::{eventually, free_port, http, temp_dir, url_encode, wait_unt
 
 const FLUSH_MS: u64 = 300;
 /// Latencies and hits per round and local.
-const LATENCIES: u64 = 200;
-const HITS: u64 = 20;
+pub(crate) const LATENCIES: u64 = 200;
+pub(crate) const HITS: u64 = 20;
 /// How long both globals stay down (the outage).
 const OUTAGE: Duration = Duration::from_secs(20);
 
@@ -71,7 +71,7 @@ fn local_config(source: &str, globals: &[&Global], spool: &Path) -> String {
 }
 
 /// One histd with the store, fed every line: the reference.
-fn reference() -> Daemon {
+pub(crate) fn reference() -> Daemon {
     Daemon::start(
         "reference",
         &format!(
@@ -82,8 +82,8 @@ fn reference() -> Daemon {
 }
 
 /// Round `round`'s lines for local `host`: 200 latencies (some fractional), 20 hits, and a
-/// hit for each of 16 more counters (so that both globals own some series).
-fn lines(round: u64, host: u64) -> String {
+/// hit for each of 16 more counters (so that every global, or Kafka partition, owns some series).
+pub(crate) fn lines(round: u64, host: u64) -> String {
     let mut out = String::new();
     for i in 0..LATENCIES {
         let x = (round * 7919 + host * 104_729 + i * 1_299_709) % 10_007;
@@ -100,7 +100,7 @@ fn lines(round: u64, host: u64) -> String {
 }
 
 /// Sends rounds `rounds` to every local and to the reference.
-fn send(rounds: std::ops::Range<u64>, locals: &[Daemon], reference: &Daemon) {
+pub(crate) fn send(rounds: std::ops::Range<u64>, locals: &[Daemon], reference: &Daemon) {
     for round in rounds {
         for (host, local) in locals.iter().enumerate() {
             let text = lines(round, host as u64);
@@ -112,7 +112,7 @@ fn send(rounds: std::ops::Range<u64>, locals: &[Daemon], reference: &Daemon) {
 }
 
 /// The timer's histogram over the last 10 minutes, from one daemon's store.
-fn stored_histogram(address: &str) -> Histogram {
+pub(crate) fn stored_histogram(address: &str) -> Histogram {
     let path = format!("/api/v1/histogram?name={}&from=-10m", url_encode("api.latency"));
     let (status, body) = http(address, "GET", &path, &[], "");
     assert_eq!(status, 200, "{body}");
@@ -121,7 +121,7 @@ fn stored_histogram(address: &str) -> Histogram {
 }
 
 /// The counter's stored total over the last 10 minutes.
-fn stored_hits(address: &str) -> f64 {
+pub(crate) fn stored_hits(address: &str) -> f64 {
     let path = format!("/api/v1/query?expr={}&from=-10m&to=now&step=1d", url_encode("sum(api.hits)"));
     let (status, body) = http(address, "GET", &path, &[], "");
     assert_eq!(status, 200, "{body}");
@@ -134,7 +134,7 @@ fn merged(histograms: &[Histogram]) -> Histogram {
 }
 
 /// Every `forward.dropped_points.*` of a local is 0.
-fn assert_nothing_dropped(local: &Daemon) {
+pub(crate) fn assert_nothing_dropped(local: &Daemon) {
     let stats = local.admin("stats");
     for line in stats.lines().filter(|l| l.starts_with("forward.dropped_points")) {
         assert!(line.ends_with(": 0"), "{line}");
@@ -142,7 +142,7 @@ fn assert_nothing_dropped(local: &Daemon) {
 }
 
 /// Waits until a local's spool is empty.
-fn wait_spool_empty(local: &Daemon) {
+pub(crate) fn wait_spool_empty(local: &Daemon) {
     wait_until(|| local.stat("forward.buffered_bytes") == 0.0, "the local's spool to empty");
 }
 

@@ -308,10 +308,15 @@ pub fn wait_until(condition: impl FnMut() -> bool, what: &str) {
 
 /// Polls `condition` until it holds (true) or [`WAIT`] passes (false), for a test that says
 /// more than "timed out" when it does not.
-pub fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+pub fn eventually(condition: impl FnMut() -> bool) -> bool {
+    within(WAIT, condition)
+}
+
+/// Polls `condition` until it holds (true) or `limit` passes (false).
+pub fn within(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let started = Instant::now();
     while !condition() {
-        if started.elapsed() >= WAIT {
+        if started.elapsed() >= limit {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));

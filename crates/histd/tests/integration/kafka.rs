@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use circllhist::Histogram;
 
-use crate::harness::{free_port, http, prepared_tool, temp_dir, url_encode, wait_until, Daemon};
+use crate::forwarding::{
+    assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty, HITS, LATENCIES,
+};
+use crate::harness::{free_port, http, prepared_tool, temp_dir, wait_until, within, Daemon};
 
 const FLUSH_MS: u64 = 500;
-const LATENCIES: u64 = 100;
-const HITS: u64 = 10;
 const PARTITIONS: i32 = 6;
 
 /// One broker (KRaft: broker and controller in one process), restartable on its ports.
@@ -218,80 +219,9 @@ fn local_config(source: &str, topic: &str, spool: &std::path::Path, delivery_tim
     )
 }
 
-fn reference() -> Daemon {
-    Daemon::start(
-        "kafka-reference",
-        &format!(
-            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
-               flushInterval: {FLUSH_MS}, backends: ['store'], store: {{ dataDir: '$DIR/store' }} }}"
-        ),
-    )
-}
-
-/// Round `round`'s lines for local `host`: latencies, hits, and a hit for each of 24 more
-/// counters (so that every partition holds some series).
-fn lines(round: u64, host: u64) -> String {
-    let mut out = String::new();
-    for i in 0..LATENCIES {
-        let x = (round * 7919 + host * 104_729 + i * 1_299_709) % 10_007;
-        let value = if i % 4 == 0 { format!("{}.25", x % 3000) } else { (x % 5000).to_string() };
-        out.push_str(&format!("api.latency:{value}|ms\n"));
-    }
-    for _ in 0..HITS {
-        out.push_str("api.hits:1|c\n");
-    }
-    for k in 0..24 {
-        out.push_str(&format!("spread.{k}:1|c\n"));
-    }
-    out
-}
-
-fn send(rounds: std::ops::Range<u64>, locals: &[Daemon], reference: &Daemon) {
-    for round in rounds {
-        for (host, local) in locals.iter().enumerate() {
-            let text = lines(round, host as u64);
-            local.send_tcp(&text);
-            reference.send_tcp(&text);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn stored_histogram(address: &str) -> Histogram {
-    let path = format!("/api/v1/histogram?name={}&from=-10m", url_encode("api.latency"));
-    let (status, body) = http(address, "GET", &path, &[], "");
-    assert_eq!(status, 200, "{body}");
-    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
-    answer["circllhist"].as_str().map_or_else(Histogram::new, |h| Histogram::from_base64(h).unwrap())
-}
-
-fn stored_sum(address: &str, name: &str) -> f64 {
-    let path = format!("/api/v1/query?expr={}&from=-10m&to=now&step=1d", url_encode(&format!("sum({name})")));
-    let (status, body) = http(address, "GET", &path, &[], "");
-    assert_eq!(status, 200, "{body}");
-    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
-    answer["points"].as_array().unwrap().iter().filter_map(|p| p[1].as_f64()).sum()
-}
-
-/// Whether `condition` holds within `limit`.
-fn within(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while !condition() {
-        if started.elapsed() >= limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
-}
-
-fn wait_spool_empty(local: &Daemon) {
-    wait_until(|| local.stat("forward.buffered_bytes") == 0.0, "the local's spool to empty");
-}
-
 /// What a group stored: its globals' hits summed, their histograms merged.
 fn group_totals(globals: &[&Global]) -> (f64, Histogram) {
-    let hits = globals.iter().map(|g| stored_sum(&g.address(), "api.hits")).sum();
+    let hits = globals.iter().map(|g| stored_hits(&g.address())).sum();
     let histograms: Vec<Histogram> = globals.iter().map(|g| stored_histogram(&g.address())).collect();
     (hits, Histogram::merge_all(&histograms))
 }
@@ -368,12 +298,7 @@ fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_glo
         let (_, series) = http(&global.address(), "GET", "/api/v1/series?match=spread.*", &[], "");
         assert!(series.contains("spread."), "every member of group A owns some partitions: {series}");
     }
-    for local in &locals {
-        let stats = local.admin("stats");
-        for line in stats.lines().filter(|l| l.starts_with("forward.dropped_points")) {
-            assert!(line.ends_with(": 0"), "{line}");
-        }
-    }
+    locals.iter().for_each(assert_nothing_dropped);
 }
 
 #[test]
@@ -409,11 +334,11 @@ fn a_local_killed_with_batches_the_brokers_refused_sends_them_after_its_restart(
     let sent = (5 * HITS) as f64;
     let address = global.address();
     // The brokers have just come back: the group's coordinator may take a while.
-    let stored = within(Duration::from_secs(60), || stored_sum(&address, "api.hits") == sent);
+    let stored = within(Duration::from_secs(60), || stored_hits(&address) == sent);
     let daemon = global.daemon.as_ref().unwrap();
     let stats = daemon.admin("stats");
     let forward: Vec<&str> = stats.lines().filter(|l| l.contains("forward")).collect();
-    assert!(stored, "{} of {sent} hits; {forward:?}; {}", stored_sum(&address, "api.hits"), daemon.stderr());
+    assert!(stored, "{} of {sent} hits; {forward:?}; {}", stored_hits(&address), daemon.stderr());
     assert_eq!(stored_histogram(&address).count(), 5 * LATENCIES);
 }
 
@@ -454,9 +379,9 @@ fn a_local_sends_every_batch_over_http_and_through_kafka() {
     let single = stored_histogram(&reference_address);
     for address in [http_global.address("http"), consumer.address()] {
         let stored = within(Duration::from_secs(60), || {
-            stored_sum(&address, "api.hits") == hits && stored_histogram(&address).count() == 10 * LATENCIES
+            stored_hits(&address) == hits && stored_histogram(&address).count() == 10 * LATENCIES
         });
-        assert!(stored, "{address}: {} of {hits} hits", stored_sum(&address, "api.hits"));
+        assert!(stored, "{address}: {} of {hits} hits", stored_hits(&address));
         assert_eq!(stored_histogram(&address), single, "{address}: the single histd's histogram");
     }
 }

@@ -54,32 +54,21 @@ pub fn spawn(
             "forward: sending the batches an earlier run left in the spool"
         );
     }
-    let delivery = Delivery {
-        ring: Arc::new(Ring::new(vec![Node::new("0".to_string())])),
-        way: Way::Kafka { producer: None, timeout: Duration::ZERO },
-        spool: Some(spool),
-        settings: Arc::new(settings),
-        telemetry: telemetry.clone(),
-        last_start_ms: 0,
-        backoff: Backoff::new(SENDER_STEPS),
-        retry_at: None,
-        failing: false,
-        spool_failing: false,
-        stop_deadline: None,
-    };
+    let settings = Arc::new(settings);
     match &config.kafka {
         Some(kafka) => {
             let producer = super::kafka::Producer::new(kafka).map_err(|why| anyhow::anyhow!("forward.kafka: {why}"))?;
-            Ok(tokio::spawn(delivery.run_on_kafka(producer, kafka.delivery_timeout, flushes)))
+            let way = (producer, kafka.delivery_timeout);
+            Ok(tokio::spawn(run_on_kafka(spool, settings, telemetry, way, flushes)))
         }
-        None => Ok(spawn_on_nodes(config, delivery, (authorization, tls), flushes)),
+        None => Ok(spawn_on_nodes(config, DeliveryParts { spool, settings, telemetry }, (authorization, tls), flushes)),
     }
 }
 
 /// Posts batches to `forward.nodes`, with a health task that asks each node's `/health`.
 fn spawn_on_nodes(
     config: &ForwardConfig,
-    mut delivery: Delivery,
+    parts: DeliveryParts,
     (authorization, tls): (Option<(String, String)>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
     flushes: Flushes,
 ) -> JoinHandle<()> {
@@ -102,8 +91,7 @@ fn spawn_on_nodes(
     headers.extend(authorization);
     let clients =
         urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone())).collect();
-    delivery.ring = ring;
-    delivery.way = Way::Nodes { clients, redirect_after: config.redirect_after };
+    let delivery = parts.deliver(ring, Way::Nodes { clients, redirect_after: config.redirect_after });
     tokio::spawn(async move {
         delivery.run(flushes, node_came_back).await;
         health.abort();
@@ -166,9 +154,8 @@ enum Way {
         /// `forward.redirectAfterMs`.
         redirect_after: Duration,
     },
-    /// Produced to a Kafka topic, each to the partition it was cut for (`None` until the
-    /// brokers have said how many partitions the topic has).
-    Kafka { producer: Option<super::kafka::Producer>, timeout: Duration },
+    /// Produced to a Kafka topic, each to the partition it was cut for.
+    Kafka { producer: super::kafka::Producer, timeout: Duration },
 }
 
 /// The spool and the way that empties it.
@@ -216,68 +203,8 @@ impl Delivery {
             }
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
-        self.report_left_at_stop();
-    }
-
-    /// Asks the brokers for the topic's partition count (flushes meanwhile wait, bounded by
-    /// `forward.spoolBytes`), cuts by the partitions from then on, and runs.
-    async fn run_on_kafka(mut self, producer: super::kafka::Producer, timeout: Duration, mut flushes: Flushes) {
-        let mut held = HeldFlushes::default();
-        let Some(partitions) = self.partitions(&producer, &mut flushes, &mut held).await else {
-            held.lost_at_stop(&self.telemetry);
-            self.deliver_before(Instant::now()).await;
-            self.report_left_at_stop();
-            return;
-        };
-        tracing::info!(partitions, "forward: producing to Kafka");
-        self.ring = Arc::new(Ring::new((0..partitions).map(|p| Node::new(p.to_string())).collect()));
-        self.way = Way::Kafka { producer: Some(producer), timeout };
-        for snapshot in held.snapshots.drain(..) {
-            self.take(snapshot).await;
-        }
-        self.deliver().await;
-        self.run(flushes, Arc::new(Notify::new())).await;
-    }
-
-    /// The topic's partition count once the brokers tell it; `None` when the backend stops
-    /// first. Flushes that come meanwhile are held.
-    async fn partitions(
-        &self,
-        producer: &super::kafka::Producer,
-        flushes: &mut Flushes,
-        held: &mut HeldFlushes,
-    ) -> Option<usize> {
-        let mut backoff = Backoff::new(SENDER_STEPS);
-        let mut asking = Box::pin(producer.partitions());
-        let mut retry_at: Option<Instant> = None;
-        let mut logged = false;
-        loop {
-            tokio::select! {
-                answer = &mut asking, if retry_at.is_none() => match answer {
-                    Ok(count) => return Some(count),
-                    Err(reason) => {
-                        self.telemetry.failed(unix_now_s());
-                        if !logged {
-                            logged = true;
-                            tracing::warn!(%reason, "forward: cannot learn the Kafka topic's partitions yet: flushes wait (forward.spoolBytes) and it is asked again");
-                        }
-                        retry_at = Some(Instant::now() + backoff.failed(None));
-                    }
-                },
-                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
-                    retry_at = None;
-                    asking = Box::pin(producer.partitions());
-                }
-                snapshot = flushes.next() => match snapshot {
-                    Some(snapshot) => held.hold(snapshot, self.spool_limit(), &self.telemetry),
-                    None => return None,
-                },
-            }
-        }
-    }
-
-    fn spool_limit(&self) -> u64 {
-        self.spool.as_ref().map_or(0, Spool::limit)
+        let telemetry = self.telemetry.clone();
+        report_left_at_stop(self.spool(), &telemetry);
     }
 
     fn spool(&mut self) -> &mut Spool {
@@ -384,14 +311,14 @@ impl Delivery {
     /// [`KAFKA_IN_FLIGHT`] at once, then waits for the brokers' acknowledgements; a batch they
     /// did not take stays, in order. True when some are left.
     async fn deliver_to_kafka(&mut self) -> bool {
-        let Way::Kafka { producer: Some(_), timeout } = &self.way else { return true };
+        let Way::Kafka { timeout, .. } = &self.way else { unreachable!("producing to Kafka") };
         let wait_until = self.stop_deadline.unwrap_or_else(|| Instant::now() + *timeout + Duration::from_secs(5));
         let mut produced = Vec::new();
         let mut left = false;
         for batch in self.spool().waiting().into_iter().take(KAFKA_IN_FLIGHT) {
             let partition = self.node_of(&batch.part);
             let Some(body) = self.body(&batch) else { continue };
-            let Way::Kafka { producer: Some(producer), .. } = &self.way else { unreachable!("producing to Kafka") };
+            let Way::Kafka { producer, .. } = &self.way else { unreachable!("producing to Kafka") };
             match producer.produce(partition, &batch.part, &body) {
                 Ok(acknowledged) => produced.push((batch, acknowledged)),
                 Err(reason) => {
@@ -488,32 +415,122 @@ impl Delivery {
             }
         }
     }
+}
 
-    fn report_left_at_stop(&mut self) {
-        let spool = self.spool();
-        if spool.is_empty() {
-            return;
+/// At the stop: what no destination took waits in `forward.spoolDir` for the next start, or
+/// without one (and for what the directory could not take) is lost, counted.
+fn report_left_at_stop(spool: &mut Spool, telemetry: &SinkTelemetry) {
+    if spool.is_empty() {
+        return;
+    }
+    let (batches, bytes, on_disk) = (spool.len(), spool.bytes(), spool.on_disk());
+    if on_disk {
+        let (in_memory, series) = spool.held_in_memory();
+        if in_memory > 0 {
+            telemetry.drop_points(DropReason::Shutdown, series);
+            tracing::error!(batches = in_memory, series, "forward: batches forward.spoolDir could not take were still in memory at the stop: lost (dropped_points.shutdown)");
         }
-        let (batches, bytes, on_disk) = (spool.len(), spool.bytes(), spool.on_disk());
-        if on_disk {
-            let (in_memory, series) = spool.held_in_memory();
-            if in_memory > 0 {
-                self.telemetry.drop_points(DropReason::Shutdown, series);
-                tracing::error!(batches = in_memory, series, "forward: batches forward.spoolDir could not take were still in memory at the stop: lost (dropped_points.shutdown)");
+        tracing::warn!(
+            batches = batches as u64 - in_memory,
+            bytes,
+            "forward: no node took these batches before the stop: they wait in forward.spoolDir for the next start"
+        );
+        return;
+    }
+    let mut series = 0;
+    while let Ok(Some(batch)) = spool.pop_front() {
+        series += batch.series;
+    }
+    telemetry.drop_points(DropReason::Shutdown, series);
+    tracing::error!(batches, series, "forward: no node took these batches before the stop and there is no forward.spoolDir: lost (dropped_points.shutdown)");
+}
+
+/// Asks the brokers for the topic's partition count (flushes meanwhile wait, bounded by
+/// `forward.spoolBytes`), then runs a delivery that cuts by the partitions.
+async fn run_on_kafka(
+    mut spool: Spool,
+    settings: Arc<CutSettings>,
+    telemetry: Arc<SinkTelemetry>,
+    (producer, timeout): (super::kafka::Producer, Duration),
+    mut flushes: Flushes,
+) {
+    let mut held = HeldFlushes::default();
+    let Some(partitions) = partitions(&producer, &mut flushes, &mut held, &telemetry, spool.limit()).await else {
+        held.lost_at_stop(&telemetry);
+        report_left_at_stop(&mut spool, &telemetry);
+        return;
+    };
+    tracing::info!(partitions, "forward: producing to Kafka");
+    let ring = Arc::new(Ring::new((0..partitions).map(|p| Node::new(p.to_string())).collect()));
+    let mut delivery = DeliveryParts { spool, settings, telemetry }.deliver(ring, Way::Kafka { producer, timeout });
+    for snapshot in held.snapshots.drain(..) {
+        delivery.take(snapshot).await;
+    }
+    delivery.deliver().await;
+    delivery.run(flushes, Arc::new(Notify::new())).await;
+}
+
+/// The topic's partition count once the brokers tell it; `None` when the backend stops
+/// first. Flushes that come meanwhile are held within `limit` bytes.
+async fn partitions(
+    producer: &super::kafka::Producer,
+    flushes: &mut Flushes,
+    held: &mut HeldFlushes,
+    telemetry: &SinkTelemetry,
+    limit: u64,
+) -> Option<usize> {
+    let mut backoff = Backoff::new(SENDER_STEPS);
+    let mut asking = Box::pin(producer.partitions());
+    let mut retry_at: Option<Instant> = None;
+    let mut logged = false;
+    loop {
+        tokio::select! {
+            answer = &mut asking, if retry_at.is_none() => match answer {
+                Ok(count) => return Some(count),
+                Err(reason) => {
+                    telemetry.failed(unix_now_s());
+                    if !logged {
+                        logged = true;
+                        tracing::warn!(%reason, "forward: cannot learn the Kafka topic's partitions yet: flushes wait (forward.spoolBytes) and it is asked again");
+                    }
+                    retry_at = Some(Instant::now() + backoff.failed(None));
+                }
+            },
+            _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                retry_at = None;
+                asking = Box::pin(producer.partitions());
             }
-            tracing::warn!(
-                batches = batches as u64 - in_memory,
-                bytes,
-                "forward: no node took these batches before the stop: they wait in forward.spoolDir for the next start"
-            );
-            return;
+            snapshot = flushes.next() => match snapshot {
+                Some(snapshot) => held.hold(snapshot, limit, telemetry),
+                None => return None,
+            },
         }
-        let mut series = 0;
-        while let Ok(Some(batch)) = self.spool().pop_front() {
-            series += batch.series;
+    }
+}
+
+/// What a delivery starts with before its destinations are known.
+struct DeliveryParts {
+    spool: Spool,
+    settings: Arc<CutSettings>,
+    telemetry: Arc<SinkTelemetry>,
+}
+
+impl DeliveryParts {
+    /// The delivery to `ring`'s nodes or partitions, the `way` they are reached.
+    fn deliver(self, ring: Arc<Ring>, way: Way) -> Delivery {
+        Delivery {
+            ring,
+            way,
+            spool: Some(self.spool),
+            settings: self.settings,
+            telemetry: self.telemetry,
+            last_start_ms: 0,
+            backoff: Backoff::new(SENDER_STEPS),
+            retry_at: None,
+            failing: false,
+            spool_failing: false,
+            stop_deadline: None,
         }
-        self.telemetry.drop_points(DropReason::Shutdown, series);
-        tracing::error!(batches, series, "forward: no node took these batches before the stop and there is no forward.spoolDir: lost (dropped_points.shutdown)");
     }
 }
 
