@@ -43,6 +43,10 @@ struct Offsets {
     assigned: HashSet<i32>,
     /// The last offset read of each assigned partition.
     read: HashMap<i32, i64>,
+    /// The highest offset this member ever took of each partition, kept across rebalances: a
+    /// message at or below it (fetched before a revocation and handed over after the same
+    /// partition came back) was merged already, and committed with what it was merged in.
+    taken: HashMap<i32, i64>,
 }
 
 /// The consumer's context: librdkafka's log at debug level, and the rebalance rule above.
@@ -198,11 +202,15 @@ async fn read(consumer: Arc<StreamConsumer<Membership>>, offsets: Arc<Mutex<Offs
         (failing, _) = (false, backoff.reset());
         let (partition, offset) = (message.partition(), message.offset());
         let generation = {
-            let offsets = lock(&offsets);
+            let mut offsets = lock(&offsets);
             if !offsets.assigned.contains(&partition) {
                 // Fetched before its partition was taken away: its next owner reads it.
                 continue;
             }
+            if offsets.taken.get(&partition).is_some_and(|&taken| offset <= taken) {
+                continue; // merged already by this member
+            }
+            offsets.taken.insert(partition, offset);
             offsets.generation
         };
         let receipt = Receipt::Log { partition, offset, generation };
