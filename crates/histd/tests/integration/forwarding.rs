@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use circllhist::Histogram;
 
-use crate::harness::{eventually, free_port, http, temp_dir, url_encode, wait_until, Daemon};
+use crate::harness::{eventually, free_port, http, temp_dir, url_encode, wait_until, within, Daemon, WAIT};
 
 const FLUSH_MS: u64 = 300;
 /// Latencies and hits per round and local.
@@ -143,7 +143,17 @@ pub(crate) fn assert_nothing_dropped(local: &Daemon) {
 
 /// Waits until a local's spool is empty.
 pub(crate) fn wait_spool_empty(local: &Daemon) {
-    wait_until(|| local.stat("forward.buffered_bytes") == 0.0, "the local's spool to empty");
+    wait_spool_empty_within(local, WAIT);
+}
+
+/// Waits up to `limit` until a local's spool is empty; if it is not, fails with the local's
+/// forward counters.
+pub(crate) fn wait_spool_empty_within(local: &Daemon, limit: Duration) {
+    if !within(limit, || local.stat("forward.buffered_bytes") == 0.0) {
+        let stats = local.admin("stats");
+        let forward: Vec<&str> = stats.lines().filter(|l| l.starts_with("forward")).collect();
+        panic!("the local's spool did not empty within {limit:?}: {forward:?}");
+    }
 }
 
 #[test]

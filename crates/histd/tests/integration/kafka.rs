@@ -16,12 +16,14 @@ use std::time::{Duration, Instant};
 use circllhist::Histogram;
 
 use crate::forwarding::{
-    assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty, HITS, LATENCIES,
+    assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty_within, HITS, LATENCIES,
 };
 use crate::harness::{free_port, http, prepared_tool, temp_dir, wait_until, within, Daemon};
 
 const FLUSH_MS: u64 = 500;
 const PARTITIONS: i32 = 6;
+/// How long a local has to empty its spool after a broker's failover.
+const SPOOL_DRAIN: Duration = Duration::from_secs(90);
 
 /// One broker (KRaft: broker and controller in one process), restartable on its ports.
 struct Broker {
@@ -267,7 +269,9 @@ fn two_consumer_groups_each_merge_every_batch_exactly_through_a_broker_and_a_glo
     a1.start();
     send(35..45, &locals, &reference);
 
-    locals.iter().for_each(wait_spool_empty);
+    // A batch in flight to the killed broker waits out librdkafka's 30 s delivery timeout
+    // before the spool sends it again; on a loaded machine, more.
+    locals.iter().for_each(|local| wait_spool_empty_within(local, SPOOL_DRAIN));
     let sent_hits = (45 * 3 * HITS) as f64;
     let sent_latencies = 45 * 3 * LATENCIES;
     let reference_address = reference.address("http");
@@ -330,7 +334,7 @@ fn a_local_killed_with_batches_the_brokers_refused_sends_them_after_its_restart(
     }
     global.start();
     let local = Daemon::start_process("kafka-local-killed", &config);
-    wait_spool_empty(&local);
+    wait_spool_empty_within(&local, SPOOL_DRAIN);
     let sent = (5 * HITS) as f64;
     let address = global.address();
     // The brokers have just come back: the group's coordinator may take a while.
