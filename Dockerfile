@@ -6,8 +6,8 @@
 # The build: the workspace's locked dependencies, histd alone, optimised.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-# librdkafka (the Kafka client) is built from its sources: cmake and libcurl's headers.
-RUN apt-get update && apt-get install -y --no-install-recommends cmake libcurl4-openssl-dev \
+# librdkafka (the Kafka client) is built from its sources: cmake (OpenSSL's headers are in the image).
+RUN apt-get update && apt-get install -y --no-install-recommends cmake \
  && rm -rf /var/lib/apt/lists/*
 COPY Cargo.toml Cargo.lock rustfmt.toml ./
 COPY crates crates
@@ -16,7 +16,7 @@ RUN cargo build --release --locked -p histd \
 
 # The image: Debian's glibc as the build's, the binary, a config, a user of its own.
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends libssl3 libcurl4 ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --user-group --home-dir /var/lib/histd --create-home --shell /usr/sbin/nologin histd
 COPY --from=build /src/target/release/histd /usr/bin/histd

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use circllhist::Histogram;
 
 use crate::forwarding::{
-    assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty_within, HITS, LATENCIES,
+    assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty_within, HITS,
+    LATENCIES,
 };
 use crate::harness::{free_port, http, prepared_tool, temp_dir, wait_until, within, Daemon};
 
