@@ -43,6 +43,18 @@ const PREFETCH_AHEAD: usize = 8;
 /// one grows from there, so a reader does not hold a whole interval's room from its start.
 const RESERVED_VALUES_AT_MOST: u32 = 1024;
 
+/// The values to reserve for a timer that had `expected` values in its last interval: those
+/// and an eighth more (and 2), so that a timer receiving a few more than last time does not
+/// double its list (a list one value past its room holds twice the room: half the reader's
+/// values memory idle, at a steady rate), up to [`RESERVED_VALUES_AT_MOST`]; none for a timer
+/// new or idle last time.
+fn room_for(expected: u32) -> u32 {
+    match expected {
+        0 => 0,
+        _ => (expected + expected / 8 + 2).min(RESERVED_VALUES_AT_MOST),
+    }
+}
+
 /// A reader's timers: every key seen (until it starts over), this interval's values of each.
 #[derive(Debug, Default)]
 pub struct ReaderTimers {
@@ -155,11 +167,11 @@ impl ReaderTimers {
     }
 
     /// Gives the timer `id` the next place of the interval, with room for as many values as
-    /// it had last time (up to [`RESERVED_VALUES_AT_MOST`]).
+    /// it had last time and an eighth more (up to [`RESERVED_VALUES_AT_MOST`]).
     fn open(&mut self, id: usize) -> u32 {
         let place = self.interval.ids.len() as u32;
         self.interval.ids.push(id as u32);
-        let room = self.expected[id].min(RESERVED_VALUES_AT_MOST);
+        let room = room_for(self.expected[id]);
         self.interval.lists.push(Vec::with_capacity(room as usize));
         place
     }
@@ -287,6 +299,44 @@ mod tests {
 
     fn values_of(delta: TimerDelta) -> Vec<(String, Vec<f64>)> {
         delta.into_iter().map(|(key, samples)| (key.to_string(), samples.values)).collect()
+    }
+
+    #[test]
+    fn a_timer_reserves_what_it_had_last_time_and_an_eighth_more() {
+        for (expected, room) in [(0, 0), (1, 3), (8, 11), (75, 86), (900, 1014), (1000, 1024), (50_000, 1024)] {
+            assert_eq!(room_for(expected), room, "{expected} values last time");
+        }
+        let mut timers = ReaderTimers::default();
+        (0..75).for_each(|i| add(&mut timers, "steady", f64::from(i)));
+        timers.take();
+        (0..80).for_each(|i| add(&mut timers, "steady", f64::from(i)));
+        assert_eq!(timers.interval.lists[0].capacity(), 86, "a few more values than last time fit in the room");
+    }
+
+    #[test]
+    fn at_a_steady_rate_the_lists_hold_little_more_room_than_values() {
+        // 2000 timers, each 75 values an interval, one more or one less as intervals cut the
+        // stream: room reserved over values held, in the fourth interval.
+        let mut timers = ReaderTimers::default();
+        let keys: Vec<String> = (0..2000).map(|i| format!("steady.{i}")).collect();
+        for interval in 0..4 {
+            for (i, key) in keys.iter().enumerate() {
+                let count = 75 + (i + interval) % 3 - 1;
+                (0..count).for_each(|v| add_unlimited(&mut timers, key, v as f64));
+            }
+            timers.log.drain_into(&mut timers.interval.lists);
+            let lists = &timers.interval.lists;
+            let (room, held): (usize, usize) =
+                (lists.iter().map(Vec::capacity).sum(), lists.iter().map(Vec::len).sum());
+            if interval == 3 {
+                assert!(room * 100 <= held * 120, "{room} values of room for {held} values");
+            }
+            timers.take();
+        }
+    }
+
+    fn add_unlimited(timers: &mut ReaderTimers, key: &str, value: f64) {
+        timers.add(hash_key(key), key, value, 1.0, usize::MAX, true);
     }
 
     #[test]
