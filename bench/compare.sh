@@ -92,6 +92,8 @@ workload() {
 }
 
 workload "25 lines/datagram, 1k counter names" --lines 25 --names 1000 --rate 1M,4M,0
+workload "25 lines/datagram, 100k counter names" --lines 25 --names 100000 --rate 1M,4M
+workload "25 lines/datagram, 1M counter names" --lines 25 --names 1000000 --rate 1M
 workload "25 lines/datagram, 1k timer names" --lines 25 --names 1000 --mix timers --rate 1M,2M,4M,0
 workload "25 lines/datagram, 1k names, timer-heavy (90% ms, 10% c)" --lines 25 --names 1000 --mix timer-heavy --rate 2M,4M,5M,0
 workload "25 lines/datagram, 100k names, timer-heavy (90% ms, 10% c)" --lines 25 --names 100000 --mix timer-heavy --rate 2M,4M
