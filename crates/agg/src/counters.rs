@@ -20,8 +20,11 @@
 
 use compact_str::CompactString;
 
-use crate::key_index::{KeyIndex, KeyList};
+use crate::key_index::{KeyIndex, KeyList, SharedKeys};
 use crate::numbered::{IdMap, Numbered, Staleness};
+
+/// How many points ahead a walk of a flush's counters loads their keys.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Keys a reader or the flusher may hold beyond what is in use before it starts over.
 pub const CHURN_SLACK: usize = 65_536;
@@ -150,11 +153,24 @@ impl CounterStore {
     /// The id of `key`, numbered next (not live) when new.
     pub(crate) fn id(&mut self, key: &str) -> u32 {
         let id = self.ids.id(key);
+        self.grow_to(id);
+        id
+    }
+
+    /// The id of a reader's key `keys[at]`, numbered next (not live) when new, referring to
+    /// the reader's copy of it where it can.
+    fn id_from(&mut self, keys: &KeyList, at: usize) -> u32 {
+        let id = self.ids.id_from(keys, at);
+        self.grow_to(id);
+        id
+    }
+
+    /// Grows the arrays by id when `id` was just numbered.
+    fn grow_to(&mut self, id: u32) {
         if id as usize == self.values.len() {
             self.values.push(0.0);
             self.updated.push(false);
         }
-        id
     }
 
     /// Adds to counter `id`, making it live.
@@ -197,7 +213,10 @@ impl CounterStore {
             let key = &keys[reader_id];
             let id = match self.ids.find(key) {
                 Some(id) => id,
-                None => self.id(&admit(key)),
+                None => match admit(key) {
+                    admitted if admitted == key.as_str() => self.id_from(&keys, reader_id),
+                    admitted => self.id(&admitted),
+                },
             };
             map.ids.push(id);
         }
@@ -266,7 +285,7 @@ impl CounterStore {
 /// A flush's counters: each live counter's count this interval, sorted by key.
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
-    keys: KeyList,
+    keys: SharedKeys,
     ids: Vec<u32>,
     counts: Vec<f64>,
     interval_seconds: f64,
@@ -326,6 +345,15 @@ impl<'a> Iterator for CounterIter<'a> {
     type Item = CounterPoint<'a>;
 
     fn next(&mut self) -> Option<CounterPoint<'a>> {
+        let Counters { keys, ids, .. } = self.counters;
+        // Ids in key order are all over the key list: load each key's reference, then the key,
+        // ahead of the point that needs it.
+        if let Some(&ahead) = ids.get(self.next + 2 * PREFETCH_AHEAD) {
+            keys.prefetch_reference(ahead as usize);
+        }
+        if let Some(&ahead) = ids.get(self.next + PREFETCH_AHEAD) {
+            keys.prefetch_key(ahead as usize);
+        }
         let point = self.counters.get(self.next)?;
         self.next += 1;
         Some(point)
@@ -386,6 +414,22 @@ mod tests {
         store.absorb(&mut map, delta, |key| std::borrow::Cow::Borrowed(key));
         assert_eq!(flushed(&mut store), [("a".into(), 0.0), ("b".into(), 5.0), ("c".into(), 0.0)]);
         assert_eq!(reader.get("b"), None, "a taken interval starts from nothing");
+    }
+
+    #[test]
+    fn the_flusher_keeps_a_readers_keys_by_reference_except_the_last_partial_chunk() {
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
+        let keys: Vec<String> = (0..5000).map(|i| format!("many.{i}")).collect();
+        keys.iter().for_each(|key| add(&mut reader, key, 1.0));
+        store.absorb(&mut map, reader.take(false), |key| std::borrow::Cow::Borrowed(key));
+        assert_eq!(store.ids.keys().copies(), 5000 - 4096);
+        // Folded into another key by the budgets: that key is a copy.
+        add(&mut reader, "many.new", 1.0);
+        store.absorb(&mut map, reader.take(false), |_| std::borrow::Cow::Owned("overflow".to_string()));
+        assert_eq!(store.ids.keys().copies(), 5000 - 4096 + 1);
+        let flushed = flushed(&mut store);
+        assert_eq!(flushed.len(), 5001);
+        assert!(keys.iter().all(|key| flushed.binary_search_by(|(k, _)| k.as_str().cmp(key)).is_ok()));
     }
 
     #[test]

@@ -2,47 +2,66 @@
 //! over an interval of counter values as one array, and the flusher find its own entry for each
 //! with an array lookup instead of a hash lookup.
 //!
-//! Open addressing over `u32` slots (0 empty, else id + 1), at most half full. Keys live in a
-//! [`KeyList`] of fixed-size chunks that never change once full, so a reader can hand its new
-//! keys to the flusher, and the flusher its keys to a snapshot, by sharing chunks, not copying.
+//! Open addressing over `u32` slots (0 empty, else id + 1), at most half full. A reader's keys
+//! live in a [`KeyList`] of fixed-size chunks that never change once full, so a reader can hand
+//! its new keys to the flusher by sharing chunks, not copying. The flusher's keys are a
+//! [`SharedKeys`]: each id refers, in 8 bytes, to a key in a reader's full chunk (the flusher
+//! holds the chunk), or to a copy of its own (keys from a reader's partial last chunk, and keys
+//! that come from elsewhere); a flush's snapshot shares those chunks and references in turn.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use compact_str::CompactString;
 
 use crate::series::{hash_key, prefetch_read, same_key, Slots};
 
-/// Keys per chunk of a [`KeyList`].
+/// Entries per chunk of a [`Chunked`] list.
 const CHUNK: usize = 4096;
 
-/// Keys by id, in chunks of [`CHUNK`]: full chunks are shared and never change; the last,
+/// A list by index in chunks of [`CHUNK`]: full chunks are shared and never change; the last,
 /// partial one is copied when the list is cloned.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct KeyList {
-    full: Vec<Arc<[CompactString]>>,
-    tail: Vec<CompactString>,
+#[derive(Debug, Clone)]
+pub(crate) struct Chunked<T> {
+    full: Vec<Arc<[T]>>,
+    tail: Vec<T>,
 }
 
-impl KeyList {
-    /// The number of keys.
+/// A reader's keys by id.
+pub(crate) type KeyList = Chunked<CompactString>;
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked { full: Vec::new(), tail: Vec::new() }
+    }
+}
+
+impl<T> Chunked<T> {
+    /// The number of entries.
     pub(crate) fn len(&self) -> usize {
         self.full.len() * CHUNK + self.tail.len()
     }
 
-    fn push(&mut self, key: CompactString) {
-        self.tail.push(key);
+    fn push(&mut self, entry: T) {
+        self.tail.push(entry);
         if self.tail.len() == CHUNK {
             self.full.push(std::mem::take(&mut self.tail).into());
         }
     }
+
+    /// The full chunk entry `id` is in, and its place there; `None` while it is in the last,
+    /// partial chunk (which a clone copies).
+    pub(crate) fn full_chunk(&self, id: usize) -> Option<(&Arc<[T]>, u32)> {
+        Some((self.full.get(id / CHUNK)?, (id % CHUNK) as u32))
+    }
 }
 
-impl std::ops::Index<usize> for KeyList {
-    type Output = CompactString;
+impl<T> std::ops::Index<usize> for Chunked<T> {
+    type Output = T;
 
-    /// The key numbered `id`.
+    /// The entry numbered `id`.
     #[inline(always)]
-    fn index(&self, id: usize) -> &CompactString {
+    fn index(&self, id: usize) -> &T {
         match self.full.get(id / CHUNK) {
             Some(chunk) => &chunk[id % CHUNK],
             None => &self.tail[id - self.full.len() * CHUNK],
@@ -50,20 +69,142 @@ impl std::ops::Index<usize> for KeyList {
     }
 }
 
-/// Keys and their ids.
-#[derive(Debug, Clone)]
-pub(crate) struct KeyIndex {
-    slots: Slots<u32>,
-    keys: KeyList,
+/// Where a [`KeyIndex`] keeps its keys by id.
+pub(crate) trait KeyStore: std::ops::Index<usize, Output = CompactString> + Default {
+    /// The number of keys.
+    fn len(&self) -> usize;
+    /// Keeps a copy of `key` as the next id's.
+    fn push_copy(&mut self, key: &str);
 }
 
-impl Default for KeyIndex {
-    fn default() -> Self {
-        KeyIndex { slots: Slots::empty(), keys: KeyList::default() }
+impl KeyStore for KeyList {
+    fn len(&self) -> usize {
+        Chunked::len(self)
+    }
+
+    fn push_copy(&mut self, key: &str) {
+        self.push(CompactString::from(key));
     }
 }
 
-impl KeyIndex {
+/// No source yet for the keys copied here.
+const NO_SOURCE: u32 = u32::MAX;
+
+/// The flusher's keys by id: each a reference (source chunk, place) in 8 bytes. Sources are
+/// readers' full key chunks (held here, never changed) and this list's own chunks of copies;
+/// the last of its own, still filling, has a source number kept for it.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedKeys {
+    sources: Vec<Arc<[CompactString]>>,
+    /// Copies not yet a full chunk: the keys of source `own_source`.
+    own: Vec<CompactString>,
+    own_source: u32,
+    /// By id: source number << 32 | place in the source.
+    refs: Chunked<u64>,
+    /// Readers' chunks held, by address: their source numbers.
+    registered: HashMap<usize, u32>,
+}
+
+impl Default for SharedKeys {
+    fn default() -> Self {
+        SharedKeys {
+            sources: Vec::new(),
+            own: Vec::new(),
+            own_source: NO_SOURCE,
+            refs: Chunked::default(),
+            registered: HashMap::new(),
+        }
+    }
+}
+
+impl SharedKeys {
+    /// Refers the next id to the key at `place` in a reader's full `chunk`.
+    pub(crate) fn push_shared(&mut self, chunk: &Arc<[CompactString]>, place: u32) {
+        let address = Arc::as_ptr(chunk).cast::<CompactString>() as usize;
+        let sources = &mut self.sources;
+        let source = *self.registered.entry(address).or_insert_with(|| {
+            sources.push(chunk.clone());
+            sources.len() as u32 - 1
+        });
+        self.refs.push(u64::from(source) << 32 | u64::from(place));
+    }
+
+    /// The reader's chunk id `id` refers to and its place there, unless it is a copy of ours.
+    fn shared_source(&self, id: usize) -> Option<(u32, u32)> {
+        let reference = self.refs[id];
+        let (source, place) = ((reference >> 32) as u32, reference as u32);
+        self.registered
+            .contains_key(&(Arc::as_ptr(self.sources.get(source as usize)?).cast::<CompactString>() as usize))
+            .then_some((source, place))
+    }
+
+    /// Starts loading the reference of key `id` (first of two stages, for a walk in an order
+    /// of its own: a flush's key order).
+    #[inline]
+    pub(crate) fn prefetch_reference(&self, id: usize) {
+        prefetch_read(&self.refs[id]);
+    }
+
+    /// Starts loading key `id` itself (second stage, once its reference has likely arrived).
+    #[inline]
+    pub(crate) fn prefetch_key(&self, id: usize) {
+        prefetch_read(&self[id]);
+    }
+
+    /// How many keys are copies (not references to a reader's chunk).
+    #[cfg(test)]
+    pub(crate) fn copies(&self) -> usize {
+        (0..self.refs.len()).filter(|&id| self.shared_source(id).is_none()).count()
+    }
+}
+
+impl KeyStore for SharedKeys {
+    fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    fn push_copy(&mut self, key: &str) {
+        if self.own_source == NO_SOURCE || self.own.len() == CHUNK {
+            if self.own_source != NO_SOURCE {
+                self.sources[self.own_source as usize] = std::mem::take(&mut self.own).into();
+            }
+            self.own_source = self.sources.len() as u32;
+            self.sources.push(Arc::new([]));
+        }
+        self.own.push(CompactString::from(key));
+        self.refs.push(u64::from(self.own_source) << 32 | (self.own.len() as u64 - 1));
+    }
+}
+
+impl std::ops::Index<usize> for SharedKeys {
+    type Output = CompactString;
+
+    /// The key numbered `id`.
+    #[inline]
+    fn index(&self, id: usize) -> &CompactString {
+        let reference = self.refs[id];
+        let (source, place) = ((reference >> 32) as u32, reference as usize & 0xffff_ffff);
+        match source == self.own_source {
+            true => &self.own[place],
+            false => &self.sources[source as usize][place],
+        }
+    }
+}
+
+/// Keys and their ids.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyIndex<K = KeyList> {
+    slots: Slots<u32>,
+    keys: K,
+}
+
+impl<K: KeyStore> Default for KeyIndex<K> {
+    fn default() -> Self {
+        KeyIndex { slots: Slots::empty(), keys: K::default() }
+    }
+}
+
+impl<K: KeyStore> KeyIndex<K> {
     /// The number of keys (the next id).
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -97,16 +238,22 @@ impl KeyIndex {
         }
     }
 
-    /// Numbers a key not seen yet (growing the slots first when half full).
+    /// Numbers a key not seen yet, keeping a copy of it.
     #[cold]
     #[inline(never)]
     fn insert(&mut self, hash: u64, key: &str) -> u32 {
+        self.place(hash, key, |keys| keys.push_copy(key))
+    }
+
+    /// Numbers a key not seen yet (growing the slots first when half full), kept by `keep`.
+    fn place(&mut self, hash: u64, key: &str, keep: impl FnOnce(&mut K)) -> u32 {
         if (self.keys.len() + 1) * 2 > self.slots.len() {
             self.grow();
         }
         let Err(empty) = self.find(hash, key) else { unreachable!("the key was not found") };
         let id = self.keys.len() as u32;
-        self.keys.push(CompactString::from(key));
+        keep(&mut self.keys);
+        debug_assert_eq!(self.keys.len(), id as usize + 1, "one key kept");
         self.slots[empty] = id + 1;
         id
     }
@@ -125,7 +272,7 @@ impl KeyIndex {
     }
 
     /// Every key, by id (a clone shares every full chunk).
-    pub(crate) fn keys(&self) -> &KeyList {
+    pub(crate) fn keys(&self) -> &K {
         &self.keys
     }
 
@@ -156,11 +303,31 @@ impl KeyIndex {
     }
 }
 
+impl KeyIndex<SharedKeys> {
+    /// The id of the key at `place` in a reader's full `chunk` (whose hash is `hash`), numbered
+    /// next, as a reference to it, if it is new.
+    pub(crate) fn id_or_refer(&mut self, hash: u64, chunk: &Arc<[CompactString]>, place: u32) -> u32 {
+        let key = &chunk[place as usize];
+        match self.slots.is_empty() {
+            false => {
+                self.find(hash, key).unwrap_or_else(|_| self.place(hash, key, |keys| keys.push_shared(chunk, place)))
+            }
+            true => self.place(hash, key, |keys| keys.push_shared(chunk, place)),
+        }
+    }
+
+    /// The reader's chunk and place key `id` refers to, unless it is a copy.
+    pub(crate) fn shared_source(&self, id: u32) -> Option<(&Arc<[CompactString]>, u32)> {
+        let (source, place) = self.keys.shared_source(id as usize)?;
+        Some((&self.keys.sources[source as usize], place))
+    }
+}
+
 /// Places the ids numbered since `order` was last brought up to date (those from
 /// `order.len()` to `count`) into it, keeping it sorted by key: the new ids sorted, then one
 /// merge. A store that numbers keys in order of first sight reports them in key order
 /// without sorting all of them at every flush.
-pub(crate) fn place_new_ids(order: &mut Vec<u32>, keys: &KeyList, count: usize) {
+pub(crate) fn place_new_ids<K: KeyStore>(order: &mut Vec<u32>, keys: &K, count: usize) {
     let placed = order.len();
     if placed == count {
         return;
@@ -188,7 +355,7 @@ mod tests {
 
     #[test]
     fn numbers_keys_in_order_of_first_sight() {
-        let mut index = KeyIndex::default();
+        let mut index = KeyIndex::<KeyList>::default();
         let keys: Vec<String> = (0..3000).map(|i| format!("series.number.{i}")).collect();
         for round in 0..2 {
             for (i, key) in keys.iter().enumerate() {
@@ -204,7 +371,7 @@ mod tests {
 
     #[test]
     fn new_ids_are_merged_into_key_order() {
-        let mut index = KeyIndex::default();
+        let mut index = KeyIndex::<KeyList>::default();
         let mut order = Vec::new();
         // (keys numbered next, all keys in key order after placing them)
         let steps: [(&[&str], &[&str]); 3] = [
@@ -224,7 +391,7 @@ mod tests {
 
     #[test]
     fn a_cloned_key_list_shares_full_chunks_and_stays_as_it_was() {
-        let mut index = KeyIndex::default();
+        let mut index = KeyIndex::<KeyList>::default();
         let keys: Vec<String> = (0..CHUNK + 10).map(|i| format!("k{i}")).collect();
         for key in &keys[..CHUNK + 5] {
             index.id_or_insert(hash_key(key), key);
@@ -239,5 +406,57 @@ mod tests {
             (&held[CHUNK + 4], &index.keys()[CHUNK + 9]),
             (&keys[CHUNK + 4].as_str().into(), &keys[CHUNK + 9].as_str().into())
         );
+    }
+
+    fn reader_keys(count: usize) -> KeyList {
+        let mut index = KeyIndex::<KeyList>::default();
+        for i in 0..count {
+            let key = format!("reader.key.{i}");
+            index.id_or_insert(hash_key(&key), &key);
+        }
+        index.keys().clone()
+    }
+
+    #[test]
+    fn the_flusher_refers_to_a_readers_full_chunks_and_copies_its_last_keys() {
+        let reader = reader_keys(2 * CHUNK + 10);
+        let mut flusher = KeyIndex::<SharedKeys>::default();
+        flusher.id_or_insert(hash_key("own.first"), "own.first");
+        for at in 0..reader.len() {
+            let id = match reader.full_chunk(at) {
+                Some((chunk, place)) => flusher.id_or_refer(hash_key(&reader[at]), chunk, place),
+                None => flusher.id_or_insert(hash_key(&reader[at]), &reader[at]),
+            };
+            assert_eq!(id as usize, at + 1);
+        }
+        assert_eq!(flusher.keys().copies(), 1 + 10, "the own key and the reader's partial chunk");
+        assert_eq!(flusher.keys().sources.len(), 2 + 1, "two readers' chunks and one of copies");
+        let snapshot = flusher.keys().clone();
+        for at in 0..reader.len() {
+            assert_eq!(flusher.id(&reader[at]), Some(at as u32 + 1), "{}", reader[at]);
+            assert_eq!(snapshot[at + 1], reader[at]);
+        }
+        assert_eq!(snapshot[0], "own.first");
+        let again = flusher.id_or_refer(hash_key(&reader[5]), reader.full_chunk(5).unwrap().0, 5);
+        assert_eq!(again, 6, "a key known already keeps its id");
+    }
+
+    #[test]
+    fn copies_past_a_chunk_stay_readable_from_every_clone() {
+        let mut flusher = KeyIndex::<SharedKeys>::default();
+        let keys: Vec<String> = (0..CHUNK * 2 + 3).map(|i| format!("copied.{i}")).collect();
+        let mut clones = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(flusher.id_or_insert(hash_key(key), key), i as u32);
+            if i % 1000 == 0 {
+                clones.push((i, flusher.keys().clone()));
+            }
+        }
+        for (count, clone) in &clones {
+            assert_eq!(clone.len(), count + 1);
+            assert!((0..=*count).all(|id| clone[id] == keys[id]), "a clone of {count} keys");
+        }
+        assert!((0..keys.len()).all(|id| flusher.keys()[id] == keys[id]));
+        assert_eq!(flusher.keys().copies(), keys.len());
     }
 }

@@ -10,7 +10,12 @@
 //! flushes) outnumber the others and a slack, the ids are numbered again in a new generation:
 //! every reader's map of an older one is rebuilt at its next take.
 
-use crate::key_index::{place_new_ids, KeyIndex, KeyList};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use compact_str::CompactString;
+
+use crate::key_index::{place_new_ids, KeyIndex, KeyList, SharedKeys};
 use crate::series::hash_key;
 
 /// The flusher's map from one reader's ids (counter or timer) to a [`Numbered`]'s, kept
@@ -33,6 +38,10 @@ impl IdMap {
     }
 }
 
+/// Keys of a reader's chunk that must survive a renumbering for the others to keep referring
+/// to it (1/8 of a chunk: a chunk held for fewer would cost more than copying them).
+const KEPT_SHARE: usize = 512;
+
 /// When a store's deleted series are numbered away.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Staleness {
@@ -46,7 +55,7 @@ pub(crate) struct Staleness {
 /// and the ids in key order.
 #[derive(Debug, Default)]
 pub(crate) struct Numbered {
-    index: KeyIndex,
+    index: KeyIndex<SharedKeys>,
     live: Vec<bool>,
     /// Flushes since each series last had a value (0: it had one in the last flushed interval).
     idle_flushes: Vec<u32>,
@@ -70,11 +79,27 @@ impl Numbered {
     /// The id of `key`, numbered next (not live) when new: the store then grows its arrays.
     pub(crate) fn id(&mut self, key: &str) -> u32 {
         let id = self.index.id_or_insert(hash_key(key), key);
+        self.note_new(id);
+        id
+    }
+
+    /// The id of a reader's key `keys[at]`, numbered next (not live) when new: as a reference
+    /// to the reader's chunk when the key is in a full one, else as a copy.
+    pub(crate) fn id_from(&mut self, keys: &KeyList, at: usize) -> u32 {
+        let id = match keys.full_chunk(at) {
+            Some((chunk, place)) => self.index.id_or_refer(hash_key(&keys[at]), chunk, place),
+            None => self.index.id_or_insert(hash_key(&keys[at]), &keys[at]),
+        };
+        self.note_new(id);
+        id
+    }
+
+    /// Grows the per-id state when `id` was just numbered.
+    fn note_new(&mut self, id: u32) {
         if id as usize == self.live.len() {
             self.live.push(false);
             self.idle_flushes.push(0);
         }
-        id
     }
 
     /// The id of `key`, if it is numbered (live or not).
@@ -103,7 +128,7 @@ impl Numbered {
     }
 
     /// Every key, by id.
-    pub(crate) fn keys(&self) -> &KeyList {
+    pub(crate) fn keys(&self) -> &SharedKeys {
         self.index.keys()
     }
 
@@ -149,17 +174,31 @@ impl Numbered {
         (expired, renumber)
     }
 
-    /// Keeps the ids that are not stale, numbered again in key order, in a new generation.
+    /// Keeps the ids that are not stale, numbered again in key order, in a new generation. A
+    /// kept key that refers to a reader's chunk still does when at least [`KEPT_SHARE`] of that
+    /// chunk's keys are kept: otherwise it is copied, and the chunk let go.
     fn renumber(&mut self, stale_after: u32) {
         place_new_ids(&mut self.order, self.index.keys(), self.live.len());
-        let mut renumbered = Numbered { generation: self.generation + 1, ..Numbered::default() };
-        for &id in &self.order {
-            let id = id as usize;
-            if self.live[id] || self.idle_flushes[id] < stale_after {
-                let new = renumbered.id(&self.index.keys()[id]) as usize;
-                renumbered.live[new] = self.live[id];
-                renumbered.idle_flushes[new] = self.idle_flushes[id];
+        let kept = |id: usize| self.live[id] || self.idle_flushes[id] < stale_after;
+        let mut kept_per_chunk: HashMap<*const CompactString, usize> = HashMap::new();
+        for id in (0..self.len()).filter(|&id| kept(id)) {
+            if let Some((chunk, _)) = self.index.shared_source(id as u32) {
+                *kept_per_chunk.entry(Arc::as_ptr(chunk).cast()).or_default() += 1;
             }
+        }
+        let mut renumbered = Numbered { generation: self.generation + 1, ..Numbered::default() };
+        for &id in self.order.iter().filter(|&&id| kept(id as usize)) {
+            let key = &self.index.keys()[id as usize];
+            let new = match self.index.shared_source(id) {
+                Some((chunk, place)) if kept_per_chunk[&Arc::as_ptr(chunk).cast()] >= KEPT_SHARE => {
+                    renumbered.index.id_or_refer(hash_key(key), chunk, place)
+                }
+                _ => renumbered.index.id_or_insert(hash_key(key), key),
+            };
+            renumbered.note_new(new);
+            let (id, new) = (id as usize, new as usize);
+            renumbered.live[new] = self.live[id];
+            renumbered.idle_flushes[new] = self.idle_flushes[id];
         }
         renumbered.order = (0..renumbered.len() as u32).collect();
         *self = renumbered;
@@ -214,5 +253,29 @@ mod tests {
             }
             assert_eq!((numbered.is_live(id), expired), (live, usize::from(!live)), "{idle} {ttl:?} {kept}");
         }
+    }
+
+    #[test]
+    fn a_renumbering_keeps_referring_to_chunks_mostly_kept_and_copies_the_others() {
+        let mut reader = crate::key_index::KeyIndex::<KeyList>::default();
+        let keys: Vec<String> = (0..2 * 4096).map(|i| format!("k{i:05}")).collect();
+        keys.iter().for_each(|key| _ = reader.id_or_insert(hash_key(key), key));
+        let mut numbered = Numbered::default();
+        for at in 0..keys.len() {
+            let id = numbered.id_from(reader.keys(), at);
+            numbered.set_live(id, true);
+        }
+        assert_eq!(numbered.keys().copies(), 0);
+        // Kept: 600 keys of the first chunk, 10 of the second; the rest deleted and stale.
+        let kept: Vec<usize> = (0..600).chain(4096..4106).collect();
+        numbered.age(true, None, STALE, |_| true, |_| false);
+        for &at in &kept {
+            numbered.set_live(numbered.find(&keys[at]).unwrap(), true);
+        }
+        let (_, renumbered) = numbered.age(false, None, STALE, |id| kept.contains(&id), |_| false);
+        assert!(renumbered);
+        assert_eq!(numbered.len(), kept.len());
+        assert!(kept.iter().all(|&at| numbered.key(numbered.find(&keys[at]).unwrap()) == keys[at]));
+        assert_eq!(numbered.keys().copies(), 10, "the second chunk's 10 keys are copied; the first's 600 still refer");
     }
 }

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use compact_str::CompactString;
 
+use crate::key_index::KeyList;
 use crate::numbered::{IdMap, Numbered, Staleness};
 use crate::timer_samples::TimerSamples;
 use crate::timers::TimerDelta;
@@ -58,6 +59,18 @@ impl TimerStore {
     /// The id of `key`, made live (numbered next when new).
     fn live_id(&mut self, key: &str) -> u32 {
         let id = self.ids.id(key);
+        self.make_live(id)
+    }
+
+    /// [`TimerStore::live_id`] of a reader's key `keys[at]`, referring to the reader's copy of
+    /// it where it can.
+    fn live_id_from(&mut self, keys: &KeyList, at: usize) -> u32 {
+        let id = self.ids.id_from(keys, at);
+        self.make_live(id)
+    }
+
+    /// Makes timer `id` live (its samples made when it was just numbered).
+    fn make_live(&mut self, id: u32) -> u32 {
         if id as usize == self.samples.len() {
             self.samples.push(TimerSamples::default());
         }
@@ -90,10 +103,12 @@ impl TimerStore {
                     let key = &keys[reader_id as usize];
                     let (id, own) = match self.contains(key) {
                         true => (self.live_id(key), true),
-                        false => {
-                            let admitted = admit(key);
-                            (self.live_id(&admitted), admitted == key.as_str())
-                        }
+                        false => match admit(key) {
+                            admitted if admitted == key.as_str() => {
+                                (self.live_id_from(&keys, reader_id as usize), true)
+                            }
+                            admitted => (self.live_id(&admitted), false),
+                        },
                     };
                     map.ids[reader_id as usize] = if own { id } else { UNMAPPED };
                     id
