@@ -3,7 +3,8 @@
 # pinned to CPU 0 with bench/peers/histd.js, the generator on CPU 1), and its peak RSS is
 # printed with, at the end of the run, what each kind of mapping holds resident: the histd
 # binary (its code and read-only data, shared with the page cache), the shared libraries it
-# loads, the heap and anonymous maps (malloc's arenas, large allocations, thread stacks).
+# loads, the heap and anonymous maps (malloc's arenas, large allocations, thread stacks);
+# with the run's loss and the daemon's CPU time per line (ns/metric, as `histd bench` counts).
 #
 # Usage: bench/memory-split.sh [-s SECONDS] [-n NAMES] [-r RATE] [-m MIX] REV [REV ...]
 #   REV  a git revision, built once into target/memory-split/REV (a worktree under /tmp),
@@ -52,8 +53,8 @@ split() {
 
 echo "# Memory split, $(date -u +%FT%TZ), $names names, $mix, $rate lines/s for $seconds s"
 echo
-echo "| build | ldd libraries | .text MB | idle RSS MB | peak RSS MB | binary MB | shared libraries MB | heap + anonymous MB |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| build | ldd libraries | .text MB | idle RSS MB | loss % | ns/metric | peak RSS MB | binary MB | shared libraries MB | heap + anonymous MB |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for rev in "$@"; do
   bin=$(binary "$rev")
   label=$(git rev-parse --short "$rev" 2>/dev/null || true); [[ $rev == . ]] && label="$(git rev-parse --short HEAD) + work tree"
@@ -62,12 +63,15 @@ for rev in "$@"; do
   for _ in $(seq 100); do ss -Hulnp "sport = :18125" | grep -q "pid=$pid," && break; sleep 0.1; done
   sleep 1
   idle=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
-  taskset -c 1 "$generator" bench --count kernel --target 127.0.0.1:18125 --admin 127.0.0.1:18135 \
-    --duration "$seconds" --quiet --lines 25 --names "$names" --mix "$mix" --rate "$rate" > /dev/null
+  row=$(taskset -c 1 "$generator" bench --count kernel --target 127.0.0.1:18125 --admin 127.0.0.1:18135 \
+    --pid "$pid" --duration "$seconds" --quiet --markdown --lines 25 --names "$names" --mix "$mix" \
+    --rate "$rate" | tail -n 1)
+  loss=$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $5); print $5 }')
+  ns=$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $7); print $7 }')
   peak=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
   parts=$(split "$pid")
   kill -TERM "$pid"; wait "$pid" || true
   libraries=$(ldd "$bin" | grep -c '=>' || true)
   text=$(size -A "$bin" | awk '$1 == ".text" { printf "%.1f", $2 / 1048576 }')
-  echo "| $label | $libraries | $text | $idle | $peak | $parts |"
+  echo "| $label | $libraries | $text | $idle | $loss | $ns | $peak | $parts |"
 done
