@@ -87,55 +87,46 @@ impl KeyStore for KeyList {
     }
 }
 
-/// No source yet for the keys copied here.
-const NO_SOURCE: u32 = u32::MAX;
+/// The mark of a reference to a copy (the rest is the copy's number); without it, a reference
+/// is a reader's chunk's number << 32 | the key's place in it.
+const COPY: u64 = 1 << 63;
 
-/// The flusher's keys by id: each a reference (source chunk, place) in 8 bytes. Sources are
-/// readers' full key chunks (held here, never changed) and this list's own chunks of copies;
-/// the last of its own, still filling, has a source number kept for it.
-#[derive(Debug, Clone)]
+/// The flusher's keys by id, each an 8-byte reference: to a key in a reader's full chunk (held
+/// here, never changed), or to a copy of its own.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SharedKeys {
-    sources: Vec<Arc<[CompactString]>>,
-    /// Copies not yet a full chunk: the keys of source `own_source`.
-    own: Vec<CompactString>,
-    own_source: u32,
-    /// By id: source number << 32 | place in the source.
-    refs: Chunked<u64>,
-    /// Readers' chunks held, by address: their source numbers.
+    /// Readers' full key chunks referred to.
+    chunks: Vec<Arc<[CompactString]>>,
+    /// Their numbers in `chunks`, by the chunk's address.
     registered: HashMap<usize, u32>,
-}
-
-impl Default for SharedKeys {
-    fn default() -> Self {
-        SharedKeys {
-            sources: Vec::new(),
-            own: Vec::new(),
-            own_source: NO_SOURCE,
-            refs: Chunked::default(),
-            registered: HashMap::new(),
-        }
-    }
+    /// Keys copied here, in order.
+    copies: KeyList,
+    /// By id.
+    refs: Chunked<u64>,
 }
 
 impl SharedKeys {
     /// Refers the next id to the key at `place` in a reader's full `chunk`.
     pub(crate) fn push_shared(&mut self, chunk: &Arc<[CompactString]>, place: u32) {
         let address = Arc::as_ptr(chunk).cast::<CompactString>() as usize;
-        let sources = &mut self.sources;
-        let source = *self.registered.entry(address).or_insert_with(|| {
-            sources.push(chunk.clone());
-            sources.len() as u32 - 1
+        let chunks = &mut self.chunks;
+        let number = *self.registered.entry(address).or_insert_with(|| {
+            chunks.push(chunk.clone());
+            chunks.len() as u32 - 1
         });
-        self.refs.push(u64::from(source) << 32 | u64::from(place));
+        self.refs.push(u64::from(number) << 32 | u64::from(place));
     }
 
-    /// The reader's chunk id `id` refers to and its place there, unless it is a copy of ours.
-    fn shared_source(&self, id: usize) -> Option<(u32, u32)> {
+    /// The number of the reader's chunk key `id` refers to and its place there; `None` for a
+    /// copy.
+    pub(crate) fn reference(&self, id: usize) -> Option<(usize, u32)> {
         let reference = self.refs[id];
-        let (source, place) = ((reference >> 32) as u32, reference as u32);
-        self.registered
-            .contains_key(&(Arc::as_ptr(self.sources.get(source as usize)?).cast::<CompactString>() as usize))
-            .then_some((source, place))
+        (reference & COPY == 0).then_some(((reference >> 32) as usize, reference as u32))
+    }
+
+    /// The readers' chunks referred to, by number.
+    pub(crate) fn chunks(&self) -> &[Arc<[CompactString]>] {
+        &self.chunks
     }
 
     /// Starts loading the reference of key `id` (first of two stages, for a walk in an order
@@ -151,10 +142,10 @@ impl SharedKeys {
         prefetch_read(&self[id]);
     }
 
-    /// How many keys are copies (not references to a reader's chunk).
+    /// How many keys are copies.
     #[cfg(test)]
     pub(crate) fn copies(&self) -> usize {
-        (0..self.refs.len()).filter(|&id| self.shared_source(id).is_none()).count()
+        self.copies.len()
     }
 }
 
@@ -164,15 +155,8 @@ impl KeyStore for SharedKeys {
     }
 
     fn push_copy(&mut self, key: &str) {
-        if self.own_source == NO_SOURCE || self.own.len() == CHUNK {
-            if self.own_source != NO_SOURCE {
-                self.sources[self.own_source as usize] = std::mem::take(&mut self.own).into();
-            }
-            self.own_source = self.sources.len() as u32;
-            self.sources.push(Arc::new([]));
-        }
-        self.own.push(CompactString::from(key));
-        self.refs.push(u64::from(self.own_source) << 32 | (self.own.len() as u64 - 1));
+        self.refs.push(COPY | self.copies.len() as u64);
+        self.copies.push_copy(key);
     }
 }
 
@@ -182,11 +166,9 @@ impl std::ops::Index<usize> for SharedKeys {
     /// The key numbered `id`.
     #[inline]
     fn index(&self, id: usize) -> &CompactString {
-        let reference = self.refs[id];
-        let (source, place) = ((reference >> 32) as u32, reference as usize & 0xffff_ffff);
-        match source == self.own_source {
-            true => &self.own[place],
-            false => &self.sources[source as usize][place],
+        match self.reference(id) {
+            Some((chunk, place)) => &self.chunks[chunk][place as usize],
+            None => &self.copies[(self.refs[id] & !COPY) as usize],
         }
     }
 }
@@ -315,12 +297,6 @@ impl KeyIndex<SharedKeys> {
             true => self.place(hash, key, |keys| keys.push_shared(chunk, place)),
         }
     }
-
-    /// The reader's chunk and place key `id` refers to, unless it is a copy.
-    pub(crate) fn shared_source(&self, id: u32) -> Option<(&Arc<[CompactString]>, u32)> {
-        let (source, place) = self.keys.shared_source(id as usize)?;
-        Some((&self.keys.sources[source as usize], place))
-    }
 }
 
 /// Places the ids numbered since `order` was last brought up to date (those from
@@ -430,7 +406,7 @@ mod tests {
             assert_eq!(id as usize, at + 1);
         }
         assert_eq!(flusher.keys().copies(), 1 + 10, "the own key and the reader's partial chunk");
-        assert_eq!(flusher.keys().sources.len(), 2 + 1, "two readers' chunks and one of copies");
+        assert_eq!(flusher.keys().chunks().len(), 2, "the reader's two full chunks");
         let snapshot = flusher.keys().clone();
         for at in 0..reader.len() {
             assert_eq!(flusher.id(&reader[at]), Some(at as u32 + 1), "{}", reader[at]);

@@ -10,11 +10,6 @@
 //! flushes) outnumber the others and a slack, the ids are numbered again in a new generation:
 //! every reader's map of an older one is rebuilt at its next take.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use compact_str::CompactString;
-
 use crate::key_index::{place_new_ids, KeyIndex, KeyList, SharedKeys};
 use crate::series::hash_key;
 
@@ -86,9 +81,10 @@ impl Numbered {
     /// The id of a reader's key `keys[at]`, numbered next (not live) when new: as a reference
     /// to the reader's chunk when the key is in a full one, else as a copy.
     pub(crate) fn id_from(&mut self, keys: &KeyList, at: usize) -> u32 {
+        let hash = hash_key(&keys[at]);
         let id = match keys.full_chunk(at) {
-            Some((chunk, place)) => self.index.id_or_refer(hash_key(&keys[at]), chunk, place),
-            None => self.index.id_or_insert(hash_key(&keys[at]), &keys[at]),
+            Some((chunk, place)) => self.index.id_or_refer(hash, chunk, place),
+            None => self.index.id_or_insert(hash, &keys[at]),
         };
         self.note_new(id);
         id
@@ -180,25 +176,25 @@ impl Numbered {
     fn renumber(&mut self, stale_after: u32) {
         place_new_ids(&mut self.order, self.index.keys(), self.live.len());
         let kept = |id: usize| self.live[id] || self.idle_flushes[id] < stale_after;
-        let mut kept_per_chunk: HashMap<*const CompactString, usize> = HashMap::new();
+        let keys = self.index.keys();
+        let mut kept_per_chunk = vec![0usize; keys.chunks().len()];
         for id in (0..self.len()).filter(|&id| kept(id)) {
-            if let Some((chunk, _)) = self.index.shared_source(id as u32) {
-                *kept_per_chunk.entry(Arc::as_ptr(chunk).cast()).or_default() += 1;
+            if let Some((chunk, _)) = keys.reference(id) {
+                kept_per_chunk[chunk] += 1;
             }
         }
         let mut renumbered = Numbered { generation: self.generation + 1, ..Numbered::default() };
         for &id in self.order.iter().filter(|&&id| kept(id as usize)) {
-            let key = &self.index.keys()[id as usize];
-            let new = match self.index.shared_source(id) {
-                Some((chunk, place)) if kept_per_chunk[&Arc::as_ptr(chunk).cast()] >= KEPT_SHARE => {
-                    renumbered.index.id_or_refer(hash_key(key), chunk, place)
+            let (id, key) = (id as usize, &keys[id as usize]);
+            let new = match keys.reference(id) {
+                Some((chunk, place)) if kept_per_chunk[chunk] >= KEPT_SHARE => {
+                    renumbered.index.id_or_refer(hash_key(key), &keys.chunks()[chunk], place)
                 }
                 _ => renumbered.index.id_or_insert(hash_key(key), key),
             };
             renumbered.note_new(new);
-            let (id, new) = (id as usize, new as usize);
-            renumbered.live[new] = self.live[id];
-            renumbered.idle_flushes[new] = self.idle_flushes[id];
+            renumbered.live[new as usize] = self.live[id];
+            renumbered.idle_flushes[new as usize] = self.idle_flushes[id];
         }
         renumbered.order = (0..renumbered.len() as u32).collect();
         *self = renumbered;
