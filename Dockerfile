@@ -6,7 +6,7 @@
 # The build: the workspace's locked dependencies, histd alone, optimised.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-# librdkafka (the Kafka client) is built from its sources: cmake (OpenSSL's headers are in the image).
+# librdkafka (the Kafka client) is built from its sources: cmake (OpenSSL's and zlib's headers are in the image).
 RUN apt-get update && apt-get install -y --no-install-recommends cmake \
  && rm -rf /var/lib/apt/lists/*
 COPY Cargo.toml Cargo.lock rustfmt.toml ./

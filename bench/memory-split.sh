@@ -8,7 +8,8 @@
 #
 # Usage: bench/memory-split.sh [-s SECONDS] [-n NAMES] [-r RATE] [-m MIX] REV [REV ...]
 #   REV  a git revision, built once into target/memory-split/REV (a worktree under /tmp),
-#        or `.` for the work tree as it is (built with cargo build --release)
+#        `.` for the work tree as it is (built with cargo build --release), or the path of a
+#        histd binary built some other way
 #   -s   seconds of load (5); -n distinct names (100000); -r lines/s (1M); -m mix (counters)
 # Example: bench/memory-split.sh 68222d4 .
 set -euo pipefail
@@ -32,6 +33,7 @@ generator=target/release/histd
 # binary REV -> prints the path of REV's histd, building it first if needed
 binary() {
   if [[ $1 == . ]]; then echo target/release/histd; return; fi
+  if [[ -f $1 && -x $1 ]]; then echo "$1"; return; fi
   local commit; commit=$(git rev-parse --short "$1")
   local out=target/memory-split/$commit
   if [[ ! -x $out/histd ]]; then
@@ -57,7 +59,8 @@ echo "| build | ldd libraries | .text MB | idle RSS MB | loss % | ns/metric | pe
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for rev in "$@"; do
   bin=$(binary "$rev")
-  label=$(git rev-parse --short "$rev" 2>/dev/null || true); [[ $rev == . ]] && label="$(git rev-parse --short HEAD) + work tree"
+  label=$(git rev-parse --short "$rev" 2>/dev/null || echo "$rev")
+  [[ $rev == . ]] && label="$(git rev-parse --short HEAD) + work tree"
   taskset -c 0 "$bin" run -c bench/peers/histd.js > /tmp/memory-split.log 2>&1 &
   pid=$!
   for _ in $(seq 100); do ss -Hulnp "sport = :18125" | grep -q "pid=$pid," && break; sleep 0.1; done
