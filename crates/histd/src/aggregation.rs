@@ -12,7 +12,6 @@ use crate::clock::lock;
 use crate::ingest::Shards;
 use crate::telemetry::{Counter, Gauge};
 
-/// The readers' shards and what their intervals are gathered into.
 /// Where a forwarded batch came from, when its source must know once a flush carried it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Receipt {
@@ -30,6 +29,7 @@ pub enum Receipt {
     },
 }
 
+/// The readers' shards and what their intervals are gathered into.
 #[derive(Debug)]
 pub struct Aggregation {
     /// The readers' tables.

@@ -142,7 +142,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
-    let log_task = crate::global::kafka::start(global.clone())?;
+    let log_reader = crate::global::kafka::start(global.clone())?;
     let guard = Arc::new(crate::access::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
     let server_tls = match &config.http.tls {
         None => None,
@@ -194,7 +194,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         stop: stop_sender.clone(),
         admin_task,
         http_task,
-        log_task,
+        log_reader,
     };
     let task = tokio::spawn(serving.run(startup_s * 1000, config.agg.flush_interval, stop));
     tracing::info!(flush_interval_ms = config.agg.flush_interval.as_millis() as u64, "ready");
@@ -282,8 +282,8 @@ struct Serving {
     stop: watch::Sender<bool>,
     admin_task: tokio::task::JoinHandle<()>,
     http_task: Option<tokio::task::JoinHandle<()>>,
-    /// With `global.kafka`, the task reading the topic.
-    log_task: Option<tokio::task::JoinHandle<()>>,
+    /// With `global.kafka`, the thread reading the topic.
+    log_reader: Option<crate::global::kafka::Reader>,
 }
 
 impl Serving {
@@ -304,9 +304,8 @@ impl Serving {
             }
         }
         // Batches read from Kafka are in the final flush; their offsets are committed after it.
-        if let Some(log_task) = self.log_task {
-            log_task.abort();
-            let _ = log_task.await;
+        if let Some(log_reader) = self.log_reader {
+            log_reader.stop().await;
         }
         self.flusher.flush(unix_now_ms());
         if let Some(global) = &self.flusher.global {

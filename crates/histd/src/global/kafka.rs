@@ -12,23 +12,31 @@
 //! starts after it. A duplicate (a batch a local produced twice) is merged once by the member
 //! that reads both.
 //!
-//! What it may count twice: batches between a flush and the commit that follows it (that
-//! commit is asynchronous, milliseconds) when the global is killed in that moment; and the
-//! two copies of a batch its local produced twice (a leader died before acknowledging it,
-//! past `forward.kafka.deliveryTimeoutMs`) when two members read one each.
+//! A commit the group's coordinator did not acknowledge (a broker failing over) is not lost:
+//! every flush commits again each partition whose carried offset is past the last one
+//! acknowledged (`messages.forward_commits_failed` counts the failures), and a revocation
+//! tries its commit a few times before it lets go.
+//!
+//! What it may count twice: batches a flush carried whose commit was not acknowledged when
+//! the global was killed: normally the milliseconds an asynchronous commit takes, but for as
+//! long as the group's coordinator is unreachable (a broker failing over: seconds) if the
+//! global is killed then; and the two copies of a batch its local produced twice (a leader
+//! died before acknowledging it, past `forward.kafka.deliveryTimeoutMs`) when two members
+//! read one each.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{Message, Offset, TopicPartitionList};
-use tokio::task::JoinHandle;
 
 use super::Global;
 use crate::aggregation::Receipt;
 use crate::clock::lock;
 use crate::sinks::backoff::{Backoff, SENDER_STEPS};
 use crate::sinks::forward::kafka::ConsumerSettings;
+use crate::telemetry::EdgeCounters;
 
 /// The credential batches read from Kafka are remembered under (their identities are bound
 /// to it as a posted batch's are to its token's name).
@@ -47,12 +55,77 @@ struct Offsets {
     /// message at or below it (fetched before a revocation and handed over after the same
     /// partition came back) was merged already, and committed with what it was merged in.
     taken: HashMap<i32, i64>,
+    /// The last offset a flush carried of each assigned partition.
+    carried: HashMap<i32, i64>,
+    /// The last offset the coordinator acknowledged as committed of each assigned partition.
+    acknowledged: HashMap<i32, i64>,
 }
 
-/// The consumer's context: librdkafka's log at debug level, and the rebalance rule above.
+impl Offsets {
+    /// Notes the offsets `receipts` name that were read under the current generation from a
+    /// partition still assigned.
+    fn carry(&mut self, receipts: &[Receipt]) {
+        for receipt in receipts {
+            if let Receipt::Log { partition, offset, generation } = *receipt {
+                if generation == self.generation && self.assigned.contains(&partition) {
+                    let carried = self.carried.entry(partition).or_insert(offset);
+                    *carried = (*carried).max(offset);
+                }
+            }
+        }
+    }
+
+    /// Each partition whose carried offset the coordinator has not acknowledged yet, with the
+    /// offset to commit (the next one to read).
+    fn unacknowledged(&self) -> Vec<(i32, i64)> {
+        let mut due: Vec<(i32, i64)> = self
+            .carried
+            .iter()
+            .filter(|(partition, carried)| self.acknowledged.get(partition).is_none_or(|done| done < carried))
+            .map(|(&partition, &carried)| (partition, carried + 1))
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// The coordinator acknowledged `next` (the offset after the last one committed) for a
+    /// partition; ignored once the partition was taken away.
+    fn acknowledge(&mut self, partition: i32, next: i64) {
+        if self.assigned.contains(&partition) {
+            let done = self.acknowledged.entry(partition).or_insert(next - 1);
+            *done = (*done).max(next - 1);
+        }
+    }
+
+    /// Forgets a partition taken away; the last offset read of it, if any.
+    fn release(&mut self, partition: i32) -> Option<i64> {
+        self.assigned.remove(&partition);
+        self.carried.remove(&partition);
+        self.acknowledged.remove(&partition);
+        self.read.remove(&partition)
+    }
+}
+
+/// A list of `(partition, next offset)` of `topic` to commit.
+fn commit_list(topic: &str, offsets: impl IntoIterator<Item = (i32, i64)>) -> TopicPartitionList {
+    let mut list = TopicPartitionList::new();
+    for (partition, next) in offsets {
+        let _ = list.add_partition_offset(topic, partition, Offset::Offset(next));
+    }
+    list
+}
+
+/// How often a revocation tries its commit before it lets the partitions go.
+const REVOKE_COMMIT_ATTEMPTS: u32 = 5;
+
+/// The consumer's context: librdkafka's log at debug level, the rebalance rule above, and
+/// the commits acknowledged.
 struct Membership {
     topic: String,
     offsets: Arc<Mutex<Offsets>>,
+    edges: Arc<EdgeCounters>,
+    /// Set while commits fail: the failure and the recovery are logged once each.
+    commits_failing: AtomicBool,
 }
 
 impl rdkafka::ClientContext for Membership {
@@ -69,23 +142,34 @@ impl ConsumerContext for Membership {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(revoked) = rebalance else { return };
         let mut offsets = lock(&self.offsets);
-        let mut list = TopicPartitionList::new();
-        for element in revoked.elements() {
-            let partition = element.partition();
-            if let Some(offset) = offsets.read.remove(&partition) {
-                let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(offset + 1));
-            }
-            offsets.assigned.remove(&partition);
-        }
+        let read: Vec<(i32, i64)> = revoked
+            .elements()
+            .iter()
+            .filter_map(|element| offsets.release(element.partition()).map(|read| (element.partition(), read + 1)))
+            .collect();
         offsets.generation += 1;
-        if list.count() > 0 {
+        self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
+        drop(offsets);
+        if read.is_empty() {
+            return;
+        }
+        let list = commit_list(&self.topic, read);
+        for attempt in 1..=REVOKE_COMMIT_ATTEMPTS {
             match consumer.commit(&list, CommitMode::Sync) {
-                Ok(()) => tracing::info!(
-                    partitions = list.count(),
-                    "global.kafka: partitions taken away: what was read of them is committed (this global flushes it)"
-                ),
-                Err(error) => {
-                    tracing::warn!(%error, "global.kafka: partitions taken away: committing what was read of them failed (the next owner reads it again)")
+                Ok(()) => {
+                    tracing::info!(
+                        partitions = list.count(),
+                        "global.kafka: partitions taken away: what was read of them is committed (this global flushes it)"
+                    );
+                    return;
+                }
+                Err(error) if attempt == REVOKE_COMMIT_ATTEMPTS => {
+                    self.edges.forward_commits_failed.add(1);
+                    tracing::warn!(%error, attempts = attempt, "global.kafka: partitions taken away: committing what was read of them failed (the next owner reads it again: counted twice)");
+                }
+                Err(_) => {
+                    self.edges.forward_commits_failed.add(1);
+                    std::thread::sleep(std::time::Duration::from_millis(200));
                 }
             }
         }
@@ -98,11 +182,36 @@ impl ConsumerContext for Membership {
             lock(&self.offsets).assigned.extend(partitions);
         }
     }
+
+    fn commit_callback(&self, result: rdkafka::error::KafkaResult<()>, committed: &TopicPartitionList) {
+        match result {
+            Ok(()) => {
+                let mut offsets = lock(&self.offsets);
+                for element in committed.elements_for_topic(&self.topic) {
+                    if let Offset::Offset(next) = element.offset() {
+                        offsets.acknowledge(element.partition(), next);
+                    }
+                }
+                self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
+                drop(offsets);
+                if self.commits_failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("global.kafka: offsets are committed again");
+                }
+            }
+            Err(error) => {
+                self.edges.forward_commits_failed.add(1);
+                if !self.commits_failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(%error, "global.kafka: committing offsets failed: the next flushes commit them again (until then, a global killed would have its batches read again by the next owner)");
+                }
+            }
+        }
+    }
 }
 
 /// Commits the offsets of what a flush carried.
 pub struct Committer {
-    consumer: Arc<StreamConsumer<Membership>>,
+    consumer: Arc<BaseConsumer<Membership>>,
+    edges: Arc<EdgeCounters>,
     offsets: Arc<Mutex<Offsets>>,
     topic: String,
 }
@@ -114,30 +223,22 @@ impl std::fmt::Debug for Committer {
 }
 
 impl Committer {
-    /// Commits, per partition still assigned under the current generation, the offset after
-    /// the last message `receipts` name (asynchronously: the flusher never waits).
+    /// Notes the offsets of what a flush carried (`receipts`, per partition still assigned
+    /// under the current generation) and commits, asynchronously (the flusher never waits),
+    /// each partition whose carried offset the coordinator has not acknowledged yet: a commit
+    /// that failed is made again at the next flush, whether or not new batches came.
     pub fn commit(&self, receipts: &[Receipt]) {
-        let offsets = lock(&self.offsets);
-        let mut last: HashMap<i32, i64> = HashMap::new();
-        for receipt in receipts {
-            if let Receipt::Log { partition, offset, generation } = *receipt {
-                if generation == offsets.generation && offsets.assigned.contains(&partition) {
-                    let entry = last.entry(partition).or_insert(offset);
-                    *entry = (*entry).max(offset);
-                }
-            }
-        }
-        if last.is_empty() {
+        let mut offsets = lock(&self.offsets);
+        offsets.carry(receipts);
+        let due = offsets.unacknowledged();
+        self.edges.forward_commits_pending.set(due.len() as u64);
+        if due.is_empty() {
             return;
         }
-        let mut list = TopicPartitionList::new();
-        for (partition, offset) in last {
-            let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(offset + 1));
-        }
         // Still under the lock the rebalance takes: a revocation comes wholly before (these
-        // offsets are then below what it commits) or after (their generation is then past).
-        if let Err(error) = self.consumer.commit(&list, CommitMode::Async) {
-            tracing::warn!(%error, "global.kafka: committing offsets failed (their batches may be read again by the next owner)");
+        // partitions are then released) or after (its own commit covers these offsets).
+        if let Err(error) = self.consumer.commit(&commit_list(&self.topic, due), CommitMode::Async) {
+            tracing::warn!(%error, "global.kafka: committing offsets failed (the next flush tries again)");
         }
         drop(offsets);
     }
@@ -149,10 +250,7 @@ impl Committer {
     /// at once.
     pub fn leave(self) {
         let offsets = lock(&self.offsets);
-        let mut list = TopicPartitionList::new();
-        for (partition, offset) in &offsets.read {
-            let _ = list.add_partition_offset(&self.topic, *partition, Offset::Offset(offset + 1));
-        }
+        let list = commit_list(&self.topic, offsets.read.iter().map(|(&partition, &read)| (partition, read + 1)));
         drop(offsets);
         if list.count() > 0 {
             if let Err(error) = self.consumer.commit(&list, CommitMode::Sync) {
@@ -163,56 +261,90 @@ impl Committer {
     }
 }
 
-/// Joins the consumer group of `global.kafka` and merges what it reads into `global`; `None`
-/// without `global.kafka`.
-pub fn start(global: Arc<Global>) -> anyhow::Result<Option<JoinHandle<()>>> {
-    let Some(settings) = global.config().kafka.clone() else { return Ok(None) };
-    let consumer = Arc::new(consumer(&settings).map_err(|why| anyhow::anyhow!("global.kafka: {why}"))?);
-    let offsets = consumer.context().offsets.clone();
-    let committer =
-        Committer { consumer: consumer.clone(), offsets: offsets.clone(), topic: settings.cluster.topic.clone() };
-    *lock(&global.log) = Some(committer);
-    Ok(Some(tokio::spawn(read(consumer, offsets, global))))
+/// The thread reading the topic (its own, not the runtime's: a rebalance commits
+/// synchronously inside librdkafka's poll).
+pub struct Reader {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
 }
 
-fn consumer(settings: &ConsumerSettings) -> Result<StreamConsumer<Membership>, String> {
-    let membership = Membership { topic: settings.cluster.topic.clone(), offsets: Default::default() };
-    let consumer: StreamConsumer<Membership> =
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    /// Stops reading (within one [`POLL`]) and waits for the thread: what it merged is then
+    /// in the interval the final flush takes.
+    pub async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self.thread;
+        if tokio::task::spawn_blocking(move || thread.join()).await.is_err() {
+            tracing::warn!("global.kafka: the reading thread did not stop cleanly");
+        }
+    }
+}
+
+/// How long one poll of the consumer waits for a message (and a stop waits at most).
+pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Joins the consumer group of `global.kafka` and merges what it reads into `global` on a
+/// thread of its own; `None` without `global.kafka`.
+pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
+    let Some(settings) = global.config().kafka.clone() else { return Ok(None) };
+    let edges = global.edges.clone();
+    let consumer = Arc::new(consumer(&settings, edges.clone()).map_err(|why| anyhow::anyhow!("global.kafka: {why}"))?);
+    let offsets = consumer.context().offsets.clone();
+    let committer = Committer {
+        consumer: consumer.clone(),
+        edges,
+        offsets: offsets.clone(),
+        topic: settings.cluster.topic.clone(),
+    };
+    *lock(&global.log) = Some(committer);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("kafka-reader".into())
+        .spawn(move || read(&consumer, &offsets, &global, &stopped))
+        .map_err(|error| anyhow::anyhow!("global.kafka: cannot start the reading thread: {error}"))?;
+    Ok(Some(Reader { stop, thread }))
+}
+
+fn consumer(settings: &ConsumerSettings, edges: Arc<EdgeCounters>) -> Result<BaseConsumer<Membership>, String> {
+    let membership = Membership {
+        topic: settings.cluster.topic.clone(),
+        offsets: Default::default(),
+        edges,
+        commits_failing: AtomicBool::new(false),
+    };
+    let consumer: BaseConsumer<Membership> =
         settings.client_config()?.create_with_context(membership).map_err(|error| error.to_string())?;
     consumer.subscribe(&[&settings.cluster.topic]).map_err(|error| error.to_string())?;
     Ok(consumer)
 }
 
-/// Reads messages until the task is stopped.
-async fn read(consumer: Arc<StreamConsumer<Membership>>, offsets: Arc<Mutex<Offsets>>, global: Arc<Global>) {
+/// Reads messages until `stop` is set.
+fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &Global, stop: &AtomicBool) {
     let mut backoff = Backoff::new(SENDER_STEPS);
     let (mut failing, mut refusing) = (false, false);
-    loop {
-        let message = match consumer.recv().await {
-            Ok(message) => message,
-            Err(error) => {
+    while !stop.load(Ordering::Relaxed) {
+        let message = match consumer.poll(POLL) {
+            None => continue,
+            Some(Ok(message)) => message,
+            Some(Err(error)) => {
                 if !failing {
                     failing = true;
                     tracing::warn!(%error, "global.kafka: reading failed; trying again");
                 }
-                tokio::time::sleep(backoff.failed(None)).await;
+                pause(backoff.failed(None), stop);
                 continue;
             }
         };
         (failing, _) = (false, backoff.reset());
         let (partition, offset) = (message.partition(), message.offset());
-        let generation = {
-            let mut offsets = lock(&offsets);
-            if !offsets.assigned.contains(&partition) {
-                // Fetched before its partition was taken away: its next owner reads it.
-                continue;
-            }
-            if offsets.taken.get(&partition).is_some_and(|&taken| offset <= taken) {
-                continue; // merged already by this member
-            }
-            offsets.taken.insert(partition, offset);
-            offsets.generation
-        };
+        let Some(generation) = take(offsets, partition, offset) else { continue };
         let receipt = Receipt::Log { partition, offset, generation };
         match global.receive_logged(message.payload().unwrap_or_default(), receipt) {
             Ok(_) => refusing = false,
@@ -222,6 +354,93 @@ async fn read(consumer: Arc<StreamConsumer<Membership>>, offsets: Arc<Mutex<Offs
             }
             Err(refusal) => tracing::debug!(partition, offset, %refusal, "global.kafka: another message skipped"),
         }
-        lock(&offsets).read.insert(partition, offset);
+        let mut held = lock(offsets);
+        if held.generation == generation {
+            // Not taken away meanwhile: its offset is committed with the next flush.
+            held.read.insert(partition, offset);
+        }
+    }
+}
+
+/// Takes the message at `offset` of `partition` to merge: the generation it is read under,
+/// or `None` when it is not this member's to merge (its partition was taken away after it
+/// was fetched, or this member merged it before).
+fn take(offsets: &Mutex<Offsets>, partition: i32, offset: i64) -> Option<u64> {
+    let mut offsets = lock(offsets);
+    if !offsets.assigned.contains(&partition) || offsets.taken.get(&partition).is_some_and(|&taken| offset <= taken) {
+        return None;
+    }
+    offsets.taken.insert(partition, offset);
+    Some(offsets.generation)
+}
+
+/// Sleeps `duration`, or until `stop` is set.
+fn pause(duration: std::time::Duration, stop: &AtomicBool) {
+    let until = std::time::Instant::now() + duration;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(POLL));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(partition: i32, offset: i64, generation: u64) -> Receipt {
+        Receipt::Log { partition, offset, generation }
+    }
+
+    fn assigned(partitions: &[i32]) -> Offsets {
+        Offsets { assigned: partitions.iter().copied().collect(), ..Offsets::default() }
+    }
+
+    #[test]
+    fn a_commit_not_acknowledged_is_due_again_until_it_is() {
+        let mut offsets = assigned(&[0, 1]);
+        offsets.carry(&[log(0, 4, 0), log(0, 9, 0), log(1, 2, 0)]);
+        assert_eq!(offsets.unacknowledged(), [(0, 10), (1, 3)]);
+        // The coordinator failed the commit: nothing acknowledged, both are due at the next
+        // flush though it carried nothing new.
+        offsets.carry(&[]);
+        assert_eq!(offsets.unacknowledged(), [(0, 10), (1, 3)]);
+        offsets.acknowledge(0, 10);
+        assert_eq!(offsets.unacknowledged(), [(1, 3)]);
+        // An acknowledgement of an older commit arriving late changes nothing.
+        offsets.acknowledge(1, 3);
+        offsets.acknowledge(1, 1);
+        assert_eq!(offsets.unacknowledged(), []);
+        offsets.carry(&[log(1, 5, 0)]);
+        assert_eq!(offsets.unacknowledged(), [(1, 6)]);
+    }
+
+    #[test]
+    fn receipts_of_an_older_generation_or_a_partition_taken_away_are_not_committed() {
+        // (assigned partitions, current generation, the receipt a flush carried, what is due)
+        type Case = (&'static [i32], u64, Receipt, &'static [(i32, i64)]);
+        let cases: [Case; 4] = [
+            (&[0], 0, log(0, 7, 0), &[(0, 8)]),
+            (&[0], 1, log(0, 7, 0), &[]),
+            (&[1], 0, log(0, 7, 0), &[]),
+            (&[0], 0, Receipt::Journal(3), &[]),
+        ];
+        for (partitions, generation, receipt, due) in cases {
+            let mut offsets = Offsets { generation, ..assigned(partitions) };
+            offsets.carry(&[receipt]);
+            assert_eq!(offsets.unacknowledged(), due, "{receipt:?} under generation {generation}");
+        }
+    }
+
+    #[test]
+    fn a_released_partition_forgets_what_was_carried_and_acknowledged() {
+        let mut offsets = assigned(&[0]);
+        offsets.carry(&[log(0, 3, 0)]);
+        offsets.read.insert(0, 5);
+        assert_eq!(offsets.release(0), Some(5));
+        offsets.acknowledge(0, 4);
+        assert_eq!((offsets.unacknowledged(), offsets.acknowledged.len()), (vec![], 0));
     }
 }

@@ -107,6 +107,12 @@ pub struct EdgeCounters {
     pub forward_ids_forgotten: Counter,
     /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
     pub forward_batches_busy: Counter,
+    /// Kafka offset commits (`global.kafka`) the group's coordinator did not acknowledge;
+    /// each is made again at the next flush.
+    pub forward_commits_failed: Counter,
+    /// Partitions whose offsets a flush carried and the coordinator has not acknowledged yet
+    /// (`global.kafka`): a global killed now has their batches read again by the next owner.
+    pub forward_commits_pending: Gauge,
     /// Forwarded batches refused: an interval this histd does not believe (counted in
     /// `forward_batches_refused` too).
     pub forward_refused_intervals: Counter,
@@ -156,11 +162,11 @@ impl EdgeCounters {
     /// True for the entries that are levels (bytes held now, the buffer granted) rather than
     /// running totals: `/metrics` types them as gauges.
     pub fn is_level(name: &str) -> bool {
-        matches!(name, "stream_pending_bytes" | "receive_buffer_bytes")
+        matches!(name, "stream_pending_bytes" | "receive_buffer_bytes" | "forward_commits_pending")
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 34] {
+    pub fn entries(&self) -> [(&'static str, u64); 36] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -180,6 +186,8 @@ impl EdgeCounters {
             ("journal_corrupt_batches", self.journal_corrupt_batches.get()),
             ("store_corrupt_blocks", self.store_corrupt_blocks.get()),
             ("forward_batches_busy", self.forward_batches_busy.get()),
+            ("forward_commits_failed", self.forward_commits_failed.get()),
+            ("forward_commits_pending", self.forward_commits_pending.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),
             ("forward_refused_empty_keys", self.forward_refused_empty_keys.get()),
