@@ -12,17 +12,20 @@
 //! starts after it. A duplicate (a batch a local produced twice) is merged once by the member
 //! that reads both.
 //!
-//! A commit the group's coordinator did not acknowledge (a broker failing over) is not lost:
-//! every flush commits again each partition whose carried offset is past the last one
-//! acknowledged (`messages.forward_commits_failed` counts the failures), and a revocation
-//! tries its commit a few times before it lets go.
+//! The reading thread commits, synchronously, each partition whose offset a flush carried
+//! past the last one the coordinator acknowledged (librdkafka tells an asynchronous commit's
+//! outcome to no one here): a commit that fails (a broker failing over) is counted
+//! (`messages.forward_commits_failed`) and made again every second until it is acknowledged
+//! (`forward_commits_pending` partitions wait meanwhile), and a revocation tries its commit
+//! a few times before it lets go. Commits and rebalances both run on that thread, so they
+//! never interleave.
 //!
 //! What it may count twice: batches a flush carried whose commit was not acknowledged when
-//! the global was killed: normally the milliseconds an asynchronous commit takes, but for as
-//! long as the group's coordinator is unreachable (a broker failing over: seconds) if the
-//! global is killed then; and the two copies of a batch its local produced twice (a leader
-//! died before acknowledging it, past `forward.kafka.deliveryTimeoutMs`) when two members
-//! read one each.
+//! the global was killed: normally the milliseconds after a flush until the reading thread
+//! commits, but for as long as the group's coordinator is unreachable (a broker failing over:
+//! seconds) if the global is killed then; and the two copies of a batch its local produced
+//! twice (a leader died before acknowledging it, past `forward.kafka.deliveryTimeoutMs`) when
+//! two members read one each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -118,14 +121,11 @@ fn commit_list(topic: &str, offsets: impl IntoIterator<Item = (i32, i64)>) -> To
 /// How often a revocation tries its commit before it lets the partitions go.
 const REVOKE_COMMIT_ATTEMPTS: u32 = 5;
 
-/// The consumer's context: librdkafka's log at debug level, the rebalance rule above, and
-/// the commits acknowledged.
+/// The consumer's context: librdkafka's log at debug level and the rebalance rule above.
 struct Membership {
     topic: String,
     offsets: Arc<Mutex<Offsets>>,
     edges: Arc<EdgeCounters>,
-    /// Set while commits fail: the failure and the recovery are logged once each.
-    commits_failing: AtomicBool,
 }
 
 impl rdkafka::ClientContext for Membership {
@@ -182,30 +182,6 @@ impl ConsumerContext for Membership {
             lock(&self.offsets).assigned.extend(partitions);
         }
     }
-
-    fn commit_callback(&self, result: rdkafka::error::KafkaResult<()>, committed: &TopicPartitionList) {
-        match result {
-            Ok(()) => {
-                let mut offsets = lock(&self.offsets);
-                for element in committed.elements_for_topic(&self.topic) {
-                    if let Offset::Offset(next) = element.offset() {
-                        offsets.acknowledge(element.partition(), next);
-                    }
-                }
-                self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
-                drop(offsets);
-                if self.commits_failing.swap(false, Ordering::Relaxed) {
-                    tracing::info!("global.kafka: offsets are committed again");
-                }
-            }
-            Err(error) => {
-                self.edges.forward_commits_failed.add(1);
-                if !self.commits_failing.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(%error, "global.kafka: committing offsets failed: the next flushes commit them again (until then, a global killed would have its batches read again by the next owner)");
-                }
-            }
-        }
-    }
 }
 
 /// Commits the offsets of what a flush carried.
@@ -224,23 +200,11 @@ impl std::fmt::Debug for Committer {
 
 impl Committer {
     /// Notes the offsets of what a flush carried (`receipts`, per partition still assigned
-    /// under the current generation) and commits, asynchronously (the flusher never waits),
-    /// each partition whose carried offset the coordinator has not acknowledged yet: a commit
-    /// that failed is made again at the next flush, whether or not new batches came.
+    /// under the current generation): the reading thread commits them (see [`commit_carried`]).
     pub fn commit(&self, receipts: &[Receipt]) {
         let mut offsets = lock(&self.offsets);
         offsets.carry(receipts);
-        let due = offsets.unacknowledged();
-        self.edges.forward_commits_pending.set(due.len() as u64);
-        if due.is_empty() {
-            return;
-        }
-        // Still under the lock the rebalance takes: a revocation comes wholly before (these
-        // partitions are then released) or after (its own commit covers these offsets).
-        if let Err(error) = self.consumer.commit(&commit_list(&self.topic, due), CommitMode::Async) {
-            tracing::warn!(%error, "global.kafka: committing offsets failed (the next flush tries again)");
-        }
-        drop(offsets);
+        self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
     }
 }
 
@@ -280,11 +244,15 @@ impl Reader {
     pub async fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let thread = self.thread;
-        if tokio::task::spawn_blocking(move || thread.join()).await.is_err() {
-            tracing::warn!("global.kafka: the reading thread did not stop cleanly");
+        let joined = tokio::time::timeout(STOP_WAIT, tokio::task::spawn_blocking(move || thread.join())).await;
+        if !matches!(joined, Ok(Ok(Ok(())))) {
+            tracing::warn!("global.kafka: the reading thread did not stop within 10 s (a commit waiting for an unreachable coordinator): the final flush goes without it");
         }
     }
 }
+
+/// How long a stop waits for the reading thread.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long one poll of the consumer waits for a message (and a stop waits at most).
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -313,24 +281,28 @@ pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
 }
 
 fn consumer(settings: &ConsumerSettings, edges: Arc<EdgeCounters>) -> Result<BaseConsumer<Membership>, String> {
-    let membership = Membership {
-        topic: settings.cluster.topic.clone(),
-        offsets: Default::default(),
-        edges,
-        commits_failing: AtomicBool::new(false),
-    };
+    let membership = Membership { topic: settings.cluster.topic.clone(), offsets: Default::default(), edges };
     let consumer: BaseConsumer<Membership> =
         settings.client_config()?.create_with_context(membership).map_err(|error| error.to_string())?;
     consumer.subscribe(&[&settings.cluster.topic]).map_err(|error| error.to_string())?;
     Ok(consumer)
 }
 
-/// Reads messages until `stop` is set.
+/// Reads messages, and commits what flushes carried, until `stop` is set.
 fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &Global, stop: &AtomicBool) {
     let mut backoff = Backoff::new(SENDER_STEPS);
     let (mut failing, mut refusing) = (false, false);
-    while !stop.load(Ordering::Relaxed) {
-        let message = match consumer.poll(POLL) {
+    let mut commits = Commits::default();
+    loop {
+        commits.commit_carried(consumer, offsets);
+        let polled = match stop.load(Ordering::Relaxed) {
+            true => break,
+            false => consumer.poll(POLL),
+        };
+        if stop.load(Ordering::Relaxed) {
+            break; // what was fetched is read by the next owner (it is not committed)
+        }
+        let message = match polled {
             None => continue,
             Some(Ok(message)) => message,
             Some(Err(error)) => {
@@ -358,6 +330,55 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
         if held.generation == generation {
             // Not taken away meanwhile: its offset is committed with the next flush.
             held.read.insert(partition, offset);
+        }
+    }
+}
+
+/// How the reading thread's commits go: they are synchronous (librdkafka tells an
+/// asynchronous commit's outcome to no one here), on the thread that also runs the
+/// rebalances, so a commit and a revocation never interleave.
+#[derive(Debug, Default)]
+struct Commits {
+    /// After a failure, no commit before this.
+    retry_at: Option<std::time::Instant>,
+    /// Set while commits fail: the failure and the recovery are logged once each.
+    failing: bool,
+}
+
+/// How long after a failed commit the next is tried.
+const COMMIT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Commits {
+    /// Commits each partition whose carried offset is past the last one acknowledged; a
+    /// failure is counted and tried again after [`COMMIT_RETRY`], whether or not new batches
+    /// come.
+    fn commit_carried(&mut self, consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>) {
+        if self.retry_at.is_some_and(|at| std::time::Instant::now() < at) {
+            return;
+        }
+        let due = lock(offsets).unacknowledged();
+        if due.is_empty() {
+            return;
+        }
+        let context = consumer.context();
+        match consumer.commit(&commit_list(&context.topic, due.iter().copied()), CommitMode::Sync) {
+            Ok(()) => {
+                let mut offsets = lock(offsets);
+                due.into_iter().for_each(|(partition, next)| offsets.acknowledge(partition, next));
+                context.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
+                drop(offsets);
+                self.retry_at = None;
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!("global.kafka: offsets are committed again");
+                }
+            }
+            Err(error) => {
+                context.edges.forward_commits_failed.add(1);
+                self.retry_at = Some(std::time::Instant::now() + COMMIT_RETRY);
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(%error, "global.kafka: committing offsets failed: tried again every second (until then, a global killed would have its batches read again by the next owner)");
+                }
+            }
         }
     }
 }

@@ -108,7 +108,7 @@ pub struct EdgeCounters {
     /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
     pub forward_batches_busy: Counter,
     /// Kafka offset commits (`global.kafka`) the group's coordinator did not acknowledge;
-    /// each is made again at the next flush.
+    /// each is made again a second later.
     pub forward_commits_failed: Counter,
     /// Partitions whose offsets a flush carried and the coordinator has not acknowledged yet
     /// (`global.kafka`): a global killed now has their batches read again by the next owner.

@@ -403,4 +403,7 @@ fn a_local_sends_every_batch_over_http_and_through_kafka() {
         assert!(stored, "{address}: {} of {hits} hits", stored_hits(&address));
         assert_eq!(stored_histogram(&address), single, "{address}: the single histd's histogram");
     }
+    let consumer = consumer.daemon.as_ref().expect("running");
+    let committed = within(Duration::from_secs(30), || consumer.stat("messages.forward_commits_pending") == 0.0);
+    assert!(committed, "the coordinator acknowledged every commit: {}", consumer_log(&consumer.stderr()));
 }
