@@ -428,8 +428,11 @@ impl Aggregator {
             let exact_percentiles = samples.is_complete();
             let totals = totals_of(samples);
             let histogram = std::mem::take(&mut samples.histogram).into_histogram();
+            // Freed as each timer becomes its point, so that an interval's raw values and the
+            // snapshot made of them are not both whole at once.
+            let values = std::mem::take(&mut samples.values);
             let values = match config.keep_mergeable && exact_percentiles {
-                true => std::mem::take(&mut samples.values),
+                true => values.into_doubles(),
                 false => Vec::new(),
             };
             points.push(TimerPoint {
@@ -586,7 +589,7 @@ impl Aggregator {
 
     /// Current timer values (this interval so far, in arrival order), sorted by key.
     pub fn timer_values(&self) -> Vec<(CompactString, Vec<f64>)> {
-        sorted(self.timers.iter().map(|(k, s)| (k.into(), s.values.clone())), |(k, _)| k)
+        sorted(self.timers.iter().map(|(k, s)| (k.into(), s.values.clone().into_doubles())), |(k, _)| k)
     }
 
     /// Current gauge values, sorted.

@@ -26,6 +26,7 @@ mod timer;
 mod timer_samples;
 mod timer_store;
 mod timers;
+mod values;
 
 pub use aggregator::{is_internal_key, Aggregator, LiveSeries};
 pub use budget::{BudgetReport, Budgets, FoldReason, Offender};
@@ -39,3 +40,4 @@ pub use snapshot::{
 };
 pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
 pub use timer_samples::{LazyHistogram, TimerSamples};
+pub use values::Values;

@@ -413,7 +413,7 @@ mod tests {
     #[test]
     fn timers_keep_values_and_weighted_count() {
         let timer = timer_of(table_of("t:1|ms|@0.5\nt:2|h\nt:3|d|@0.25"), "t");
-        assert_eq!(timer.values, [1.0, 2.0, 3.0]);
+        assert_eq!(timer.values.clone().into_doubles(), [1.0, 2.0, 3.0]);
         assert_eq!(timer.count, 2.0 + 1.0 + 4.0);
         assert_eq!(timer.histogram.count(), 7, "the histogram is weighted by 1/rate");
         assert_eq!((timer.min, timer.max, timer.sum, timer.sum_squares), (1.0, 3.0, 6.0, 14.0));

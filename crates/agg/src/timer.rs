@@ -22,7 +22,7 @@ pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec
 }
 
 fn exact_stats(samples: &TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {
-    let values = &samples.values;
+    let values = &*samples.values.doubles();
     let n = values.len();
     let (sum, sum_squares) = running_sums(values, n - 1);
     let mut stats = Vec::with_capacity(config.thresholds.len() * 5 + 9);
@@ -196,7 +196,7 @@ pub(crate) fn bin_counts(key: &str, samples: &TimerSamples, config: &AggConfig) 
         return None;
     }
     let counts = if samples.is_complete() {
-        counts_of_sorted(&samples.values, &rule.bins)
+        counts_of_sorted(&samples.values.doubles(), &rule.bins)
     } else {
         counts_of_histogram(samples, &rule.bins)
     };

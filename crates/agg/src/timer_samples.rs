@@ -2,6 +2,8 @@
 //! values up to the sample limit, and a circllhist of every value. The reader fills it (through
 //! [`crate::timers`]); the flusher sorts, bins and reads it.
 
+use crate::values::Values;
+
 /// A timer's (or `h`/`d` histogram's) samples in one interval: exact count, sum, sum of
 /// squares, min and max of everything received; the raw values while there are at most the
 /// sample limit of them (for Etsy's exact percentiles); and a circllhist of every value,
@@ -17,8 +19,9 @@ pub struct TimerSamples {
     /// Values received, unweighted.
     pub received: u64,
     /// The values, unweighted, in arrival order, at most the sample limit of them; all of them
-    /// while [`TimerSamples::is_complete`], emptied at the flush (or a merge) otherwise.
-    pub values: Vec<f64>,
+    /// while [`TimerSamples::is_complete`], emptied at the flush (or a merge) otherwise. Four
+    /// bytes a value while they are whole thousandths ([`Values`]).
+    pub values: Values,
     /// How many of the first `values` are not in `histogram` yet (each weighs 1).
     waiting: usize,
     /// The sample-rate-weighted count: the sum of `1 / rate`.
@@ -122,13 +125,13 @@ impl TimerSamples {
 
     /// The samples of `values` received at rate 1, in this order, all of them waiting for the
     /// flush to bin them: what adding them one by one gives.
-    pub(crate) fn waiting(values: Vec<f64>) -> TimerSamples {
+    pub(crate) fn waiting(values: Values) -> TimerSamples {
         let (received, waiting, count) = (values.len() as u64, values.len(), values.len() as f64);
         let mut samples = TimerSamples { received, waiting, count, ..Default::default() };
-        if let Some(&first) = values.first() {
+        if let Some(first) = values.iter().next() {
             (samples.min, samples.max) = (first, first);
         }
-        for &value in &values {
+        for value in values.iter() {
             (samples.min, samples.max) = (samples.min.min(value), samples.max.max(value));
             samples.sum += value;
             samples.sum_squares += value * value;
@@ -148,28 +151,27 @@ impl TimerSamples {
     pub fn settle(&mut self) {
         if !self.is_complete() {
             self.bin_waiting_sorted();
-            self.values = Vec::new();
+            self.values = Values::default();
             return;
         }
         if self.waiting < self.values.len() {
             self.bin_waiting_in_order();
         }
-        sort_like_etsy(&mut self.values);
-        bin_sorted(&mut self.histogram, &self.values[..self.waiting]); // all of them, or none
+        self.values.sort_prefix_like_etsy(self.values.len());
+        bin_sorted(&mut self.histogram, self.values.prefix(self.waiting)); // all of them, or none
         self.waiting = 0;
     }
 
     /// Bins the waiting values after sorting them (their order is lost).
     fn bin_waiting_sorted(&mut self) {
-        let waiting = &mut self.values[..self.waiting];
-        sort_like_etsy(waiting);
-        bin_sorted(&mut self.histogram, waiting);
+        self.values.sort_prefix_like_etsy(self.waiting);
+        bin_sorted(&mut self.histogram, self.values.prefix(self.waiting));
         self.waiting = 0;
     }
 
     /// Bins the waiting values one by one, keeping their order.
     fn bin_waiting_in_order(&mut self) {
-        for &value in &self.values[..self.waiting] {
+        for value in self.values.prefix(self.waiting) {
             insert_exactly(&mut self.histogram, value, 1);
         }
         self.waiting = 0;
@@ -197,7 +199,7 @@ impl TimerSamples {
         } else {
             self.bin_waiting_sorted();
             other.bin_waiting_sorted();
-            self.values = Vec::new();
+            self.values = Values::default();
         }
         self.received += other.received;
         self.count += other.count;
@@ -229,7 +231,7 @@ impl TimerSamples {
         consistent.then(|| TimerSamples {
             received: totals.received,
             // Raw values stand for the whole interval only when there is one per value received.
-            values,
+            values: Values::from_doubles(values),
             count: totals.count,
             sum: totals.sum,
             sum_squares: totals.sum_squares,
@@ -244,7 +246,7 @@ impl TimerSamples {
     fn keep_values_within(&mut self, limit: usize) {
         if self.values.len() > limit || !self.is_complete() {
             self.bin_waiting_sorted();
-            self.values = Vec::new();
+            self.values = Values::default();
         }
     }
 }
@@ -261,23 +263,11 @@ fn floor_of_non_negative(value: f64) -> f64 {
     }
 }
 
-/// Etsy's order (`values.sort((a, b) => a - b)`, a stable sort): ascending, equal values (0 and
-/// -0) in arrival order. Values without a sign bit (no negative value, no -0: most timers)
-/// are ordered by their bits, which for them is their numeric order, by an unstable sort:
-/// equal values are then the same bits, so no order among them shows.
-fn sort_like_etsy(values: &mut [f64]) {
-    if values.iter().all(|value| value.is_sign_positive()) {
-        values.sort_unstable_by_key(|value| value.to_bits());
-    } else {
-        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    }
-}
-
 /// Bins sorted values at weight 1: a value equal to the one before reuses its bin, and the
 /// histogram appends bins that arrive in order without a search.
-fn bin_sorted(histogram: &mut circllhist::Histogram, sorted: &[f64]) {
+fn bin_sorted(histogram: &mut circllhist::Histogram, sorted: impl Iterator<Item = f64>) {
     let mut previous: Option<(u64, circllhist::Bucket)> = None;
-    for &value in sorted {
+    for value in sorted {
         let bucket = match previous {
             Some((bits, bucket)) if bits == value.to_bits() => bucket,
             _ => bucket_exactly(value),
@@ -304,6 +294,7 @@ fn bucket_exactly(value: f64) -> circllhist::Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::values::sort_doubles_like_etsy;
 
     #[test]
     fn values_sort_as_etsys_stable_sort_does() {
@@ -318,7 +309,7 @@ mod tests {
         ];
         for case in cases {
             let mut got = case.to_vec();
-            sort_like_etsy(&mut got);
+            sort_doubles_like_etsy(&mut got);
             let mut want = case.to_vec();
             want.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let bits = |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
@@ -332,11 +323,11 @@ mod tests {
         let cases: &[&[f64]] = &[&[], &[5.0], &[1.0, 1.0, 1.0], &[-3.5, -0.0, 0.0, 0.0, 0.01, 1.0, 1.04, 1.05], &many];
         for case in cases {
             let mut sorted = case.to_vec();
-            sort_like_etsy(&mut sorted);
+            sort_doubles_like_etsy(&mut sorted);
             let mut want = circllhist::Histogram::new();
             sorted.iter().for_each(|&value| insert_exactly(&mut want, value, 1));
             let mut got = circllhist::Histogram::new();
-            bin_sorted(&mut got, &sorted);
+            bin_sorted(&mut got, sorted.iter().copied());
             assert_eq!(got, want, "{case:?}");
         }
     }
@@ -382,14 +373,14 @@ mod tests {
             a.merge(b, limit);
             assert_eq!(a.received as usize, arrival.len(), "case {index}");
             if a.is_complete() {
-                assert_eq!(a.values, arrival, "case {index}: arrival order until the flush");
+                assert_eq!(a.values.iter().collect::<Vec<_>>(), arrival, "case {index}: arrival order until the flush");
             }
             a.settle();
             assert_eq!(*a.histogram, want, "case {index}");
             if a.is_complete() {
                 let mut sorted = arrival.clone();
                 sorted.sort_by(f64::total_cmp);
-                assert_eq!(a.values, sorted, "case {index}");
+                assert_eq!(a.values.iter().collect::<Vec<_>>(), sorted, "case {index}");
             } else {
                 assert!(a.values.is_empty(), "case {index}");
             }

@@ -27,6 +27,7 @@ use hashbrown::HashMap;
 use crate::counters::CHURN_SLACK;
 use crate::key_index::{KeyIndex, KeyList};
 use crate::timer_samples::TimerSamples;
+use crate::values::Values;
 
 /// A state's count of values received this interval (saturating: past `timerSampleLimit`
 /// only "past it" matters, and the limit is at most 1e9).
@@ -73,8 +74,9 @@ pub struct ReaderTimers {
 struct Interval {
     /// The id at each place.
     ids: Vec<u32>,
-    /// Each place's values moved out of the log, in arrival order.
-    lists: Vec<Vec<f64>>,
+    /// Each place's values moved out of the log, in arrival order (4 bytes a value while
+    /// they are whole thousandths).
+    lists: Vec<Values>,
     /// The rates other than 1 of listed values, by place: (index in the list, rate), in order.
     rated: HashMap<u32, Vec<(usize, f64)>>,
     /// Values past the limit, binned on arrival, by place.
@@ -98,7 +100,7 @@ impl ValueLog {
     }
 
     /// Moves every value to the end of its place's list, leaving the log empty.
-    fn drain_into(&mut self, lists: &mut [Vec<f64>]) {
+    fn drain_into(&mut self, lists: &mut [Values]) {
         let places = &self.places;
         for (index, (&place, &value)) in places.iter().zip(&self.values).enumerate() {
             // Two stages ahead: a list's header, then (once it has likely arrived) its end.
@@ -106,8 +108,7 @@ impl ValueLog {
                 crate::series::prefetch_read(&lists[ahead as usize]);
             }
             if let Some(&ahead) = places.get(index + PREFETCH_AHEAD) {
-                let list = &lists[ahead as usize];
-                crate::series::prefetch_address(list.as_ptr().wrapping_add(list.len()).cast());
+                crate::series::prefetch_address(lists[ahead as usize].end_address());
             }
             lists[place as usize].push(value);
         }
@@ -172,7 +173,7 @@ impl ReaderTimers {
         let place = self.interval.ids.len() as u32;
         self.interval.ids.push(id as u32);
         let room = room_for(self.expected[id]);
-        self.interval.lists.push(Vec::with_capacity(room as usize));
+        self.interval.lists.push(Values::with_capacity(room as usize));
         place
     }
 
@@ -238,8 +239,11 @@ impl TimerDelta {
         let TimerDelta { keys, milliseconds, interval, reset } = self;
         let Interval { ids, lists, mut rated, mut past_limit } = interval;
         let samples =
-            ids.into_iter().zip(lists).zip(milliseconds).enumerate().map(move |(place, ((id, values), ms))| {
+            ids.into_iter().zip(lists).zip(milliseconds).enumerate().map(move |(place, ((id, mut values), ms))| {
                 let place = place as u32;
+                // The flusher holds these until the flush: not with the room a busy timer's
+                // doubling left.
+                values.shrink_spare();
                 let mut samples = match rated.remove(&place) {
                     None => TimerSamples::waiting(values),
                     Some(rates) => replayed(&values, &rates),
@@ -262,10 +266,10 @@ impl TimerDelta {
 
 /// The samples of values added one by one, in order, those at `rated` places with their rate
 /// and the others at 1.
-fn replayed(values: &[f64], rated: &[(usize, f64)]) -> TimerSamples {
+fn replayed(values: &Values, rated: &[(usize, f64)]) -> TimerSamples {
     let mut samples = TimerSamples::default();
     let mut rates = rated.iter().copied().peekable();
-    for (place, &value) in values.iter().enumerate() {
+    for (place, value) in values.iter().enumerate() {
         let rate = match rates.peek() {
             Some(&(at, rate)) if at == place => {
                 rates.next();
@@ -298,7 +302,7 @@ mod tests {
     }
 
     fn values_of(delta: TimerDelta) -> Vec<(String, Vec<f64>)> {
-        delta.into_iter().map(|(key, samples)| (key.to_string(), samples.values)).collect()
+        delta.into_iter().map(|(key, samples)| (key.to_string(), samples.values.into_doubles())).collect()
     }
 
     #[test]
@@ -327,7 +331,7 @@ mod tests {
             timers.log.drain_into(&mut timers.interval.lists);
             let lists = &timers.interval.lists;
             let (room, held): (usize, usize) =
-                (lists.iter().map(Vec::capacity).sum(), lists.iter().map(Vec::len).sum());
+                (lists.iter().map(Values::capacity).sum(), lists.iter().map(Values::len).sum());
             if interval == 3 {
                 assert!(room * 100 <= held * 120, "{room} values of room for {held} values");
             }
@@ -460,6 +464,6 @@ mod tests {
         assert_eq!((busy.received, busy.values.len(), busy.histogram.count()), (1000, 0, 1000), "past the limit");
         add(&mut timers, "a", 5.0);
         let (_, samples) = timers.take().into_iter().next().unwrap();
-        assert_eq!((samples.values, samples.received), (vec![5.0], 1));
+        assert_eq!((samples.values.into_doubles(), samples.received), (vec![5.0], 1));
     }
 }
