@@ -21,9 +21,12 @@
 //! never interleave.
 //!
 //! What it may count twice: batches a flush carried whose commit was not acknowledged when
-//! the global was killed: normally the milliseconds after a flush until the reading thread
-//! commits, but for as long as the group's coordinator is unreachable (a broker failing over:
-//! seconds) if the global is killed then; and the two copies of a batch its local produced
+//! the global was killed or lost its membership: normally the milliseconds after a flush until
+//! the reading thread commits, but for as long as the group's coordinator is unreachable (a
+//! broker failing over: seconds) if the global is killed, joins or loses its session then (its
+//! commits fail with `UnknownMemberId`, and the next owner reads from the last one acknowledged;
+//! closing it needs a flush held back until its commit is acknowledged, and dropped when the
+//! group fenced it); and the two copies of a batch its local produced
 //! twice (a leader died before acknowledging it, past `forward.kafka.deliveryTimeoutMs`) when
 //! two members read one each.
 
@@ -149,6 +152,7 @@ impl ConsumerContext for Membership {
             .collect();
         offsets.generation += 1;
         self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
+        self.edges.forward_partitions_assigned.set(offsets.assigned.len() as u64);
         drop(offsets);
         if read.is_empty() {
             return;
@@ -179,7 +183,9 @@ impl ConsumerContext for Membership {
         if let Rebalance::Assign(assigned) = rebalance {
             let partitions: Vec<i32> = assigned.elements().iter().map(|element| element.partition()).collect();
             tracing::info!(?partitions, "global.kafka: partitions assigned");
-            lock(&self.offsets).assigned.extend(partitions);
+            let mut offsets = lock(&self.offsets);
+            offsets.assigned.extend(partitions);
+            self.edges.forward_partitions_assigned.set(offsets.assigned.len() as u64);
         }
     }
 }

@@ -113,6 +113,8 @@ pub struct EdgeCounters {
     /// Partitions whose offsets a flush carried and the coordinator has not acknowledged yet
     /// (`global.kafka`): a global killed now has their batches read again by the next owner.
     pub forward_commits_pending: Gauge,
+    /// The topic's partitions the consumer group gives this global now (`global.kafka`).
+    pub forward_partitions_assigned: Gauge,
     /// Forwarded batches refused: an interval this histd does not believe (counted in
     /// `forward_batches_refused` too).
     pub forward_refused_intervals: Counter,
@@ -162,11 +164,14 @@ impl EdgeCounters {
     /// True for the entries that are levels (bytes held now, the buffer granted) rather than
     /// running totals: `/metrics` types them as gauges.
     pub fn is_level(name: &str) -> bool {
-        matches!(name, "stream_pending_bytes" | "receive_buffer_bytes" | "forward_commits_pending")
+        matches!(
+            name,
+            "stream_pending_bytes" | "receive_buffer_bytes" | "forward_commits_pending" | "forward_partitions_assigned"
+        )
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 36] {
+    pub fn entries(&self) -> [(&'static str, u64); 37] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -188,6 +193,7 @@ impl EdgeCounters {
             ("forward_batches_busy", self.forward_batches_busy.get()),
             ("forward_commits_failed", self.forward_commits_failed.get()),
             ("forward_commits_pending", self.forward_commits_pending.get()),
+            ("forward_partitions_assigned", self.forward_partitions_assigned.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),
             ("forward_refused_empty_keys", self.forward_refused_empty_keys.get()),

@@ -405,7 +405,7 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.kafka.maxMessageBytes", "forward.paths[].kafka.maxMessageBytes"], "1000000", "the largest message the topic takes (its `max.message.bytes`); a part is cut to fit"),
     histd(&["forward.kafka.deliveryTimeoutMs", "forward.paths[].kafka.deliveryTimeoutMs"], "30000", "how long librdkafka tries a batch before handing it back to the spool, where it waits (bounded by `forward.spoolBytes`) and is produced again, in order, with backoff"),
     histd(&["global.kafka.group"], "`histd-global`", "the consumer group: the globals of one datacenter share one and split the partitions; every group receives every batch. Offsets are committed once the flush that carried their batches was taken"),
-    histd(&["global.kafka.sessionTimeoutMs"], "10000", "how long a silent global keeps its partitions before the group gives them to the others"),
+    histd(&["global.kafka.sessionTimeoutMs"], "45000", "how long a silent global keeps its partitions before the group gives them to the others (a global stopped with SIGTERM leaves at once). Keep it above the brokers' failover (their `broker.session.timeout.ms`, 9 s, and the election after it): a group whose coordinator fails over for longer loses its members' sessions, and batches flushed meanwhile are read again by the next owners"),
 ];
 
 #[cfg(test)]

@@ -20,6 +20,19 @@ use crate::config_reader::{ConfigError, Reader};
 /// The default `forward.kafka.maxMessageBytes`: the brokers' own default `message.max.bytes`.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_000_000;
 
+/// The default `global.kafka.sessionTimeoutMs`: Kafka's own (45 s), above a broker's failover
+/// (`broker.session.timeout.ms` 9 s, then the election): a group whose coordinator moves keeps
+/// its members, whose commits then go through once it has moved. Shorter, the members lose
+/// their sessions in the move, their last commits are refused, and the batches they flushed
+/// since are read again by the next owners.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// How often a global tells the group it is alive: a quarter of the session, at most 3 s
+/// (Kafka's default), so that it learns of a rebalance soon.
+fn heartbeat_interval(session: Duration) -> Duration {
+    (session / 4).clamp(Duration::from_millis(100), Duration::from_secs(3))
+}
+
 /// How a producer waits for the brokers' acknowledgement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acks {
@@ -93,8 +106,8 @@ pub struct ConsumerSettings {
     /// `group` (`histd-global`): the consumer group; the globals of one datacenter share one,
     /// each group receives every batch.
     pub group: String,
-    /// `sessionTimeoutMs` (10000): how long a global may be silent before the group gives its
-    /// partitions to the others.
+    /// `sessionTimeoutMs` ([`DEFAULT_SESSION_TIMEOUT`]): how long a global may be silent before
+    /// the group gives its partitions to the others.
     pub session_timeout: Duration,
 }
 
@@ -186,7 +199,7 @@ impl ConsumerSettings {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", self.session_timeout.as_millis().to_string())
-            .set("heartbeat.interval.ms", (self.session_timeout.as_millis() / 4).max(100).to_string())
+            .set("heartbeat.interval.ms", heartbeat_interval(self.session_timeout).as_millis().to_string())
             .set("enable.partition.eof", "false");
         Ok(config)
     }
@@ -286,7 +299,7 @@ pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
     if group.is_empty() {
         return Err(section.error("group", "a consumer group's name is not empty"));
     }
-    let session_timeout = section.milliseconds("sessionTimeoutMs", Duration::from_secs(10))?;
+    let session_timeout = section.milliseconds("sessionTimeoutMs", DEFAULT_SESSION_TIMEOUT)?;
     if session_timeout < Duration::from_secs(1) {
         return Err(section.error("sessionTimeoutMs", "at least 1000"));
     }
@@ -394,6 +407,14 @@ mod tests {
         let keys = Default::default();
         let root = Reader::root(&object, &keys);
         producer(&root).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_global_beats_a_quarter_of_its_session_and_at_most_every_3_s() {
+        let cases = [(45_000, 3_000), (10_000, 2_500), (1_000, 250), (200, 100)];
+        for (session, beat) in cases {
+            assert_eq!(heartbeat_interval(Duration::from_millis(session)), Duration::from_millis(beat), "{session} ms");
+        }
     }
 
     #[test]
