@@ -90,13 +90,15 @@ fn writes(c: &mut Criterion) {
     group.finish();
 }
 
-/// The bytes of the blocks the last flush (at `ts`) wrote: each block holding `ts`, which the
-/// flush read (and verified), merged, encoded and sealed again.
+/// The bytes of the blocks the last flush (at `ts`) wrote: its head blocks (span 0, one per
+/// series group) and each block holding `ts` (rollups), which it read (and verified), merged,
+/// encoded and sealed again.
 fn bytes_one_flush_writes(path: &std::path::Path, ts: i64) -> usize {
     let connection = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     let bytes: i64 = connection
         .query_row(
-            "SELECT coalesce(sum(length(data)), 0) FROM blocks WHERE start <= ?1 AND start + span > ?1",
+            "SELECT coalesce(sum(length(data)), 0) FROM blocks \
+             WHERE (span = 0 AND start = ?1) OR (start <= ?1 AND start + span > ?1)",
             [ts],
             |row| row.get(0),
         )
