@@ -9,10 +9,11 @@
 //! What it loses: UDP to the aggregators is fire and forget (as Etsy's proxy); a line routed
 //! to a node whose failure is not yet detected is lost (counted when the node was known down
 //! and no other was up: `lines_to_down_nodes`; and by datagram when its host refused it:
-//! `datagrams_refused`, refusals.rs). Lines that do not parse and DogStatsD events
-//! are dropped and counted. An aggregator whose series move mid-interval reports its part of
-//! that interval and the next owner the rest (use `deleteIdleStats` on the aggregators, as
-//! Etsy advises, so the old owner stops reporting them).
+//! `datagrams_refused`, refusals.rs), in total and per node by reason. Lines that do not
+//! parse and DogStatsD events are dropped and counted. An aggregator whose series move
+//! mid-interval reports its part of that interval and the next owner the rest (use
+//! `deleteIdleStats` on the aggregators, as Etsy advises, so the old owner stops reporting
+//! them).
 
 mod admin;
 pub mod config;

@@ -6,7 +6,7 @@
 //! the count is a lower bound.
 
 use std::io;
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
 /// Asks the kernel to queue ICMP errors for `socket`'s datagrams.
@@ -36,16 +36,20 @@ pub fn is_earlier_refusal(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH))
 }
 
-/// Reads every error waiting on `socket`'s error queue; how many were refusals of a datagram
-/// it sent (ICMP unreachable).
-pub fn drain(socket: &UdpSocket) -> u64 {
-    let mut refused = 0;
+/// Reads every error waiting on `socket`'s error queue and calls `refused` for each refusal of
+/// a datagram it sent (ICMP unreachable), with the address that datagram was sent to when the
+/// kernel gives it back.
+pub fn drain(socket: &UdpSocket, mut refused: impl FnMut(Option<SocketAddr>)) {
     let mut payload = [0u8; 64];
     let mut control = [0u64; 64];
     loop {
         let mut iov = libc::iovec { iov_base: payload.as_mut_ptr().cast(), iov_len: payload.len() };
-        // SAFETY: zero is a valid msghdr; the pointers set below outlive the call.
+        // SAFETY: zero is a valid sockaddr_storage and msghdr; the pointers set below outlive
+        // the call.
+        let mut destination: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+        header.msg_name = (&mut destination as *mut libc::sockaddr_storage).cast();
+        header.msg_namelen = std::mem::size_of_val(&destination) as libc::socklen_t;
         header.msg_iov = &mut iov;
         header.msg_iovlen = 1;
         header.msg_control = control.as_mut_ptr().cast();
@@ -53,9 +57,30 @@ pub fn drain(socket: &UdpSocket) -> u64 {
         // SAFETY: the header points into live buffers of the sizes it declares.
         let read = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut header, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
         if read < 0 {
-            return refused;
+            return;
         }
-        refused += refusals_in(&header);
+        let address = address_of(&destination, header.msg_namelen);
+        (0..refusals_in(&header)).for_each(|_| refused(address));
+    }
+}
+
+/// The socket address the kernel wrote, if it is one of IPv4 or IPv6.
+fn address_of(storage: &libc::sockaddr_storage, length: libc::socklen_t) -> Option<SocketAddr> {
+    let length = length as usize;
+    match storage.ss_family as libc::c_int {
+        libc::AF_INET if length >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the kernel wrote a sockaddr_in (its family and length say so).
+            let v4 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(v4.sin_port))))
+        }
+        libc::AF_INET6 if length >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: the kernel wrote a sockaddr_in6 (its family and length say so).
+            let v6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr);
+            Some(SocketAddr::from((ip, u16::from_be(v6.sin6_port))))
+        }
+        _ => None,
     }
 }
 
@@ -97,7 +122,7 @@ mod tests {
         drop(closed);
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         report(&socket, false).unwrap();
-        let mut refused = 0;
+        let mut refused = Vec::new();
         for _ in 0..5 {
             match socket.send_to(b"x:1|c", target) {
                 Err(error) if is_earlier_refusal(&error) => {}
@@ -106,12 +131,15 @@ mod tests {
                 }
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
-            refused += drain(&socket);
+            drain(&socket, |to| refused.push(to));
         }
-        assert!(refused >= 1, "{refused}");
+        assert!(!refused.is_empty());
+        assert!(refused.iter().all(|&to| to == Some(target)), "each refusal names where it was sent: {refused:?}");
         let open = UdpSocket::bind("127.0.0.1:0").unwrap();
         socket.send_to(b"x:1|c", open.local_addr().unwrap()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        assert_eq!(drain(&socket), 0, "a delivered datagram is not a refusal");
+        let mut more = 0;
+        drain(&socket, |_| more += 1);
+        assert_eq!(more, 0, "a delivered datagram is not a refusal");
     }
 }

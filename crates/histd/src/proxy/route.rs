@@ -36,11 +36,36 @@ pub struct RouteCounts {
     pub refused: Counter,
     /// Lines sent, per aggregator (in `nodes` order).
     pub per_node: Vec<Counter>,
+    /// What was lost, per aggregator (in `nodes` order).
+    pub lost_per_node: Vec<NodeLosses>,
+}
+
+/// What one aggregator lost, by reason (the totals' reasons, per node).
+#[derive(Debug, Default)]
+pub struct NodeLosses {
+    /// Lines sent to it while its health check failed (no other was up).
+    pub to_down: Counter,
+    /// Datagrams to it the kernel refused to send.
+    pub send_errors: Counter,
+    /// Datagrams to it its host sent back as undeliverable (a lower bound).
+    pub refused: Counter,
+}
+
+impl NodeLosses {
+    fn add(&self, other: &NodeLosses) {
+        self.to_down.add(other.to_down.get());
+        self.send_errors.add(other.send_errors.get());
+        self.refused.add(other.refused.get());
+    }
 }
 
 impl RouteCounts {
     fn new(nodes: usize) -> Self {
-        RouteCounts { per_node: (0..nodes).map(|_| Counter::default()).collect(), ..RouteCounts::default() }
+        RouteCounts {
+            per_node: (0..nodes).map(|_| Counter::default()).collect(),
+            lost_per_node: (0..nodes).map(|_| NodeLosses::default()).collect(),
+            ..RouteCounts::default()
+        }
     }
 
     fn add(&self, other: &RouteCounts) {
@@ -56,6 +81,7 @@ impl RouteCounts {
         ];
         pairs.iter().for_each(|(mine, theirs)| mine.add(theirs.get()));
         self.per_node.iter().zip(&other.per_node).for_each(|(mine, theirs)| mine.add(theirs.get()));
+        self.lost_per_node.iter().zip(&other.lost_per_node).for_each(|(mine, theirs)| mine.add(theirs));
     }
 }
 
@@ -117,6 +143,7 @@ struct Pending {
     events: u64,
     to_down_nodes: u64,
     per_node: Vec<u64>,
+    to_down_per_node: Vec<u64>,
 }
 
 impl Router {
@@ -144,7 +171,11 @@ impl Router {
             key: String::new(),
             counts,
             registry,
-            pending: Pending { per_node: vec![0; targets_len], ..Pending::default() },
+            pending: Pending {
+                per_node: vec![0; targets_len],
+                to_down_per_node: vec![0; targets_len],
+                ..Pending::default()
+            },
         })
     }
 
@@ -187,6 +218,7 @@ impl Router {
         let node = self.ring.owner(self.key.as_bytes());
         if !self.ring.nodes()[node].is_up() {
             self.pending.to_down_nodes += 1;
+            self.pending.to_down_per_node[node] += 1;
         }
         Some(node)
     }
@@ -214,7 +246,10 @@ impl Router {
         }
         match sent {
             Ok(_) => self.counts.datagrams.add(1),
-            Err(_) => self.counts.send_errors.add(1),
+            Err(_) => {
+                self.counts.send_errors.add(1);
+                self.counts.lost_per_node[node].send_errors.add(1);
+            }
         }
         buffer.clear();
     }
@@ -241,7 +276,16 @@ impl Router {
         counts.bad_lines.add(std::mem::take(&mut pending.bad_lines));
         counts.events.add(std::mem::take(&mut pending.events));
         counts.to_down_nodes.add(std::mem::take(&mut pending.to_down_nodes));
-        counts.refused.add(refusals::drain(&self.socket));
+        for (losses, lines) in counts.lost_per_node.iter().zip(pending.to_down_per_node.iter_mut()) {
+            losses.to_down.add(std::mem::take(lines));
+        }
+        let targets = &self.targets;
+        refusals::drain(&self.socket, |destination| {
+            counts.refused.add(1);
+            if let Some(node) = destination.and_then(|to| targets.iter().position(|&target| target == to)) {
+                counts.lost_per_node[node].refused.add(1);
+            }
+        });
     }
 }
 

@@ -163,4 +163,6 @@ fn n11_datagrams_a_stopped_node_refuses_are_counted() {
     }
     assert!(eventually(|| proxy.stat("proxy.datagrams_refused") > 0), "{}", proxy.admin("stats"));
     assert!(proxy.stat("proxy.datagrams_refused") <= proxy.stat("proxy.datagrams_sent"));
+    let node = format!("node.127.0.0.1:{closed}.datagrams_refused");
+    assert!(proxy.stat(&node) > 0, "the refusals are the node's: {}", proxy.admin("stats"));
 }
