@@ -190,7 +190,8 @@ impl ConsumerContext for Membership {
     }
 }
 
-/// Commits the offsets of what a flush carried.
+/// Notes the offsets of what each flush carried, for the reading thread to commit; at the stop,
+/// commits what was read and leaves the group.
 pub struct Committer {
     consumer: Arc<BaseConsumer<Membership>>,
     edges: Arc<EdgeCounters>,
@@ -206,8 +207,9 @@ impl std::fmt::Debug for Committer {
 
 impl Committer {
     /// Notes the offsets of what a flush carried (`receipts`, per partition still assigned
-    /// under the current generation): the reading thread commits them (see [`commit_carried`]).
-    pub fn commit(&self, receipts: &[Receipt]) {
+    /// under the current generation): the reading thread commits them
+    /// ([`Commits::commit_carried`]).
+    pub fn note_carried(&self, receipts: &[Receipt]) {
         let mut offsets = lock(&self.offsets);
         offsets.carry(receipts);
         self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);

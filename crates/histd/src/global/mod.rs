@@ -156,7 +156,7 @@ impl Global {
             journal.remove(&files);
         }
         if let Some(log) = crate::clock::lock(&self.log).as_ref() {
-            log.commit(receipts);
+            log.note_carried(receipts);
         }
     }
 
