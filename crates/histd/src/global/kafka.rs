@@ -103,6 +103,12 @@ impl Offsets {
         }
     }
 
+    /// Publishes the levels: partitions waiting for an acknowledged commit, and assigned.
+    fn publish(&self, edges: &EdgeCounters) {
+        edges.forward_commits_pending.set(self.unacknowledged().len() as u64);
+        edges.forward_partitions_assigned.set(self.assigned.len() as u64);
+    }
+
     /// Forgets a partition taken away; the last offset read of it, if any.
     fn release(&mut self, partition: i32) -> Option<i64> {
         self.assigned.remove(&partition);
@@ -151,8 +157,7 @@ impl ConsumerContext for Membership {
             .filter_map(|element| offsets.release(element.partition()).map(|read| (element.partition(), read + 1)))
             .collect();
         offsets.generation += 1;
-        self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
-        self.edges.forward_partitions_assigned.set(offsets.assigned.len() as u64);
+        offsets.publish(&self.edges);
         drop(offsets);
         if read.is_empty() {
             return;
@@ -185,7 +190,7 @@ impl ConsumerContext for Membership {
             tracing::info!(?partitions, "global.kafka: partitions assigned");
             let mut offsets = lock(&self.offsets);
             offsets.assigned.extend(partitions);
-            self.edges.forward_partitions_assigned.set(offsets.assigned.len() as u64);
+            offsets.publish(&self.edges);
         }
     }
 }
@@ -212,7 +217,7 @@ impl Committer {
     pub fn note_carried(&self, receipts: &[Receipt]) {
         let mut offsets = lock(&self.offsets);
         offsets.carry(receipts);
-        self.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
+        offsets.publish(&self.edges);
     }
 }
 
@@ -254,7 +259,7 @@ impl Reader {
         let thread = self.thread;
         let joined = tokio::time::timeout(STOP_WAIT, tokio::task::spawn_blocking(move || thread.join())).await;
         if !matches!(joined, Ok(Ok(Ok(())))) {
-            tracing::warn!("global.kafka: the reading thread did not stop within 10 s (a commit waiting for an unreachable coordinator): the final flush goes without it");
+            tracing::warn!(waited_s = STOP_WAIT.as_secs(), "global.kafka: the reading thread did not stop in time (a commit waiting for an unreachable coordinator): the final flush goes without it");
         }
     }
 }
@@ -373,7 +378,7 @@ impl Commits {
             Ok(()) => {
                 let mut offsets = lock(offsets);
                 due.into_iter().for_each(|(partition, next)| offsets.acknowledge(partition, next));
-                context.edges.forward_commits_pending.set(offsets.unacknowledged().len() as u64);
+                offsets.publish(&context.edges);
                 drop(offsets);
                 self.retry_at = None;
                 if std::mem::take(&mut self.failing) {

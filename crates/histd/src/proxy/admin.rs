@@ -64,13 +64,12 @@ pub fn stats(routes: &Routes, started_unix_s: u64) -> String {
     for (name, value) in entries {
         let _ = writeln!(out, "proxy.{name}: {value}");
     }
-    let nodes = routes.ring.nodes().iter().zip(&total.per_node).zip(&total.lost_per_node);
-    for ((node, lines), lost) in nodes {
+    for (node, counts) in routes.ring.nodes().iter().zip(&total.per_node) {
         let name = &node.name;
-        let _ = writeln!(out, "node.{name}.lines: {}", lines.get());
-        let _ = writeln!(out, "node.{name}.lines_while_down: {}", lost.to_down.get());
-        let _ = writeln!(out, "node.{name}.send_errors: {}", lost.send_errors.get());
-        let _ = writeln!(out, "node.{name}.datagrams_refused: {}", lost.refused.get());
+        let _ = writeln!(out, "node.{name}.lines: {}", counts.lines.get());
+        let _ = writeln!(out, "node.{name}.lines_while_down: {}", counts.to_down.get());
+        let _ = writeln!(out, "node.{name}.send_errors: {}", counts.send_errors.get());
+        let _ = writeln!(out, "node.{name}.datagrams_refused: {}", counts.refused.get());
         let _ = writeln!(out, "node.{name}.up: {}", u8::from(node.is_up()));
     }
     out.push_str("END\n\n");

@@ -34,15 +34,15 @@ pub struct RouteCounts {
     /// aggregator listening, e.g. in the moments before its health check fails): their lines
     /// are lost. A lower bound: kernels rate-limit those messages.
     pub refused: Counter,
-    /// Lines sent, per aggregator (in `nodes` order).
-    pub per_node: Vec<Counter>,
-    /// What was lost, per aggregator (in `nodes` order).
-    pub lost_per_node: Vec<NodeLosses>,
+    /// Per aggregator (in `nodes` order): lines sent, and what was lost by reason.
+    pub per_node: Vec<NodeCounts>,
 }
 
-/// What one aggregator lost, by reason (the totals' reasons, per node).
+/// One aggregator's lines, and what it lost by reason (the totals' reasons, per node).
 #[derive(Debug, Default)]
-pub struct NodeLosses {
+pub struct NodeCounts {
+    /// Lines sent to it.
+    pub lines: Counter,
     /// Lines sent to it while its health check failed (no other was up).
     pub to_down: Counter,
     /// Datagrams to it the kernel refused to send.
@@ -51,8 +51,9 @@ pub struct NodeLosses {
     pub refused: Counter,
 }
 
-impl NodeLosses {
-    fn add(&self, other: &NodeLosses) {
+impl NodeCounts {
+    fn add(&self, other: &NodeCounts) {
+        self.lines.add(other.lines.get());
         self.to_down.add(other.to_down.get());
         self.send_errors.add(other.send_errors.get());
         self.refused.add(other.refused.get());
@@ -61,11 +62,7 @@ impl NodeLosses {
 
 impl RouteCounts {
     fn new(nodes: usize) -> Self {
-        RouteCounts {
-            per_node: (0..nodes).map(|_| Counter::default()).collect(),
-            lost_per_node: (0..nodes).map(|_| NodeLosses::default()).collect(),
-            ..RouteCounts::default()
-        }
+        RouteCounts { per_node: (0..nodes).map(|_| NodeCounts::default()).collect(), ..RouteCounts::default() }
     }
 
     fn add(&self, other: &RouteCounts) {
@@ -80,8 +77,7 @@ impl RouteCounts {
             (&self.refused, &other.refused),
         ];
         pairs.iter().for_each(|(mine, theirs)| mine.add(theirs.get()));
-        self.per_node.iter().zip(&other.per_node).for_each(|(mine, theirs)| mine.add(theirs.get()));
-        self.lost_per_node.iter().zip(&other.lost_per_node).for_each(|(mine, theirs)| mine.add(theirs));
+        self.per_node.iter().zip(&other.per_node).for_each(|(mine, theirs)| mine.add(theirs));
     }
 }
 
@@ -142,8 +138,8 @@ struct Pending {
     bad_lines: u64,
     events: u64,
     to_down_nodes: u64,
-    per_node: Vec<u64>,
-    to_down_per_node: Vec<u64>,
+    /// Per node: lines sent, and those sent while it was down.
+    per_node: Vec<(u64, u64)>,
 }
 
 impl Router {
@@ -171,11 +167,7 @@ impl Router {
             key: String::new(),
             counts,
             registry,
-            pending: Pending {
-                per_node: vec![0; targets_len],
-                to_down_per_node: vec![0; targets_len],
-                ..Pending::default()
-            },
+            pending: Pending { per_node: vec![(0, 0); targets_len], ..Pending::default() },
         })
     }
 
@@ -218,7 +210,7 @@ impl Router {
         let node = self.ring.owner(self.key.as_bytes());
         if !self.ring.nodes()[node].is_up() {
             self.pending.to_down_nodes += 1;
-            self.pending.to_down_per_node[node] += 1;
+            self.pending.per_node[node].1 += 1;
         }
         Some(node)
     }
@@ -231,7 +223,7 @@ impl Router {
         buffer.extend_from_slice(line);
         buffer.push(b'\n');
         self.pending.forwarded += 1;
-        self.pending.per_node[node] += 1;
+        self.pending.per_node[node].0 += 1;
     }
 
     fn send(&mut self, node: usize) {
@@ -248,7 +240,7 @@ impl Router {
             Ok(_) => self.counts.datagrams.add(1),
             Err(_) => {
                 self.counts.send_errors.add(1);
-                self.counts.lost_per_node[node].send_errors.add(1);
+                self.counts.per_node[node].send_errors.add(1);
             }
         }
         buffer.clear();
@@ -268,22 +260,20 @@ impl Router {
             }
         }
         let (counts, pending) = (&self.counts, &mut self.pending);
-        for (counter, lines) in counts.per_node.iter().zip(pending.per_node.iter_mut()) {
-            counter.add(std::mem::take(lines));
+        for (node, (lines, to_down)) in counts.per_node.iter().zip(pending.per_node.iter_mut()) {
+            node.lines.add(std::mem::take(lines));
+            node.to_down.add(std::mem::take(to_down));
         }
         counts.lines.add(std::mem::take(&mut pending.lines));
         counts.forwarded.add(std::mem::take(&mut pending.forwarded));
         counts.bad_lines.add(std::mem::take(&mut pending.bad_lines));
         counts.events.add(std::mem::take(&mut pending.events));
         counts.to_down_nodes.add(std::mem::take(&mut pending.to_down_nodes));
-        for (losses, lines) in counts.lost_per_node.iter().zip(pending.to_down_per_node.iter_mut()) {
-            losses.to_down.add(std::mem::take(lines));
-        }
         let targets = &self.targets;
         refusals::drain(&self.socket, |destination| {
             counts.refused.add(1);
             if let Some(node) = destination.and_then(|to| targets.iter().position(|&target| target == to)) {
-                counts.lost_per_node[node].refused.add(1);
+                counts.per_node[node].refused.add(1);
             }
         });
     }
@@ -347,7 +337,7 @@ mod tests {
         let total = registry.total();
         let counts = [total.lines.get(), total.forwarded.get(), total.bad_lines.get(), total.events.get()];
         assert_eq!(counts, [7, 5, 1, 1]);
-        assert_eq!(total.per_node.iter().map(Counter::get).sum::<u64>(), 5);
+        assert_eq!(total.per_node.iter().map(|node| node.lines.get()).sum::<u64>(), 5);
     }
 
     #[test]
