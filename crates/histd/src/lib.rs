@@ -19,6 +19,7 @@ pub mod alerts;
 pub mod bench;
 pub mod config;
 mod config_reader;
+pub mod contract;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod proxy;
@@ -52,7 +53,7 @@ pub use config::Config;
 
 /// The HTTP API's answers without the server (what every handler runs), for tests and fuzzing.
 pub mod api {
-    pub use crate::http::{answer, Context, Failure, Route};
+    pub use crate::http::{answer, Context, Failure, Route, StoreAnswer};
     pub use crate::query_params as params;
 }
 /// The prometheus backend's parts without the daemon (the cumulative registry, the

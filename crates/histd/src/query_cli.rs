@@ -7,10 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::{json, Value};
 
 use crate::clock::unix_now_s;
-use crate::http_client::percent_encode;
+use crate::contract::{finite, ErrorAnswer, QueryRequest, QueryResult, SeriesList, SeriesRequest};
 use crate::query_params::{step, time};
 
 /// The arguments of `histd query`.
@@ -85,12 +84,12 @@ pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
     let to = time("to", Some(&args.to), "now", now).map_err(bad)?;
     let step = step(args.step.as_deref(), from, to).map_err(bad)?;
     store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
+    let request = QueryRequest { expr: args.expr.clone(), from, to, step };
     let answer = match &args.data_dir {
-        Some(dir) => from_data_dir(dir, &args.expr, from, to, step)?,
-        None => from_http(&args.url, &args.expr, from, to, step)?,
+        Some(dir) => from_data_dir(dir, request)?,
+        None => from_http(&args.url, &request)?,
     };
-    let no_points = answer["points"].as_array().is_none_or(Vec::is_empty);
-    if no_points {
+    if answer.points.is_empty() {
         let selector =
             selector_of(&store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("{e}")))?);
         let exists = match &args.data_dir {
@@ -126,14 +125,15 @@ fn series_exist_in(dir: &std::path::Path, selector: &store::Selector) -> Result<
 /// Whether a running histd's store has a series `selector` picks.
 fn series_exist_at(url: &str, selector: &store::Selector) -> Result<bool, QueryFailure> {
     let host = url.strip_prefix("http://").unwrap_or(url).trim_end_matches('/');
-    let path = format!("/api/v1/series?name={}&limit=1", percent_encode(&selector.to_string()));
-    let (_, body) = http_get(host, &path).map_err(QueryFailure::Unavailable)?;
-    let answer: Value = serde_json::from_str(&body).unwrap_or_default();
-    Ok(answer["total"].as_u64().is_none_or(|total| total > 0))
+    let request = SeriesRequest { selector: Some(selector.to_string()), limit: Some(1), ..SeriesRequest::default() };
+    let (_, body) = http_get(host, &request.path_and_query()).map_err(QueryFailure::Unavailable)?;
+    // An answer that does not read as a list says nothing: the series may exist.
+    Ok(serde_json::from_str::<SeriesList>(&body).map_or(true, |list| list.total > 0))
 }
 
-fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, step: i64) -> Result<Value, QueryFailure> {
-    let expr = store::parse(expr_text).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
+fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryResult, QueryFailure> {
+    let QueryRequest { expr: expr_text, from, to, step } = request;
+    let expr = store::parse(&expr_text).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let path = dir.join(crate::sinks::store::DATABASE);
     if !path.exists() {
         return Err(QueryFailure::BadInput(anyhow::anyhow!("no store at {} (--data-dir)", path.display())));
@@ -151,29 +151,29 @@ fn from_data_dir(dir: &std::path::Path, expr_text: &str, from: i64, to: i64, ste
             block.resolution, block.grp, block.start, block.reason
         );
     }
-    Ok(
-        json!({ "expr": expr_text, "step": step, "from": from, "to": to, "points": points.iter().map(|(t, v)| json!([t, v])).collect::<Vec<_>>() }),
-    )
+    let points = points.into_iter().map(|(t, v)| (t, finite(v))).collect();
+    Ok(QueryResult { expr: expr_text, step, from, to, points })
 }
 
-fn from_http(url: &str, expr: &str, from: i64, to: i64, step: i64) -> Result<Value, QueryFailure> {
+fn from_http(url: &str, request: &QueryRequest) -> Result<QueryResult, QueryFailure> {
     let host = url
         .strip_prefix("http://")
         .context("--url: only http:// URLs are supported")
         .map_err(QueryFailure::BadInput)?
         .trim_end_matches('/');
-    let path = format!("/api/v1/query?expr={}&from={from}&to={to}&step={step}", percent_encode(expr));
-    let (status, body) = http_get(host, &path)
+    let (status, body) = http_get(host, &request.path_and_query())
         .with_context(|| format!("cannot reach histd at {url} (is it running? --url, or --data-dir to read files)"))
         .map_err(QueryFailure::Unavailable)?;
-    let answer: Value = serde_json::from_str(&body)
-        .with_context(|| format!("not JSON from {url}: {body}"))
-        .map_err(QueryFailure::Unavailable)?;
-    let message = || anyhow::anyhow!("{}", answer["error"].as_str().unwrap_or(&body));
+    if status == 200 {
+        return serde_json::from_str(&body)
+            .with_context(|| format!("not the answer of a query from {url}: {body}"))
+            .map_err(QueryFailure::Unavailable);
+    }
+    let message =
+        anyhow::anyhow!("{}", serde_json::from_str::<ErrorAnswer>(&body).map_or(body.clone(), |answer| answer.error));
     match status {
-        200 => Ok(answer),
-        400..=499 => Err(QueryFailure::BadInput(message())),
-        _ => Err(QueryFailure::Unavailable(message())),
+        400..=499 => Err(QueryFailure::BadInput(message)),
+        _ => Err(QueryFailure::Unavailable(message)),
     }
 }
 
@@ -194,16 +194,15 @@ pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> 
     Ok((status, body.to_string()))
 }
 
-fn render(answer: &Value, format: Format) -> String {
-    let points = answer["points"].as_array().cloned().unwrap_or_default();
-    let pairs = points.iter().filter_map(|p| Some((p[0].as_i64()?, p[1].as_f64()?)));
+fn render(answer: &QueryResult, format: Format) -> String {
+    let pairs = answer.points.iter().filter_map(|&(t, v)| Some((t, v?)));
     match format {
-        Format::Json => format!("{answer}\n"),
+        Format::Json => format!("{}\n", serde_json::to_string(answer).unwrap_or_default()),
         Format::Csv => {
             std::iter::once("time,value\n".to_string()).chain(pairs.map(|(t, v)| format!("{t},{v}\n"))).collect()
         }
         Format::Table => {
-            let mut out = format!("{:<22}{}\n", "time (UTC)", answer["expr"].as_str().unwrap_or("value"));
+            let mut out = format!("{:<22}{}\n", "time (UTC)", answer.expr);
             for (t, v) in pairs {
                 out.push_str(&format!("{:<22}{}\n", crate::timefmt::utc_rfc3339(t as u64), readable(v)));
             }
@@ -238,7 +237,11 @@ mod tests {
 
     #[test]
     fn renders_every_format() {
-        let answer = json!({ "expr": "count(x)", "points": [[0, 1.5], [60, 2.0]] });
+        let answer = QueryResult {
+            expr: "count(x)".into(),
+            points: vec![(0, Some(1.5)), (30, None), (60, Some(2.0))],
+            ..QueryResult::default()
+        };
         assert_eq!(render(&answer, Format::Csv), "time,value\n0,1.5\n60,2\n");
         assert_eq!(
             render(&answer, Format::Table),
@@ -258,6 +261,9 @@ mod tests {
         ] {
             assert_eq!(readable(value), want, "{value}");
         }
-        assert_eq!(percent_encode("quantile(a{r=/x}, 0.9)"), "quantile%28a%7Br%3D%2Fx%7D%2C%200.9%29");
+        assert_eq!(
+            crate::http_client::percent_encode("quantile(a{r=/x}, 0.9)"),
+            "quantile%28a%7Br%3D%2Fx%7D%2C%200.9%29"
+        );
     }
 }

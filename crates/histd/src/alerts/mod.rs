@@ -16,7 +16,6 @@ mod rule_state;
 use std::sync::{Arc, Mutex};
 
 use agg::Snapshot;
-use serde_json::{json, Value};
 use store::{FlushRows, Kind, Row, Selector, SeriesKey};
 
 pub use config::{Alerting, AlertsConfig, Comparison, Rule};
@@ -119,9 +118,9 @@ impl Alerts {
     }
 
     /// `GET /api/v1/alerts`: every rule, its state and value.
-    pub fn view(&self) -> Value {
+    pub fn view(&self) -> crate::contract::Alerts {
         let rules = lock(&self.rules);
-        let alerts: Vec<Value> = rules
+        let alerts = rules
             .iter()
             .map(|state| {
                 let rule = &state.rule;
@@ -130,27 +129,27 @@ impl Alerts {
                     State::Firing { since } => (Some(since), Some(since)),
                     State::Inactive => (None, None),
                 };
-                json!({
-                    "name": rule.name,
-                    "expr": rule.expr_text,
-                    "over_s": rule.over.as_secs(),
-                    "for_s": rule.hold.as_secs(),
-                    "comparison": rule.comparison.word(),
-                    "threshold": rule.comparison.threshold(),
-                    "state": state.state.name(),
-                    "value": state.value,
-                    "since": since,
-                    "firing_since": fired,
-                    "resolved_at": state.resolved_at,
-                    "evaluated_at": state.evaluated_at,
-                    "summary": notice::summary(rule, state.value),
-                    "labels": rule.labels,
-                    "url": self.generator_url(rule),
-                })
+                crate::contract::AlertRule {
+                    name: rule.name.clone(),
+                    expr: rule.expr_text.clone(),
+                    over_s: rule.over.as_secs(),
+                    for_s: rule.hold.as_secs(),
+                    comparison: rule.comparison.word().to_string(),
+                    threshold: rule.comparison.threshold(),
+                    state: state.state.name().to_string(),
+                    value: state.value,
+                    since,
+                    firing_since: fired,
+                    resolved_at: state.resolved_at,
+                    evaluated_at: state.evaluated_at,
+                    summary: notice::summary(rule, state.value),
+                    labels: rule.labels.clone(),
+                    url: self.generator_url(rule),
+                }
             })
             .collect();
-        let firing = rules.iter().filter(|state| matches!(state.state, State::Firing { .. })).count();
-        json!({ "alerts": alerts, "firing": firing })
+        let firing = rules.iter().filter(|state| matches!(state.state, State::Firing { .. })).count() as u64;
+        crate::contract::Alerts { alerts, firing }
     }
 
     fn notice(&self, state: &RuleState, change: Change, now: u64) -> Notice {

@@ -1,6 +1,6 @@
 //! The handlers. Store reads run on the blocking pool with the one reading connection.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -8,11 +8,16 @@ use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::failure::Failure;
 use super::{series, HttpState};
 use crate::clock::{lock, unix_now_s};
+use crate::contract::{
+    self, finite, BadLineExample, Forgotten, HeatmapRequest, HeatmapResult, HeatmapStep, HistogramRequest,
+    HistogramResult, QueryRequest, QueryResult, SeriesList, SeriesRequest,
+};
 use crate::query_params::{self as params, BadParameter};
 use crate::telemetry::budgets::BudgetState;
 use crate::telemetry::SinkTelemetry;
@@ -40,8 +45,8 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "truncated_datagrams": totals.truncated_datagrams,
         "timers_over_sample_limit": timers_over_sample_limit,
         "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
-        "sinks": sinks_json(&state.admin.sinks.telemetry()),
-        "budgets": budgets.json(),
+        "sinks": sinks_map(&state.admin.sinks.telemetry()),
+        "budgets": budgets.contract(),
         "config": state.admin.config.json(),
         "bad_line_examples": bad_line_examples(&totals.bad_examples),
         "store_corrupt_blocks": damaged_blocks(&state),
@@ -61,46 +66,38 @@ fn damaged_blocks(state: &HttpState) -> Value {
 }
 
 /// The last rejected line of each reason: `{reason: {"line", "source", "unix_s"}}`.
-pub(super) fn bad_line_examples(examples: &agg::bad_line::BadLines) -> Value {
-    let object = examples
+pub(super) fn bad_line_examples(examples: &agg::bad_line::BadLines) -> BTreeMap<String, BadLineExample> {
+    examples
         .iter()
         .map(|(reason, line)| {
             let source = line.source.map(|ip| ip.to_string());
-            (reason.as_str().to_string(), json!({ "line": line.text(), "source": source, "unix_s": line.unix_s }))
+            let example = BadLineExample { line: line.text().to_string(), source, unix_s: line.unix_s };
+            (reason.as_str().to_string(), example)
         })
-        .collect();
-    Value::Object(object)
+        .collect()
 }
 
 /// Each sink's telemetry under its name, as the `stats` reply has it (histd's names only:
 /// Etsy's spellings of the same values are for `stats`).
-pub(super) fn sinks_json(sinks: &[Arc<SinkTelemetry>]) -> Value {
+pub(super) fn sinks_map(sinks: &[Arc<SinkTelemetry>]) -> BTreeMap<String, BTreeMap<String, f64>> {
     let now = unix_now_s();
-    let object = sinks
-        .iter()
-        .map(|sink| {
-            let values = sink.histd_entries(now).into_iter().map(|(name, value)| (name, json!(value)));
-            (sink.sink.to_string(), Value::Object(values.collect()))
-        })
-        .collect();
-    Value::Object(object)
+    sinks.iter().map(|sink| (sink.sink.to_string(), sink.histd_entries(now).into_iter().collect())).collect()
 }
 
-/// `GET /api/v1/budgets`: the cardinality budgets, what they hold, the folds and the names
-/// bringing new series fastest.
-pub async fn alerts(State(state): State<Arc<HttpState>>) -> Json<Value> {
-    Json(state.alerts.as_ref().map_or_else(|| json!({ "alerts": [], "firing": 0 }), |alerts| alerts.view()))
+/// `GET /api/v1/alerts`: every alert rule, its state and value.
+pub async fn alerts(State(state): State<Arc<HttpState>>) -> Json<contract::Alerts> {
+    Json(state.alerts.as_ref().map(|alerts| alerts.view()).unwrap_or_default())
 }
 
 /// `GET /api/v1/budgets`: the cardinality budgets, what each holds and what was folded.
-pub async fn budgets(State(state): State<Arc<HttpState>>) -> Json<Value> {
+pub async fn budgets(State(state): State<Arc<HttpState>>) -> Json<contract::Budgets> {
     let budgets = BudgetState::of(&state.admin.aggregation.current());
-    Json(budgets.json())
+    Json(budgets.contract())
 }
 
 /// `GET /api/v1/openapi.json`: the API's description (compiled in).
 pub async fn openapi() -> Response {
-    ([("content-type", "application/json")], include_str!("openapi.json")).into_response()
+    ([("content-type", "application/json")], contract::OPENAPI).into_response()
 }
 
 /// `GET /api/v1/series`: the stored series, filtered and grouped by name.
@@ -130,8 +127,8 @@ async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String,
     let context = Context::of(&state);
     let edges = state.admin.edges.clone();
     let answered = with_store(state, move |store| {
-        let value = answer(route, &query, store, &context)?;
-        Ok(json_bytes(&value))
+        let answer = answer(route, &query, store, &context)?;
+        Ok(json_bytes(&answer))
     })
     .await;
     if answered.as_ref().is_err_and(|failure| failure.status() == StatusCode::BAD_REQUEST.as_u16()) {
@@ -143,9 +140,9 @@ async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String,
     })
 }
 
-/// A value as JSON text.
-pub(super) fn json_bytes(value: &Value) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_else(|_| unreachable!("a JSON value always serialises"))
+/// An answer as JSON text.
+pub(super) fn json_bytes(answer: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(answer).unwrap_or_else(|_| unreachable!("an answer always serialises: string keys only"))
 }
 
 /// After an answer of `bytes`: once the answers built since the last time reach
@@ -181,7 +178,7 @@ const GIVE_BACK_AFTER_BYTES: usize = 16 << 20;
 /// aggregator (so an idle one is not flushed again) and then from the store, by its writer.
 /// An admin route: refused by the guard from another web origin or through a host name not
 /// this histd's (a page of another site, or a name rebound to this machine, cannot do it).
-pub async fn forget(State(state): State<Arc<HttpState>>, Query(query): Params) -> Answer {
+pub async fn forget(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Json<Forgotten>, Failure> {
     let Some(control) = state.store_control() else { return Err(store_off()) };
     let prefix = state.prefix_stats.clone();
     let keys = with_store(state.clone(), move |store| series::to_forget(&query, store, &prefix)).await?;
@@ -191,13 +188,13 @@ pub async fn forget(State(state): State<Arc<HttpState>>, Query(query): Params) -
     let aggregator_keys = series::forget_in_aggregator(&state.admin, &keys);
     let forgotten = control.forget(keys.clone()).await.map_err(|error| Failure::internal(&error))?;
     let listed: Vec<String> = keys.iter().take(100).map(ToString::to_string).collect();
-    Ok(Json(json!({
-        "forgotten": forgotten.series,
-        "points": forgotten.points,
-        "aggregator_keys": aggregator_keys,
-        "series": listed,
-        "series_truncated": keys.len() > listed.len(),
-    })))
+    Ok(Json(Forgotten {
+        forgotten: forgotten.series as u64,
+        points: forgotten.points,
+        aggregator_keys: aggregator_keys as u64,
+        series_truncated: keys.len() > listed.len(),
+        series: listed,
+    }))
 }
 
 /// `POST /-/reload`: the config file read again and applied ([`crate::reload`]).
@@ -245,6 +242,20 @@ pub enum Route {
     Heatmap,
 }
 
+/// One store route's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum StoreAnswer {
+    /// `/api/v1/series`.
+    Series(SeriesList),
+    /// `/api/v1/query`.
+    Query(QueryResult),
+    /// `/api/v1/histogram`.
+    Histogram(HistogramResult),
+    /// `/api/v1/heatmap`.
+    Heatmap(HeatmapResult),
+}
+
 /// The answer to one store request: its parameters read and checked (errors name the
 /// parameter, status 400), then the store read. Every handler runs this; so does the fuzz
 /// target for the HTTP parameters.
@@ -253,96 +264,61 @@ pub fn answer(
     query: &HashMap<String, String>,
     store: &store::Store,
     context: &Context,
-) -> Result<Value, Failure> {
+) -> Result<StoreAnswer, Failure> {
     let now = context.now;
-    match route {
-        Route::Series => series::list(query, store, &context.prefix_stats, context.limits.max_series),
-        Route::Query => query_answer(query, store, now, context.limits.max_steps),
-        Route::Histogram => histogram_answer(query, store, now),
-        Route::Heatmap => heatmap_answer(query, store, now, context.limits.max_steps),
-    }
+    let limits = context.limits;
+    Ok(match route {
+        Route::Series => {
+            let request = SeriesRequest::from_query(query, limits.max_series)?;
+            StoreAnswer::Series(series::list(&request, store, &context.prefix_stats, limits.max_series)?)
+        }
+        Route::Query => {
+            StoreAnswer::Query(query_answer(QueryRequest::from_query(query, now, limits.max_steps)?, store)?)
+        }
+        Route::Histogram => StoreAnswer::Histogram(histogram_answer(HistogramRequest::from_query(query, now)?, store)?),
+        Route::Heatmap => {
+            StoreAnswer::Heatmap(heatmap_answer(HeatmapRequest::from_query(query, now, limits.max_steps)?, store)?)
+        }
+    })
 }
 
-fn query_answer(
-    query: &HashMap<String, String>,
-    store: &store::Store,
-    now: i64,
-    max_steps: usize,
-) -> Result<Value, Failure> {
-    let text = required(query, "expr")?;
-    let expr =
-        store::parse(&text).map_err(|e| Failure::new(StatusCode::BAD_REQUEST, &format!("parameter `expr`: {e}")))?;
-    store.check_types(&expr).map_err(|e| Failure::new(StatusCode::BAD_REQUEST, &format!("parameter `expr`: {e}")))?;
-    let (from, to, step) = window(query, now, max_steps)?;
+fn query_answer(request: QueryRequest, store: &store::Store) -> Result<QueryResult, Failure> {
+    let bad_expr = |e: &dyn std::fmt::Display| BadParameter { name: "expr", message: e.to_string() };
+    let expr = store::parse(&request.expr).map_err(|e| bad_expr(&e))?;
+    store.check_types(&expr).map_err(|e| bad_expr(&e))?;
+    let QueryRequest { expr: text, from, to, step } = request;
     let points = store.query(&expr, from, to, step).map_err(internal)?;
-    let points: Vec<Value> = points.into_iter().map(|(t, v)| json!([t, v])).collect();
-    Ok(json!({ "expr": text, "step": step, "from": from, "to": to, "points": points }))
+    let points = points.into_iter().map(|(t, v)| (t, finite(v))).collect();
+    Ok(QueryResult { expr: text, step, from, to, points })
 }
 
-fn histogram_answer(query: &HashMap<String, String>, store: &store::Store, now: i64) -> Result<Value, Failure> {
-    let (name, selector) = selector(query)?;
-    let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
-    let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
-    params::range(from, to, (to - from).max(1), 1)?; // one merge over the whole range: one step
+fn histogram_answer(request: HistogramRequest, store: &store::Store) -> Result<HistogramResult, Failure> {
+    let HistogramRequest { name, selector, from, to } = request;
     let row = store.merged(&selector, from, to).map_err(internal)?;
     let empty = circllhist::Histogram::new();
     let hist = row.as_ref().and_then(|r| r.histogram.as_ref()).unwrap_or(&empty);
-    let number = |value: Option<f64>| value.filter(|v| v.is_finite()).map_or(Value::Null, |v| json!(v));
-    Ok(json!({
-        "name": name, "from": from, "to": to,
-        "count": row.as_ref().map_or(0.0, |r| if r.count.is_nan() { 0.0 } else { r.count }),
-        "sum": number(row.as_ref().map(|r| r.sum)),
-        "min": number(row.as_ref().map(|r| r.min)),
-        "max": number(row.as_ref().map(|r| r.max)),
-        "bins": bins_json(hist),
-        "circllhist": hist.to_base64(),
-    }))
+    let figure = |pick: fn(&store::Row) -> f64| row.as_ref().map(pick).and_then(finite);
+    Ok(HistogramResult {
+        name,
+        from,
+        to,
+        count: row.as_ref().map_or(0.0, |r| if r.count.is_nan() { 0.0 } else { r.count }),
+        sum: figure(|r| r.sum),
+        min: figure(|r| r.min),
+        max: figure(|r| r.max),
+        bins: contract::bins(hist),
+        circllhist: hist.to_base64(),
+    })
 }
 
-fn heatmap_answer(
-    query: &HashMap<String, String>,
-    store: &store::Store,
-    now: i64,
-    max_steps: usize,
-) -> Result<Value, Failure> {
-    let (name, selector) = selector(query)?;
-    let (from, to, step) = window(query, now, max_steps)?;
+fn heatmap_answer(request: HeatmapRequest, store: &store::Store) -> Result<HeatmapResult, Failure> {
+    let HeatmapRequest { name, selector, from, to, step } = request;
     let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
-    let steps: Vec<Value> = steps
+    let steps = steps
         .into_iter()
-        .filter_map(|(t, row)| Some(json!({ "t": t, "bins": bins_json(row?.histogram.as_ref()?) })))
+        .filter_map(|(t, row)| Some(HeatmapStep { t, bins: contract::bins(row?.histogram.as_ref()?) }))
         .collect();
-    Ok(json!({ "name": name, "from": from, "to": to, "step": step, "steps": steps }))
-}
-
-/// The `name` parameter and the selector it spells.
-fn selector(query: &HashMap<String, String>) -> Result<(String, store::Selector), Failure> {
-    let name = required(query, "name")?;
-    let selector = store::parse_selector(&name)
-        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, &format!("parameter `name`: {e}")))?;
-    Ok((name, selector))
-}
-
-/// A histogram's bins as `[[lower, upper, count]]`, as every answer writes them.
-pub(super) fn bins_json(histogram: &circllhist::Histogram) -> Vec<Value> {
-    store::bins_of(histogram).into_iter().map(|(lower, upper, count)| json!([lower, upper, count])).collect()
-}
-
-fn required(query: &HashMap<String, String>, name: &'static str) -> Result<String, Failure> {
-    query
-        .get(name)
-        .filter(|v| !v.trim().is_empty())
-        .cloned()
-        .ok_or_else(|| BadParameter { name, message: "is required".to_string() }.into())
-}
-
-/// `from`, `to` and `step`, checked (at most `max_steps` steps).
-fn window(query: &HashMap<String, String>, now: i64, max_steps: usize) -> Result<(i64, i64, i64), Failure> {
-    let from = params::time("from", query.get("from").map(String::as_str), "-1h", now)?;
-    let to = params::time("to", query.get("to").map(String::as_str), "now", now)?;
-    let step = params::step(query.get("step").map(String::as_str), from, to)?;
-    params::range(from, to, step, max_steps)?;
-    Ok((from, to, step))
+    Ok(HeatmapResult { name, from, to, step, steps })
 }
 
 fn internal(error: store::StoreError) -> Failure {

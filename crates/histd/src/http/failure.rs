@@ -3,8 +3,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
+use crate::contract::ErrorAnswer;
 use crate::query_params::BadParameter;
 
 /// An error with its HTTP status.
@@ -35,7 +35,7 @@ impl Failure {
 
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+        (self.0, Json(ErrorAnswer { error: self.1 })).into_response()
     }
 }
 

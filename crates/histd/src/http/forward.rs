@@ -16,15 +16,15 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use http_body_util::{BodyExt, Limited};
-use serde_json::json;
 
 use super::HttpState;
 use crate::access::Caller;
+use crate::contract::{ErrorAnswer, Merged};
 use crate::global::{Received, Refusal, Reservation};
 use crate::sinks::forward::format::{self, CONTENT_TYPE};
 
 fn answer(status: StatusCode, error: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": error.into() }))).into_response()
+    (status, Json(ErrorAnswer { error: error.into() })).into_response()
 }
 
 fn busy(state: &HttpState) -> Response {
@@ -128,8 +128,8 @@ async fn merge(state: Arc<HttpState>, body: Bytes, credential: String, reservati
     })
     .await;
     match merged {
-        Ok(Ok(Received::Merged(series))) => Json(json!({ "merged": series, "duplicate": false })).into_response(),
-        Ok(Ok(Received::Duplicate)) => Json(json!({ "merged": 0, "duplicate": true })).into_response(),
+        Ok(Ok(Received::Merged(series))) => Json(Merged { merged: series as u64, duplicate: false }).into_response(),
+        Ok(Ok(Received::Duplicate)) => Json(Merged { merged: 0, duplicate: true }).into_response(),
         Ok(Err(refusal @ (Refusal::Malformed(_) | Refusal::Interval(_)))) => {
             answer(StatusCode::BAD_REQUEST, refusal.to_string())
         }

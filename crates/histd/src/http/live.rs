@@ -13,87 +13,36 @@ use std::sync::Arc;
 use agg::{LiveSeries, MetricType};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Map, Value};
 
-use super::api::{bins_json, sinks_json};
+use super::api::sinks_map;
 use super::failure::Failure;
 use super::HttpState;
-use crate::clock::unix_now_ms;
-use crate::clock::unix_now_s;
-use crate::query_params::{count, BadParameter, MAX_PATTERN_BYTES};
+use crate::clock::{unix_now_ms, unix_now_s};
+use crate::contract::{self, finite, Live, LiveRequest, SortBy};
+use crate::query_params::BadParameter;
 
-/// Rows returned when `limit` is not given, and at most.
-const DEFAULT_LIMIT: usize = 50;
-const MOST_ROWS: usize = 1000;
 /// Names and prefixes listed in the cardinality and prefix tables.
 const TOP_NAMES: usize = 20;
 
-/// A column the rows can be sorted by (`sort`); `histd top` names its columns with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortBy {
-    /// The series key, ascending.
-    Name,
-    /// Counter increments or timer samples per second.
-    Rate,
-    /// The interval's value (counter sum, timer count, gauge value, set size).
-    Value,
-    /// Median.
-    P50,
-    /// 99th percentile.
-    P99,
-    /// Samples at or above the threshold.
-    Above,
-}
-
-impl SortBy {
-    /// In `histd top`'s key order: `1` is the first.
-    pub const ALL: [SortBy; 6] = [SortBy::Name, SortBy::Rate, SortBy::Value, SortBy::P50, SortBy::P99, SortBy::Above];
-
-    /// The `sort` parameter's value.
-    pub fn parameter(self) -> &'static str {
-        match self {
-            SortBy::Name => "name",
-            SortBy::Rate => "rate",
-            SortBy::Value => "value",
-            SortBy::P50 => "p50",
-            SortBy::P99 => "p99",
-            SortBy::Above => "above",
-        }
-    }
-
-    /// The column a `sort` value names.
-    pub fn named(text: &str) -> Option<SortBy> {
-        SortBy::ALL.into_iter().find(|column| column.parameter() == text)
-    }
-
-    fn parse(text: Option<&str>) -> Result<SortBy, BadParameter> {
-        let text = text.unwrap_or("rate");
-        SortBy::named(text).ok_or_else(|| BadParameter {
-            name: "sort",
-            message: format!("'{text}' is not name, rate, value, p50, p99 or above"),
-        })
-    }
-
-    /// The row's sort figure (higher first; names sort apart).
-    fn figure(self, row: &LiveSeries) -> f64 {
-        let figure = match self {
-            SortBy::Name => 0.0,
-            SortBy::Rate if matches!(row.kind, MetricType::Counters | MetricType::Timers) => row.value,
-            SortBy::Rate => f64::NEG_INFINITY,
-            SortBy::Value => row.value,
-            SortBy::P50 => row.quantiles.map_or(f64::NEG_INFINITY, |q| q.0),
-            SortBy::P99 => row.quantiles.map_or(f64::NEG_INFINITY, |q| q.1),
-            SortBy::Above => row.at_or_above.map_or(f64::NEG_INFINITY, |n| n as f64),
-        };
-        if figure.is_nan() {
-            f64::NEG_INFINITY
-        } else {
-            figure
-        }
+/// A row's figure for sorting by `sort` (higher first; names sort apart).
+fn sort_figure(sort: SortBy, row: &LiveSeries) -> f64 {
+    let figure = match sort {
+        SortBy::Name => 0.0,
+        SortBy::Rate if matches!(row.kind, MetricType::Counters | MetricType::Timers) => row.value,
+        SortBy::Rate => f64::NEG_INFINITY,
+        SortBy::Value => row.value,
+        SortBy::P50 => row.quantiles.map_or(f64::NEG_INFINITY, |q| q.0),
+        SortBy::P99 => row.quantiles.map_or(f64::NEG_INFINITY, |q| q.1),
+        SortBy::Above => row.at_or_above.map_or(f64::NEG_INFINITY, |n| n as f64),
+    };
+    if figure.is_nan() {
+        f64::NEG_INFINITY
+    } else {
+        figure
     }
 }
 
-/// The parameters, read.
+/// The parameters, read, with the `match` regex compiled.
 pub(crate) struct Asked {
     limit: usize,
     sort: SortBy,
@@ -104,13 +53,11 @@ pub(crate) struct Asked {
 }
 
 /// What a `/api/v1/live` request asks for, from its parameters (`match`, `sort`, `limit`,
-/// `tables`); a bad one is named.
+/// `threshold`, `tables`); a bad one is named.
 pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
-    let pattern = match query.get("match").map(String::as_str) {
-        None | Some("") => None,
-        Some(text) if text.len() > MAX_PATTERN_BYTES => {
-            return Err(BadParameter { name: "match", message: format!("longer than {MAX_PATTERN_BYTES} bytes") })
-        }
+    let request = LiveRequest::from_query(query)?;
+    let pattern = match &request.pattern {
+        None => None,
         Some(text) => Some(
             regex::RegexBuilder::new(text)
                 .size_limit(1 << 20)
@@ -118,23 +65,8 @@ pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParamet
                 .map_err(|e| BadParameter { name: "match", message: format!("not a regex: {e}") })?,
         ),
     };
-    let threshold = match query.get("threshold") {
-        None => None,
-        Some(text) => Some(
-            text.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|t| t.is_finite())
-                .ok_or_else(|| BadParameter { name: "threshold", message: format!("'{text}' is not a number") })?,
-        ),
-    };
-    Ok(Asked {
-        limit: count("limit", query.get("limit").map(String::as_str), DEFAULT_LIMIT, MOST_ROWS)?,
-        sort: SortBy::parse(query.get("sort").map(String::as_str))?,
-        pattern,
-        threshold,
-        tables: matches!(query.get("tables").map(String::as_str), Some("1" | "true")),
-    })
+    let LiveRequest { limit, sort, threshold, tables, .. } = request;
+    Ok(Asked { limit, sort, pattern, threshold, tables })
 }
 
 /// `GET /api/v1/live`: the interval so far, for `histd top` (rows sorted and filtered, and on
@@ -177,47 +109,55 @@ pub(crate) fn take(aggregation: &crate::aggregation::Aggregation, asked: &Asked)
     Taken { interval_s, totals: aggregator.totals().clone(), series, matched, histograms, flush_lag }
 }
 
-fn answer(state: &HttpState, asked: &Asked) -> Value {
+fn answer(state: &HttpState, asked: &Asked) -> Live {
     let aggregation = &state.admin.aggregation;
     let started_ms = aggregation.last_flush_unix_ms.get();
     let elapsed_s = (unix_now_ms().saturating_sub(started_ms) as f64 / 1000.0).max(0.001);
     let Taken { interval_s, totals, mut series, matched, histograms, flush_lag } = take(aggregation, asked);
     let per_type = count_types(&series);
     let (cardinality, prefixes) = match asked.tables {
-        true => (cardinality(&series), prefixes(&series, elapsed_s, &state.prefix_stats)),
-        false => (Value::Null, Value::Null),
+        true => (Some(cardinality(&series)), Some(prefixes(&series, elapsed_s, &state.prefix_stats))),
+        false => (None, None),
     };
     series.truncate(matched.min(asked.limit));
-    let rows: Vec<Value> =
-        series.iter().zip(&histograms).map(|(row, histogram)| row_json(row, histogram, elapsed_s)).collect();
-    json!({
-        "now_ms": unix_now_ms(),
-        "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),
-        "interval": { "seconds": interval_s, "elapsed_s": elapsed_s },
-        "totals": {
-            "packets": totals.packets,
-            "lines": totals.lines,
-            "bad_lines": proto::ParseError::ALL.iter().zip(totals.bad_by_reason).map(|(r, n)| (r.as_str().to_string(), json!(n))).collect::<Map<_, _>>(),
-            "kernel_drops": totals.kernel_drops,
-            "truncated_datagrams": totals.truncated_datagrams,
-            "bad_line_examples": super::api::bad_line_examples(&totals.bad_examples),
+    let rows = series.iter().zip(&histograms).map(|(row, histogram)| series_row(row, histogram, elapsed_s)).collect();
+    Live {
+        now_ms: unix_now_ms(),
+        uptime_s: unix_now_s().saturating_sub(state.admin.started_unix_s),
+        interval: contract::Interval { seconds: interval_s, elapsed_s },
+        totals: contract::Totals {
+            packets: totals.packets,
+            lines: totals.lines,
+            bad_lines: proto::ParseError::ALL
+                .iter()
+                .zip(totals.bad_by_reason)
+                .map(|(reason, n)| (reason.as_str().to_string(), n))
+                .collect(),
+            kernel_drops: totals.kernel_drops,
+            truncated_datagrams: totals.truncated_datagrams,
+            bad_line_examples: super::api::bad_line_examples(&totals.bad_examples),
         },
-        "receive_buffer_bytes": state.admin.edges.receive_buffer_bytes.get(),
-        "receive_queue_bytes": receive_queue_bytes(&state.ingress.udp_ports()),
-        "flush_lag_s": flush_lag,
-        "rss_bytes": crate::bench::daemon_stats::memory(std::process::id()).map_or(0, |(rss, _)| rss),
-        "flushes": aggregation.flushes.get(),
-        "last_flush_duration_ms": aggregation.last_flush_us.get() as f64 / 1000.0,
-        "store_bytes": store_bytes(state),
-        "series_count": series_counts(&per_type),
-        "sinks": sinks_json(&state.admin.sinks.telemetry()),
-        "alerts": active_alerts(state),
-        "series": rows,
-        "matched": matched,
-        "truncated": matched > asked.limit,
-        "cardinality": cardinality,
-        "prefixes": prefixes,
-    })
+        receive_buffer_bytes: state.admin.edges.receive_buffer_bytes.get(),
+        receive_queue_bytes: receive_queue_bytes(&state.ingress.udp_ports()),
+        flush_lag_s: flush_lag,
+        rss_bytes: crate::bench::daemon_stats::memory(std::process::id()).map_or(0, |(rss, _)| rss),
+        flushes: aggregation.flushes.get(),
+        last_flush_duration_ms: aggregation.last_flush_us.get() as f64 / 1000.0,
+        store_bytes: store_bytes(state),
+        series_count: contract::SeriesCount {
+            counter: per_type[0] as u64,
+            timer: per_type[1] as u64,
+            gauge: per_type[2] as u64,
+            set: per_type[3] as u64,
+        },
+        sinks: sinks_map(&state.admin.sinks.telemetry()),
+        alerts: active_alerts(state),
+        series: rows,
+        matched: matched as u64,
+        truncated: matched > asked.limit,
+        cardinality,
+        prefixes,
+    }
 }
 
 /// Keeps the rows `asked.pattern` matches at the front, sorted; how many matched. (The rest
@@ -235,7 +175,7 @@ fn select(series: &mut [LiveSeries], asked: &Asked) -> usize {
     let order = |a: &LiveSeries, b: &LiveSeries| match sort {
         SortBy::Name => a.key.cmp(&b.key),
         // Rates are values over the same elapsed time: they sort as the values.
-        _ => sort.figure(b).total_cmp(&sort.figure(a)).then_with(|| a.key.cmp(&b.key)),
+        _ => sort_figure(sort, b).total_cmp(&sort_figure(sort, a)).then_with(|| a.key.cmp(&b.key)),
     };
     // Only the rows returned are sorted: the first `limit` picked in linear time, then ordered.
     let rows = &mut series[..matched];
@@ -246,25 +186,18 @@ fn select(series: &mut [LiveSeries], asked: &Asked) -> usize {
     matched
 }
 
-fn row_json(row: &LiveSeries, histogram: &Option<circllhist::Histogram>, elapsed_s: f64) -> Value {
+fn series_row(row: &LiveSeries, histogram: &Option<circllhist::Histogram>, elapsed_s: f64) -> contract::SeriesRow {
     let rate = matches!(row.kind, MetricType::Counters | MetricType::Timers).then(|| row.value / elapsed_s);
-    let mut value = json!({
-        "name": row.key.as_str(),
-        "type": type_name(row.kind),
-        "value": finite(row.value),
-        "rate": rate.and_then(finite),
-        "p50": row.quantiles.and_then(|q| finite(q.0)),
-        "p99": row.quantiles.and_then(|q| finite(q.1)),
-        "at_or_above": row.at_or_above,
-    });
-    if let Some(histogram) = histogram {
-        value["bins"] = Value::Array(bins_json(histogram));
+    contract::SeriesRow {
+        name: row.key.to_string(),
+        kind: type_name(row.kind).to_string(),
+        value: finite(row.value),
+        rate: rate.and_then(finite),
+        p50: row.quantiles.and_then(|q| finite(q.0)),
+        p99: row.quantiles.and_then(|q| finite(q.1)),
+        at_or_above: row.at_or_above,
+        bins: histogram.as_ref().map(contract::bins),
     }
-    value
-}
-
-fn finite(value: f64) -> Option<f64> {
-    value.is_finite().then_some(value)
 }
 
 fn type_name(kind: MetricType) -> &'static str {
@@ -288,7 +221,7 @@ fn count_types(series: &[LiveSeries]) -> [usize; 4] {
 
 /// Metric names by number of series (the busiest `TOP_NAMES`, then one "other" row), each
 /// with the distinct values of each tag key.
-fn cardinality(series: &[LiveSeries]) -> Value {
+fn cardinality(series: &[LiveSeries]) -> contract::Cardinality {
     let mut names: HashMap<&str, NameTally<'_>> = HashMap::new();
     for row in series {
         let (name, tags) = proto::key::split_series_key(&row.key);
@@ -302,16 +235,16 @@ fn cardinality(series: &[LiveSeries]) -> Value {
     ranked.sort_unstable_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(b.0)));
     let other: usize = ranked.iter().skip(TOP_NAMES).map(|(_, (n, _))| n).sum();
     let other_names = ranked.len().saturating_sub(TOP_NAMES);
-    let rows: Vec<Value> = ranked
+    let names = ranked
         .iter()
         .take(TOP_NAMES)
         .map(|(name, (count, tags))| {
-            let mut tags: Vec<(&str, usize)> = tags.iter().map(|(k, v)| (*k, v.len())).collect();
-            tags.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-            json!({ "name": name, "series": count, "tags": tags.iter().map(|(k, n)| json!([k, n])).collect::<Vec<_>>() })
+            let mut tags: Vec<(String, u64)> = tags.iter().map(|(k, v)| (k.to_string(), v.len() as u64)).collect();
+            tags.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            contract::NameRow { name: name.to_string(), series: *count as u64, tags }
         })
         .collect();
-    json!({ "names": rows, "other": { "names": other_names, "series": other } })
+    contract::Cardinality { names, other: contract::Other { names: other_names as u64, series: other as u64 } }
 }
 
 fn type_index(kind: MetricType) -> usize {
@@ -323,15 +256,11 @@ fn type_index(kind: MetricType) -> usize {
     }
 }
 
-fn series_counts(per_type: &[usize; 4]) -> Value {
-    json!({ "counter": per_type[0], "timer": per_type[1], "gauge": per_type[2], "set": per_type[3] })
-}
-
 /// The hottest first segments of names (`api` of `api.latency`), and first two (`api.latency`),
 /// by counter increments plus timer samples per second, with their share of the whole.
 /// The name prefixes bringing the most traffic (counters' increments and timers' samples), with
 /// their share; histd's own series (under `prefix_stats`) are not traffic and are left out.
-fn prefixes(series: &[LiveSeries], elapsed_s: f64, prefix_stats: &str) -> Value {
+fn prefixes(series: &[LiveSeries], elapsed_s: f64, prefix_stats: &str) -> Vec<contract::Prefix> {
     let mut volume: HashMap<&str, f64> = HashMap::new();
     let mut total = 0.0;
     let own = format!("{prefix_stats}.");
@@ -353,15 +282,14 @@ fn prefixes(series: &[LiveSeries], elapsed_s: f64, prefix_stats: &str) -> Value 
     }
     let mut ranked: Vec<(&str, f64)> = volume.into_iter().collect();
     ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    let rows: Vec<Value> = ranked
+    ranked
         .iter()
         .take(TOP_NAMES)
         .map(|(prefix, amount)| {
             let share = if total > 0.0 { amount / total } else { 0.0 };
-            json!({ "prefix": prefix, "rate": amount / elapsed_s, "share": share })
+            contract::Prefix { prefix: prefix.to_string(), rate: amount / elapsed_s, share }
         })
-        .collect();
-    Value::Array(rows)
+        .collect()
 }
 
 /// Bytes waiting in the UDP listeners' receive buffers (the kernel's count, /proc/net/udp).
@@ -370,14 +298,14 @@ fn receive_queue_bytes(ports: &[u16]) -> u64 {
 }
 
 /// The alert rules firing or pending: `{name, state, summary}`.
-fn active_alerts(state: &HttpState) -> Vec<Value> {
+fn active_alerts(state: &HttpState) -> Vec<contract::ActiveAlert> {
     let Some(alerts) = &state.alerts else { return Vec::new() };
-    let view = alerts.view();
-    let rules = view["alerts"].as_array().cloned().unwrap_or_default();
-    rules
+    alerts
+        .view()
+        .alerts
         .into_iter()
-        .filter(|rule| rule["state"] != "inactive")
-        .map(|rule| json!({ "name": rule["name"], "state": rule["state"], "summary": rule["summary"] }))
+        .filter(|rule| rule.state != "inactive")
+        .map(|rule| contract::ActiveAlert { name: rule.name, state: rule.state, summary: rule.summary })
         .collect()
 }
 
@@ -461,11 +389,12 @@ mod tests {
         series.push(row("api.latency;route=/c;env=prod", MetricType::Timers, 1.0, Some(1.0)));
         let table = cardinality(&series);
         assert_eq!(count_types(&series), [1, 3, 1, 1]);
-        assert_eq!(table["names"][0], json!({"name": "api.latency", "series": 3, "tags": [["route", 3], ["env", 1]]}));
+        let tags = vec![("route".to_string(), 3), ("env".to_string(), 1)];
+        assert_eq!(table.names[0], contract::NameRow { name: "api.latency".into(), series: 3, tags });
         series.push(row("statsd.metrics_received", MetricType::Counters, 100_000.0, None));
         let prefixes = prefixes(&series, 2.0, "statsd");
-        assert_eq!(prefixes[0]["prefix"], "api", "histd's own counters are not traffic");
-        assert_eq!(prefixes[0]["rate"], json!((10.0 + 30.0 + 500.0 + 1.0) / 2.0));
-        assert!(prefixes.as_array().unwrap().iter().all(|p| p["prefix"] != "statsd"));
+        assert_eq!(prefixes[0].prefix, "api", "histd's own counters are not traffic");
+        assert_eq!(prefixes[0].rate, (10.0 + 30.0 + 500.0 + 1.0) / 2.0);
+        assert!(prefixes.iter().all(|p| p.prefix != "statsd"));
     }
 }

@@ -10,7 +10,7 @@
 //! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}` |
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
-//! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold`, `tables=1` (add the cardinality and prefix tables) | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "alerts": [{"name", "state", "summary"}], "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
+//! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold`, `tables=1` (add the cardinality and prefix tables) | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "receive_queue_bytes", "flush_lag_s", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "alerts": [{"name", "state", "summary"}], "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
 //! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md), `Content-Type: application/x-histd-forward`, `Content-Encoding: snappy` | `{"merged", "duplicate"}`; 503 unless `global.accept` (the body unread), 503 with `Retry-After` past `global.maxBytesInFlight`, 400 for a malformed batch or an unbelievable interval, 413 past `global.maxBatchBytes`, 415 for another type or encoding, 408 past `httpBodyTimeoutMs` |
@@ -56,7 +56,7 @@ use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
 pub use crate::query_params::QueryLimits;
-pub use api::{answer, Context, Route};
+pub use api::{answer, Context, Route, StoreAnswer};
 pub use failure::Failure;
 
 /// What the handlers read.
@@ -259,7 +259,7 @@ async fn serve_connection<I>(
 mod tests {
     #[test]
     fn every_route_is_in_openapi_and_every_path_is_routed() {
-        let spec: serde_json::Value = serde_json::from_str(include_str!("openapi.json")).unwrap();
+        let spec: serde_json::Value = serde_json::from_str(crate::contract::OPENAPI).unwrap();
         let mut documented: Vec<&str> = spec["paths"].as_object().unwrap().keys().map(String::as_str).collect();
         let mut routed = super::API_ROUTES.to_vec();
         documented.sort_unstable();

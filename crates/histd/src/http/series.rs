@@ -9,49 +9,26 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use agg::MetricType;
 use axum::http::StatusCode;
-use serde_json::{json, Value};
 use store::{Kind, SeriesKey};
 
 use super::failure::Failure;
 use crate::admin::AdminState;
-use crate::query_params::{self as params, BadParameter, MAX_PATTERN_BYTES};
+use crate::contract::{Origin, SeriesEntry, SeriesList, SeriesRequest};
+use crate::query_params::BadParameter;
 
 /// Entries listed when `limit` is not given.
 pub const DEFAULT_SERIES_LIMIT: usize = 5_000;
 
-/// Where a series comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Origin {
-    /// Sent by the user's clients.
-    User,
-    /// histd's own statistics (named under `prefixStats`).
-    Histd,
-    /// Sent by `histd bench`.
-    Bench,
-}
-
-impl Origin {
-    const ALL: [Origin; 3] = [Origin::User, Origin::Histd, Origin::Bench];
-
-    /// As the API writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::User => "user",
-            Origin::Histd => "histd",
-            Origin::Bench => "bench",
-        }
-    }
-
-    /// The origin of a series named `name`.
-    pub fn of(name: &str, prefix_stats: &str) -> Origin {
-        let under = |prefix: &str| name.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.'));
-        if !prefix_stats.is_empty() && under(prefix_stats) {
-            Origin::Histd
-        } else if under(crate::bench::NAME_PREFIX) {
-            Origin::Bench
-        } else {
-            Origin::User
-        }
+/// The origin of a series named `name`: histd's own under `prefix_stats`, `histd bench`'s
+/// under its prefix, else the user's.
+pub fn origin_of(name: &str, prefix_stats: &str) -> Origin {
+    let under = |prefix: &str| name.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.'));
+    if !prefix_stats.is_empty() && under(prefix_stats) {
+        Origin::Histd
+    } else if under(crate::bench::NAME_PREFIX) {
+        Origin::Bench
+    } else {
+        Origin::User
     }
 }
 
@@ -71,42 +48,21 @@ struct Filter {
 }
 
 impl Filter {
-    fn read(query: &HashMap<String, String>) -> Result<Filter, Failure> {
-        let text = |name: &'static str| -> Result<Option<String>, Failure> {
-            match query.get(name) {
-                Some(value) if value.len() > MAX_PATTERN_BYTES => Err(BadParameter {
-                    name,
-                    message: format!("at most {MAX_PATTERN_BYTES} bytes, got {}", value.len()),
-                }
-                .into()),
-                Some(value) if !value.is_empty() => Ok(Some(value.clone())),
-                _ => Ok(None),
-            }
-        };
-        let origins = match query.get("origin").filter(|v| !v.is_empty()) {
-            None => Origin::ALL.to_vec(),
-            Some(list) => list.split(',').map(origin_named).collect::<Result<_, _>>()?,
-        };
-        let kind = match query.get("type").filter(|v| !v.is_empty()) {
-            None => None,
-            Some(name) => Some(Kind::parse(name).ok_or_else(|| BadParameter {
-                name: "type",
-                message: format!("'{name}' is not a type: counter, gauge, set or timer"),
-            })?),
-        };
-        let selector = match text("name")? {
+    /// The filters of `request`, its selector parsed.
+    fn of(request: &SeriesRequest) -> Result<Filter, Failure> {
+        let selector = match &request.selector {
             None => None,
             Some(name) => {
                 let selector =
-                    store::parse_selector(&name).map_err(|e| BadParameter { name: "name", message: e.to_string() })?;
-                Some((selector, params::flag("exact", query.get("exact").map(String::as_str))?))
+                    store::parse_selector(name).map_err(|e| BadParameter { name: "name", message: e.to_string() })?;
+                Some((selector, request.exact))
             }
         };
         Ok(Filter {
-            pattern: text("match")?,
-            contains: text("contains")?.map(|t| t.to_lowercase()),
-            origins,
-            kind,
+            pattern: request.pattern.clone(),
+            contains: request.contains.as_ref().map(|t| t.to_lowercase()),
+            origins: request.origins.clone().unwrap_or_else(|| Origin::ALL.to_vec()),
+            kind: request.kind,
             selector,
         })
     }
@@ -133,54 +89,34 @@ impl Filter {
         Ok(found
             .into_iter()
             .filter(|(key, _)| self.picks(key))
-            .map(|(key, _)| (key, Origin::of(&key.name, prefix_stats)))
+            .map(|(key, _)| (key, origin_of(&key.name, prefix_stats)))
             .collect())
     }
-}
-
-fn origin_named(name: &str) -> Result<Origin, BadParameter> {
-    Origin::ALL.into_iter().find(|origin| origin.as_str() == name.trim()).ok_or_else(|| BadParameter {
-        name: "origin",
-        message: format!("'{name}' is not an origin: user, histd or bench (comma separated)"),
-    })
 }
 
 /// `GET /api/v1/series`: the series picked, sorted, at most `limit`; with `group=name` one
 /// entry per name and type, with how many tag sets it has. `origins` counts what each origin
 /// has among the series picked before the origin filter.
 pub fn list(
-    query: &HashMap<String, String>,
+    request: &SeriesRequest,
     store: &store::Store,
     prefix_stats: &str,
     max_series: usize,
-) -> Result<Value, Failure> {
-    let filter = Filter::read(query)?;
-    let limit = params::count(
-        "limit",
-        query.get("limit").map(String::as_str),
-        DEFAULT_SERIES_LIMIT.min(max_series),
-        max_series,
-    )?;
-    let grouped = match query.get("group").map(String::as_str) {
-        None | Some("") => false,
-        Some("name") => true,
-        Some(other) => {
-            let message = format!("'{other}' cannot group series: only `name` can");
-            return Err(BadParameter { name: "group", message }.into());
-        }
-    };
+) -> Result<SeriesList, Failure> {
+    let filter = Filter::of(request)?;
+    let limit = request.limit.unwrap_or(DEFAULT_SERIES_LIMIT.min(max_series));
     let mut found = filter.series(store, prefix_stats)?;
-    let mut origins: BTreeMap<&str, usize> = Origin::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    let mut origins: BTreeMap<String, u64> = Origin::ALL.iter().map(|o| (o.as_str().to_string(), 0)).collect();
     for (_, origin) in &found {
-        *origins.entry(origin.as_str()).or_default() += 1;
+        *origins.entry(origin.as_str().to_string()).or_default() += 1;
     }
     found.retain(|(_, origin)| filter.origins.contains(origin));
-    let (entries, total) = if grouped { by_name(&found, limit) } else { each(&mut found, limit) };
-    Ok(json!({ "series": entries, "total": total, "truncated": total > limit, "origins": origins }))
+    let (series, total) = if request.group_by_name { by_name(&found, limit) } else { each(&mut found, limit) };
+    Ok(SeriesList { series, total: total as u64, truncated: total > limit, origins })
 }
 
 /// One entry a series, by key.
-fn each(found: &mut [(&SeriesKey, Origin)], limit: usize) -> (Vec<Value>, usize) {
+fn each(found: &mut [(&SeriesKey, Origin)], limit: usize) -> (Vec<SeriesEntry>, usize) {
     let total = found.len();
     if total > limit {
         found.select_nth_unstable_by(limit, |a, b| a.0.cmp(b.0));
@@ -189,15 +125,18 @@ fn each(found: &mut [(&SeriesKey, Origin)], limit: usize) -> (Vec<Value>, usize)
     kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let entries = kept
         .iter()
-        .map(|(key, origin)| {
-            json!({ "name": key.name, "tags": key.tag_list().collect::<Vec<_>>(), "type": key.kind.as_str(), "origin": origin.as_str() })
+        .map(|(key, origin)| SeriesEntry::Series {
+            name: key.name.to_string(),
+            tags: key.tag_list().map(str::to_string).collect(),
+            kind: key.kind.as_str().to_string(),
+            origin: *origin,
         })
         .collect();
     (entries, total)
 }
 
 /// One entry a name and type, by name, with its count of tag sets.
-fn by_name(found: &[(&SeriesKey, Origin)], limit: usize) -> (Vec<Value>, usize) {
+fn by_name(found: &[(&SeriesKey, Origin)], limit: usize) -> (Vec<SeriesEntry>, usize) {
     let mut names: BTreeMap<(&str, &str), (usize, Origin)> = BTreeMap::new();
     for (key, origin) in found {
         names.entry((key.name.as_str(), key.kind.as_str())).or_insert((0, *origin)).0 += 1;
@@ -206,8 +145,11 @@ fn by_name(found: &[(&SeriesKey, Origin)], limit: usize) -> (Vec<Value>, usize) 
     let entries = names
         .into_iter()
         .take(limit)
-        .map(|((name, kind), (tag_sets, origin))| {
-            json!({ "name": name, "type": kind, "tag_sets": tag_sets, "origin": origin.as_str() })
+        .map(|((name, kind), (tag_sets, origin))| SeriesEntry::Name {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            tag_sets: tag_sets as u64,
+            origin,
         })
         .collect();
     (entries, total)
@@ -219,7 +161,7 @@ pub fn to_forget(
     store: &store::Store,
     prefix_stats: &str,
 ) -> Result<Vec<SeriesKey>, Failure> {
-    let filter = Filter::read(query)?;
+    let filter = Filter::of(&SeriesRequest::filters_from_query(query)?)?;
     if !filter.names_something() {
         let message = "say which series to forget: `name`, `match`, `contains` or `origin` (`match=*` for all)";
         return Err(Failure::new(StatusCode::BAD_REQUEST, message));
@@ -268,7 +210,7 @@ mod tests {
             ("api.latency", "", Origin::User),
         ];
         for (name, prefix, want) in cases {
-            assert_eq!(Origin::of(name, prefix), want, "{name} under {prefix}");
+            assert_eq!(origin_of(name, prefix), want, "{name} under {prefix}");
         }
     }
 }

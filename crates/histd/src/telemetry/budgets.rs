@@ -1,8 +1,11 @@
 //! The cardinality budgets as the management `stats` reply, `/health`, `/metrics`, the API
 //! and the web page show them: one list of named values, and the offenders.
 
+use std::collections::BTreeMap;
+
 use agg::{BudgetReport, FoldReason, MetricType};
-use serde_json::{json, Value};
+
+use crate::contract::{Budgets, Offender};
 
 /// What the budgets hold, gathered under the aggregator's lock.
 #[derive(Debug, Clone)]
@@ -46,37 +49,35 @@ impl BudgetState {
         out
     }
 
-    /// As JSON: the entries as an object, the budgets and the offenders.
-    pub fn json(&self) -> Value {
+    /// As the API answers it (`/api/v1/budgets`, `budgets` in `/health`).
+    pub fn contract(&self) -> Budgets {
         let report = &self.report;
-        let per_type = |values: [usize; 4]| -> Value {
-            MetricType::ALL.iter().zip(values).map(|(kind, value)| (kind.name().to_string(), json!(value))).collect()
+        let per_type = |values: [usize; 4]| -> BTreeMap<String, u64> {
+            MetricType::ALL.iter().zip(values).map(|(kind, value)| (kind.name().to_string(), value as u64)).collect()
         };
-        let offenders: Vec<Value> = report
+        let offenders = report
             .offenders
             .iter()
-            .map(|o| {
-                json!({
-                    "pattern": o.pattern,
-                    "new_series_per_second": (o.new_series_per_second * 1000.0).round() / 1000.0,
-                    "new_series": o.new_series,
-                    "folded": o.folded,
-                })
+            .map(|o| Offender {
+                pattern: o.pattern.clone(),
+                new_series_per_second: (o.new_series_per_second * 1000.0).round() / 1000.0,
+                new_series: o.new_series,
+                folded: o.folded,
             })
             .collect();
-        let folded: serde_json::Map<String, Value> =
-            FoldReason::ALL.iter().map(|r| (r.as_str().to_string(), json!(report.folded[*r as usize]))).collect();
-        json!({
-            "series": per_type(report.series),
-            "max_series": per_type(report.budgets.max_series),
-            "max_series_per_name": report.budgets.max_series_per_name,
-            "max_tag_values": report.budgets.max_tag_values,
-            "max_set_members": report.budgets.max_set_members,
-            "names_at_series_per_name": per_type(report.names_at_budget),
-            "folded_series": folded,
-            "sets_sketched": self.sets_sketched,
-            "idle_expired": per_type(self.idle_expired.map(|n| n as usize)),
-            "offenders": offenders,
-        })
+        let folded_series =
+            FoldReason::ALL.iter().map(|r| (r.as_str().to_string(), report.folded[*r as usize])).collect();
+        Budgets {
+            series: per_type(report.series),
+            max_series: per_type(report.budgets.max_series),
+            max_series_per_name: report.budgets.max_series_per_name as u64,
+            max_tag_values: report.budgets.max_tag_values as u64,
+            max_set_members: report.budgets.max_set_members as u64,
+            names_at_series_per_name: per_type(report.names_at_budget),
+            folded_series,
+            sets_sketched: self.sets_sketched,
+            idle_expired: per_type(self.idle_expired.map(|n| n as usize)),
+            offenders,
+        }
     }
 }

@@ -7,7 +7,6 @@
 //! model.rs holds the state and what each key does; text.rs lays screens out as lines; tui.rs
 //! draws them with ratatui and reads keys with crossterm.
 
-mod live;
 mod model;
 mod text;
 mod tui;
@@ -18,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use live::Live;
+use crate::contract::Live;
 use model::Model;
 
 /// `histd top`'s command line.

@@ -3,14 +3,14 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::live::{Live, SeriesRow};
+use crate::contract::{Live, LiveRequest, SeriesRow};
 
 /// Points of rate and p99 kept per series for the detail view's sparklines.
 const HISTORY: usize = 600;
 
 /// A column the rows can be sorted by (the daemon sorts, so the rows sent are the busiest by
 /// it).
-pub use crate::http::live::SortBy as Column;
+pub use crate::contract::SortBy as Column;
 
 /// The column after `column`, for `s`.
 fn next(column: Column) -> Column {
@@ -108,17 +108,14 @@ impl Model {
 
     /// The path and query to ask the daemon.
     pub fn query(&self) -> String {
-        let mut path = format!("/api/v1/live?limit={}&sort={}", self.limit, self.sort.parameter());
-        if let Some(filter) = &self.filter {
-            path.push_str(&format!("&match={}", crate::http_client::percent_encode(filter)));
+        LiveRequest {
+            limit: self.limit,
+            sort: self.sort,
+            pattern: self.filter.clone(),
+            threshold: self.threshold,
+            tables: self.view == View::Cardinality, // a pass over every key: only when shown
         }
-        if let Some(threshold) = self.threshold {
-            path.push_str(&format!("&threshold={threshold}"));
-        }
-        if self.view == View::Cardinality {
-            path.push_str("&tables=1"); // a pass over every key: only when shown
-        }
-        path
+        .path_and_query()
     }
 
     /// Takes a new answer (ignored while frozen); returns the series that crossed the
@@ -417,7 +414,7 @@ mod tests {
             p50: p99.map(|p| p / 2.0),
             p99,
             at_or_above: p99.map(|_| 3),
-            bins: Vec::new(),
+            bins: None,
         }
     }
 
@@ -434,7 +431,7 @@ mod tests {
         assert!(model.header()[1].starts_with("lines -/s"), "{:?}", model.header());
         let mut next = live(3_000, 20_100, vec![]);
         next.totals.bad_lines.insert("no_type".into(), 40);
-        let example = |line: &str, unix_s| super::super::live::BadLineExample {
+        let example = |line: &str, unix_s| crate::contract::BadLineExample {
             line: line.into(),
             source: Some("10.0.0.7".into()),
             unix_s,

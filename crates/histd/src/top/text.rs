@@ -1,8 +1,8 @@
 //! The screens as lines of text at a given width: `--once` prints them, the terminal view
 //! draws them (with the selected row and the rows over the threshold highlighted).
 
-use super::live::SeriesRow;
 use super::model::{bytes, human, number, Column, Model, View};
+use crate::contract::SeriesRow;
 
 /// Block characters from empty to full, for heat strips and sparklines.
 const LEVELS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
@@ -113,7 +113,7 @@ pub fn row_text(row: &SeriesRow, name_width: usize) -> String {
         cell(row.value),
         cell(row.p50),
         cell(row.p99),
-        heat(&row.bins, HEAT_CELLS)
+        heat(row.bins(), HEAT_CELLS)
     )
 }
 
@@ -162,10 +162,10 @@ fn detail(model: &Model, name: &str, width: usize) -> Vec<Line> {
         return lines;
     };
     lines.push(Line::plain(row_text(row, name_width(width))));
-    if !row.bins.is_empty() {
+    if !row.bins().is_empty() {
         lines.push(Line::plain(String::new()));
         lines.push(Line::heading("histogram of the interval so far (bars: samples per decade of value)".to_string()));
-        let groups = group_bins(&row.bins, 16);
+        let groups = group_bins(row.bins(), 16);
         let bar_width = width.saturating_sub(34).max(10);
         for ((lower, upper, count), bar) in groups.iter().zip(density_bars(&groups, bar_width)) {
             lines.push(Line::plain(format!("{:>10} – {:<10} {count:>8} {bar}", number(*lower), number(*upper))));
@@ -211,7 +211,8 @@ fn cardinality(model: &Model, width: usize) -> Vec<Line> {
     let Some(live) = model.latest() else { return Vec::new() };
     let name_width = (width / 2).max(20);
     let mut lines = vec![Line::heading(format!("{:<name_width$}{:>8}  TAGS (distinct values)", "NAME", "SERIES"))];
-    for name in &live.cardinality.names {
+    let Some(cardinality) = &live.cardinality else { return lines };
+    for name in &cardinality.names {
         let tags: Vec<String> = name.tags.iter().map(|(k, n)| format!("{k}={n}")).collect();
         lines.push(Line::plain(format!(
             "{:<name_width$}{:>8}  {}",
@@ -220,13 +221,13 @@ fn cardinality(model: &Model, width: usize) -> Vec<Line> {
             tags.join(" ")
         )));
     }
-    let other = &live.cardinality.other;
+    let other = &cardinality.other;
     if other.names > 0 {
         lines.push(Line::plain(format!("(other {} names, {} series)", other.names, other.series)));
     }
     lines.push(Line::plain(String::new()));
     lines.push(Line::heading(format!("{:<name_width$}{:>10}{:>8}", "HOT PREFIX", "RATE/s", "SHARE")));
-    for prefix in &live.prefixes {
+    for prefix in live.prefixes.iter().flatten() {
         let share = format!("{:.1}%", prefix.share * 100.0);
         lines.push(Line::plain(format!(
             "{:<name_width$}{:>10}{share:>8}",
@@ -275,7 +276,7 @@ mod tests {
             p50: Some(12.0),
             p99: Some(950.25),
             at_or_above: Some(3),
-            bins: vec![(1.0, 1.1, 5)],
+            bins: Some(vec![(1.0, 1.1, 5)]),
         };
         let text = row_text(&row, 20);
         assert!(text.starts_with("a.very.long.series… "), "{text}");

@@ -341,7 +341,7 @@ fn series_are_listed_by_origin_and_name_and_can_be_forgotten() {
 }
 
 fn assert_matches_its_schema(path: &str, answer: &serde_json::Value) {
-    let spec: serde_json::Value = serde_json::from_str(include_str!("../../src/http/openapi.json")).unwrap();
+    let spec: serde_json::Value = serde_json::from_str(include_str!("../../src/contract/openapi.json")).unwrap();
     let route = path.split('?').next().unwrap();
     let reference = spec["paths"][route]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
         .as_str()

@@ -1,0 +1,66 @@
+//! The typed HTTP contract of `/api/v1/*`: the parameters histd's own clients send and the
+//! answers every route gives, in one place. The handlers build these answers and read these
+//! requests; `histd top` and `histd query` write the requests and read the answers; and a
+//! test holds `openapi.json` (served at `/api/v1/openapi.json`) to them: every property both
+//! ways, its JSON type, and every route's parameters.
+//!
+//! Numbers a JSON answer cannot carry (NaN, infinities) are written `null`: fields that may
+//! hold one are `Option<f64>`, filled with [`finite`].
+
+mod live;
+mod state;
+mod stored;
+
+#[cfg(test)]
+mod openapi;
+
+pub use live::{
+    ActiveAlert, BadLineExample, Cardinality, Interval, Live, LiveRequest, NameRow, Other, Prefix, SeriesCount,
+    SeriesRow, SortBy, Totals,
+};
+pub use state::{AlertRule, Alerts, Budgets, Merged, Offender};
+pub use stored::{
+    Forgotten, HeatmapRequest, HeatmapResult, HeatmapStep, HistogramRequest, HistogramResult, Origin, QueryRequest,
+    QueryResult, SeriesEntry, SeriesList, SeriesRequest,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// The API description, compiled in.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// A histogram bin: `[lower, upper, count]`, as every answer writes it.
+pub type Bin = (f64, f64, u64);
+
+/// A point of a query: `[unix seconds, value]` (`null` where the step has no value).
+pub type Point = (i64, Option<f64>);
+
+/// Every answer that is not a success: `{"error": …}` naming what went wrong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorAnswer {
+    /// What went wrong (a bad parameter is named).
+    pub error: String,
+}
+
+/// `value` when JSON can carry it (finite), else `None` (written `null`).
+pub fn finite(value: f64) -> Option<f64> {
+    value.is_finite().then_some(value)
+}
+
+/// A histogram's bins, as every answer writes them.
+pub fn bins(histogram: &circllhist::Histogram) -> Vec<Bin> {
+    store::bins_of(histogram)
+}
+
+/// `path?name=value&…`, each value percent-encoded; `None` values are left out.
+fn path_with<'a>(path: &str, parameters: impl IntoIterator<Item = (&'a str, Option<String>)>) -> String {
+    let mut out = path.to_string();
+    for (name, value) in parameters {
+        let Some(value) = value else { continue };
+        out.push(if out.contains('?') { '&' } else { '?' });
+        out.push_str(name);
+        out.push('=');
+        out.push_str(&crate::http_client::percent_encode(&value));
+    }
+    out
+}
