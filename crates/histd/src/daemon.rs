@@ -94,12 +94,12 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
             config.mgmt
         )
     });
-    let http_listener = match config.store.serve_http {
+    let http_listener = match config.http_port.serve {
         false => Ok(None),
-        true => TcpListener::bind(config.store.http).await.map(Some).with_context(|| {
+        true => TcpListener::bind(config.http_port.address).await.map(Some).with_context(|| {
             format!(
                 "cannot bind the HTTP port {} (http_address/http_port, --http-port); another process may hold it",
-                config.store.http
+                config.http_port.address
             )
         }),
     };
@@ -125,7 +125,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         tracing::info!(url = %format!("http://{http}/"), "the web page, /health, /metrics and the query API");
     }
     if config.lists("store") {
-        tracing::info!(data_dir = %config.store.data_dir.display(), "the embedded store keeps its data here");
+        tracing::info!(data_dir = %config.settings::<crate::sinks::store::Store>().data_dir.display(), "the embedded store keeps its data here");
     }
     let alerts = start_alerts(&config, &aggregation, &sinks, &bound, startup_s);
     let admin_state = Arc::new(AdminState {
@@ -213,7 +213,7 @@ fn start_alerts(
     if config.alerts.rules.is_empty() {
         return None;
     }
-    let base_url = format!("http://{}", bound.http.unwrap_or(config.store.http));
+    let base_url = format!("http://{}", bound.http.unwrap_or(config.http_port.address));
     let prefix = &config.agg.prefix_stats;
     let (alerts, outlet) = Alerts::start(&config.alerts, aggregation.clone(), prefix, base_url, startup_s);
     sinks.attach(outlet, alerts.telemetry());

@@ -126,11 +126,11 @@ impl Ports {
             config.mgmt.set_port(port);
         }
         if let Some(port) = self.http_port {
-            config.store.http.set_port(port);
-            config.store.serve_http = true;
+            config.http_port.address.set_port(port);
+            config.http_port.serve = true;
         }
         if self.no_http {
-            config.store.serve_http = false;
+            config.http_port.serve = false;
         }
     }
 }
@@ -233,7 +233,7 @@ fn run(
     // The command line's settings go over the file's at start and at every reload.
     let overrides = move |config: &mut Config| {
         if let Some(dir) = &data_dir {
-            config.store.data_dir = dir.clone();
+            config.set_data_dir(dir.clone());
         }
         ports.apply(config);
     };

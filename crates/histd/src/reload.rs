@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::aggregation::Aggregation;
 use crate::backends::Roster;
-use crate::config::Config;
+use crate::config::{BackendSettings, Config};
 use crate::ingest::Ingress;
 use crate::telemetry::EdgeCounters;
 
@@ -76,18 +76,8 @@ const AGGREGATOR_KEYS: [&str; 15] = [
 
 /// The effective config's top-level keys that reopen listeners, restart sinks or change who
 /// may use the HTTP port.
-const EDGE_KEYS: [&str; 10] = [
-    "servers",
-    "backends",
-    "graphite",
-    "console",
-    "repeater",
-    "prometheus",
-    "forward",
-    "sinkQueueBytes",
-    "alerts",
-    "http",
-];
+/// (Every backend's own section is applied too: its sink restarts with it.)
+const EDGE_KEYS: [&str; 5] = ["servers", "backends", "sinkQueueBytes", "alerts", "http"];
 
 /// Keys that are runtime state or derived, not settings to compare (`healthStatus` is the
 /// management `health` command's to change; `ignoredKeys` is a report).
@@ -207,7 +197,7 @@ impl Reloader {
         outcome.changes.extend(ingress.apply(listeners).await.map_err(|error| format!("{error:#}"))?);
         if outcome.applied.iter().any(|key| key.starts_with("store.")) {
             if let Some((store, _)) = sinks.store() {
-                store.set_options(&applied.store).await?;
+                store.set_options(applied.settings::<crate::sinks::store::Store>()).await?;
             }
         }
         if let Some(alerts) = alerts.as_ref().filter(|_| outcome.applied.iter().any(|key| key == "alerts")) {
@@ -232,16 +222,8 @@ fn applied(in_force: &Config, new: &Config) -> Config {
     applied.listeners = new.listeners.clone();
     applied.ingest.receive_buffer = new.ingest.receive_buffer;
     applied.backends = new.backends.clone();
-    applied.graphite = new.graphite.clone();
-    applied.console = new.console.clone();
-    applied.repeater = new.repeater.clone();
-    applied.prometheus = new.prometheus.clone();
-    applied.forward = new.forward.clone();
+    applied.backend_settings = new.backend_settings.clone();
     applied.sink_queue_bytes = new.sink_queue_bytes;
-    applied.store.retention = new.store.retention;
-    applied.store.max_bytes = new.store.max_bytes;
-    applied.store.scrub_interval = new.store.scrub_interval;
-    applied.store.data_dir = new.store.data_dir.clone();
     applied.alerts.rules = new.alerts.rules.clone();
     applied.http = new.http.clone();
     applied
@@ -283,7 +265,7 @@ fn keep(to: &mut Map<String, Value>, from: &Map<String, Value>, key: &str) {
 fn file_spellings(effective: &str) -> Vec<&str> {
     match effective {
         "mgmt" => vec!["mgmt_port", "mgmt_address"],
-        "store.http" => vec!["http_port", "http_address", "store.http"],
+        "httpPort" => vec!["http_port", "http_address"],
         other => vec![other],
     }
 }
@@ -300,7 +282,12 @@ fn classify(old: &Value, new: &Value) -> ReloadOutcome {
         match key.as_str() {
             "store" => classify_fields(old.get(key), new.get(key), "store.", STORE_FIELDS, &mut outcome),
             "ingest" => classify_fields(old.get(key), new.get(key), "", INGEST_FIELDS, &mut outcome),
-            key if AGGREGATOR_KEYS.contains(&key) || EDGE_KEYS.contains(&key) => outcome.applied.push(key.to_string()),
+            key if AGGREGATOR_KEYS.contains(&key)
+                || EDGE_KEYS.contains(&key)
+                || BackendSettings::names().any(|name| name == key) =>
+            {
+                outcome.applied.push(key.to_string())
+            }
             _ => outcome.needs_restart.push(key.clone()),
         }
     }
@@ -309,7 +296,7 @@ fn classify(old: &Value, new: &Value) -> ReloadOutcome {
 
 /// The store's fields: whether each applies live.
 const STORE_FIELDS: &[(&str, bool)] =
-    &[("retention", true), ("maxBytes", true), ("scrubInterval", true), ("dataDir", true), ("http", false)];
+    &[("retention", true), ("maxBytes", true), ("scrubInterval", true), ("dataDir", true)];
 
 /// The ingest keys: the receive buffer applies to running sockets; the readers, their batches
 /// and the connection bounds take a restart.
@@ -382,6 +369,12 @@ mod tests {
                 &["udpReaders"],
             ),
             ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, mgmt_port: 9126 }", &[], &["mgmt"]),
+            ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, http_port: 9127 }", &[], &["httpPort"]),
+            (
+                "{ port: 8125, percentThreshold: 90, flushInterval: 10000, otlp: { scale: 3 }, console: { prettyprint: true } }",
+                &["console", "otlp"],
+                &[],
+            ),
             ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, healthStatus: 'down' }", &[], &[]),
             ("{ port: 8125, percentThreshold: 90, flushInterval: 10000, maxSetMembers: 5 }", &["maxSetMembers"], &[]),
         ];
@@ -403,6 +396,13 @@ mod tests {
         assert_eq!(after.agg.flush_interval, in_force.agg.flush_interval, "the flusher's grid and the rates' divisor");
         assert_eq!(after.agg.prefix_stats, "a");
         assert_eq!((after.agg.thresholds[0].percent, after.agg.budgets.max_tag_values), (50.0, 7));
+        let otlp_scale = |config: &Config| config.settings::<crate::sinks::otlp::Otlp>().scale;
+        let new = Config::from_text(
+            "{ percentThreshold: 50, flushInterval: 5000, prefixStats: 'b', maxTagValues: 7, otlp: { scale: 3 } }",
+        )
+        .unwrap();
+        let after = applied(&in_force, &new);
+        assert_eq!(otlp_scale(&after), 3, "every backend's section is applied: its sink restarts with it");
         let again = classify(&after.effective(), &new.effective());
         assert_eq!(again.applied, Vec::<String>::new());
         assert_eq!(again.needs_restart, ["flushInterval", "prefixStats"]);
@@ -411,23 +411,21 @@ mod tests {
     #[test]
     fn the_file_in_force_keeps_the_keys_that_take_a_restart() {
         let object = |text: &str| -> Map<String, Value> { serde_json::from_str(text).unwrap() };
-        let old =
-            object(r#"{"percentThreshold": [90], "flushInterval": 1000, "mgmt_port": 8126, "store": {"http": 1}}"#);
-        let new =
-            object(r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "store": {"http": 2}}"#);
+        let old = object(r#"{"percentThreshold": [90], "flushInterval": 1000, "mgmt_port": 8126, "http_port": 1}"#);
+        let new = object(r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "http_port": 2}"#);
         let cases: &[(&[&str], &str)] = &[
-            (&[], r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "store": {"http": 2}}"#),
+            (&[], r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "http_port": 2}"#),
             (
                 &["flushInterval"],
-                r#"{"percentThreshold": [75], "flushInterval": 1000, "mgmt_port": 9000, "store": {"http": 2}}"#,
+                r#"{"percentThreshold": [75], "flushInterval": 1000, "mgmt_port": 9000, "http_port": 2}"#,
             ),
             (
-                &["mgmt", "store.http"],
-                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 8126, "store": {"http": 1}}"#,
+                &["mgmt", "httpPort"],
+                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 8126, "http_port": 1}"#,
             ),
             (
                 &["forward (its spoolDir is in use)"],
-                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "store": {"http": 2}}"#,
+                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "http_port": 2}"#,
             ),
         ];
         for (restart, want) in cases {

@@ -1,12 +1,15 @@
 //! `backends`: every backend histd has, one line each in [`LIST`], and the entries of a
 //! config's `backends` resolved against it. A backend is a type in its folder under `sinks/`
-//! (it implements [`crate::sinks::Backend`]); its line here names the type and the field of
-//! [`Config`] that keeps its settings.
+//! (it implements [`crate::sinks::Backend`]: its name, its keys, how it reads and prints its
+//! section, how its sink starts); its line here is all the rest of histd needs. Every
+//! backend's settings are read, listed or not (so a misspelt key is named either way), and
+//! kept in [`BackendSettings`], found by the backend's type.
 
+use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::Config;
 use crate::config_reader::keys::KeyDoc;
@@ -17,16 +20,90 @@ use crate::telemetry::EtsyStatus;
 
 /// Every backend, in the order `backends`' error lists them.
 static LIST: &[&dyn Listed] = &[
-    &Entry::<graphite::Graphite>::new(|config| &config.graphite),
-    &Entry::<console::Console>::new(|config| &config.console),
-    &Entry::<repeater::Repeater>::new(|config| &config.repeater),
-    &Entry::<store::Store>::new(|config| &config.store),
-    &Entry::<prometheus::Prometheus>::new(|config| &config.prometheus),
-    &Entry::<forward::Forward>::new(|config| &config.forward),
-    &Entry::<otlp::Otlp>::new(|config| &config.otlp),
-    &Entry::<file::File>::new(|config| &config.file),
-    &Entry::<circonus::Circonus>::new(|config| &config.circonus),
+    &Entry::<graphite::Graphite>::NEW,
+    &Entry::<console::Console>::NEW,
+    &Entry::<repeater::Repeater>::NEW,
+    &Entry::<store::Store>::NEW,
+    &Entry::<prometheus::Prometheus>::NEW,
+    &Entry::<forward::Forward>::NEW,
+    &Entry::<otlp::Otlp>::NEW,
+    &Entry::<file::File>::NEW,
+    &Entry::<circonus::Circonus>::NEW,
 ];
+
+/// Every backend's settings, as its own code read them, found by its type.
+#[derive(Clone)]
+pub struct BackendSettings(Vec<(&'static str, Box<dyn Held>)>);
+
+impl BackendSettings {
+    /// Reads every backend's section; `listed` tells whether `backends` names a backend.
+    pub(super) fn read(top: &Reader<'_>, listed: impl Fn(&str) -> bool) -> Result<BackendSettings, ConfigError> {
+        let read = LIST.iter().map(|entry| Ok((entry.name(), entry.read(top, listed(entry.name()))?)));
+        Ok(BackendSettings(read.collect::<Result<_, ConfigError>>()?))
+    }
+
+    /// The settings of backend `B`.
+    pub fn of<B: Kind>(&self) -> &B::Settings {
+        let held = self.0.iter().find(|(name, _)| *name == B::NAME).map(|(_, held)| held.as_any());
+        held.and_then(|any| any.downcast_ref())
+            .unwrap_or_else(|| unreachable!("{} is in LIST: its settings are read", B::NAME))
+    }
+
+    /// The settings of backend `B`, to change (`--data-dir`).
+    pub fn of_mut<B: Kind>(&mut self) -> &mut B::Settings {
+        let held = self.0.iter_mut().find(|(name, _)| *name == B::NAME).map(|(_, held)| held.as_any_mut());
+        held.and_then(|any| any.downcast_mut())
+            .unwrap_or_else(|| unreachable!("{} is in LIST: its settings are read", B::NAME))
+    }
+
+    /// Each backend's settings as `check-config` prints them, under its name.
+    pub fn effective(&self) -> Map<String, Value> {
+        LIST.iter().map(|entry| (entry.name().to_string(), entry.effective(self))).collect()
+    }
+
+    /// Every backend's name, the ones a reload applies by restarting their sinks.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        LIST.iter().map(|entry| entry.name())
+    }
+}
+
+impl fmt::Debug for BackendSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.0.iter().map(|(name, held)| (name, held.as_debug()))).finish()
+    }
+}
+
+/// One backend's settings, their type put aside.
+trait Held: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn as_debug(&self) -> &dyn fmt::Debug;
+    fn boxed(&self) -> Box<dyn Held>;
+}
+
+impl<T: Clone + fmt::Debug + Send + Sync + 'static> Held for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn as_debug(&self) -> &dyn fmt::Debug {
+        self
+    }
+
+    fn boxed(&self) -> Box<dyn Held> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn Held> {
+    fn clone(&self) -> Self {
+        self.boxed()
+    }
+}
 
 /// A backend flushes go to: one of [`LIST`].
 #[derive(Clone, Copy)]
@@ -83,21 +160,18 @@ impl fmt::Debug for Backend {
     }
 }
 
-/// A backend type with the field of [`Config`] that keeps its settings.
-struct Entry<B: Kind> {
-    settings: fn(&Config) -> &B::Settings,
-    kind: PhantomData<fn() -> B>,
-}
+/// A backend type, as [`LIST`] names it.
+struct Entry<B: Kind>(PhantomData<fn() -> B>);
 
 impl<B: Kind> Entry<B> {
-    const fn new(settings: fn(&Config) -> &B::Settings) -> Entry<B> {
-        Entry { settings, kind: PhantomData }
-    }
+    const NEW: Entry<B> = Entry(PhantomData);
 }
 
 /// A backend without its types, as [`LIST`] holds it.
 trait Listed: Sync {
     fn name(&self) -> &'static str;
+    fn read(&self, top: &Reader<'_>, listed: bool) -> Result<Box<dyn Held>, ConfigError>;
+    fn effective(&self, settings: &BackendSettings) -> Value;
     fn keys(&self) -> &'static [KeyDoc];
     fn etsy(&self) -> EtsyStatus;
     fn serves_http(&self) -> bool;
@@ -115,6 +189,14 @@ impl<B: Kind> Listed for Entry<B> {
         B::KEYS
     }
 
+    fn read(&self, top: &Reader<'_>, listed: bool) -> Result<Box<dyn Held>, ConfigError> {
+        Ok(Box::new(B::read(top, listed)?))
+    }
+
+    fn effective(&self, settings: &BackendSettings) -> Value {
+        B::effective(settings.of::<B>())
+    }
+
     fn etsy(&self) -> EtsyStatus {
         B::ETSY
     }
@@ -124,15 +206,15 @@ impl<B: Kind> Listed for Entry<B> {
     }
 
     fn identity(&self, config: &Config) -> Value {
-        B::identity((self.settings)(config), &config.shared())
+        B::identity(config.backend_settings.of::<B>(), &config.shared())
     }
 
     fn queue_limit(&self, config: &Config) -> u64 {
-        B::queue_limit((self.settings)(config), &config.shared())
+        B::queue_limit(config.backend_settings.of::<B>(), &config.shared())
     }
 
     fn start(&self, config: &Config, context: Context) -> anyhow::Result<Started> {
-        B::start((self.settings)(config), context)
+        B::start(config.backend_settings.of::<B>(), context)
     }
 }
 

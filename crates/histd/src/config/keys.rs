@@ -21,6 +21,8 @@ pub const COMMON: &[KeyDoc] = &[
     histd(&["servers[].allow", "allow"], "none (every source)", "the networks a UDP or TCP listener takes lines from (`[\"10.0.0.0/8\", \"::1\"]`); datagrams from elsewhere are dropped (`messages.refused_ingest_datagrams`), connections closed at once (`messages.refused_ingest_connections`); a reload changes it in place"),
     etsy(&["mgmt_address"], "127.0.0.1", "the management interface's address"),
     etsy(&["mgmt_port"], "8126", "the management interface's port"),
+    histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
+    histd(&["http_port"], "8127", "the HTTP API's port"),
     etsy(&["backends"], "`[\"graphite\"]`", "where flushes go: `graphite`, `console`, `repeater`, `store`, `prometheus`, `forward`, `otlp`, `file`, `circonus` (also spelled `./backends/graphite`); `histd run` with no config uses `store`"),
     etsy(&["flushInterval"], "10000", "milliseconds between flushes, on a fixed grid from start (at most a day: 86400000)"),
     etsy(&["percentThreshold"], "90", "timer percentiles to compute (a number or a list; negative: the lowest)"),

@@ -6,14 +6,13 @@ mod backends;
 pub mod keys;
 mod timers;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
 use agg::AggConfig;
 
-use crate::sinks::forward::{ForwardConfig, GlobalConfig};
-use crate::sinks::prometheus::PrometheusConfig;
+use crate::sinks::forward::GlobalConfig;
 use serde_json::{json, Map, Value};
 
 pub use crate::config_reader::{object_literal, parse_bytes, parse_duration, read_file, ConfigError};
@@ -23,7 +22,7 @@ pub use crate::sinks::console::ConsoleConfig;
 pub use crate::sinks::graphite::{GraphiteConfig, GraphiteProtocol};
 pub use crate::sinks::repeater::{RepeaterConfig, RepeaterProtocol};
 pub use crate::sinks::store::StoreConfig;
-pub use backends::Backend;
+pub use backends::{Backend, BackendSettings};
 
 /// The management port when none is given.
 pub const DEFAULT_MGMT_PORT: u16 = 8126;
@@ -43,26 +42,12 @@ pub struct Config {
     pub backends: Vec<Backend>,
     /// Aggregation settings.
     pub agg: AggConfig,
-    /// The `graphite` backend.
-    pub graphite: GraphiteConfig,
-    /// The `console` backend.
-    pub console: ConsoleConfig,
-    /// The `repeater` backend.
-    pub repeater: RepeaterConfig,
-    /// The `prometheus` backend.
-    pub prometheus: PrometheusConfig,
-    /// The `forward` backend (a local histd's global nodes).
-    pub forward: ForwardConfig,
-    /// The `otlp` backend.
-    pub otlp: crate::sinks::otlp::OtlpConfig,
-    /// The `file` backend (`file.name` is required with it).
-    pub file: Option<crate::sinks::file::FileConfig>,
-    /// The `circonus` backend (`circonus.url` is required with it).
-    pub circonus: Option<crate::sinks::circonus::CirconusConfig>,
+    /// Every backend's settings, as its own code read them ([`Config::settings`]).
+    pub backend_settings: BackendSettings,
     /// What this histd does with batches other histd forward to it.
     pub global: GlobalConfig,
-    /// The embedded store and the HTTP API.
-    pub store: StoreConfig,
+    /// The HTTP port: the query API, `/health`, `/metrics`, the web page, forwarded batches.
+    pub http_port: HttpPort,
     /// Who may use the HTTP port (`http.*`: host names, tokens per role).
     pub http: crate::access::HttpSecurity,
     /// Alert rules (`alerts`) and where their notifications go (`alerting`).
@@ -80,7 +65,44 @@ pub struct Config {
     pub raw: Map<String, Value>,
 }
 
+/// The HTTP port's address and whether it is bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpPort {
+    /// `http_address` (127.0.0.1) and `http_port` (8127).
+    pub address: SocketAddr,
+    /// Whether it is bound at all: when something uses it (the store, the prometheus backend,
+    /// `global.accept`), when `http_port` or `http_address` is given, or with `--http-port`;
+    /// never with `--no-http`.
+    pub serve: bool,
+}
+
+/// The HTTP port when none is given.
+pub const DEFAULT_HTTP_PORT: u16 = 8127;
+
+/// Reads `http_address` and `http_port`.
+fn http_port(top: &Reader<'_>) -> Result<HttpPort, ConfigError> {
+    let ip: IpAddr = match top.string("http_address")? {
+        None => Ipv4Addr::LOCALHOST.into(),
+        Some(text) => crate::ingest::servers::parse_ip(&text)
+            .ok_or_else(|| top.error("http_address", format!("'{text}' is not an IP address")))?,
+    };
+    Ok(HttpPort {
+        address: SocketAddr::new(ip, top.port("http_port", DEFAULT_HTTP_PORT)?),
+        serve: top.raw("http_port").is_some() || top.raw("http_address").is_some(),
+    })
+}
+
 impl Config {
+    /// The settings of backend `B` (`config.settings::<sinks::graphite::Graphite>()`).
+    pub fn settings<B: crate::sinks::Backend>(&self) -> &B::Settings {
+        self.backend_settings.of::<B>()
+    }
+
+    /// The settings of backend `B`, to change (the command line's overrides).
+    pub fn settings_mut<B: crate::sinks::Backend>(&mut self) -> &mut B::Settings {
+        self.backend_settings.of_mut::<B>()
+    }
+
     /// Reads and validates the config file at `path`.
     pub fn from_file(path: &Path) -> anyhow::Result<Config> {
         read_file(path, Config::from_text)
@@ -122,11 +144,8 @@ impl Config {
         };
         let backends = backends::backends(&top)?;
         let listed = |name: &str| backends.iter().any(|backend| backend.name() == name);
-        let forwarding = listed("forward");
         // The file backend writes sets' members, which only mergeable snapshots carry.
-        let writing_files = listed("file");
-        let to_circonus = listed("circonus");
-        let keep_mergeable = forwarding || writing_files;
+        let keep_mergeable = listed("forward") || listed("file");
         let agg = AggConfig { keep_mergeable, ..agg_config(&top)? };
         let config = Config {
             alerts: crate::alerts::config::alerts(&top, agg.flush_interval)?,
@@ -135,17 +154,10 @@ impl Config {
             query: query_limits(&top)?,
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
             agg,
-            forward: crate::sinks::forward::config::forward(&top, forwarding)?,
+            backend_settings: BackendSettings::read(&top, listed)?,
             global: crate::sinks::forward::config::global(&top)?,
             backends,
-            graphite: crate::sinks::graphite::config::graphite(&top)?,
-            console: crate::sinks::console::console(&top)?,
-            repeater: crate::sinks::repeater::config::repeater(&top)?,
-            prometheus: crate::sinks::prometheus::config::prometheus(&top)?,
-            otlp: crate::sinks::otlp::config::otlp(&top)?,
-            file: crate::sinks::file::config::file(&top, writing_files)?,
-            circonus: crate::sinks::circonus::config::circonus(&top, to_circonus)?,
-            store: crate::sinks::store::config::store(&top)?,
+            http_port: http_port(&top)?,
             http: crate::access::read(&top)?,
             debug: top.bool("debug", false)?,
             healthy_at_start: health_status(&top)?,
@@ -156,9 +168,9 @@ impl Config {
         let ignored_keys = keys::unread_keys(&raw, read);
         let mut config = Config { ignored_keys, raw, ..config };
         let uses_http = config.backends.iter().any(|backend| backend.serves_http());
-        config.store.serve_http |= uses_http || config.global.accept;
-        if config.store.serve_http {
-            config.http.check_exposure(config.store.http.ip(), config.global.accept)?;
+        config.http_port.serve |= uses_http || config.global.accept;
+        if config.http_port.serve {
+            config.http.check_exposure(config.http_port.address.ip(), config.global.accept)?;
         }
         Ok(config)
     }
@@ -178,6 +190,11 @@ impl Config {
         }
     }
 
+    /// Sets the store's data directory (`--data-dir`).
+    pub fn set_data_dir(&mut self, dir: std::path::PathBuf) {
+        self.settings_mut::<crate::sinks::store::Store>().data_dir = dir;
+    }
+
     /// Sets the port of every UDP and TCP listener (`histd run --port`).
     pub fn set_listener_port(&mut self, port: u16) {
         for listener in &mut self.listeners {
@@ -191,7 +208,7 @@ impl Config {
     /// The effective settings, for `histd check-config`.
     pub fn effective(&self) -> Value {
         let agg = &self.agg;
-        json!({
+        let mut effective = json!({
             "servers": self.listeners.iter().map(Listener::effective).collect::<Vec<_>>(),
             "ingest": self.ingest.effective(),
             "query": { "queryMaxSteps": self.query.max_steps, "queryMaxSeries": self.query.max_series },
@@ -219,16 +236,8 @@ impl Config {
             "maxSeriesPerName": agg.budgets.max_series_per_name,
             "maxTagValues": agg.budgets.max_tag_values,
             "maxSetMembers": agg.budgets.max_set_members,
-            "graphite": self.graphite.effective(),
-            "console": { "prettyprint": self.console.prettyprint },
-            "repeater": self.repeater.effective(),
-            "prometheus": self.prometheus.effective(),
-            "forward": self.forward.effective(),
-            "otlp": self.otlp.effective(),
-            "file": self.file.as_ref().map(|file| file.effective()),
-            "circonus": self.circonus.as_ref().map(|circonus| circonus.effective()),
             "global": self.global.effective(),
-            "store": self.store.effective(),
+            "httpPort": if self.http_port.serve { Value::String(self.http_port.address.to_string()) } else { Value::Null },
             "http": self.http.effective(),
             "alerts": self.alerts.effective().0,
             "alerting": self.alerts.effective().1,
@@ -236,7 +245,11 @@ impl Config {
             "healthStatus": if self.healthy_at_start { "up" } else { "down" },
             "sinkQueueBytes": self.sink_queue_bytes,
             "ignoredKeys": self.ignored_keys,
-        })
+        });
+        if let Value::Object(object) = &mut effective {
+            object.extend(self.backend_settings.effective());
+        }
+        effective
     }
 }
 

@@ -22,12 +22,12 @@ fn defaults_match_etsy() {
     assert_eq!(config.agg.prefix_stats, "statsd");
     assert!(config.agg.key_name_sanitize);
     assert!(!config.agg.delete_counters);
-    assert_eq!(config.graphite.host, None);
-    assert_eq!(config.graphite.port, 2003);
-    assert!(config.graphite.legacy_namespace);
-    assert!(config.graphite.flush_counts);
-    assert_eq!(config.graphite.global_prefix, "stats");
-    assert_eq!(config.repeater.protocol, RepeaterProtocol::Udp4);
+    assert_eq!(config.settings::<crate::sinks::graphite::Graphite>().host, None);
+    assert_eq!(config.settings::<crate::sinks::graphite::Graphite>().port, 2003);
+    assert!(config.settings::<crate::sinks::graphite::Graphite>().legacy_namespace);
+    assert!(config.settings::<crate::sinks::graphite::Graphite>().flush_counts);
+    assert_eq!(config.settings::<crate::sinks::graphite::Graphite>().global_prefix, "stats");
+    assert_eq!(config.settings::<crate::sinks::repeater::Repeater>().protocol, RepeaterProtocol::Udp4);
 }
 
 #[test]
@@ -322,8 +322,8 @@ fn the_local_default_listens_on_loopback() {
         ]
     );
     assert_eq!(names(&config), ["store"]);
-    assert_eq!(config.store.http, "127.0.0.1:8127".parse().unwrap());
-    assert!(config.store.serve_http);
+    assert_eq!(config.http_port.address, "127.0.0.1:8127".parse().unwrap());
+    assert!(config.http_port.serve);
 }
 
 #[test]
@@ -338,7 +338,7 @@ fn the_http_port_is_bound_only_when_something_uses_it() {
         ("{ backends: ['console'], http_address: '0.0.0.0', http: { openToNetwork: true } }", true),
     ];
     for (text, serves) in cases {
-        assert_eq!(parse(text).store.serve_http, serves, "{text}");
+        assert_eq!(parse(text).http_port.serve, serves, "{text}");
     }
 }
 

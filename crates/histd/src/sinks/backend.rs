@@ -1,5 +1,6 @@
-//! The shape of a backend: a type that implements [`Backend`]. It names itself, says what of
-//! its settings a reload compares, and starts its sink from a [`Context`] that hands it what
+//! The shape of a backend: a type that implements [`Backend`]. It names itself, reads and
+//! prints its own section of the config, says what of its settings a reload compares, and
+//! starts its sink from a [`Context`] that hands it what
 //! every sink shares: its queue of flushes (the one queue, bounded and counted), its telemetry,
 //! the settings common to all backends, and the process's start time. What a running sink
 //! offers the rest of the daemon (the repeater's tap, prometheus' series, the store's writer)
@@ -15,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::lock;
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// Snapshots a sink may have waiting before new ones are dropped.
@@ -31,7 +33,16 @@ pub trait Backend: 'static {
     /// Its keys, for README's table and `check-config`'s suggestions (`config/keys.rs`).
     const KEYS: &'static [KeyDoc];
     /// Its settings, read from the config file by the code in its folder.
-    type Settings: Send + Sync + 'static;
+    type Settings: Clone + std::fmt::Debug + Send + Sync + 'static;
+
+    /// Reads its settings from the config file; `listed`: whether `backends` names it (a
+    /// backend whose settings are required only when it runs checks them then). An error
+    /// names the key.
+    fn read(top: &Reader<'_>, listed: bool) -> Result<Self::Settings, ConfigError>;
+
+    /// Its settings as `histd check-config` and the management `config` print them (under
+    /// its name); a reload compares them to tell what changed.
+    fn effective(settings: &Self::Settings) -> Value;
 
     /// Everything its sink starts with: a reload restarts it when this changes.
     fn identity(settings: &Self::Settings, shared: &Shared) -> Value;

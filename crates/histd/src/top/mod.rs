@@ -125,11 +125,11 @@ fn host_of(args: &TopArgs) -> anyhow::Result<String> {
         Some(path) => {
             let config = crate::config::Config::from_file(path)?;
             anyhow::ensure!(
-                config.store.serve_http,
+                config.http_port.serve,
                 "{} serves no HTTP API: add http_port (or the store backend) to it",
                 path.display()
             );
-            Ok(config.store.http.to_string())
+            Ok(config.http_port.address.to_string())
         }
         None => Ok("127.0.0.1:8127".to_string()),
     }

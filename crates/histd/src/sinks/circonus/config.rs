@@ -136,7 +136,9 @@ mod tests {
 
     #[test]
     fn settings_are_read_or_refused_naming_the_key() {
-        let read = |text: &str| Config::from_text(text).map(|config| config.circonus);
+        let read = |text: &str| {
+            Config::from_text(text).map(|config| config.settings::<crate::sinks::circonus::Circonus>().clone())
+        };
         let config =
             read("{ backends: ['circonus'], circonus: { url: 'http://broker:43191/module/httptrap/abc/secret' } }")
                 .unwrap()

@@ -20,6 +20,7 @@ use config::CirconusFormat;
 use super::delivery::{plain_judge, spawn_http_sink, Destination};
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 
 /// The circonus backend: histograms as circllhist to an HTTPTrap check or IRONdb.
 pub struct Circonus;
@@ -29,6 +30,14 @@ impl Backend for Circonus {
     const KEYS: &'static [KeyDoc] = config::KEYS;
     /// `None` unless `backends` lists it (then `circonus.url` is required).
     type Settings = Option<CirconusConfig>;
+
+    fn read(top: &Reader<'_>, listed: bool) -> Result<Option<CirconusConfig>, ConfigError> {
+        config::circonus(top, listed)
+    }
+
+    fn effective(settings: &Option<CirconusConfig>) -> Value {
+        settings.as_ref().map_or(Value::Null, CirconusConfig::effective)
+    }
 
     fn identity(settings: &Option<CirconusConfig>, shared: &Shared) -> Value {
         json!({

@@ -35,6 +35,14 @@ impl Backend for Console {
     const ETSY: EtsyStatus = EtsyStatus::Console;
     type Settings = ConsoleConfig;
 
+    fn read(top: &Reader<'_>, _listed: bool) -> Result<ConsoleConfig, ConfigError> {
+        console(top)
+    }
+
+    fn effective(settings: &ConsoleConfig) -> Value {
+        json!({ "prettyprint": settings.prettyprint })
+    }
+
     fn identity(settings: &ConsoleConfig, shared: &Shared) -> Value {
         json!({ "console": settings.prettyprint, "sinkQueueBytes": shared.sink_queue_bytes })
     }

@@ -102,7 +102,8 @@ mod tests {
 
     #[test]
     fn settings_are_read_or_refused_naming_the_key() {
-        let read = |text: &str| Config::from_text(text).map(|config| config.file);
+        let read =
+            |text: &str| Config::from_text(text).map(|config| config.settings::<crate::sinks::file::File>().clone());
         let file = read("{ backends: ['file'], file: { name: '/tmp/f.log' } }").unwrap().unwrap();
         assert_eq!((file.format, file.max_bytes, file.keep), (FileFormat::Statsd, DEFAULT_MAX_BYTES, DEFAULT_KEEP));
         let file = read("{ file: { name: 'f.jsonl', format: 'jsonl', maxBytes: 0, keep: 0 } }").unwrap().unwrap();

@@ -17,6 +17,7 @@ pub use config::FileConfig;
 
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 
 /// The file backend: each flush appended to a file.
 pub struct File;
@@ -26,6 +27,14 @@ impl Backend for File {
     const KEYS: &'static [KeyDoc] = config::KEYS;
     /// `None` unless `backends` lists it (then `file.name` is required).
     type Settings = Option<FileConfig>;
+
+    fn read(top: &Reader<'_>, listed: bool) -> Result<Option<FileConfig>, ConfigError> {
+        config::file(top, listed)
+    }
+
+    fn effective(settings: &Option<FileConfig>) -> Value {
+        settings.as_ref().map_or(Value::Null, FileConfig::effective)
+    }
 
     fn identity(settings: &Option<FileConfig>, shared: &Shared) -> Value {
         json!({

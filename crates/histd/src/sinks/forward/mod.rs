@@ -36,6 +36,7 @@ use tokio::task::JoinHandle;
 
 use super::{Backend, Context, Flushes, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 use encode::CutSettings;
 
 /// The forward backend: each flush's mergeable state to global histd nodes.
@@ -45,6 +46,14 @@ impl Backend for Forward {
     const NAME: &'static str = "forward";
     const KEYS: &'static [KeyDoc] = config::KEYS;
     type Settings = ForwardConfig;
+
+    fn read(top: &Reader<'_>, listed: bool) -> Result<ForwardConfig, ConfigError> {
+        config::forward(top, listed)
+    }
+
+    fn effective(settings: &ForwardConfig) -> Value {
+        settings.effective()
+    }
 
     fn identity(settings: &ForwardConfig, shared: &Shared) -> Value {
         json!({

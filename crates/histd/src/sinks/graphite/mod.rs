@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 use crate::telemetry::EtsyStatus;
 
 /// The graphite backend: Graphite/carbon, plaintext or pickle.
@@ -26,6 +27,14 @@ impl Backend for Graphite {
     const KEYS: &'static [KeyDoc] = config::KEYS;
     const ETSY: EtsyStatus = EtsyStatus::Graphite;
     type Settings = GraphiteConfig;
+
+    fn read(top: &Reader<'_>, _listed: bool) -> Result<GraphiteConfig, ConfigError> {
+        config::graphite(top)
+    }
+
+    fn effective(settings: &GraphiteConfig) -> Value {
+        settings.effective()
+    }
 
     fn identity(settings: &GraphiteConfig, shared: &Shared) -> Value {
         json!({

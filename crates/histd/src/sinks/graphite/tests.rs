@@ -12,7 +12,11 @@ fn encode(config_text: &str, packet: &str) -> Vec<String> {
     table.insert_packet(1, packet.as_bytes());
     aggregator.absorb(table);
     let snapshot = aggregator.flush(1_000_000);
-    let names = GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, config.agg.key_name_sanitize);
+    let names = GraphiteNames::new(
+        config.settings::<super::Graphite>(),
+        &config.agg.prefix_stats,
+        config.agg.key_name_sanitize,
+    );
     let mut out = String::new();
     let mut chunks = Chunked::new(|chunk: String| out.push_str(&chunk));
     names.encode(&snapshot, &mut chunks);
@@ -74,7 +78,7 @@ fn large_flushes_split_into_chunks_at_line_ends() {
     }
     aggregator.absorb(table);
     let snapshot = aggregator.flush(1_000_000);
-    let names = GraphiteNames::new(&config.graphite, &config.agg.prefix_stats, true);
+    let names = GraphiteNames::new(config.settings::<super::Graphite>(), &config.agg.prefix_stats, true);
     let mut chunks = Vec::new();
     let mut out = Chunked::new(|chunk: String| chunks.push(chunk));
     names.encode(&snapshot, &mut out);

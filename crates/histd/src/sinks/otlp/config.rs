@@ -191,7 +191,8 @@ mod tests {
 
     #[test]
     fn settings_are_read_or_refused_naming_the_key() {
-        let read = |text: &str| Config::from_text(text).map(|config| config.otlp);
+        let read =
+            |text: &str| Config::from_text(text).map(|config| config.settings::<crate::sinks::otlp::Otlp>().clone());
         let config = read("{ backends: ['otlp'] }").unwrap();
         assert_eq!(config.url, HttpUrl::parse(DEFAULT_ENDPOINT).unwrap());
         assert_eq!(

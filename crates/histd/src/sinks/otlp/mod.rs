@@ -31,6 +31,7 @@ pub use sink::{judge, partial_success};
 
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 
 /// The otlp backend: OTLP/HTTP to an OpenTelemetry collector.
 pub struct Otlp;
@@ -39,6 +40,14 @@ impl Backend for Otlp {
     const NAME: &'static str = "otlp";
     const KEYS: &'static [KeyDoc] = config::KEYS;
     type Settings = OtlpConfig;
+
+    fn read(top: &Reader<'_>, _listed: bool) -> Result<OtlpConfig, ConfigError> {
+        config::otlp(top)
+    }
+
+    fn effective(settings: &OtlpConfig) -> Value {
+        settings.effective()
+    }
 
     fn identity(settings: &OtlpConfig, shared: &Shared) -> Value {
         json!({ "otlp": settings.effective(), "headers": settings.headers, "sinkQueueBytes": shared.sink_queue_bytes })

@@ -49,6 +49,7 @@ use serde_json::Value;
 
 use super::{plain_identity, Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 
 /// The prometheus backend: `/metrics` for scrapers, and remote write.
 pub struct Prometheus;
@@ -58,6 +59,14 @@ impl Backend for Prometheus {
     const KEYS: &'static [KeyDoc] = config::KEYS;
     const SERVES_HTTP: bool = true;
     type Settings = PrometheusConfig;
+
+    fn read(top: &Reader<'_>, _listed: bool) -> Result<PrometheusConfig, ConfigError> {
+        config::prometheus(top)
+    }
+
+    fn effective(settings: &PrometheusConfig) -> Value {
+        settings.effective()
+    }
 
     fn identity(settings: &PrometheusConfig, shared: &Shared) -> Value {
         plain_identity("prometheus", settings.effective(), shared)

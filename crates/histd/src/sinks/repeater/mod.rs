@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::{plain_identity, Backend, Context, DropReason, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 pub mod config;
 
 use crate::ingest::Tap;
@@ -30,6 +31,14 @@ impl Backend for Repeater {
     const NAME: &'static str = "repeater";
     const KEYS: &'static [KeyDoc] = config::KEYS;
     type Settings = RepeaterConfig;
+
+    fn read(top: &Reader<'_>, _listed: bool) -> Result<RepeaterConfig, ConfigError> {
+        config::repeater(top)
+    }
+
+    fn effective(settings: &RepeaterConfig) -> Value {
+        settings.effective()
+    }
 
     fn identity(settings: &RepeaterConfig, shared: &Shared) -> Value {
         plain_identity("repeater", settings.effective(), shared)

@@ -1,7 +1,6 @@
-//! The embedded store and the HTTP API: `store: { dataDir, retention: { raw, minute, hour },
-//! maxBytes }`, `http_address`, `http_port`.
+//! The embedded store: `store: { dataDir, retention: { raw, minute, hour }, maxBytes,
+//! scrubInterval }`.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
@@ -9,12 +8,10 @@ use serde_json::{json, Value};
 use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{parse_bytes, parse_duration, ConfigError, Reader};
 
-/// The HTTP port when none is given.
-pub const DEFAULT_HTTP_PORT: u16 = 8127;
 /// The data directory when neither `--data-dir` nor `store.dataDir` says.
 pub const DEFAULT_DATA_DIR: &str = "histd-data";
 
-/// Store and HTTP settings.
+/// The store's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
     /// `store.dataDir` (or `--data-dir`): where `histd.db` lives.
@@ -26,12 +23,6 @@ pub struct StoreConfig {
     /// `store.scrubInterval` (`1d`; `0`: never): how often every block is read and checked,
     /// a slice after each flush.
     pub scrub_interval: Option<std::time::Duration>,
-    /// `http_address` (127.0.0.1) and `http_port` (8127): the query API and `/health`.
-    pub http: SocketAddr,
-    /// Whether the HTTP port is bound at all: when something uses it (the store, the
-    /// prometheus backend, `global.accept`), when `http_port` or `http_address` is given, or
-    /// with `--http-port`; never with `--no-http`.
-    pub serve_http: bool,
 }
 
 impl StoreConfig {
@@ -42,21 +33,15 @@ impl StoreConfig {
             "retention": { "raw": self.retention.raw, "minute": self.retention.minute, "hour": self.retention.hour },
             "maxBytes": self.max_bytes,
             "scrubInterval": self.scrub_interval.map_or(0, |interval| interval.as_secs()),
-            "http": if self.serve_http { Value::String(self.http.to_string()) } else { Value::Null },
         })
     }
 }
 
-/// Reads `store`, `http_address`, `http_port`.
+/// Reads `store`.
 pub fn store(top: &Reader<'_>) -> Result<StoreConfig, ConfigError> {
     let section = top.object("store")?;
     let retention = section.object("retention")?;
     let defaults = store::Retention::default();
-    let http_ip: IpAddr = match top.string("http_address")? {
-        None => Ipv4Addr::LOCALHOST.into(),
-        Some(text) => crate::ingest::servers::parse_ip(&text)
-            .ok_or_else(|| top.error("http_address", format!("'{text}' is not an IP address")))?,
-    };
     Ok(StoreConfig {
         data_dir: section.string("dataDir")?.map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from),
         retention: store::Retention {
@@ -66,8 +51,6 @@ pub fn store(top: &Reader<'_>) -> Result<StoreConfig, ConfigError> {
         },
         max_bytes: bytes(&section, "maxBytes", store::DEFAULT_MAX_BYTES)?,
         scrub_interval: scrub_interval(&section)?,
-        http: SocketAddr::new(http_ip, top.port("http_port", DEFAULT_HTTP_PORT)?),
-        serve_http: top.raw("http_port").is_some() || top.raw("http_address").is_some(),
     })
 }
 
@@ -115,6 +98,4 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
     histd(&["store.scrubInterval"], "`1d`", "how often every stored block is read and its checksum checked, a slice of 64 blocks after each flush (so a pass costs a little at every flush, not a stall); a damaged block is logged with its group and span and counted in `store.store_scrub_damaged_blocks`; `0` turns it off. `histd scrub` does the same offline"),
     histd(&["store.maxBytes"], "`2GiB`", "the store's disk budget (database and log; `500MB`, `2GiB` or bytes, at least 16 MiB): past it the oldest blocks are dropped first, and counted (`store_budget_dropped_points`)"),
-    histd(&["http_address"], "127.0.0.1", "the HTTP API's address"),
-    histd(&["http_port"], "8127", "the HTTP API's port"),
 ];

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
 pub mod config;
 mod damage;
 mod scrub;
@@ -84,6 +85,14 @@ impl Backend for Store {
     const KEYS: &'static [KeyDoc] = config::KEYS;
     const SERVES_HTTP: bool = true;
     type Settings = StoreConfig;
+
+    fn read(top: &Reader<'_>, _listed: bool) -> Result<StoreConfig, ConfigError> {
+        config::store(top)
+    }
+
+    fn effective(settings: &StoreConfig) -> Value {
+        settings.effective()
+    }
 
     /// Only its directory: its retention and disk budget are applied in place by a reload.
     fn identity(settings: &StoreConfig, _shared: &Shared) -> Value {
