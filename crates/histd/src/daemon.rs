@@ -165,7 +165,6 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     });
     let http_state = Arc::new(HttpState {
         reloader: reloader.clone(),
-        reader: Mutex::new(None),
         prefix_stats: config.agg.prefix_stats.clone(),
         global: global.clone(),
         ingress: ingress.clone(),

@@ -196,8 +196,8 @@ impl Reloader {
         outcome.changes = sinks.apply(started);
         outcome.changes.extend(ingress.apply(listeners).await.map_err(|error| format!("{error:#}"))?);
         if outcome.applied.iter().any(|key| key.starts_with("store.")) {
-            if let Some((store, _)) = sinks.store() {
-                store.set_options(applied.settings::<crate::sinks::store::Store>()).await?;
+            if let Some(store) = sinks.store() {
+                store.control.set_options(applied.settings::<crate::sinks::store::Store>()).await?;
             }
         }
         if let Some(alerts) = alerts.as_ref().filter(|_| outcome.applied.iter().any(|key| key == "alerts")) {

@@ -18,6 +18,7 @@ pub mod query;
 pub mod range;
 mod read;
 mod row;
+mod salvage;
 mod schema;
 mod series;
 mod upkeep;
@@ -28,6 +29,7 @@ pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::{DamagedBlock, SeriesInfo};
 pub use row::Row;
+pub use salvage::{salvage, Salvaged};
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
 pub use upkeep::{ScrubReport, ScrubStep};
@@ -55,6 +57,9 @@ pub enum StoreError {
     /// A backup cannot be written where it was asked.
     #[error("backup: {0}")]
     Backup(String),
+    /// A damaged store file cannot be salvaged.
+    #[error("salvage: {0}")]
+    Salvage(String),
     /// A histogram of a store of the first format does not decode (while migrating it).
     #[error("stored histogram of series {series} at {ts} is corrupt: {reason}")]
     CorruptHistogram {

@@ -50,15 +50,23 @@ impl Store {
                 });
             }
         }
+        report.pages = self.check_pages()?;
+        Ok(report)
+    }
+
+    /// What SQLite's own check (`PRAGMA quick_check`: every page of every table and index,
+    /// reading the whole file once) finds wrong with the file; empty: nothing.
+    pub fn check_pages(&self) -> Result<Vec<String>, StoreError> {
         let mut check = self.connection.prepare("PRAGMA quick_check")?;
         let lines = check.query_map([], |row| row.get::<_, String>(0))?;
+        let mut found = Vec::new();
         for line in lines {
             let line = line?;
             if line != "ok" {
-                report.pages.push(line);
+                found.push(line);
             }
         }
-        Ok(report)
+        Ok(found)
     }
 
     /// Writes a consistent copy of the store to `destination` (a new file), without stopping

@@ -10,7 +10,6 @@
 //! restarts only for a new `store.dataDir` (its retention and `maxBytes` apply in place; see
 //! [`crate::reload`]).
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::ingest::Tap;
 use crate::sinks::prometheus::Exposed;
-use crate::sinks::store::{OpenStore, StoreControl};
+use crate::sinks::store::OpenStore;
 use crate::sinks::{Context, QueueSlot};
 use crate::telemetry::SinkTelemetry;
 
@@ -222,11 +221,8 @@ impl Roster {
     }
 
     /// The store's writer and its database file, while the store backend runs.
-    pub fn store(&self) -> Option<(StoreControl, PathBuf)> {
-        lock(&self.running)
-            .iter()
-            .find_map(|sink| sink.offered::<OpenStore>())
-            .map(|open| (open.control.clone(), open.database.clone()))
+    pub fn store(&self) -> Option<OpenStore> {
+        lock(&self.running).iter().find_map(|sink| sink.offered::<OpenStore>()).map(|open| (*open).clone())
     }
 
     /// Stops every sink (the flusher has made its last flush): each delivers what it holds,

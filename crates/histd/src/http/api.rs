@@ -321,8 +321,13 @@ fn heatmap_answer(request: HeatmapRequest, store: &store::Store) -> Result<Heatm
     Ok(HeatmapResult { name, from, to, step, steps })
 }
 
+/// A store error as an answer: a 503 when the file is damaged (the writer salvages it), else a
+/// 500.
 fn internal(error: store::StoreError) -> Failure {
-    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string())
+    match error.is_damaged_file() {
+        true => damaged_store(&error),
+        false => Failure::new(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string()),
+    }
 }
 
 /// The answer when the store backend is off.
@@ -331,20 +336,30 @@ fn store_off() -> Failure {
 }
 
 /// Runs `work` with the reading connection on the blocking pool, opening it first if needed.
+/// When SQLite finds the file damaged, the connection is closed, the writer is asked to check
+/// the file (and salvage it), and the answer is a 503 to ask again.
 async fn with_store<T: Send + 'static>(
     state: Arc<HttpState>,
     work: impl FnOnce(&store::Store) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
     let joined = tokio::task::spawn_blocking(move || {
-        let Some(path) = state.database() else { return Err(store_off()) };
-        let mut reader = lock(&state.reader);
-        if reader.as_ref().is_none_or(|(open, _)| *open != path) {
-            *reader = Some((path.clone(), store::Store::open_reader(&path).map_err(internal)?));
+        let Some(open) = state.store() else { return Err(store_off()) };
+        let mut reader = lock(&open.reader);
+        let answer = match reader.as_mut() {
+            Some(store) => read_with(store, work),
+            None => match store::Store::open_reader(&open.database) {
+                Ok(store) => read_with(reader.insert(store), work),
+                Err(error) => Err(error),
+            },
+        };
+        let answer = answer.unwrap_or_else(|error| Err(internal(error)));
+        if answer.as_ref().is_err_and(|failure| failure.status() == StatusCode::SERVICE_UNAVAILABLE.as_u16()) {
+            *reader = None;
+            open.control.check_damage();
         }
-        let (_, store) = reader.as_mut().unwrap_or_else(|| unreachable!("opened above"));
-        store.load_series().map_err(internal)?;
-        let answer = work(store);
-        state.note_damaged(store.take_damaged());
+        if let Some(store) = reader.as_ref() {
+            state.note_damaged(store.take_damaged());
+        }
         answer
     })
     .await;
@@ -352,4 +367,22 @@ async fn with_store<T: Send + 'static>(
         Ok(result) => result,
         Err(error) => Err(Failure::new(StatusCode::INTERNAL_SERVER_ERROR, &format!("query failed: {error}"))),
     }
+}
+
+/// `work` on `store`, its series loaded first; a store error apart, so that damage is seen.
+fn read_with<T>(
+    store: &mut store::Store,
+    work: impl FnOnce(&store::Store) -> Result<T, Failure>,
+) -> Result<Result<T, Failure>, store::StoreError> {
+    store.load_series()?;
+    let answer = work(store);
+    Ok(answer)
+}
+
+/// The answer while the store file is found damaged: the writer salvages it.
+fn damaged_store(error: &store::StoreError) -> Failure {
+    let message = format!(
+        "the store file is damaged ({error}): histd is checking it and salvages what can be read (store_damaged_files_set_aside); ask again shortly"
+    );
+    Failure::new(StatusCode::SERVICE_UNAVAILABLE, &message)
 }

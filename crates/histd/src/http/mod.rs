@@ -61,9 +61,6 @@ pub use failure::Failure;
 
 /// What the handlers read.
 pub struct HttpState {
-    /// A reading connection to the store file named beside it, opened on first use (and
-    /// again after a reload moved the store).
-    pub reader: Mutex<Option<(PathBuf, store::Store)>>,
     /// Reloads the config (`POST /-/reload`); `None` when started without a config source.
     pub reloader: Option<Arc<crate::reload::Reloader>>,
     /// `prefixStats`: series under it are histd's own (the series list folds them).
@@ -104,12 +101,17 @@ impl HttpState {
 
     /// The store file, while the store backend runs.
     pub fn database(&self) -> Option<PathBuf> {
-        self.admin.sinks.store().map(|(_, database)| database)
+        self.admin.sinks.store().map(|open| open.database)
+    }
+
+    /// The running store: its file, its writer and the API's reading connection to it.
+    pub fn store(&self) -> Option<crate::sinks::store::OpenStore> {
+        self.admin.sinks.store()
     }
 
     /// The store's writer, which forgets series (`DELETE /api/v1/series`).
     pub fn store_control(&self) -> Option<crate::sinks::store::StoreControl> {
-        self.admin.sinks.store().map(|(control, _)| control)
+        self.admin.sinks.store().map(|open| open.control)
     }
 
     /// The prometheus backend's series, while it runs.

@@ -19,11 +19,17 @@ use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 pub mod config;
 mod damage;
+mod recover;
 mod scrub;
 
 pub use config::StoreConfig;
 pub use damage::DamagedBlocks;
+use recover::Recovery;
 use scrub::Scrubber;
+
+/// The API's reading connection to the store file, opened on first use; the writer closes it
+/// (and holds it closed) while it swaps a damaged file for a salvaged one.
+pub type ReaderSlot = Arc<std::sync::Mutex<Option<store::Store>>>;
 
 /// The database file inside the data directory.
 pub const DATABASE: &str = "histd.db";
@@ -45,6 +51,8 @@ struct ForgetRequest {
 #[derive(Debug)]
 enum Request {
     Forget(ForgetRequest),
+    /// A reader met damage: check the file's pages, and salvage it when they are damaged.
+    Check,
     /// New retention, disk budget and scrub interval (a config reload).
     Options(store::Options, Option<std::time::Duration>),
 }
@@ -56,6 +64,12 @@ impl StoreControl {
         let stopped = || "the store's writer has stopped".to_string();
         self.requests.send(Request::Forget(ForgetRequest { keys, reply })).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
+    }
+
+    /// Asks the writer to check the file's pages (a reader met damage); it salvages the file
+    /// when they are damaged. Never waits: a check already asked is enough.
+    pub fn check_damage(&self) {
+        let _ = self.requests.try_send(Request::Check);
     }
 
     /// Keeps the store by `config`'s retention and disk budget from the next flush on.
@@ -101,22 +115,35 @@ impl Backend for Store {
 
     /// Offers an [`OpenStore`]: its writer and its database file.
     fn start(settings: &StoreConfig, context: Context) -> anyhow::Result<Started> {
-        let (task, control) = spawn(settings, context)?;
-        Ok(Started::task(task).offering(OpenStore { control, database: settings.data_dir.join(DATABASE) }))
+        let reader = ReaderSlot::default();
+        let (task, control) = spawn(settings, context, reader.clone())?;
+        Ok(Started::task(task).offering(OpenStore { control, database: settings.data_dir.join(DATABASE), reader }))
     }
 }
 
 /// A running store: its writer, and its database file (which readers open on their own).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenStore {
     /// Asks the writer to forget series or to take new settings.
     pub control: StoreControl,
     /// The database file.
     pub database: std::path::PathBuf,
+    /// The API's reading connection to it.
+    pub reader: ReaderSlot,
+}
+
+impl std::fmt::Debug for OpenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStore").field("control", &self.control).field("database", &self.database).finish()
+    }
 }
 
 /// Opens the store (creating the data directory) and starts its writer.
-fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<()>, StoreControl)> {
+fn spawn(
+    config: &StoreConfig,
+    context: Context,
+    readers: ReaderSlot,
+) -> anyhow::Result<(JoinHandle<()>, StoreControl)> {
     let telemetry = context.telemetry.clone();
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
@@ -124,16 +151,17 @@ fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<(
     let lock = lock_data_dir(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
     let mut options = options_of(config);
-    let (mut store, set_aside) = open_or_set_aside(&path, options)?;
+    let mut recovery = Recovery::default();
+    let store = recovery.open(&path, options)?;
     let mut scrubber = Scrubber::new(config.scrub_interval);
-    scrubber.files_set_aside = set_aside;
-    publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber);
+    publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber, &recovery);
     let mut flushes = context.flushes();
     let (requests, mut asked) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
     let runtime = tokio::runtime::Handle::current();
     let task = tokio::task::spawn_blocking(move || {
         let _owner = lock; // held until the writer ends
+        let mut writer = Writer { store: Some(store), path, recovery, readers };
         loop {
             // Flushes first: a forget waits for the flushes queued before it.
             let work = runtime.block_on(async {
@@ -145,50 +173,81 @@ fn spawn(config: &StoreConfig, context: Context) -> anyhow::Result<(JoinHandle<(
             });
             match work {
                 Work::Flush(snapshot) => {
-                    write_flush(&mut store, &snapshot, &counts);
-                    scrubber.step(&store);
+                    writer.write(&snapshot, &counts, options);
+                    if let Some(Err(error)) = writer.store.as_ref().map(|store| scrubber.step(store)) {
+                        writer.salvage(options, &error);
+                    }
                 }
-                Work::Request(Request::Forget(request)) => forget(&mut store, request),
+                Work::Request(Request::Forget(request)) => forget(writer.store_mut(), request),
                 Work::Request(Request::Options(new, scrub_interval)) => {
                     options = new;
-                    store.set_options(new);
+                    writer.store_mut().set_options(new);
                     scrubber.set_interval(scrub_interval);
+                }
+                Work::Request(Request::Check) => {
+                    let recovery = &mut writer.recovery;
+                    if let Some(damage) = writer.store.as_ref().and_then(|store| recovery.check(store)) {
+                        writer.salvage(options, &damage);
+                    }
                 }
                 Work::Stop => break,
             }
-            publish_usage(&counts, store.usage(), options.max_bytes, &scrubber);
+            let Some(store) = &writer.store else { break };
+            publish_usage(&counts, store.usage(), options.max_bytes, &scrubber, &writer.recovery);
         }
     });
     Ok((task, StoreControl { requests }))
 }
 
-/// Opens the store at `path`. A file SQLite finds damaged (a bad header, truncated, pages
-/// overwritten) never keeps the daemon from starting: it is moved aside whole, with its
-/// write-ahead log, as `histd.db.damaged-<unix s>` (logged, counted in
-/// `store_damaged_files_set_aside`) and a fresh store begins; ingest and the other backends go
-/// on. Any other failure (no space, no permission) stops the start, as it should.
-fn open_or_set_aside(path: &Path, options: store::Options) -> anyhow::Result<(store::Store, u64)> {
-    match store::Store::open(path, options) {
-        Ok(store) => Ok((store, 0)),
-        Err(error) if error.is_damaged_file() => {
-            let aside = format!("{}.damaged-{}", path.display(), crate::clock::unix_now_s());
-            for suffix in ["", "-wal", "-shm"] {
-                let file = format!("{}{suffix}", path.display());
-                if Path::new(&file).exists() {
-                    std::fs::rename(&file, format!("{aside}{suffix}"))
-                        .with_context(|| format!("cannot move the damaged store {file} aside"))?;
-                }
-            }
-            tracing::error!(
-                %error,
-                kept = %aside,
-                "the store file is damaged: it is kept aside for recovery, and a fresh store begins (store_damaged_files_set_aside)"
-            );
-            let store = store::Store::open(path, options)
-                .with_context(|| format!("cannot open a fresh store {}", path.display()))?;
-            Ok((store, 1))
+/// The writer's store, and what it needs to replace it by a salvaged copy.
+struct Writer {
+    /// Always `Some` but while a salvage swaps it.
+    store: Option<store::Store>,
+    path: std::path::PathBuf,
+    recovery: Recovery,
+    readers: ReaderSlot,
+}
+
+impl Writer {
+    fn store_mut(&mut self) -> &mut store::Store {
+        self.store.as_mut().unwrap_or_else(|| unreachable!("a store but while it is swapped"))
+    }
+
+    /// Writes one flush; when SQLite finds the file damaged, salvages it and writes the flush
+    /// into the salvaged store.
+    fn write(&mut self, snapshot: &Snapshot, telemetry: &SinkTelemetry, options: store::Options) {
+        let Err(error) = write_flush(self.store_mut(), snapshot, telemetry) else { return };
+        if !error.is_damaged_file() {
+            return;
         }
-        Err(error) => Err(error).with_context(|| format!("cannot open the store {}", path.display())),
+        let salvaged = self.salvage(options, &error);
+        let again = self.store.as_mut().filter(|_| salvaged).map(|store| write_flush(store, snapshot, telemetry));
+        if !matches!(again, Some(Ok(()))) {
+            let count = store::FlushRows::len(snapshot) as u64;
+            telemetry.failed(crate::clock::unix_now_s());
+            telemetry.drop_points(DropReason::Rejected, count);
+            tracing::error!(
+                rows = count,
+                "store write failed: the file is damaged and was not salvaged; this flush is not stored"
+            );
+        }
+    }
+
+    /// Replaces the store, found damaged (`why`), by a salvaged copy, with every connection to
+    /// the file closed meanwhile (the API's reader too: it opens the new file at its next
+    /// request). True when it was replaced.
+    fn salvage(&mut self, options: store::Options, why: &store::StoreError) -> bool {
+        let mut readers = crate::clock::lock(&self.readers);
+        *readers = None;
+        let store = self.store.take().unwrap_or_else(|| unreachable!("a store but while it is swapped"));
+        let before = self.recovery.files_set_aside();
+        match self.recovery.replace(store, &self.path, options, why) {
+            Ok(store) => self.store = Some(store),
+            Err(error) => {
+                tracing::error!(error = %format!("{error:#}"), "the store's writer stops: no store can be opened")
+            }
+        }
+        self.recovery.files_set_aside() > before
     }
 }
 
@@ -237,8 +296,12 @@ pub(crate) fn lock_data_dir(dir: &Path) -> anyhow::Result<File> {
     Ok(file)
 }
 
-/// Writes one flush in one transaction, counting rows written or the failure.
-fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTelemetry) {
+/// Writes one flush in one transaction, counting rows written or the failure (returned).
+fn write_flush(
+    store: &mut store::Store,
+    snapshot: &Snapshot,
+    telemetry: &SinkTelemetry,
+) -> Result<(), store::StoreError> {
     let started = Instant::now();
     let count = store::FlushRows::len(snapshot) as u64;
     let failures_before = store.usage().upkeep_failures;
@@ -252,26 +315,43 @@ fn write_flush(store: &mut store::Store, snapshot: &Snapshot, telemetry: &SinkTe
             telemetry.points_out.add(count);
             telemetry.last_flush_us.set(started.elapsed().as_micros() as u64);
             telemetry.succeeded(crate::clock::unix_now_s());
+            Ok(())
+        }
+        Err(error) if error.is_damaged_file() => {
+            tracing::error!(%error, rows = count, "store write failed: the file is damaged; it is salvaged and the flush written again");
+            Err(error)
         }
         Err(error) => {
             telemetry.failed(crate::clock::unix_now_s());
             telemetry.drop_points(DropReason::Rejected, count);
             tracing::error!(%error, rows = count, "store write failed; this flush is not stored");
+            Err(error)
         }
     }
 }
 
 /// The store's size, growth and drops, as the sink's details (`/health`, `stats`,
 /// `/metrics`, the web page).
-fn publish_usage(telemetry: &SinkTelemetry, usage: &store::Usage, max_bytes: u64, scrubber: &Scrubber) {
+fn publish_usage(
+    telemetry: &SinkTelemetry,
+    usage: &store::Usage,
+    max_bytes: u64,
+    scrubber: &Scrubber,
+    recovery: &Recovery,
+) {
     let level = |name, value: f64| Detail { name, value, level: true };
     let total = |name, value: u64| Detail { name, value: value as f64, level: false };
-    let [passes, scrubbed, damaged, set_aside] = scrubber.details();
+    let [passes, scrubbed, damaged] = scrubber.details();
+    let [set_aside, salvaged, unreadable_pages, unreadable_rows, lost] = recovery.details();
     telemetry.set_details(vec![
         passes,
         scrubbed,
         damaged,
         set_aside,
+        salvaged,
+        unreadable_pages,
+        unreadable_rows,
+        lost,
         level("store_bytes", usage.bytes() as f64),
         level("store_wal_bytes", usage.wal_bytes as f64),
         level("store_max_bytes", max_bytes as f64),

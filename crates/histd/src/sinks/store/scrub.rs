@@ -24,8 +24,6 @@ pub struct Scrubber {
     checked: u64,
     damaged: u64,
     found: DamagedBlocks,
-    /// Store files found damaged at start and moved aside (a fresh store began).
-    pub files_set_aside: u64,
 }
 
 impl Scrubber {
@@ -39,7 +37,6 @@ impl Scrubber {
             checked: 0,
             damaged: 0,
             found: DamagedBlocks::new("the store scrub", 0),
-            files_set_aside: 0,
         }
     }
 
@@ -51,16 +48,17 @@ impl Scrubber {
         self.interval = interval;
     }
 
-    /// One slice of the pass under way, or the start of the next when it is due.
-    pub fn step(&mut self, store: &store::Store) {
-        let Some(interval) = self.interval else { return };
+    /// One slice of the pass under way, or the start of the next when it is due. An error
+    /// when SQLite finds the file itself damaged (the writer salvages it).
+    pub fn step(&mut self, store: &store::Store) -> Result<(), store::StoreError> {
+        let Some(interval) = self.interval else { return Ok(()) };
         let after = match self.cursor {
             Some(after) => after,
             None if Instant::now() >= self.next_pass => {
                 self.next_pass = Instant::now() + interval;
                 0
             }
-            None => return,
+            None => return Ok(()),
         };
         match store.scrub_step(after, SLICE) {
             Ok(step) => {
@@ -73,20 +71,24 @@ impl Scrubber {
                     self.passes += 1;
                 }
             }
+            Err(error) if error.is_damaged_file() => {
+                self.cursor = None;
+                return Err(error);
+            }
             Err(error) => {
                 tracing::warn!(%error, "store scrub: a step failed; the pass goes on at the next flush");
             }
         }
+        Ok(())
     }
 
     /// Its counters, for the store sink's telemetry.
-    pub fn details(&self) -> [Detail; 4] {
+    pub fn details(&self) -> [Detail; 3] {
         let total = |name, value: u64| Detail { name, value: value as f64, level: false };
         [
             total("store_scrub_passes", self.passes),
             total("store_scrubbed_blocks", self.checked),
             total("store_scrub_damaged_blocks", self.damaged),
-            total("store_damaged_files_set_aside", self.files_set_aside),
         ]
     }
 }

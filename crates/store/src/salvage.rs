@@ -1,0 +1,235 @@
+//! Salvaging a store file SQLite finds damaged (pages overwritten, a torn write, bitrot): every
+//! row that can still be read is copied into a fresh store, so the damage costs the rows on the
+//! damaged pages, not the whole history.
+//!
+//! Each table is read by rowid, in order, a slice at a time; a read that fails (a page of the
+//! table's b-tree that does not decode) is skipped by seeking past it, further each time, until
+//! a seek lands on readable rows again. The indexes are not read at all: the fresh store builds
+//! its own. Afterwards:
+//! - blocks and series whose group row was lost are deleted (without the group's kind and
+//!   compaction state their rows cannot be served right); they are counted;
+//! - every salvaged group is closed to new series (its member count set to its size): a series
+//!   whose row was lost may still have points in its group's blocks, and a new series given its
+//!   number in that group would read them. New series start new groups, so nothing is mixed.
+//!
+//! The blocks copied keep their checksums: a block whose bytes were damaged is isolated when read
+//! (left out and counted), as in any store.
+
+use std::path::Path;
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{params_from_iter, Connection, OpenFlags};
+
+use crate::schema::{group_size, table_exists};
+use crate::{Kind, StoreError};
+
+/// Rows read at a time.
+const SLICE: i64 = 512;
+
+/// The furthest a read skips past a damaged page before the table is given up (rowids).
+const FURTHEST_SKIP: i64 = 1 << 40;
+
+/// What a salvage copied and what it could not.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Salvaged {
+    /// Series rows copied.
+    pub series: u64,
+    /// Group rows copied.
+    pub groups: u64,
+    /// Blocks copied.
+    pub blocks: u64,
+    /// The points those blocks hold.
+    pub points: u64,
+    /// Reads that failed on a damaged page and were skipped past.
+    pub unreadable_pages: u64,
+    /// Rows read whose text is not UTF-8 (a flipped bit in a name): left out.
+    pub unreadable_rows: u64,
+    /// Series deleted because their group's row was lost.
+    pub orphaned_series: u64,
+    /// Blocks deleted because their group's row was lost.
+    pub orphaned_blocks: u64,
+    /// The points in those blocks.
+    pub orphaned_points: u64,
+}
+
+/// A table copied row by row: its name, the columns read (its rowid first) and how a row is
+/// written (`?1` is the rowid).
+struct Copied {
+    table: &'static str,
+    columns: &'static str,
+    count: usize,
+    insert: &'static str,
+}
+
+const TABLES: [Copied; 4] = [
+    Copied {
+        table: "meta",
+        columns: "rowid, key, value",
+        count: 3,
+        // The fresh store's own rows (its format) stay.
+        insert: "INSERT OR IGNORE INTO meta (key, value) VALUES (?2, ?3)",
+    },
+    Copied {
+        table: "groups",
+        columns: "grp, kind, members, compacted_until, hour_until",
+        count: 5,
+        insert: "INSERT OR IGNORE INTO groups (grp, kind, members, compacted_until, hour_until) VALUES (?1, ?2, ?3, ?4, ?5)",
+    },
+    Copied {
+        table: "series",
+        columns: "id, name, tags, kind, grp, last_day",
+        count: 6,
+        insert: "INSERT OR IGNORE INTO series (id, name, tags, kind, grp, last_day) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    },
+    Copied {
+        table: "blocks",
+        columns: "rowid, resolution, grp, start, span, points, data",
+        count: 7,
+        insert: "INSERT OR IGNORE INTO blocks (rowid, resolution, grp, start, span, points, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    },
+];
+
+/// Copies every readable row of the damaged store file `damaged` into the store file `fresh`
+/// (made by [`crate::Store::open`] and closed). An error when nothing can be read (the header
+/// or the schema itself is damaged) or `damaged` is of the first format.
+pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
+    let source = Connection::open_with_flags(damaged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    if table_exists(&source, "points_raw")? {
+        return Err(StoreError::Salvage("a store of the first format is not salvaged".to_string()));
+    }
+    let mut target = Connection::open(fresh)?;
+    let mut salvaged = Salvaged::default();
+    let transaction = target.transaction()?;
+    for copied in &TABLES {
+        let rows = copy_table(&source, &transaction, copied, &mut salvaged)?;
+        match copied.table {
+            "groups" => salvaged.groups = rows,
+            "series" => salvaged.series = rows,
+            "blocks" => salvaged.blocks = rows,
+            _ => {}
+        }
+    }
+    remove_orphans(&transaction, &mut salvaged)?;
+    close_groups(&transaction)?;
+    salvaged.points = transaction.query_row("SELECT coalesce(sum(points), 0) FROM blocks", [], |r| r.get(0))?;
+    transaction.commit()?;
+    Ok(salvaged)
+}
+
+/// Copies one table's readable rows; returns how many, and how many reads were skipped.
+fn copy_table(
+    source: &Connection,
+    target: &Connection,
+    copied: &Copied,
+    salvaged: &mut Salvaged,
+) -> Result<u64, StoreError> {
+    let read = format!(
+        "SELECT {} FROM {} WHERE {} > ?1 ORDER BY 1 LIMIT {SLICE}",
+        copied.columns,
+        copied.table,
+        copied.columns.split(',').next().unwrap_or("rowid")
+    );
+    let mut insert = target.prepare(copied.insert)?;
+    let (mut after, mut copied_rows, mut skip) = (i64::MIN, 0u64, 1i64);
+    loop {
+        let (rows, failed) = read_slice(source, &read, after, copied.count);
+        for (_, row) in &rows {
+            match row {
+                Some(values) => copied_rows += insert.execute(params_from_iter(values.iter()))? as u64,
+                None => salvaged.unreadable_rows += 1,
+            }
+        }
+        if let Some((last, _)) = rows.last() {
+            (after, skip) = (*last, 1);
+        }
+        match failed {
+            None if rows.is_empty() => return Ok(copied_rows),
+            None => {}
+            Some(error) if damaged(&error) => {
+                salvaged.unreadable_pages += 1;
+                if skip > FURTHEST_SKIP {
+                    return Ok(copied_rows);
+                }
+                after = after.max(0).saturating_add(skip);
+                skip = skip.saturating_mul(2);
+            }
+            Some(error) => return Err(error),
+        }
+    }
+}
+
+/// A column's value, owned; `None` for text that is not UTF-8 (damaged).
+fn owned(value: ValueRef<'_>) -> Option<Value> {
+    match value {
+        ValueRef::Text(text) => std::str::from_utf8(text).ok().map(|text| Value::Text(text.to_string())),
+        other => Some(other.into()),
+    }
+}
+
+/// A row read: its rowid, and its column values (`None`: its text does not read).
+type ReadRow = (i64, Option<Vec<Value>>);
+
+/// Up to [`SLICE`] rows after `after`, and the failure that ended the read early, if one did
+/// (the rows before it are good).
+fn read_slice(source: &Connection, sql: &str, after: i64, columns: usize) -> (Vec<ReadRow>, Option<StoreError>) {
+    let mut slice = Vec::new();
+    let mut statement = match source.prepare_cached(sql) {
+        Ok(statement) => statement,
+        Err(error) => return (slice, Some(error.into())),
+    };
+    let mut rows = match statement.query([after]) {
+        Ok(rows) => rows,
+        Err(error) => return (slice, Some(error.into())),
+    };
+    loop {
+        match rows.next() {
+            Ok(None) => return (slice, None),
+            Ok(Some(row)) => {
+                let read = row.get::<_, i64>(0).and_then(|rowid| {
+                    let values =
+                        (0..columns).map(|index| row.get_ref(index).map(owned)).collect::<Result<Vec<_>, _>>()?;
+                    Ok((rowid, values.into_iter().collect()))
+                });
+                match read {
+                    Ok(read) => slice.push(read),
+                    Err(error) => return (slice, Some(error.into())),
+                }
+            }
+            Err(error) => return (slice, Some(error.into())),
+        }
+    }
+}
+
+/// Whether a read failed on the file's damage (rather than on the system).
+fn damaged(error: &StoreError) -> bool {
+    error.is_damaged_file()
+}
+
+/// Deletes the series and blocks whose group's row was lost, counting them.
+fn remove_orphans(target: &Connection, salvaged: &mut Salvaged) -> Result<(), StoreError> {
+    let orphaned = "grp NOT IN (SELECT grp FROM groups)";
+    let (blocks, points): (i64, i64) = target.query_row(
+        &format!("SELECT count(*), coalesce(sum(points), 0) FROM blocks WHERE {orphaned}"),
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    target.execute(&format!("DELETE FROM blocks WHERE {orphaned}"), [])?;
+    let series = target.execute(&format!("DELETE FROM series WHERE grp IS NOT NULL AND {orphaned}"), [])?;
+    salvaged.orphaned_blocks = blocks as u64;
+    salvaged.orphaned_points = points as u64;
+    salvaged.orphaned_series = series as u64;
+    salvaged.blocks -= salvaged.orphaned_blocks.min(salvaged.blocks);
+    salvaged.series -= salvaged.orphaned_series.min(salvaged.series);
+    Ok(())
+}
+
+/// Closes every salvaged group to new series.
+fn close_groups(target: &Connection) -> Result<(), StoreError> {
+    for kind in [Kind::Counter, Kind::Gauge, Kind::Set, Kind::Timer] {
+        target.execute(
+            "UPDATE groups SET members = ?1 WHERE kind = ?2",
+            rusqlite::params![group_size(kind), kind.as_str()],
+        )?;
+    }
+    Ok(())
+}
