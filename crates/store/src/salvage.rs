@@ -94,6 +94,9 @@ const TABLES: [Copied; 4] = [
 /// or the schema itself is damaged) or `damaged` is of the first format.
 pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     let source = Connection::open_with_flags(damaged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    // The schema is read as it is: a table whose root page lies past a truncated file's end
+    // would otherwise make every statement fail, the readable tables' too.
+    source.pragma_update(None, "writable_schema", true)?;
     if table_exists(&source, "points_raw")? {
         return Err(StoreError::Salvage("a store of the first format is not salvaged".to_string()));
     }

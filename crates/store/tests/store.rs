@@ -734,3 +734,162 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
     let share = kept_everywhere as f64 / ((SERIES / 7) as f64 * (tried + 1) as f64);
     assert!(share > 0.5, "a damaged page costs its rows, not the store: {share:.2} of the series kept whole");
 }
+
+/// An attack on a copy of a store (a 1,100-series store of four flushes over three ten-minute
+/// blocks): blocks rewritten through SQL, or the file's bytes.
+enum Attack {
+    /// The bytes of every block of the first group (every resolution) changed by a function.
+    Block(fn(&mut Vec<u8>)),
+    /// The first two raw blocks of the first group swapped.
+    SwapBlocks,
+    /// The first group's first raw block written over the second group's of the same start.
+    BlockOverOtherGroup,
+    /// The file's bytes changed by a function.
+    File(fn(&mut Vec<u8>)),
+}
+
+/// Issue 36, item 5: a table of attacks on the store's format. Whatever is done to it, every
+/// point answered is the one written (never another series' or another time's), the damage is
+/// counted where a block's checksum meets it, and what is lost is what the damage touched.
+#[test]
+fn attacks_on_the_store_format() {
+    const SERIES: i64 = 1100;
+    let (dir, _cleanup) = temp_dir("attacks");
+    let pristine = dir.join("pristine.db");
+    {
+        let mut f = Fixture {
+            aggregator: Aggregator::new(AggConfig::default()),
+            store: Store::open(&pristine, Options::default()).unwrap(),
+            _dir: TempDir(dir.join("unused")),
+        };
+        for i in 1..=4 {
+            let lines: String = (1..=SERIES).map(|n| format!("c{n}:{}|c\n", n * 100 + i)).collect();
+            f.flush(START + 300 * i, &lines);
+        }
+    }
+    let sample: Vec<i64> = (1..=SERIES).step_by(25).chain([1024, 1025, SERIES]).collect();
+    let answers = |path: &std::path::Path| -> (Vec<Vec<(i64, f64)>>, usize) {
+        let store = Store::open_reader(path).unwrap();
+        let answers = sample
+            .iter()
+            .map(|n| store.query(&parse(&format!("count(c{n})")).unwrap(), START, START + 1500, 300).unwrap())
+            .collect();
+        let mut damaged: Vec<(i64, i64)> = store.take_damaged().iter().map(|block| (block.grp, block.start)).collect();
+        damaged.sort_unstable();
+        damaged.dedup();
+        (answers, damaged.len())
+    };
+    let (expected, none) = answers(&pristine);
+    assert_eq!(none, 0);
+    assert!(expected.iter().all(|points| points.len() == 4), "{expected:?}");
+    let flip: fn(&mut Vec<u8>) = |data| {
+        let middle = data.len() / 2;
+        data[middle] ^= 0x04;
+    };
+    let truncate: fn(&mut Vec<u8>) = |data| data.truncate(data.len() / 2);
+    let append: fn(&mut Vec<u8>) = |data| data.extend_from_slice(&[0xab; 16]);
+    let empty: fn(&mut Vec<u8>) = |data| data.clear();
+    let zero_checksum: fn(&mut Vec<u8>) = |data| {
+        let end = data.len();
+        data[end - 4..].fill(0);
+    };
+    let file_garbage: fn(&mut Vec<u8>) = |bytes| bytes.extend_from_slice(&[0x5a; 10_000]);
+    let file_half: fn(&mut Vec<u8>) = |bytes| bytes.truncate(bytes.len() / 2 / 4096 * 4096);
+    // (name, attack, whether damaged blocks are found and counted, whether points are lost)
+    let cases: [(&str, Attack, bool, bool); 9] = [
+        ("a bit flipped in a block", Attack::Block(flip), true, true),
+        ("a block cut to half", Attack::Block(truncate), true, true),
+        ("garbage after a block", Attack::Block(append), true, true),
+        ("a block emptied", Attack::Block(empty), true, true),
+        ("a block's checksum zeroed", Attack::Block(zero_checksum), true, true),
+        // Each row carries its own times: swapped blocks still answer every point at its time.
+        ("two blocks of a group swapped", Attack::SwapBlocks, false, false),
+        // Another group's series are not in it (ids are unique): its points come from the
+        // group's rollups, never from the other group's data.
+        ("a block written over another group's", Attack::BlockOverOtherGroup, false, false),
+        ("garbage after the file", Attack::File(file_garbage), false, false),
+        ("the file cut to half", Attack::File(file_half), false, true),
+    ];
+    for (name, attack, damaged_blocks, loses) in cases {
+        let path = dir.join("attacked.db");
+        let fresh = dir.join("salvaged.db");
+        for file in [&path, &fresh] {
+            let _ = std::fs::remove_file(file);
+        }
+        std::fs::copy(&pristine, &path).unwrap();
+        attack_store(&path, attack);
+        // A file SQLite finds damaged is salvaged, as the daemon does.
+        let readable = Store::open_reader(&path).and_then(|store| {
+            for n in &sample {
+                store.query(&parse(&format!("count(c{n})")).unwrap(), START, START + 1500, 300)?;
+            }
+            Ok(())
+        });
+        let read_from = match readable {
+            Ok(()) => path.clone(),
+            Err(error) => {
+                assert!(error.is_damaged_file(), "{name}: {error}");
+                drop(Store::open(&fresh, Options::default()).unwrap());
+                store::salvage(&path, &fresh).unwrap_or_else(|e| panic!("{name}: {e}"));
+                fresh.clone()
+            }
+        };
+        let (got, damaged) = answers(&read_from);
+        assert_eq!(damaged > 0, damaged_blocks, "{name}: {damaged} blocks found damaged");
+        let mut lost = 0;
+        for ((n, want), got) in sample.iter().zip(&expected).zip(&got) {
+            for point in got {
+                assert!(
+                    want.contains(point),
+                    "{name}: c{n} answers {point:?}, never written: {got:?} (written {want:?})"
+                );
+            }
+            lost += want.len() - got.len();
+        }
+        assert_eq!(lost > 0, loses, "{name}: {lost} points lost");
+    }
+}
+
+fn attack_store(path: &std::path::Path, attack: Attack) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    let raw_blocks = |grp_order: &str| -> Vec<(i64, i64, i64, Vec<u8>)> {
+        let sql = format!("SELECT rowid, grp, start, data FROM blocks WHERE resolution = 0 ORDER BY {grp_order}");
+        let mut statement = connection.prepare(&sql).unwrap();
+        let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let write = |rowid: i64, data: &[u8]| {
+        connection.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+    };
+    match attack {
+        Attack::Block(change) => {
+            let mut statement =
+                connection.prepare("SELECT rowid, data FROM blocks WHERE grp = (SELECT min(grp) FROM blocks)").unwrap();
+            let blocks: Vec<(i64, Vec<u8>)> =
+                statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+            for (rowid, mut data) in blocks {
+                change(&mut data);
+                write(rowid, &data);
+            }
+        }
+        Attack::SwapBlocks => {
+            let blocks = raw_blocks("grp, start");
+            let (a, b) = (&blocks[0], &blocks[1]);
+            assert_eq!(a.1, b.1, "two blocks of one group");
+            write(a.0, &b.3);
+            write(b.0, &a.3);
+        }
+        Attack::BlockOverOtherGroup => {
+            let blocks = raw_blocks("start, grp");
+            let (a, b) = (&blocks[0], &blocks[1]);
+            assert!(a.2 == b.2 && a.1 != b.1, "two groups' blocks of one start");
+            write(b.0, &a.3);
+        }
+        Attack::File(change) => {
+            drop(connection);
+            let mut bytes = std::fs::read(path).unwrap();
+            change(&mut bytes);
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+}
