@@ -135,6 +135,8 @@ struct Membership {
     topic: String,
     offsets: Arc<Mutex<Offsets>>,
     edges: Arc<EdgeCounters>,
+    /// Broker errors a person must mend, logged once.
+    told: crate::sinks::forward::kafka::BrokerErrors,
 }
 
 impl rdkafka::ClientContext for Membership {
@@ -143,7 +145,7 @@ impl rdkafka::ClientContext for Membership {
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        tracing::debug!(%error, reason, "librdkafka");
+        self.told.note(&error, reason, "global.kafka");
     }
 }
 
@@ -294,7 +296,12 @@ pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
 }
 
 fn consumer(settings: &ConsumerSettings, edges: Arc<EdgeCounters>) -> Result<BaseConsumer<Membership>, String> {
-    let membership = Membership { topic: settings.cluster.topic.clone(), offsets: Default::default(), edges };
+    let membership = Membership {
+        topic: settings.cluster.topic.clone(),
+        offsets: Default::default(),
+        edges,
+        told: Default::default(),
+    };
     let consumer: BaseConsumer<Membership> =
         settings.client_config()?.create_with_context(membership).map_err(|error| error.to_string())?;
     consumer.subscribe(&[&settings.cluster.topic]).map_err(|error| error.to_string())?;

@@ -19,7 +19,7 @@ use crate::forwarding::{
     assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty_within, HITS,
     LATENCIES,
 };
-use crate::harness::{free_port, http, prepared_tool, temp_dir, wait_until, within, Daemon};
+use crate::harness::{free_port, http, prepared_tool, temp_dir, wait_until, within, Daemon, TestCa};
 
 const FLUSH_MS: u64 = 500;
 const PARTITIONS: i32 = 6;
@@ -441,4 +441,163 @@ fn a_local_sends_every_batch_over_http_and_through_kafka() {
     let consumer = consumer.daemon.as_ref().expect("running");
     let committed = within(Duration::from_secs(30), || consumer.stat("messages.forward_commits_pending") == 0.0);
     assert!(committed, "the coordinator acknowledged every commit: {}", consumer_log(&consumer.stderr()));
+}
+
+/// Issue 35: TLS and SASL to the brokers, against a real broker that asks for both. A broker of
+/// its own (apart from the cluster) listens with SASL_SSL only: SCRAM-SHA-512, a certificate
+/// from a test CA. A local produces and a global consumes with `tls.caFile` and `sasl`: every
+/// increment is stored once. A local with a wrong password delivers nothing, keeps its
+/// batches, and its log says the broker refused it.
+#[test]
+fn tls_and_sasl_reach_a_broker_that_asks_for_both() {
+    let _serial = serial();
+    let classpath = cluster().classpath.clone();
+    let dir = temp_dir("kafka-secure");
+    let ca = TestCa::new(&dir, "kafka");
+    let (cert, key) = ca.server();
+    let keystore = dir.join("broker.pem");
+    let pem = |path: &std::path::Path| std::fs::read_to_string(path).unwrap();
+    std::fs::write(&keystore, pem(&key) + &pem(&cert)).unwrap();
+    let (client, controller) = (free_port(), free_port());
+    let properties = dir.join("secure.properties");
+    std::fs::write(
+        &properties,
+        format!(
+            "process.roles=broker,controller\nnode.id=1\n\
+             listeners=SASL_SSL://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}\n\
+             advertised.listeners=SASL_SSL://127.0.0.1:{client}\n\
+             controller.listener.names=CONTROLLER\ninter.broker.listener.name=SASL_SSL\n\
+             listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT\n\
+             controller.quorum.voters=1@127.0.0.1:{controller}\nlog.dirs={}\n\
+             sasl.enabled.mechanisms=SCRAM-SHA-512\nsasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n\
+             listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"histd\" password=\"histd-secret-1\";\n\
+             ssl.keystore.type=PEM\nssl.keystore.location={}\n\
+             ssl.truststore.type=PEM\nssl.truststore.location={}\n\
+             num.partitions=1\ndefault.replication.factor=1\nmin.insync.replicas=1\n\
+             offsets.topic.replication.factor=1\noffsets.topic.num.partitions=1\n\
+             transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+             group.initial.rebalance.delay.ms=0\nnum.network.threads=2\nnum.io.threads=2\n\
+             background.threads=2\nlog.cleaner.enable=false\nauto.create.topics.enable=false\n",
+            dir.join("data").display(),
+            keystore.display(),
+            ca.cert.display()
+        ),
+    )
+    .unwrap();
+    let formatted = Command::new("java")
+        .args(["-cp", &classpath, "kafka.tools.StorageTool", "format", "-t", "aGlzdGQtc2VjdXJlLTAwMQ", "-c"])
+        .arg(&properties)
+        .args(["--add-scram", "SCRAM-SHA-512=[name=histd,password=histd-secret-1]"])
+        .output()
+        .expect("java formats the broker's storage");
+    assert!(formatted.status.success(), "{}", String::from_utf8_lossy(&formatted.stderr));
+    let mut broker = Broker { properties, log: dir.join("secure.log"), process: None };
+    broker.start(&classpath);
+    let bootstrap = format!("127.0.0.1:{client}");
+    let secure = |config: &mut rdkafka::ClientConfig| {
+        config
+            .set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.location", ca.cert.to_str().unwrap())
+            .set("sasl.mechanism", "SCRAM-SHA-512")
+            .set("sasl.username", "histd")
+            .set("sasl.password", "histd-secret-1");
+    };
+    create_topic_with(&bootstrap, "histd-secure", 2, 1, &secure, &broker.log);
+    let password = dir.join("password");
+    std::fs::write(&password, "histd-secret-1\n").unwrap();
+    let wrong = dir.join("wrong-password");
+    std::fs::write(&wrong, "not-the-password\n").unwrap();
+    let kafka = |password: &std::path::Path| {
+        format!(
+            "brokers: ['{bootstrap}'], topic: 'histd-secure', tls: {{ caFile: '{}' }}, \
+             sasl: {{ mechanism: 'SCRAM-SHA-512', username: 'histd', passwordFile: '{}' }}",
+            ca.cert.display(),
+            password.display()
+        )
+    };
+    let global = Daemon::start_process(
+        "kafka-secure-global",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: {FLUSH_MS}, \
+               backends: ['store'], store: {{ dataDir: '$DIR/store' }}, \
+               global: {{ kafka: {{ {}, group: 'secure' }} }} }}",
+            kafka(&password)
+        ),
+    );
+    let local = |name: &str, password: &std::path::Path| {
+        Daemon::start_process(
+            name,
+            &format!(
+                "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+                   flushInterval: {FLUSH_MS}, backends: ['forward'], \
+                   forward: {{ source: '{name}', kafka: {{ {} }} }} }}",
+                kafka(password)
+            ),
+        )
+    };
+    let good = local("kafka-secure-local", &password);
+    let refused = local("kafka-secure-refused", &wrong);
+    let stored = |name: &str| {
+        let answer = global.http_json(&format!("/api/v1/query?expr=count({name})&from=-10m&step=3600"));
+        answer["points"].as_array().map_or(0.0, |p| p.iter().filter_map(|p| p[1].as_f64()).sum::<f64>())
+    };
+    for round in 0..5 {
+        good.send_tcp("secure.hits:10|c\n");
+        refused.send_tcp("secure.refused:10|c\n");
+        std::thread::sleep(Duration::from_millis(FLUSH_MS * (round % 2 + 1)));
+    }
+    let all_stored = within(Duration::from_secs(60), || stored("secure.hits") == 50.0);
+    assert!(
+        all_stored,
+        "{} of 50 stored through TLS and SASL\nlocal:\n{}\nglobal:\n{}",
+        stored("secure.hits"),
+        good.stderr(),
+        consumer_log(&global.stderr())
+    );
+    assert!(good.stat("forward.buffered_bytes") == 0.0 && good.stat("forward.dropped_points.rejected") == 0.0);
+    let told = within(Duration::from_secs(30), || {
+        refused.stderr().contains("forward.kafka: the brokers refused this client: check forward.kafka.sasl")
+    });
+    assert!(told, "the refused local says why:\n{}", refused.stderr());
+    assert_eq!(stored("secure.refused"), 0.0, "nothing from a local the broker refused");
+    assert!(refused.stat("forward.buffered_bytes") > 0.0, "its batches are kept");
+    drop((good, refused, global));
+    broker.kill();
+}
+
+/// Creates `topic` on the brokers at `bootstrap` with the client settings `configure` adds,
+/// retrying while they come up; `log` is the broker's log, shown when they never do.
+fn create_topic_with(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    configure: &dyn Fn(&mut rdkafka::ClientConfig),
+    log: &std::path::Path,
+) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut config = rdkafka::ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    configure(&mut config);
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = config.create().unwrap();
+    let started = Instant::now();
+    loop {
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let created = runtime.block_on(admin.create_topics([&new], &options));
+        let error = match created.as_deref() {
+            Ok([Ok(_)]) => return,
+            Ok([Err((_, code))]) if *code == rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists => return,
+            Ok(other) => format!("{other:?}"),
+            Err(error) => error.to_string(),
+        };
+        let waited = started.elapsed() < Duration::from_secs(90);
+        assert!(
+            waited,
+            "the broker never took topic {topic}: {error}\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -307,8 +307,12 @@ pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
 }
 
 /// librdkafka's own log and errors, at debug level: histd logs a run of failures once itself.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Quiet;
+/// What only a person can mend (the brokers refused the credentials, or TLS failed: a wrong
+/// password, CA or certificate) is logged once as an error, naming the key to check.
+#[derive(Debug, Default)]
+pub struct Quiet {
+    told: BrokerErrors,
+}
 
 impl rdkafka::ClientContext for Quiet {
     fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
@@ -316,7 +320,36 @@ impl rdkafka::ClientContext for Quiet {
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        tracing::debug!(%error, reason, "librdkafka");
+        self.told.note(&error, reason, "forward.kafka");
+    }
+}
+
+/// The broker errors a person must mend, each logged once per client.
+#[derive(Debug, Default)]
+pub struct BrokerErrors {
+    authentication: std::sync::atomic::AtomicBool,
+    tls: std::sync::atomic::AtomicBool,
+}
+
+impl BrokerErrors {
+    /// Logs `error` once as an error when the brokers refused the credentials or TLS failed
+    /// (`section`: the config section to check); at debug level otherwise.
+    pub fn note(&self, error: &rdkafka::error::KafkaError, reason: &str, section: &str) {
+        use std::sync::atomic::Ordering;
+        let code = error.rdkafka_error_code();
+        let (told, key) = if code == Some(rdkafka::types::RDKafkaErrorCode::Authentication) {
+            (&self.authentication, "sasl (username, passwordFile, mechanism)")
+        } else if reason.contains("SSL") || reason.contains("certificate") {
+            (&self.tls, "tls (caFile, certFile, keyFile)")
+        } else {
+            tracing::debug!(%error, reason, "librdkafka");
+            return;
+        };
+        if told.swap(true, Ordering::Relaxed) {
+            tracing::debug!(%error, reason, "librdkafka");
+        } else {
+            tracing::error!(reason, "{section}: the brokers refused this client: check {section}.{key}");
+        }
     }
 }
 
@@ -339,7 +372,8 @@ pub struct Producer {
 impl Producer {
     /// A producer with `settings` (it connects in the background).
     pub fn new(settings: &ProducerSettings) -> Result<Producer, String> {
-        let inner = settings.client_config()?.create_with_context(Quiet).map_err(|error| error.to_string())?;
+        let inner =
+            settings.client_config()?.create_with_context(Quiet::default()).map_err(|error| error.to_string())?;
         Ok(Producer { inner, topic: settings.cluster.topic.clone() })
     }
 

@@ -455,7 +455,8 @@ async fn run_on_kafka(
     mut flushes: Flushes,
 ) {
     let mut held = HeldFlushes::default();
-    let Some(partitions) = partitions(&producer, &mut flushes, &mut held, &telemetry, spool.limit()).await else {
+    let waiting = (spool.limit(), spool.bytes());
+    let Some(partitions) = partitions(&producer, &mut flushes, &mut held, &telemetry, waiting).await else {
         held.lost_at_stop(&telemetry);
         report_left_at_stop(&mut spool, &telemetry);
         return;
@@ -471,13 +472,14 @@ async fn run_on_kafka(
 }
 
 /// The topic's partition count once the brokers tell it; `None` when the backend stops
-/// first. Flushes that come meanwhile are held within `limit` bytes.
+/// first. Flushes that come meanwhile are held within `limit` bytes, and shown in
+/// `buffered_bytes` with the `spooled` bytes an earlier run left.
 async fn partitions(
     producer: &super::kafka::Producer,
     flushes: &mut Flushes,
     held: &mut HeldFlushes,
     telemetry: &SinkTelemetry,
-    limit: u64,
+    (limit, spooled): (u64, u64),
 ) -> Option<usize> {
     let mut backoff = Backoff::new(SENDER_STEPS);
     let mut asking = Box::pin(producer.partitions());
@@ -501,7 +503,10 @@ async fn partitions(
                 asking = Box::pin(producer.partitions());
             }
             snapshot = flushes.next() => match snapshot {
-                Some(snapshot) => held.hold(snapshot, limit, telemetry),
+                Some(snapshot) => {
+                    held.hold(snapshot, limit, telemetry);
+                    telemetry.buffered_bytes.set(spooled + held.bytes);
+                }
                 None => return None,
             },
         }
