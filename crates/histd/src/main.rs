@@ -209,6 +209,13 @@ fn check_config(file: &std::path::Path) -> ExitCode {
     match Config::from_file(file) {
         Ok(config) => {
             println!("{}", serde_json::to_string_pretty(&config.effective()).unwrap_or_default());
+            let problems = config.check_files();
+            for problem in &problems {
+                eprintln!("histd: {problem}");
+            }
+            if !problems.is_empty() {
+                return ExitCode::from(2); // the daemon would not start
+            }
             for key in &config.ignored_keys {
                 eprintln!("histd: `{key}`: {}", config::keys::why_unused(key));
             }

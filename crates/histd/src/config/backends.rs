@@ -61,6 +61,11 @@ impl BackendSettings {
         LIST.iter().map(|entry| (entry.name().to_string(), entry.effective(self))).collect()
     }
 
+    /// What the backends in `listed` find wrong with the files their settings name.
+    pub fn check_files(&self, listed: &[Backend]) -> Vec<String> {
+        listed.iter().flat_map(|backend| backend.0.check_files(self)).collect()
+    }
+
     /// Every backend's name, the ones a reload applies by restarting their sinks.
     pub fn names() -> impl Iterator<Item = &'static str> {
         LIST.iter().map(|entry| entry.name())
@@ -172,6 +177,7 @@ trait Listed: Sync {
     fn name(&self) -> &'static str;
     fn read(&self, top: &Reader<'_>, listed: bool) -> Result<Box<dyn Held>, ConfigError>;
     fn effective(&self, settings: &BackendSettings) -> Value;
+    fn check_files(&self, settings: &BackendSettings) -> Vec<String>;
     fn keys(&self) -> &'static [KeyDoc];
     fn etsy(&self) -> EtsyStatus;
     fn serves_http(&self) -> bool;
@@ -195,6 +201,10 @@ impl<B: Kind> Listed for Entry<B> {
 
     fn effective(&self, settings: &BackendSettings) -> Value {
         B::effective(settings.of::<B>())
+    }
+
+    fn check_files(&self, settings: &BackendSettings) -> Vec<String> {
+        B::check_files(settings.of::<B>())
     }
 
     fn etsy(&self) -> EtsyStatus {

@@ -190,6 +190,21 @@ impl Config {
         }
     }
 
+    /// Reads every file the settings name the way the daemon will at start (the HTTP port's
+    /// token files and certificates, each listed backend's tokens, passwords and
+    /// certificates, `global.kafka`'s): what cannot be read or used, each naming its key.
+    pub fn check_files(&self) -> Vec<String> {
+        let mut problems: Vec<String> = self.http.load().err().into_iter().collect();
+        if let Some(files) = &self.http.tls {
+            problems.extend(crate::tls::server_config(files).err().map(|why| format!("http.tls: {why}")));
+        }
+        problems.extend(self.backend_settings.check_files(&self.backends));
+        if let Some(kafka) = &self.global.kafka {
+            problems.extend(kafka.client_config().err().map(|why| format!("global.kafka: {why}")));
+        }
+        problems
+    }
+
     /// Sets the store's data directory (`--data-dir`).
     pub fn set_data_dir(&mut self, dir: std::path::PathBuf) {
         self.settings_mut::<crate::sinks::store::Store>().data_dir = dir;

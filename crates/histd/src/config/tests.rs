@@ -439,3 +439,40 @@ fn every_wrong_key_is_named_at_once() {
 fn names(config: &Config) -> Vec<&'static str> {
     config.backends.iter().map(|backend| backend.name()).collect()
 }
+
+/// `histd check-config` reads the files the daemon reads at start: each one it cannot read is
+/// named by its key (the daemon would refuse to start), and a config naming none has nothing.
+#[test]
+fn check_config_reads_the_files_the_daemon_reads() {
+    let missing = "/nonexistent/histd-check";
+    let cases: &[(String, &[&str])] = &[
+        ("{ backends: ['console'] }".to_string(), &[]),
+        (format!("{{ http: {{ tokens: {{ read: '{missing}' }} }} }}"), &["http.tokens.read"]),
+        (
+            format!("{{ backends: ['forward'], forward: {{ nodes: ['http://127.0.0.1:1'], tokenFile: '{missing}' }} }}"),
+            &["forward.tokenFile"],
+        ),
+        (
+            format!(
+                "{{ backends: ['forward'], forward: {{ kafka: {{ brokers: ['127.0.0.1:9092'], topic: 't', \
+                   sasl: {{ username: 'u', passwordFile: '{missing}' }} }} }}, \
+                   global: {{ kafka: {{ brokers: ['127.0.0.1:9092'], topic: 't', group: 'g', \
+                   sasl: {{ username: 'u', passwordFile: '{missing}' }} }} }} }}"
+            ),
+            &["forward.kafka: sasl.passwordFile", "global.kafka: sasl.passwordFile"],
+        ),
+        (
+            format!("{{ backends: ['forward'], forward: {{ paths: [ {{ name: 'dc2', nodes: ['http://127.0.0.1:1'], tokenFile: '{missing}' }} ] }} }}"),
+            &["forward.paths dc2: forward.tokenFile"],
+        ),
+        // A backend not listed reads no file.
+        (format!("{{ backends: ['console'], forward: {{ nodes: ['http://127.0.0.1:1'], tokenFile: '{missing}' }} }}"), &[]),
+    ];
+    for (text, want) in cases {
+        let problems = Config::from_text(text).unwrap_or_else(|e| panic!("{text}: {e}")).check_files();
+        assert_eq!(problems.len(), want.len(), "{text}: {problems:?}");
+        for (problem, key) in problems.iter().zip(*want) {
+            assert!(problem.starts_with(key) && problem.contains(missing), "{text}: {problem} names {key}");
+        }
+    }
+}

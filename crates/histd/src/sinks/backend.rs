@@ -44,6 +44,12 @@ pub trait Backend: 'static {
     /// its name); a reload compares them to tell what changed.
     fn effective(settings: &Self::Settings) -> Value;
 
+    /// Reads the files its settings name (tokens, passwords, certificates) the way its sink
+    /// will at start; each problem names its key. For `histd check-config`. None by default.
+    fn check_files(_settings: &Self::Settings) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Everything its sink starts with: a reload restarts it when this changes.
     fn identity(settings: &Self::Settings, shared: &Shared) -> Value;
 

@@ -131,6 +131,18 @@ impl ForwardConfig {
 }
 
 impl ForwardConfig {
+    /// The files one destination reads at start (token, TLS, Kafka's password and TLS), read
+    /// now; each problem names its key.
+    pub fn check_files(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        problems.extend(self.authorization().err());
+        problems.extend(self.client_tls().err());
+        if let Some(kafka) = &self.kafka {
+            problems.extend(kafka.client_config().err().map(|why| format!("forward.kafka: {why}")));
+        }
+        problems
+    }
+
     /// The TLS settings of the `https://` nodes, when `forward.tls` names files.
     pub fn client_tls(&self) -> Result<Option<std::sync::Arc<tokio_rustls::rustls::ClientConfig>>, String> {
         if self.tls == crate::tls::ClientFiles::default() {

@@ -64,6 +64,14 @@ impl Backend for Forward {
         })
     }
 
+    fn check_files(settings: &ForwardConfig) -> Vec<String> {
+        let destinations = std::iter::once((String::new(), settings))
+            .chain(settings.paths.iter().map(|(name, path)| (format!("forward.paths {name}: "), path)));
+        destinations
+            .flat_map(|(name, path)| path.check_files().into_iter().map(move |why| format!("{name}{why}")))
+            .collect()
+    }
+
     fn start(settings: &ForwardConfig, context: Context) -> anyhow::Result<Started> {
         let cut = |path: &ForwardConfig| CutSettings {
             source: settings.source.clone(),
