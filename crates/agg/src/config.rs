@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use crate::jsfmt::js_number;
 
+/// The most timer thresholds (`percentThreshold`) a config may list.
+pub const MAX_THRESHOLDS: usize = u8::MAX as usize;
+
 /// Aggregation settings (the Etsy keys in parentheses).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AggConfig {

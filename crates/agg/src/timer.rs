@@ -104,6 +104,7 @@ struct Summary {
 }
 
 fn push_threshold(stats: &mut Vec<(TimerStat, f64)>, index: usize, inside: &Inside) {
+    let Ok(index) = u8::try_from(index) else { return }; // past MAX_THRESHOLDS: the config refuses them
     let stat = |which| TimerStat::Percentile(which, index);
     stats.extend([
         (stat(PercentileStat::Count), inside.count as f64),
@@ -255,7 +256,7 @@ mod tests {
             TimerStat::Percentile(..) => {
                 let base = stat.filter_name(&config.thresholds).replace("_percent", "");
                 let TimerStat::Percentile(_, i) = stat else { unreachable!() };
-                format!("{base}_{}", config.thresholds[i].suffix)
+                format!("{base}_{}", config.thresholds[usize::from(i)].suffix)
             }
             other => other.filter_name(&config.thresholds),
         };

@@ -75,7 +75,9 @@ fn servers_array_takes_precedence() {
 
 #[test]
 fn errors_name_the_key() {
+    let many_thresholds = format!("{{ percentThreshold: [{}] }}", vec!["50"; 256].join(", "));
     let cases = [
+        (many_thresholds.as_str(), "config key `percentThreshold`: 256 thresholds: at most 255"),
         ("{ flushInterval: 0 }", "config key `flushInterval`"),
         ("{ percentThreshold: 0 }", "config key `percentThreshold`"),
         ("{ percentThreshold: [90, -101] }", "config key `percentThreshold`"),

@@ -12,6 +12,10 @@ pub fn thresholds(top: &Reader<'_>) -> Result<Vec<Threshold>, ConfigError> {
         Some(Value::Array(items)) => items.iter().collect(),
         Some(single) => vec![single],
     };
+    if values.len() > agg::config::MAX_THRESHOLDS {
+        let message = format!("{} thresholds: at most {}", values.len(), agg::config::MAX_THRESHOLDS);
+        return Err(top.error("percentThreshold", message));
+    }
     values
         .into_iter()
         .map(|value| match number_of(value) {
