@@ -537,10 +537,7 @@ fn tls_and_sasl_reach_a_broker_that_asks_for_both() {
     };
     let good = local("kafka-secure-local", &password);
     let refused = local("kafka-secure-refused", &wrong);
-    let stored = |name: &str| {
-        let answer = global.http_json(&format!("/api/v1/query?expr=count({name})&from=-10m&step=3600"));
-        answer["points"].as_array().map_or(0.0, |p| p.iter().filter_map(|p| p[1].as_f64()).sum::<f64>())
-    };
+    let stored = |name: &str| stored_count(&global, name);
     for round in 0..5 {
         good.send_tcp("secure.hits:10|c\n");
         refused.send_tcp("secure.refused:10|c\n");
@@ -600,4 +597,56 @@ fn create_topic_with(
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// What `daemon` stored of counter `name` over the last ten minutes.
+fn stored_count(daemon: &Daemon, name: &str) -> f64 {
+    let answer = daemon.http_json(&format!("/api/v1/query?expr=count({name})&from=-10m&step=3600"));
+    answer["points"].as_array().map_or(0.0, |points| points.iter().filter_map(|p| p[1].as_f64()).sum())
+}
+
+/// Issue 35: a local restarted while no broker can be reached cuts its flushes by the
+/// partition count it remembers in `forward.spoolDir` and spools them to disk at once (they
+/// were held in memory until the brokers answered, and a crash lost them): killed then, it
+/// sends them after a restart with the brokers back.
+#[test]
+fn a_local_started_without_brokers_spools_by_the_partitions_it_remembers() {
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-remembered";
+    create_topic(&cluster.bootstrap, topic, 3);
+    let mut global = Global::new("kafka-remembered-global", topic, "remembered");
+    global.start();
+    let consumer = global.daemon.as_ref().expect("running");
+    let spool = temp_dir("kafka-remembered-spool");
+    let first = Daemon::start_process("kafka-remembered-1", &local_config("remembered", topic, &spool, None));
+    first.send_tcp("remembered.hits:1|c\n");
+    assert!(
+        within(Duration::from_secs(60), || stored_count(consumer, "remembered.hits") == 1.0),
+        "the first run's flush"
+    );
+    assert_eq!(
+        std::fs::read_to_string(spool.join("kafka-partitions")).unwrap().trim(),
+        "3",
+        "the partition count kept"
+    );
+    assert!(first.terminate());
+    // A produce to no broker gives up after deliveryTimeoutMs: flushes wait in the sink's
+    // queue (in memory) while one is under way, so the test keeps it short.
+    let unreachable = local_config("remembered", topic, &spool, Some(1000)).replace(&brokers_list(), "'127.0.0.1:1'");
+    let second = Daemon::start_process("kafka-remembered-2", &unreachable);
+    second.send_tcp(&"remembered.hits:10|c\n".repeat(5));
+    let batches = || {
+        std::fs::read_dir(&spool)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".batch"))
+            .count()
+    };
+    assert!(within(Duration::from_secs(10), || batches() >= 1), "the flush spooled to disk");
+    second.kill();
+    let third = Daemon::start_process("kafka-remembered-3", &local_config("remembered", topic, &spool, None));
+    let all = within(Duration::from_secs(60), || stored_count(consumer, "remembered.hits") == 51.0);
+    assert!(all, "{} of 51 stored after the restart\n{}", stored_count(consumer, "remembered.hits"), third.stderr());
+    assert!(third.terminate());
 }

@@ -455,13 +455,25 @@ async fn run_on_kafka(
     mut flushes: Flushes,
 ) {
     let mut held = HeldFlushes::default();
-    let waiting = (spool.limit(), spool.bytes());
-    let Some(partitions) = partitions(&producer, &mut flushes, &mut held, &telemetry, waiting).await else {
-        held.lost_at_stop(&telemetry);
-        report_left_at_stop(&mut spool, &telemetry);
-        return;
+    let dir = spool.dir().map(std::path::Path::to_path_buf);
+    let remembered = dir.as_deref().and_then(remembered_partitions);
+    let check = remembered.map(|count| tokio::spawn(check_partitions(producer.clone(), count, dir.clone())));
+    let partitions = match remembered {
+        Some(count) => count,
+        None => {
+            let waiting = (spool.limit(), spool.bytes());
+            let Some(count) = partitions(&producer, &mut flushes, &mut held, &telemetry, waiting).await else {
+                held.lost_at_stop(&telemetry);
+                report_left_at_stop(&mut spool, &telemetry);
+                return;
+            };
+            if let Some(dir) = &dir {
+                remember_partitions(dir, count);
+            }
+            count
+        }
     };
-    tracing::info!(partitions, "forward: producing to Kafka");
+    tracing::info!(partitions, remembered = remembered.is_some(), "forward: producing to Kafka");
     let ring = Arc::new(Ring::new((0..partitions).map(|p| Node::new(p.to_string())).collect()));
     let mut delivery = DeliveryParts { spool, settings, telemetry }.deliver(ring, Way::Kafka { producer, timeout });
     for snapshot in held.snapshots.drain(..) {
@@ -469,6 +481,51 @@ async fn run_on_kafka(
     }
     delivery.deliver().await;
     delivery.run(flushes, Arc::new(Notify::new())).await;
+    if let Some(check) = check {
+        check.abort();
+    }
+}
+
+/// The file in `forward.spoolDir` that remembers the topic's partition count.
+const PARTITIONS_FILE: &str = "kafka-partitions";
+
+/// The partition count an earlier run learnt, kept in `dir`: a local restarted while the
+/// brokers cannot be reached cuts its flushes by it and spools them to disk at once, instead
+/// of holding them in memory until the brokers answer (where a crash would lose them).
+fn remembered_partitions(dir: &std::path::Path) -> Option<usize> {
+    let text = std::fs::read_to_string(dir.join(PARTITIONS_FILE)).ok()?;
+    text.trim().parse().ok().filter(|&count: &usize| count > 0)
+}
+
+/// Keeps `count` in `dir` (written whole, then renamed); a failure is only logged: the next
+/// start asks the brokers again.
+fn remember_partitions(dir: &std::path::Path, count: usize) {
+    let temporary = dir.join(format!("{PARTITIONS_FILE}.tmp"));
+    let written = std::fs::write(&temporary, format!("{count}\n"))
+        .and_then(|()| std::fs::rename(&temporary, dir.join(PARTITIONS_FILE)));
+    if let Err(error) = written {
+        tracing::warn!(%error, "forward: cannot keep the Kafka topic's partition count in forward.spoolDir");
+    }
+}
+
+/// Once the brokers answer, compares their partition count with the one remembered: a topic
+/// given partitions while this local was down is cut by the new count from the next start
+/// (as partitions added while it runs are), and said so.
+async fn check_partitions(producer: super::kafka::Producer, remembered: usize, dir: Option<std::path::PathBuf>) {
+    let mut backoff = Backoff::new(SENDER_STEPS);
+    loop {
+        match producer.partitions().await {
+            Ok(count) if count == remembered => return,
+            Ok(count) => {
+                tracing::warn!(remembered, count, "forward: the Kafka topic's partition count changed: this run cuts by the one remembered, the next start by the new one");
+                if let Some(dir) = &dir {
+                    remember_partitions(dir, count);
+                }
+                return;
+            }
+            Err(_) => tokio::time::sleep(backoff.failed(None)).await,
+        }
+    }
 }
 
 /// The topic's partition count once the brokers tell it; `None` when the backend stops
@@ -578,6 +635,20 @@ mod judge_tests {
             assert_eq!(got, want, "{status}");
         }
         assert!(matches!(judge(Err("refused".into())), Outcome::Retry(_)));
+    }
+
+    #[test]
+    fn the_partition_count_is_remembered_and_anything_else_is_not() {
+        let dir = std::env::temp_dir().join(format!("histd-partitions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(remembered_partitions(&dir), None, "nothing kept yet");
+        remember_partitions(&dir, 12);
+        assert_eq!(remembered_partitions(&dir), Some(12));
+        for text in ["0\n", "x\n", "", "-3"] {
+            std::fs::write(dir.join(PARTITIONS_FILE), text).unwrap();
+            assert_eq!(remembered_partitions(&dir), None, "{text:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

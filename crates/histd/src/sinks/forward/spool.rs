@@ -93,6 +93,11 @@ impl Spool {
         Ok((spool, dropped))
     }
 
+    /// The directory batches are written to, when there is one.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
+    }
+
     /// Batches waiting.
     pub fn len(&self) -> usize {
         self.waiting.len()
