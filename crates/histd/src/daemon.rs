@@ -33,7 +33,7 @@ pub struct Bound {
     pub listening: Listening,
     /// The management interface.
     pub mgmt: SocketAddr,
-    /// The HTTP API, when it is served (`StoreConfig::serve_http`).
+    /// The HTTP API, when it is served (`HttpPort::serve`).
     pub http: Option<SocketAddr>,
 }
 

@@ -115,6 +115,9 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     remove_orphans(&transaction, &mut salvaged)?;
     close_groups(&transaction)?;
     salvaged.points = transaction.query_row("SELECT coalesce(sum(points), 0) FROM blocks", [], |r| r.get(0))?;
+    // The store's count of its points is what the blocks salvaged hold, not what the damaged
+    // file counted.
+    transaction.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('points', ?1)", [salvaged.points as i64])?;
     transaction.commit()?;
     Ok(salvaged)
 }

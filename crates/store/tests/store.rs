@@ -697,6 +697,7 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
         damaged_pages += salvaged.unreadable_pages;
         let mut store = Store::open(&fresh, Options::default()).unwrap();
         store.load_series().unwrap();
+        assert_eq!(store.usage().points, salvaged.points, "page {page}: the store counts what it holds");
         let mut whole = 0;
         for n in (1..=SERIES).step_by(7) {
             let expr = parse(&format!("count(c{n})")).unwrap();
