@@ -631,11 +631,10 @@ fn a_local_started_without_brokers_spools_by_the_partitions_it_remembers() {
         "the partition count kept"
     );
     assert!(first.terminate());
-    // A produce to no broker gives up after deliveryTimeoutMs: flushes wait in the sink's
-    // queue (in memory) while one is under way, so the test keeps it short.
-    let unreachable = local_config("remembered", topic, &spool, Some(1000)).replace(&brokers_list(), "'127.0.0.1:1'");
+    // No broker takes the first batch: it is produced and awaited (up to deliveryTimeoutMs,
+    // 30 s) while the next flushes come; they go to disk meanwhile, not to the queue.
+    let unreachable = local_config("remembered", topic, &spool, None).replace(&brokers_list(), "'127.0.0.1:1'");
     let second = Daemon::start_process("kafka-remembered-2", &unreachable);
-    second.send_tcp(&"remembered.hits:10|c\n".repeat(5));
     let batches = || {
         std::fs::read_dir(&spool)
             .unwrap()
@@ -643,10 +642,14 @@ fn a_local_started_without_brokers_spools_by_the_partitions_it_remembers() {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".batch"))
             .count()
     };
-    assert!(within(Duration::from_secs(10), || batches() >= 1), "the flush spooled to disk");
+    for round in 1..=3 {
+        second.send_tcp(&"remembered.hits:10|c\n".repeat(round));
+        let spooled = within(Duration::from_secs(10), || batches() >= round);
+        assert!(spooled, "flush {round} spooled to disk while the first awaits the brokers: {} files", batches());
+    }
     second.kill();
     let third = Daemon::start_process("kafka-remembered-3", &local_config("remembered", topic, &spool, None));
-    let all = within(Duration::from_secs(60), || stored_count(consumer, "remembered.hits") == 51.0);
-    assert!(all, "{} of 51 stored after the restart\n{}", stored_count(consumer, "remembered.hits"), third.stderr());
+    let all = within(Duration::from_secs(60), || stored_count(consumer, "remembered.hits") == 61.0);
+    assert!(all, "{} of 61 stored after the restart\n{}", stored_count(consumer, "remembered.hits"), third.stderr());
     assert!(third.terminate());
 }

@@ -188,17 +188,17 @@ impl Delivery {
                     Some(snapshot) => {
                         self.take(snapshot).await;
                         if self.retry_at.is_none() {
-                            self.deliver().await;
+                            self.deliver(Some(&mut snapshots)).await;
                         }
                     }
                     None => break,
                 },
                 _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
                     self.telemetry.retries.add(1);
-                    self.deliver().await;
+                    self.deliver(Some(&mut snapshots)).await;
                 }
                 () = node_came_back.notified() => if !self.spool().is_empty() {
-                    self.deliver().await;
+                    self.deliver(Some(&mut snapshots)).await;
                 }
             }
         }
@@ -266,10 +266,13 @@ impl Delivery {
     }
 
     /// Sends what waits, oldest first, the way the backend is set up.
-    async fn deliver(&mut self) {
+    /// Sends what waits; `flushes` (when given) are taken into the spool while the brokers'
+    /// acknowledgements are awaited, so a flush that comes meanwhile is on disk, not in the
+    /// queue, should the process die.
+    async fn deliver(&mut self, flushes: Option<&mut Flushes>) {
         let left = match &self.way {
             Way::Nodes { .. } => self.deliver_to_nodes().await,
-            Way::Kafka { .. } => self.deliver_to_kafka().await,
+            Way::Kafka { .. } => self.deliver_to_kafka(flushes).await,
         };
         self.retry_at = left.then(|| Instant::now() + self.backoff.failed(None));
     }
@@ -310,7 +313,7 @@ impl Delivery {
     /// Produces what waits, oldest first, each batch to the partition it was cut for, up to
     /// [`KAFKA_IN_FLIGHT`] at once, then waits for the brokers' acknowledgements; a batch they
     /// did not take stays, in order. True when some are left.
-    async fn deliver_to_kafka(&mut self) -> bool {
+    async fn deliver_to_kafka(&mut self, mut flushes: Option<&mut Flushes>) -> bool {
         let Way::Kafka { timeout, .. } = &self.way else { unreachable!("producing to Kafka") };
         let wait_until = self.stop_deadline.unwrap_or_else(|| Instant::now() + *timeout + Duration::from_secs(5));
         let mut produced = Vec::new();
@@ -329,7 +332,18 @@ impl Delivery {
             }
         }
         for (batch, acknowledged) in produced {
-            match tokio::time::timeout_at(wait_until, acknowledged).await {
+            let mut acknowledged = Box::pin(tokio::time::timeout_at(wait_until, acknowledged));
+            let answer = loop {
+                let Some(queue) = flushes.as_deref_mut() else { break acknowledged.await };
+                tokio::select! {
+                    answer = &mut acknowledged => break answer,
+                    snapshot = queue.next() => match snapshot {
+                        Some(snapshot) => self.take(snapshot).await,
+                        None => flushes = None, // the stop: the run's loop sees it next
+                    },
+                }
+            };
+            match answer {
                 Ok(Ok(())) => self.delivered(&batch),
                 Ok(Err(super::kafka::Refused::ForGood(reason))) => self.rejected(&batch, &reason),
                 Ok(Err(super::kafka::Refused::Retry(reason))) => {
@@ -409,7 +423,7 @@ impl Delivery {
     async fn deliver_before(&mut self, deadline: Instant) {
         self.stop_deadline = Some(deadline);
         while !self.spool().is_empty() && Instant::now() < deadline {
-            self.deliver().await;
+            self.deliver(None).await;
             if let Some(retry_at) = self.retry_at {
                 tokio::time::sleep_until(retry_at.min(deadline)).await;
             }
@@ -479,7 +493,7 @@ async fn run_on_kafka(
     for snapshot in held.snapshots.drain(..) {
         delivery.take(snapshot).await;
     }
-    delivery.deliver().await;
+    delivery.deliver(Some(&mut flushes)).await;
     delivery.run(flushes, Arc::new(Notify::new())).await;
     if let Some(check) = check {
         check.abort();
