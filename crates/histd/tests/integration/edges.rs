@@ -713,6 +713,66 @@ fn n8_an_unwritable_spool_does_not_stop_forwarding() {
     assert!(global.terminate());
 }
 
+/// A local whose global takes its request and never answers (up to `forward.timeoutMs`)
+/// spools the flushes that come meanwhile to disk, not to the backend's queue in memory:
+/// SIGKILLed then, it sends every one of them to a live global after its restart.
+#[test]
+fn flushes_that_come_while_a_request_hangs_are_spooled_to_disk() {
+    let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hanging_port = hanging.local_addr().unwrap().port();
+    hanging.set_nonblocking(true).unwrap();
+    let held = std::thread::spawn(move || {
+        // Takes connections and holds them, reading nothing, for at most 60 s.
+        let started = std::time::Instant::now();
+        let mut open = Vec::new();
+        while started.elapsed() < Duration::from_secs(60) && open.len() < 16 {
+            if let Ok((stream, _)) = hanging.accept() {
+                open.push(stream);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let spool = temp_dir("hang-spool").join("spool");
+    let config = |port: u16| {
+        format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, flushInterval: 200, backends: ['forward'], \
+               forward: {{ nodes: ['http://127.0.0.1:{port}'], source: 'hang', checkInterval: 60000, timeoutMs: 30000, spoolDir: '{}' }} }}",
+            spool.display()
+        )
+    };
+    let local = Daemon::start_process("hang-local", &config(hanging_port));
+    let batches = || {
+        std::fs::read_dir(&spool)
+            .map_or(0, |dir| dir.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".batch")).count())
+    };
+    for round in 1..=3 {
+        local.send_tcp(&"hang.hits:10|c\n".repeat(round));
+        let spooled = eventually(|| batches() >= round);
+        assert!(spooled, "flush {round} spooled while the first request hangs: {} files", batches());
+    }
+    local.kill();
+    let carbon = Carbon::start();
+    let port = free_port();
+    let global = Daemon::start_process(
+        "hang-global",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', \
+               graphitePort: {}, flushInterval: 200, global: {{ accept: true }} }}",
+            carbon.port
+        ),
+    );
+    let restarted = Daemon::start_process("hang-local-2", &config(port));
+    let total = || -> f64 {
+        carbon.flushes().iter().filter_map(|f| f.get("stats_counts.hang.hits")?.parse::<f64>().ok()).sum()
+    };
+    assert!(eventually(|| total() >= 60.0), "every flush arrived after the restart: {}", total());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(total(), 60.0);
+    assert!(restarted.terminate());
+    assert!(global.terminate());
+    drop(held);
+}
+
 /// N10 (issue 36): a flipped bit in a stored block no longer fails every query of its group:
 /// the block is left out of the answer (200), the other groups are served, and it is logged
 /// and counted once (`messages.store_corrupt_blocks`) and named in `/health`. The damaged

@@ -89,8 +89,10 @@ fn spawn_on_nodes(
         ("content-encoding".to_string(), "snappy".to_string()),
     ];
     headers.extend(authorization);
-    let clients =
-        urls.into_iter().map(|url| Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone())).collect();
+    let clients = urls
+        .into_iter()
+        .map(|url| Some(Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone())))
+        .collect();
     let delivery = parts.deliver(ring, Way::Nodes { clients, redirect_after: config.redirect_after });
     tokio::spawn(async move {
         delivery.run(flushes, node_came_back).await;
@@ -149,8 +151,8 @@ async fn check_health(
 enum Way {
     /// Posted to the global nodes, each to the node it was cut for.
     Nodes {
-        /// One per node, in ring order.
-        clients: Vec<Client>,
+        /// One per node, in ring order (taken out while its request is in flight).
+        clients: Vec<Option<Client>>,
         /// `forward.redirectAfterMs`.
         redirect_after: Duration,
     },
@@ -271,7 +273,7 @@ impl Delivery {
     /// queue, should the process die.
     async fn deliver(&mut self, flushes: Option<&mut Flushes>) {
         let left = match &self.way {
-            Way::Nodes { .. } => self.deliver_to_nodes().await,
+            Way::Nodes { .. } => self.deliver_to_nodes(flushes).await,
             Way::Kafka { .. } => self.deliver_to_kafka(flushes).await,
         };
         self.retry_at = left.then(|| Instant::now() + self.backoff.failed(None));
@@ -279,7 +281,7 @@ impl Delivery {
 
     /// Each batch to its node (or, once that node has been down for `redirectAfterMs`, the
     /// next one); batches whose node is down stay, in order. True when some are left.
-    async fn deliver_to_nodes(&mut self) -> bool {
+    async fn deliver_to_nodes(&mut self, mut flushes: Option<&mut Flushes>) -> bool {
         let mut left = false;
         for batch in self.spool().waiting() {
             let Way::Nodes { redirect_after, .. } = &self.way else { unreachable!("posting to nodes") };
@@ -289,8 +291,8 @@ impl Delivery {
                 continue;
             };
             let Some(body) = self.body(&batch) else { continue };
-            let Way::Nodes { clients, .. } = &mut self.way else { unreachable!("posting to nodes") };
-            match judge(clients[destination].send(hyper::Method::POST, body).await) {
+            let answered = self.post(destination, body, &mut flushes).await;
+            match judge(answered) {
                 Outcome::Delivered => self.delivered(&batch),
                 Outcome::Rejected(reason) => {
                     let node = self.ring.nodes()[destination].name.clone();
@@ -308,6 +310,35 @@ impl Delivery {
             }
         }
         left
+    }
+
+    /// Posts `body` to node `destination`, taking the flushes that come meanwhile into the
+    /// spool (the client is out of the way while its request is in flight).
+    async fn post(
+        &mut self,
+        destination: usize,
+        body: bytes::Bytes,
+        flushes: &mut Option<&mut Flushes>,
+    ) -> Result<crate::http_client::Answer, String> {
+        let Way::Nodes { clients, .. } = &mut self.way else { unreachable!("posting to nodes") };
+        let mut client = clients[destination].take().unwrap_or_else(|| unreachable!("one request at a time"));
+        let mut request = Box::pin(async move {
+            let answered = client.send(hyper::Method::POST, body).await;
+            (client, answered)
+        });
+        let (client, answered) = loop {
+            let Some(queue) = flushes.as_deref_mut() else { break request.await };
+            tokio::select! {
+                done = &mut request => break done,
+                snapshot = queue.next() => match snapshot {
+                    Some(snapshot) => self.take(snapshot).await,
+                    None => *flushes = None, // the stop: the run's loop sees it next
+                },
+            }
+        };
+        let Way::Nodes { clients, .. } = &mut self.way else { unreachable!("posting to nodes") };
+        clients[destination] = Some(client);
+        answered
     }
 
     /// Produces what waits, oldest first, each batch to the partition it was cut for, up to
