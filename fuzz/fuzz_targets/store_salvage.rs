@@ -16,28 +16,7 @@ const SERIES: u64 = 200;
 /// A store of `SERIES` counters over a few flushes, as bytes.
 fn pristine() -> &'static [u8] {
     static BYTES: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    BYTES.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("histd-fuzz-salvage-seed-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("histd.db");
-        {
-            let mut store = store::Store::open(&path, store::Options::default()).unwrap();
-            let mut aggregator = agg::Aggregator::new(agg::AggConfig::default());
-            let lines: String = (1..=SERIES).map(|n| format!("c{n}:{n}|c\n")).collect();
-            for flush in 0..3u64 {
-                let mut table = agg::Table::new(true, 1000);
-                table.insert_packet(1_800_000_000 + flush * 10, lines.as_bytes());
-                aggregator.absorb(table);
-                let snapshot = aggregator.flush((1_800_000_000 + flush * 10) * 1000);
-                store.write(1_800_000_000 + flush as i64 * 10, &snapshot).unwrap();
-            }
-        }
-        let connection = rusqlite::Connection::open(&path).unwrap();
-        connection.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE;").unwrap();
-        drop(connection);
-        std::fs::read(&path).unwrap()
-    })
+    BYTES.get_or_init(|| histd::fuzzing::store_file(3, |_| (1..=SERIES).map(|n| format!("c{n}:{n}|c\n")).collect()))
 }
 
 fuzz_target!(|bytes: &[u8]| {

@@ -141,3 +141,28 @@ pub fn forget_filters(query: &HashMap<String, String>, store: &store::Store) {
         assert_eq!(failure.status(), 400, "{query:?}: {}", failure.message());
     }
 }
+
+/// The bytes of a store file written by `flushes` 10 s flushes, each of the lines
+/// `lines(flush)` gives, copied whole (`Store::backup_to`: one file, no write-ahead log): a
+/// seed the store's fuzz targets damage.
+pub fn store_file(flushes: u64, lines: impl Fn(u64) -> String) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("histd-fuzz-store-seed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (path, copy) = (dir.join("histd.db"), dir.join("copy.db"));
+    {
+        let mut store = store::Store::open(&path, store::Options::default()).unwrap();
+        let mut aggregator = Aggregator::new(AggConfig::default());
+        for flush in 0..flushes {
+            let mut table = Table::new(true, 1000);
+            table.insert_packet(1_800_000_000 + flush * 10, lines(flush).as_bytes());
+            aggregator.absorb(table);
+            let snapshot = aggregator.flush((1_800_000_000 + flush * 10) * 1000);
+            store.write(1_800_000_000 + flush as i64 * 10, &snapshot).unwrap();
+        }
+        store.backup_to(&copy).unwrap();
+    }
+    let bytes = std::fs::read(&copy).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}

@@ -117,17 +117,9 @@ fn restore_file(backup: &Path, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     std::fs::copy(backup, &incoming).with_context(|| format!("cannot copy into {}", incoming.display()))?;
     std::fs::File::open(&incoming)?.sync_all()?;
     let kept = dir.join(format!("{DATABASE}.replaced-{}", crate::clock::unix_now_s()));
-    let mut replaced = false;
-    // The old store goes aside whole, its write-ahead log with it (never replayed into the
-    // restored file: SQLite finds a log by the database's name).
-    for suffix in ["", "-wal", "-shm"] {
-        let old = dir.join(format!("{DATABASE}{suffix}"));
-        if old.exists() {
-            let aside = PathBuf::from(format!("{}{suffix}", kept.display()));
-            std::fs::rename(&old, &aside).with_context(|| format!("cannot move {} aside", old.display()))?;
-            replaced |= suffix.is_empty();
-        }
-    }
+    // The old store goes aside whole, its write-ahead log with it.
+    let replaced = crate::sinks::store::move_files(&target, &kept)
+        .with_context(|| format!("cannot move {} aside", target.display()))?;
     std::fs::rename(&incoming, &target)?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(replaced.then_some(kept))

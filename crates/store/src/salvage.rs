@@ -151,7 +151,7 @@ fn copy_table(
         match failed {
             None if rows.is_empty() => return Ok(copied_rows),
             None => {}
-            Some(error) if damaged(&error) => {
+            Some(error) if error.is_damaged_file() => {
                 salvaged.unreadable_pages += 1;
                 if skip > FURTHEST_SKIP {
                     return Ok(copied_rows);
@@ -204,11 +204,6 @@ fn read_slice(source: &Connection, sql: &str, after: i64, columns: usize) -> (Ve
             Err(error) => return (slice, Some(error.into())),
         }
     }
-}
-
-/// Whether a read failed on the file's damage (rather than on the system).
-fn damaged(error: &StoreError) -> bool {
-    error.is_damaged_file()
 }
 
 /// Deletes the series and blocks whose group's row was lost, counting them.

@@ -8,7 +8,8 @@ use store::{parse, Options, Resolution, Retention, Selector, Store, PERIOD};
 struct Fixture {
     aggregator: Aggregator,
     store: Store,
-    _dir: TempDir,
+    /// The directory removed with the fixture (none: the caller's).
+    _dir: Option<TempDir>,
 }
 
 struct TempDir(std::path::PathBuf);
@@ -28,7 +29,13 @@ fn fixture_at(name: &str, retention: Retention) -> (Fixture, std::path::PathBuf)
     let (dir, cleanup) = temp_dir(name);
     let path = dir.join("histd.db");
     let store = Store::open(&path, Options { retention, ..Options::default() }).unwrap();
-    (Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: cleanup }, path)
+    (Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: Some(cleanup) }, path)
+}
+
+/// A fixture writing the store at `path`, in a directory the caller keeps.
+fn fixture_in(path: &std::path::Path) -> Fixture {
+    let store = Store::open(path, Options::default()).unwrap();
+    Fixture { aggregator: Aggregator::new(AggConfig::default()), store, _dir: None }
 }
 
 /// A new empty directory, removed when the guard drops.
@@ -357,11 +364,7 @@ fn a_store_of_the_first_format_is_migrated_exactly() {
     assert_eq!(check, "ok");
     // The migrated store takes new flushes, and compacts the migrated head with them.
     drop(connection);
-    let mut f = Fixture {
-        aggregator: agg::Aggregator::new(agg::AggConfig::default()),
-        store,
-        _dir: TempDir(dir.join("unused")),
-    };
+    let mut f = Fixture { aggregator: agg::Aggregator::new(agg::AggConfig::default()), store, _dir: None };
     f.flush(START + 4 * 3600 + 10, "hits:5|c\n");
     assert_eq!(f.query("count(hits)", from, to + 3600, 3600).iter().map(|p| p.1).sum::<f64>(), hits + 5.0);
 }
@@ -390,7 +393,7 @@ fn the_disk_budget_drops_the_oldest_data_first() {
     let mut f = Fixture {
         aggregator: agg::Aggregator::new(agg::AggConfig::default()),
         store: Store::open(&dir.join("histd.db"), options).unwrap(),
-        _dir: TempDir(dir.join("unused")),
+        _dir: None,
     };
     // Noisy timers fill blocks fast: 12 hours of 10 s flushes of 20 timers.
     for i in 1..=4320 {
@@ -668,11 +671,7 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
     let (dir, _cleanup) = temp_dir("salvage");
     let pristine = dir.join("pristine.db");
     {
-        let mut f = Fixture {
-            aggregator: Aggregator::new(AggConfig::default()),
-            store: Store::open(&pristine, Options::default()).unwrap(),
-            _dir: TempDir(dir.join("unused")),
-        };
+        let mut f = fixture_in(&pristine);
         let lines: String = (1..=SERIES).map(|n| format!("c{n}:{n}|c\n")).collect();
         for i in 1..=FLUSHES {
             f.flush(START + 10 * i, &lines);
@@ -758,11 +757,7 @@ fn attacks_on_the_store_format() {
     let (dir, _cleanup) = temp_dir("attacks");
     let pristine = dir.join("pristine.db");
     {
-        let mut f = Fixture {
-            aggregator: Aggregator::new(AggConfig::default()),
-            store: Store::open(&pristine, Options::default()).unwrap(),
-            _dir: TempDir(dir.join("unused")),
-        };
+        let mut f = fixture_in(&pristine);
         for i in 1..=4 {
             let lines: String = (1..=SERIES).map(|n| format!("c{n}:{}|c\n", n * 100 + i)).collect();
             f.flush(START + 300 * i, &lines);

@@ -47,11 +47,6 @@ pub fn finite(value: f64) -> Option<f64> {
     value.is_finite().then_some(value)
 }
 
-/// A histogram's bins, as every answer writes them.
-pub fn bins(histogram: &circllhist::Histogram) -> Vec<Bin> {
-    store::bins_of(histogram)
-}
-
 /// `path?name=value&…`, each value percent-encoded; `None` values are left out.
 fn path_with<'a>(path: &str, parameters: impl IntoIterator<Item = (&'a str, Option<String>)>) -> String {
     let mut out = path.to_string();

@@ -306,7 +306,7 @@ fn histogram_answer(request: HistogramRequest, store: &store::Store) -> Result<H
         sum: figure(|r| r.sum),
         min: figure(|r| r.min),
         max: figure(|r| r.max),
-        bins: contract::bins(hist),
+        bins: store::bins_of(hist),
         circllhist: hist.to_base64(),
     })
 }
@@ -316,7 +316,7 @@ fn heatmap_answer(request: HeatmapRequest, store: &store::Store) -> Result<Heatm
     let steps = store.timer_steps(&selector, from, to, step).map_err(internal)?;
     let steps = steps
         .into_iter()
-        .filter_map(|(t, row)| Some(HeatmapStep { t, bins: contract::bins(row?.histogram.as_ref()?) }))
+        .filter_map(|(t, row)| Some(HeatmapStep { t, bins: store::bins_of(row?.histogram.as_ref()?) }))
         .collect();
     Ok(HeatmapResult { name, from, to, step, steps })
 }

@@ -196,7 +196,7 @@ fn series_row(row: &LiveSeries, histogram: &Option<circllhist::Histogram>, elaps
         p50: row.quantiles.and_then(|q| finite(q.0)),
         p99: row.quantiles.and_then(|q| finite(q.1)),
         at_or_above: row.at_or_above,
-        bins: histogram.as_ref().map(contract::bins),
+        bins: histogram.as_ref().map(store::bins_of),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use histd::forward::format::{compress, BatchId, BatchWriter};
 
-use crate::harness::{eventually, free_port, http, peak_rss_kib, temp_dir, Carbon, Daemon};
+use crate::harness::{eventually, free_port, http, peak_rss_kib, spooled_batches, temp_dir, Carbon, Daemon};
 
 const BATCH_HEADERS: &str = "Content-Type: application/x-histd-forward\r\nContent-Encoding: snappy\r\n";
 
@@ -448,9 +448,7 @@ fn a_global_with_tls_mtls_and_tokens_merges_its_locals_and_refuses_the_rest() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let total = |name: &str| -> f64 {
-        carbon.flushes().iter().filter_map(|f| f.get(name)).map(|v| v.parse::<f64>().unwrap()).sum()
-    };
+    let total = |name: &str| carbon.total(name);
     assert!(
         eventually(|| total("stats_counts.mtls.hits") == 30.0 && total("stats.timers.mtls.latency.count") == 200.0),
         "hits {} of 30, timer values {} of 200; global: {}",
@@ -654,8 +652,7 @@ fn n9_a_damaged_spool_file_is_never_sent() {
         ),
     );
     let local = Daemon::start_process("n9-local-again", &local_config);
-    let total =
-        || -> f64 { carbon.flushes().iter().filter_map(|f| f.get("stats_counts.n9.hits")?.parse::<f64>().ok()).sum() };
+    let total = || carbon.total("stats_counts.n9.hits");
     assert!(eventually(|| batch_files().is_empty()), "the whole files sent: {:?}", batch_files());
     assert!(eventually(|| total() >= 4000.0), "arrived {}", total());
     std::thread::sleep(Duration::from_millis(600));
@@ -690,8 +687,7 @@ fn n8_an_unwritable_spool_does_not_stop_forwarding() {
             spool.display()
         ),
     );
-    let total =
-        || -> f64 { carbon.flushes().iter().filter_map(|f| f.get("stats_counts.n8.hits")?.parse::<f64>().ok()).sum() };
+    let total = || carbon.total("stats_counts.n8.hits");
     local.send_udp("n8.hits:100|c\n");
     assert!(eventually(|| total() >= 100.0), "the first flush, spooled then sent");
     std::fs::rename(&spool, spool.with_extension("moved")).unwrap();
@@ -733,38 +729,24 @@ fn flushes_that_come_while_a_request_hangs_are_spooled_to_disk() {
         }
     });
     let spool = temp_dir("hang-spool").join("spool");
-    let config = |port: u16| {
+    let config = |address: &str| {
         format!(
             "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, flushInterval: 200, backends: ['forward'], \
-               forward: {{ nodes: ['http://127.0.0.1:{port}'], source: 'hang', checkInterval: 60000, timeoutMs: 30000, spoolDir: '{}' }} }}",
+               forward: {{ nodes: ['http://{address}'], source: 'hang', checkInterval: 60000, timeoutMs: 30000, spoolDir: '{}' }} }}",
             spool.display()
         )
     };
-    let local = Daemon::start_process("hang-local", &config(hanging_port));
-    let batches = || {
-        std::fs::read_dir(&spool)
-            .map_or(0, |dir| dir.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".batch")).count())
-    };
+    let local = Daemon::start_process("hang-local", &config(&format!("127.0.0.1:{hanging_port}")));
     for round in 1..=3 {
         local.send_tcp(&"hang.hits:10|c\n".repeat(round));
-        let spooled = eventually(|| batches() >= round);
-        assert!(spooled, "flush {round} spooled while the first request hangs: {} files", batches());
+        let spooled = eventually(|| spooled_batches(&spool) >= round);
+        assert!(spooled, "flush {round} spooled while the first request hangs: {} files", spooled_batches(&spool));
     }
     local.kill();
     let carbon = Carbon::start();
-    let port = free_port();
-    let global = Daemon::start_process(
-        "hang-global",
-        &format!(
-            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', \
-               graphitePort: {}, flushInterval: 200, global: {{ accept: true }} }}",
-            carbon.port
-        ),
-    );
-    let restarted = Daemon::start_process("hang-local-2", &config(port));
-    let total = || -> f64 {
-        carbon.flushes().iter().filter_map(|f| f.get("stats_counts.hang.hits")?.parse::<f64>().ok()).sum()
-    };
+    let global = global("hang-global", &carbon, "");
+    let restarted = Daemon::start_process("hang-local-2", &config(&global.address("http")));
+    let total = || carbon.total("stats_counts.hang.hits");
     assert!(eventually(|| total() >= 60.0), "every flush arrived after the restart: {}", total());
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(total(), 60.0);
@@ -998,9 +980,11 @@ fn a_damaged_store_file_is_set_aside_and_histd_starts() {
 }
 
 /// Issue 36 (N10's page damage): a store file whose pages were damaged while histd was
-/// stopped (50 bits flipped past its first page) is salvaged when SQLite meets the damage: at
-/// start, or at a query (the reader asks the writer to check the file). Every answer is exact
-/// (a series' points are its own), the blocks that read are kept, and new flushes are stored.
+/// stopped is salvaged when SQLite meets the damage: at start, at a write, or at a query (the
+/// reader asks the writer to check the file). Every answer is exact (a series' points are its
+/// own) and new flushes are stored. The probe's 50 bits flipped past the first page (what
+/// survives depends on which blocks they hit), and the blocks index's root page zeroed (no row
+/// lost: every series keeps its history).
 #[test]
 fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
     const SERIES: u64 = 1500;
@@ -1023,42 +1007,64 @@ fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
     assert!(eventually(|| count(&first, 1).1 == 1.0));
     assert!(first.terminate());
     let database = dir.join("histd.db");
-    let mut bytes = std::fs::read(&database).unwrap();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    for _ in 0..50 {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        let at = 4096 + (seed >> 33) as usize % (bytes.len() - 4096);
-        bytes[at] ^= 1 << ((seed >> 20) % 8);
+    let pristine = std::fs::read(&database).unwrap();
+    let flip_bits: fn(&mut Vec<u8>) = |bytes| {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..50 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let at = 4096 + (seed >> 33) as usize % (bytes.len() - 4096);
+            bytes[at] ^= 1 << ((seed >> 20) % 8);
+        }
+    };
+    let zero_index_root: fn(&mut Vec<u8>) = |bytes| {
+        let page_size = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+        let root = sqlite_root_page(bytes, "blocks_key");
+        bytes[(root - 1) * page_size..root * page_size].fill(0);
+    };
+    let asked = (1..=SERIES).step_by(10).count();
+    for (name, damage, all_kept) in
+        [("50 bits flipped", flip_bits, false), ("blocks_key's root zeroed", zero_index_root, true)]
+    {
+        let mut bytes = pristine.clone();
+        damage(&mut bytes);
+        std::fs::write(&database, &bytes).unwrap();
+        let daemon = Daemon::start_process("salvage-pages", &config);
+        // Ask every series: answers are exact or 503 (the file is being salvaged), never wrong.
+        let mut kept = 0;
+        for n in (1..=SERIES).step_by(10) {
+            let (status, value) = count(&daemon, n);
+            let (status, value) = if status == 503 {
+                assert!(eventually(|| count(&daemon, n).0 == 200), "{name}: salvaged, then answered");
+                count(&daemon, n)
+            } else {
+                (status, value)
+            };
+            assert_eq!(status, 200, "{name}: salvage.c{n}");
+            assert!(value == 0.0 || value == n as f64, "{name}: salvage.c{n} reads {value}: another series' points?");
+            kept += usize::from(value == n as f64);
+        }
+        if all_kept {
+            assert!(daemon.stat("store.store_damaged_files_set_aside") >= 1.0, "{name}: met and set aside");
+            assert_eq!(kept, asked, "{name}: every series keeps its history\n{}", daemon.stderr());
+        }
+        daemon.send_udp("salvage.after:7|c\nsalvage.c1:1|c\n");
+        let after = || points_total(&daemon.http_get("/api/v1/query?expr=count(salvage.after)&step=3600").1);
+        assert!(eventually(|| after() == 7.0), "{name}: new flushes stored");
+        let (status, value) = count(&daemon, 1);
+        assert_eq!(status, 200);
+        assert!(value == 1.0 || value == 2.0, "{name}: salvage.c1: its own points only ({value})");
+        assert!(daemon.terminate());
     }
-    std::fs::write(&database, &bytes).unwrap();
-    let daemon = Daemon::start_process("salvage-pages", &config);
-    // Ask every series: answers are exact or 503 (the file is being salvaged), never wrong.
-    let mut kept = 0;
-    for n in (1..=SERIES).step_by(10) {
-        let (status, value) = count(&daemon, n);
-        let (status, value) = if status == 503 {
-            assert!(eventually(|| count(&daemon, n).0 == 200), "salvaged, then answered");
-            count(&daemon, n)
-        } else {
-            (status, value)
-        };
-        assert_eq!(status, 200, "salvage.c{n}");
-        assert!(value == 0.0 || value == n as f64, "salvage.c{n} reads {value}: another series' points?");
-        kept += usize::from(value == n as f64);
-    }
-    assert!(daemon.stat("store.store_damaged_files_set_aside") >= 1.0, "the damage was met and the file set aside");
-    // A flipped bit in a block costs that block (a group of series over ten minutes): what
-    // the other blocks hold is kept.
-    assert!(daemon.stat("store.store_salvaged_points") > 0.0, "{}", daemon.stderr());
-    assert!(kept > 0, "the history that reads is kept: none of the series asked\n{}", daemon.stderr());
-    daemon.send_udp("salvage.after:7|c\nsalvage.c1:1|c\n");
-    assert!(
-        eventually(|| points_total(&daemon.http_get("/api/v1/query?expr=count(salvage.after)&step=3600").1) == 7.0)
-    );
-    let (status, value) = count(&daemon, 1);
-    assert_eq!(status, 200);
-    assert!(value == 1.0 || value == 2.0, "salvage.c1: its own points only ({value})");
-    assert!(daemon.terminate());
+}
+
+/// The root page of the table or index `name` in a SQLite file's bytes (read from a copy).
+fn sqlite_root_page(bytes: &[u8], name: &str) -> usize {
+    let copy = temp_dir("sqlite-root").join("copy.db");
+    std::fs::write(&copy, bytes).unwrap();
+    let connection = rusqlite::Connection::open(&copy).unwrap();
+    let root: i64 =
+        connection.query_row("SELECT rootpage FROM sqlite_master WHERE name = ?1", [name], |r| r.get(0)).unwrap();
+    root as usize
 }
 
 /// Issue 36: `histd backup` SIGKILLed at a range of moments while it copies a running daemon's

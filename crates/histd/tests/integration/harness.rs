@@ -306,6 +306,12 @@ pub fn wait_until(condition: impl FnMut() -> bool, what: &str) {
     assert!(eventually(condition), "timed out waiting for {what}");
 }
 
+/// The batch files a forward spool directory holds (none when it cannot be read).
+pub fn spooled_batches(dir: &Path) -> usize {
+    let batch = |entry: &std::fs::DirEntry| entry.file_name().to_string_lossy().ends_with(".batch");
+    std::fs::read_dir(dir).map_or(0, |entries| entries.flatten().filter(batch).count())
+}
+
 /// Polls `condition` until it holds (true) or [`WAIT`] passes (false), for a test that says
 /// more than "timed out" when it does not.
 pub fn eventually(condition: impl FnMut() -> bool) -> bool {
@@ -412,6 +418,11 @@ impl Carbon {
             }
         }
         flushes
+    }
+
+    /// The sum of `name`'s values over every complete flush received so far.
+    pub fn total(&self, name: &str) -> f64 {
+        self.flushes().iter().filter_map(|f| f.get(name)).map(|v| v.parse::<f64>().unwrap()).sum()
     }
 
     /// Waits for a flush for which `wanted` holds, and returns it.

@@ -19,7 +19,8 @@ use crate::forwarding::{
     assert_nothing_dropped, lines, reference, send, stored_histogram, stored_hits, wait_spool_empty_within, HITS,
     LATENCIES,
 };
-use crate::harness::{free_port, http, prepared_tool, temp_dir, wait_until, within, Daemon, TestCa};
+use crate::harness::{free_port, http, prepared_tool, spooled_batches, temp_dir, wait_until, within, Daemon, TestCa};
+use crate::store_api::stored_count;
 
 const FLUSH_MS: u64 = 500;
 const PARTITIONS: i32 = 6;
@@ -142,27 +143,10 @@ fn broker_properties(id: u32, client: u16, controller: u16, voters: &str, data: 
     )
 }
 
-/// Creates `topic` (replication factor 3, `min.insync.replicas` 2), retrying while the
-/// brokers come up.
+/// Creates `topic` on the cluster (replication factor 3, `min.insync.replicas` 2), retrying
+/// while the brokers come up.
 fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
-        rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-    let started = Instant::now();
-    loop {
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
-        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-        let created = runtime.block_on(admin.create_topics([&new], &options));
-        let error = match created.as_deref() {
-            Ok([Ok(_)]) => return,
-            Ok([Err((_, code))]) if *code == rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists => return,
-            Ok(other) => format!("{other:?}"),
-            Err(error) => error.to_string(),
-        };
-        assert!(started.elapsed() < Duration::from_secs(90), "the brokers never took topic {topic}: {error}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    create_topic_with(bootstrap, topic, partitions, 3, &|_| {}, None);
 }
 
 /// A global consuming `topic` in `group`, storing what it flushes; its data outlives it.
@@ -502,7 +486,7 @@ fn tls_and_sasl_reach_a_broker_that_asks_for_both() {
             .set("sasl.username", "histd")
             .set("sasl.password", "histd-secret-1");
     };
-    create_topic_with(&bootstrap, "histd-secure", 2, 1, &secure, &broker.log);
+    create_topic_with(&bootstrap, "histd-secure", 2, 1, &secure, Some(&broker.log));
     let password = dir.join("password");
     std::fs::write(&password, "histd-secret-1\n").unwrap();
     let wrong = dir.join("wrong-password");
@@ -562,15 +546,16 @@ fn tls_and_sasl_reach_a_broker_that_asks_for_both() {
     broker.kill();
 }
 
-/// Creates `topic` on the brokers at `bootstrap` with the client settings `configure` adds,
-/// retrying while they come up; `log` is the broker's log, shown when they never do.
+/// Creates `topic` on the brokers at `bootstrap` (`replication` copies, `min.insync.replicas`
+/// one less, at least 1) with the client settings `configure` adds, retrying while they come
+/// up; `log` (the broker's) is shown when they never do.
 fn create_topic_with(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
     replication: i32,
     configure: &dyn Fn(&mut rdkafka::ClientConfig),
-    log: &std::path::Path,
+    log: Option<&std::path::Path>,
 ) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -578,9 +563,11 @@ fn create_topic_with(
     config.set("bootstrap.servers", bootstrap);
     configure(&mut config);
     let admin: AdminClient<rdkafka::client::DefaultClientContext> = config.create().unwrap();
+    let in_sync = (replication - 1).max(1).to_string();
     let started = Instant::now();
     loop {
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+        let new =
+            NewTopic::new(topic, partitions, TopicReplication::Fixed(replication)).set("min.insync.replicas", &in_sync);
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
         let created = runtime.block_on(admin.create_topics([&new], &options));
         let error = match created.as_deref() {
@@ -589,20 +576,10 @@ fn create_topic_with(
             Ok(other) => format!("{other:?}"),
             Err(error) => error.to_string(),
         };
-        let waited = started.elapsed() < Duration::from_secs(90);
-        assert!(
-            waited,
-            "the broker never took topic {topic}: {error}\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
+        let log = log.map_or(String::new(), |log| std::fs::read_to_string(log).unwrap_or_default());
+        assert!(started.elapsed() < Duration::from_secs(90), "the brokers never took topic {topic}: {error}\n{log}");
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// What `daemon` stored of counter `name` over the last ten minutes.
-fn stored_count(daemon: &Daemon, name: &str) -> f64 {
-    let answer = daemon.http_json(&format!("/api/v1/query?expr=count({name})&from=-10m&step=3600"));
-    answer["points"].as_array().map_or(0.0, |points| points.iter().filter_map(|p| p[1].as_f64()).sum())
 }
 
 /// Issue 35: a local restarted while no broker can be reached cuts its flushes by the
@@ -635,17 +612,11 @@ fn a_local_started_without_brokers_spools_by_the_partitions_it_remembers() {
     // 30 s) while the next flushes come; they go to disk meanwhile, not to the queue.
     let unreachable = local_config("remembered", topic, &spool, None).replace(&brokers_list(), "'127.0.0.1:1'");
     let second = Daemon::start_process("kafka-remembered-2", &unreachable);
-    let batches = || {
-        std::fs::read_dir(&spool)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".batch"))
-            .count()
-    };
     for round in 1..=3 {
         second.send_tcp(&"remembered.hits:10|c\n".repeat(round));
-        let spooled = within(Duration::from_secs(10), || batches() >= round);
-        assert!(spooled, "flush {round} spooled to disk while the first awaits the brokers: {} files", batches());
+        let spooled = within(Duration::from_secs(10), || spooled_batches(&spool) >= round);
+        let files = spooled_batches(&spool);
+        assert!(spooled, "flush {round} spooled to disk while the first awaits the brokers: {files} files");
     }
     second.kill();
     let third = Daemon::start_process("kafka-remembered-3", &local_config("remembered", topic, &spool, None));

@@ -22,11 +22,6 @@ fn hangup(daemon: &Daemon) {
     assert!(status.success());
 }
 
-/// The sum of a counter over every flush carbon received.
-fn total(carbon: &Carbon, name: &str) -> f64 {
-    carbon.flushes().iter().filter_map(|f| f.get(name)).map(|v| v.parse::<f64>().unwrap()).sum()
-}
-
 #[test]
 fn reloads_under_load_lose_and_double_nothing() {
     let carbon = Carbon::start();
@@ -58,9 +53,9 @@ fn reloads_under_load_lose_and_double_nothing() {
     sender.join().unwrap();
     let sent = sent.load(Ordering::Relaxed) as f64;
     assert!(
-        eventually(|| total(&carbon, "stats_counts.reload.c") == sent),
+        eventually(|| carbon.total("stats_counts.reload.c") == sent),
         "{} of {sent}",
-        total(&carbon, "stats_counts.reload.c")
+        carbon.total("stats_counts.reload.c")
     );
     assert_eq!(daemon.stat("messages.config_reload_failures"), 0.0);
     // The last reload's thresholds are the ones flushed: p90, not p50/p99.
@@ -175,13 +170,13 @@ fn reloads_open_and_close_listeners_and_backends() {
     stop.store(true, Ordering::Relaxed);
     sender.join().unwrap();
     let sent = sent.load(Ordering::Relaxed) as f64;
-    let both_carbons = || total(&carbon_a, "stats_counts.edges.c") + total(&carbon_b, "stats_counts.edges.c");
+    let both_carbons = || carbon_a.total("stats_counts.edges.c") + carbon_b.total("stats_counts.edges.c");
     assert!(
         eventually(|| both_carbons() == sent),
         "{} of {sent} (graphite kept after the failed reload)",
         both_carbons()
     );
-    assert!(total(&carbon_a, "stats_counts.edges.c") > 0.0 && total(&carbon_b, "stats_counts.edges.c") > 0.0);
+    assert!(carbon_a.total("stats_counts.edges.c") > 0.0 && carbon_b.total("stats_counts.edges.c") > 0.0);
     // The UDP listener dropped and the store added: the port is free again, the API answers.
     let store = format!("backends: ['graphite', 'store'], graphiteHost: '127.0.0.1', graphitePort: {}", carbon_b.port);
     let outcome = reload_with(

@@ -21,8 +21,8 @@ fn store_daemon(name: &str, data: &std::path::Path) -> Daemon {
     Daemon::start(name, &store_config(data))
 }
 
-/// The sum of `count(name)` over the last hour.
-fn stored_count(daemon: &Daemon, name: &str) -> f64 {
+/// The sum of `count(name)` over the last ten minutes.
+pub(crate) fn stored_count(daemon: &Daemon, name: &str) -> f64 {
     let points = query(daemon, &format!("count({name})"), "&step=1h");
     points["points"].as_array().unwrap().iter().map(|p| p[1].as_f64().unwrap()).sum()
 }

@@ -322,23 +322,35 @@ impl Delivery {
     ) -> Result<crate::http_client::Answer, String> {
         let Way::Nodes { clients, .. } = &mut self.way else { unreachable!("posting to nodes") };
         let mut client = clients[destination].take().unwrap_or_else(|| unreachable!("one request at a time"));
-        let mut request = Box::pin(async move {
+        let request = async move {
             let answered = client.send(hyper::Method::POST, body).await;
             (client, answered)
-        });
-        let (client, answered) = loop {
-            let Some(queue) = flushes.as_deref_mut() else { break request.await };
-            tokio::select! {
-                done = &mut request => break done,
-                snapshot = queue.next() => match snapshot {
-                    Some(snapshot) => self.take(snapshot).await,
-                    None => *flushes = None, // the stop: the run's loop sees it next
-                },
-            }
         };
+        let (client, answered) = self.taking_flushes_while(request, flushes).await;
         let Way::Nodes { clients, .. } = &mut self.way else { unreachable!("posting to nodes") };
         clients[destination] = Some(client);
         answered
+    }
+
+    /// Awaits `work` (which must not hold the delivery) while the flushes that come meanwhile
+    /// are cut and spooled, so they are on disk, not in the queue, should the process die.
+    /// `flushes` becomes `None` at the stop (the run's loop sees it next).
+    async fn taking_flushes_while<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        flushes: &mut Option<&mut Flushes>,
+    ) -> T {
+        let mut work = std::pin::pin!(work);
+        loop {
+            let Some(queue) = flushes.as_deref_mut() else { return work.await };
+            tokio::select! {
+                done = &mut work => return done,
+                snapshot = queue.next() => match snapshot {
+                    Some(snapshot) => self.take(snapshot).await,
+                    None => *flushes = None,
+                },
+            }
+        }
     }
 
     /// Produces what waits, oldest first, each batch to the partition it was cut for, up to
@@ -363,18 +375,8 @@ impl Delivery {
             }
         }
         for (batch, acknowledged) in produced {
-            let mut acknowledged = Box::pin(tokio::time::timeout_at(wait_until, acknowledged));
-            let answer = loop {
-                let Some(queue) = flushes.as_deref_mut() else { break acknowledged.await };
-                tokio::select! {
-                    answer = &mut acknowledged => break answer,
-                    snapshot = queue.next() => match snapshot {
-                        Some(snapshot) => self.take(snapshot).await,
-                        None => flushes = None, // the stop: the run's loop sees it next
-                    },
-                }
-            };
-            match answer {
+            let acknowledged = tokio::time::timeout_at(wait_until, acknowledged);
+            match self.taking_flushes_while(acknowledged, &mut flushes).await {
                 Ok(Ok(())) => self.delivered(&batch),
                 Ok(Err(super::kafka::Refused::ForGood(reason))) => self.rejected(&batch, &reason),
                 Ok(Err(super::kafka::Refused::Retry(reason))) => {

@@ -24,6 +24,7 @@ mod scrub;
 
 pub use config::StoreConfig;
 pub use damage::DamagedBlocks;
+pub(crate) use recover::move_files;
 use recover::Recovery;
 use scrub::Scrubber;
 
@@ -240,14 +241,16 @@ impl Writer {
         let mut readers = crate::clock::lock(&self.readers);
         *readers = None;
         let store = self.store.take().unwrap_or_else(|| unreachable!("a store but while it is swapped"));
-        let before = self.recovery.files_set_aside();
         match self.recovery.replace(store, &self.path, options, why) {
-            Ok(store) => self.store = Some(store),
+            Ok((store, replaced)) => {
+                self.store = Some(store);
+                replaced
+            }
             Err(error) => {
-                tracing::error!(error = %format!("{error:#}"), "the store's writer stops: no store can be opened")
+                tracing::error!(error = %format!("{error:#}"), "the store's writer stops: no store can be opened");
+                false
             }
         }
-        self.recovery.files_set_aside() > before
     }
 }
 

@@ -45,25 +45,30 @@ impl Recovery {
         }
     }
 
-    /// Replaces `store`, found damaged while running (`why`), by a salvaged copy. Every other
-    /// connection to the file must be closed: a connection closing after the file moved would
-    /// remove the new file's write-ahead log, which SQLite names by path. When no copy can be
-    /// made the damaged file is opened again as it was, and the reason logged.
+    /// Replaces `store`, found damaged while running (`why`), by a salvaged copy, and says
+    /// whether it did. Every other connection to the file must be closed: a connection closing
+    /// after the file moved would remove the new file's write-ahead log, which SQLite names by
+    /// path. When no copy can be made the damaged file is opened again as it was, and the
+    /// reason logged.
     pub fn replace(
         &mut self,
         store: store::Store,
         path: &Path,
         options: store::Options,
         why: &store::StoreError,
-    ) -> anyhow::Result<store::Store> {
+    ) -> anyhow::Result<(store::Store, bool)> {
         drop(store);
-        self.salvage(path, options, why).or_else(|error| {
-            tracing::error!(
-                error = %format!("{error:#}"),
-                "the store file is damaged and could not be salvaged; it is written as it is"
-            );
-            store::Store::open(path, options).with_context(|| format!("cannot open the store {} again", path.display()))
-        })
+        match self.salvage(path, options, why) {
+            Ok(fresh) => Ok((fresh, true)),
+            Err(error) => {
+                tracing::error!(
+                    error = %format!("{error:#}"),
+                    "the store file is damaged and could not be salvaged; it is written as it is"
+                );
+                let again = store::Store::open(path, options);
+                Ok((again.with_context(|| format!("cannot open the store {} again", path.display()))?, false))
+            }
+        }
     }
 
     /// Whether `store`'s pages are damaged, asked by a reader that met damage; checked at most
@@ -131,11 +136,6 @@ impl Recovery {
         store::Store::open(path, options).with_context(|| format!("cannot open the salvaged store {}", path.display()))
     }
 
-    /// Store files set aside since start.
-    pub fn files_set_aside(&self) -> u64 {
-        self.files_set_aside
-    }
-
     /// Its counters, for the store sink's telemetry.
     pub fn details(&self) -> [Detail; 5] {
         let total = |name, value: u64| Detail { name, value: value as f64, level: false };
@@ -149,13 +149,17 @@ impl Recovery {
     }
 }
 
-/// Renames a store file and its write-ahead log and shared memory, where they exist.
-fn move_files(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Renames a store file with its write-ahead log and shared memory, where they exist (a log
+/// left behind would be replayed into whatever file takes the name: SQLite finds it by the
+/// database's name). True when the store file itself was there.
+pub(crate) fn move_files(from: &Path, to: &Path) -> std::io::Result<bool> {
+    let mut moved = false;
     for suffix in ["", "-wal", "-shm"] {
         let file = format!("{}{suffix}", from.display());
         if Path::new(&file).exists() {
             std::fs::rename(&file, format!("{}{suffix}", to.display()))?;
+            moved |= suffix.is_empty();
         }
     }
-    Ok(())
+    Ok(moved)
 }
