@@ -139,7 +139,13 @@ fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryRe
         return Err(QueryFailure::BadInput(anyhow::anyhow!("no store at {} (--data-dir)", path.display())));
     }
     let unavailable = |error: store::StoreError| QueryFailure::Unavailable(error.into());
-    let store = store::Store::open_reader(&path).map_err(unavailable)?;
+    let mut store = store::Store::open_reader(&path).map_err(unavailable)?;
+    let series = store.take_damaged_series();
+    if !series.is_empty() {
+        eprintln!(
+            "histd query: warning: the rows of series {series:?} do not match their checksums: their points are left out (the daemon salvages the file when it checks it; offline, histd scrub finds it)"
+        );
+    }
     store.check_types(&expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let points = store.query(&expr, from, to, step).map_err(unavailable)?;
     let mut damaged = store.take_damaged();

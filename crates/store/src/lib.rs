@@ -21,6 +21,7 @@ mod row;
 mod salvage;
 mod schema;
 mod series;
+mod series_rows;
 mod upkeep;
 mod usage;
 mod write;
@@ -57,6 +58,9 @@ pub enum StoreError {
     /// A backup cannot be written where it was asked.
     #[error("backup: {0}")]
     Backup(String),
+    /// Series rows whose checksum does not hold (their ids): the file is damaged.
+    #[error("the rows of series {0:?} do not match their checksums")]
+    DamagedSeries(Vec<i64>),
     /// A damaged store file cannot be salvaged.
     #[error("salvage: {0}")]
     Salvage(String),
@@ -81,6 +85,7 @@ impl StoreError {
             StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
                 matches!(error.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             }
+            StoreError::DamagedSeries(_) => true,
             _ => false,
         }
     }

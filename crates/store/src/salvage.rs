@@ -42,7 +42,8 @@ pub struct Salvaged {
     pub points: u64,
     /// Reads that failed on a damaged page and were skipped past.
     pub unreadable_pages: u64,
-    /// Rows read whose text is not UTF-8 (a flipped bit in a name): left out.
+    /// Rows read whose text is not UTF-8 (a flipped bit in a name), and series rows whose
+    /// checksum does not hold: left out.
     pub unreadable_rows: u64,
     /// Series deleted because their group's row was lost.
     pub orphaned_series: u64,
@@ -61,6 +62,15 @@ struct Copied {
     insert: &'static str,
 }
 
+/// How the series table is copied: a row whose checksum does not hold is left out (before it
+/// is written: a row renamed to another series' name would otherwise take that series' place).
+const SERIES: Copied = Copied {
+    table: "series",
+    columns: "id, name, tags, kind, grp, checksum, last_day",
+    count: 7,
+    insert: "INSERT OR IGNORE INTO series (id, name, tags, kind, grp, checksum, last_day) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+};
+
 const TABLES: [Copied; 4] = [
     Copied {
         table: "meta",
@@ -75,12 +85,7 @@ const TABLES: [Copied; 4] = [
         count: 5,
         insert: "INSERT OR IGNORE INTO groups (grp, kind, members, compacted_until, hour_until) VALUES (?1, ?2, ?3, ?4, ?5)",
     },
-    Copied {
-        table: "series",
-        columns: "id, name, tags, kind, grp, last_day",
-        count: 6,
-        insert: "INSERT OR IGNORE INTO series (id, name, tags, kind, grp, last_day) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    },
+    SERIES,
     Copied {
         table: "blocks",
         columns: "rowid, resolution, grp, start, span, points, data",
@@ -103,8 +108,9 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     let mut target = Connection::open(fresh)?;
     let mut salvaged = Salvaged::default();
     let transaction = target.transaction()?;
+    let checks = series_checks(&source);
     for copied in &TABLES {
-        let rows = copy_table(&source, &transaction, copied, &mut salvaged)?;
+        let rows = copy_table(&source, &transaction, copied, checks, &mut salvaged)?;
         match copied.table {
             "groups" => salvaged.groups = rows,
             "series" => salvaged.series = rows,
@@ -112,6 +118,7 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
             _ => {}
         }
     }
+    crate::series_rows::fill_missing(&transaction)?;
     remove_orphans(&transaction, &mut salvaged)?;
     close_groups(&transaction)?;
     salvaged.points = transaction.query_row("SELECT coalesce(sum(points), 0) FROM blocks", [], |r| r.get(0))?;
@@ -122,16 +129,46 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     Ok(salvaged)
 }
 
+/// How the damaged file's series rows are checked.
+#[derive(Debug, Clone, Copy)]
+enum SeriesChecks {
+    /// Written before checksums: the column is missing.
+    NoColumn,
+    /// Whether a row without a checksum is damaged.
+    Required(bool),
+}
+
+fn series_checks(source: &Connection) -> SeriesChecks {
+    match crate::schema::column_exists(source, "series", "checksum") {
+        Ok(false) => SeriesChecks::NoColumn,
+        // A meta table that does not read: a row without a checksum is given one.
+        _ => SeriesChecks::Required(crate::series_rows::is_checksummed(source).unwrap_or(false)),
+    }
+}
+
+/// Whether a series row read (values in [`SERIES`]' order) is whole.
+fn series_row_holds(values: &[Value], checks: SeriesChecks) -> bool {
+    let value = |index: usize| values.get(index).map_or(ValueRef::Null, ValueRef::from);
+    let required = matches!(checks, SeriesChecks::Required(true));
+    let judged = crate::series_rows::judge([0, 1, 2, 3, 4, 5].map(value), required);
+    // Forgotten series (no group) have no checksum and are copied as they are.
+    matches!(judged, crate::series_rows::SeriesRow::Whole { .. }) || value(4) == ValueRef::Null
+}
+
 /// Copies one table's readable rows; returns how many, and how many reads were skipped.
 fn copy_table(
     source: &Connection,
     target: &Connection,
     copied: &Copied,
+    checks: SeriesChecks,
     salvaged: &mut Salvaged,
 ) -> Result<u64, StoreError> {
+    let columns = match (copied.table, checks) {
+        ("series", SeriesChecks::NoColumn) => copied.columns.replace("checksum", "NULL"),
+        _ => copied.columns.to_string(),
+    };
     let read = format!(
-        "SELECT {} FROM {} WHERE {} > ?1 ORDER BY 1 LIMIT {SLICE}",
-        copied.columns,
+        "SELECT {columns} FROM {} WHERE {} > ?1 ORDER BY 1 LIMIT {SLICE}",
         copied.table,
         copied.columns.split(',').next().unwrap_or("rowid")
     );
@@ -141,8 +178,10 @@ fn copy_table(
         let (rows, failed) = read_slice(source, &read, after, copied.count);
         for (_, row) in &rows {
             match row {
-                Some(values) => copied_rows += insert.execute(params_from_iter(values.iter()))? as u64,
-                None => salvaged.unreadable_rows += 1,
+                Some(values) if copied.table != "series" || series_row_holds(values, checks) => {
+                    copied_rows += insert.execute(params_from_iter(values.iter()))? as u64
+                }
+                _ => salvaged.unreadable_rows += 1,
             }
         }
         if let Some((last, _)) = rows.last() {

@@ -1,8 +1,9 @@
 //! The tables (format 2).
 //!
-//! - `series`: one row per series (name, sorted tags, kind), the group it belongs to, and the
-//!   last day (unix days) its rows reached an hour rollup: a series whose last day is past the
-//!   longest retention holds no rows any more and is deleted ([`crate::prune`]).
+//! - `series`: one row per series (name, sorted tags, kind), the group it belongs to, the
+//!   last day (unix days) its rows reached an hour rollup (a series whose last day is past the
+//!   longest retention holds no rows any more and is deleted: [`crate::prune`]), and the row's
+//!   checksum ([`crate::series_rows`]).
 //! - `groups`: series are grouped by kind (up to [`group_size`] a group); a group's rows share
 //!   blocks. `compacted_until` is the end of the last period compacted for it: before it, minute
 //!   rollups are complete, from it on only raw rows exist; `hour_until` is where its hour
@@ -94,6 +95,7 @@ CREATE TABLE IF NOT EXISTS series (
     kind TEXT NOT NULL,
     grp INTEGER,
     last_day INTEGER,
+    checksum INTEGER,
     UNIQUE (name, tags, kind)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -140,9 +142,13 @@ pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
     if !column_exists(connection, "series", "last_day")? {
         connection.execute_batch("ALTER TABLE series ADD COLUMN last_day INTEGER")?;
     }
+    if !column_exists(connection, "series", "checksum")? {
+        connection.execute_batch("ALTER TABLE series ADD COLUMN checksum INTEGER")?;
+    }
     connection.execute_batch("CREATE INDEX IF NOT EXISTS series_last_day ON series (last_day)")?;
     if fresh {
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?1)", [FORMAT])?;
+        crate::series_rows::mark_checksummed(connection)?;
     }
     Ok(if old { 1 } else { FORMAT })
 }
@@ -162,7 +168,7 @@ pub(crate) fn table_exists(connection: &Connection, name: &str) -> Result<bool, 
     Ok(found.is_some())
 }
 
-fn column_exists(connection: &Connection, table: &str, column: &str) -> Result<bool, StoreError> {
+pub(crate) fn column_exists(connection: &Connection, table: &str, column: &str) -> Result<bool, StoreError> {
     let mut statement = connection.prepare(&format!("PRAGMA table_info({table})"))?;
     let names = statement.query_map([], |row| row.get::<_, String>(1))?;
     for name in names {

@@ -30,7 +30,8 @@ impl ScrubReport {
 }
 
 impl Store {
-    /// Reads every block and checks it, then SQLite's pages (`PRAGMA quick_check`).
+    /// Reads every block and checks it, then SQLite's pages (`PRAGMA quick_check`) and the
+    /// series rows' checksums.
     pub fn scrub(&self) -> Result<ScrubReport, StoreError> {
         let _snapshot = self.read_snapshot()?;
         let mut report = ScrubReport::default();
@@ -50,13 +51,14 @@ impl Store {
                 });
             }
         }
-        report.pages = self.check_pages()?;
+        report.pages = self.check_file()?;
         Ok(report)
     }
 
     /// What SQLite's own check (`PRAGMA quick_check`: every page of every table and index,
-    /// reading the whole file once) finds wrong with the file; empty: nothing.
-    pub fn check_pages(&self) -> Result<Vec<String>, StoreError> {
+    /// reading the whole file once) and the series rows' checksums find wrong with the file;
+    /// empty: nothing.
+    pub fn check_file(&self) -> Result<Vec<String>, StoreError> {
         let mut check = self.connection.prepare("PRAGMA quick_check")?;
         let lines = check.query_map([], |row| row.get::<_, String>(0))?;
         let mut found = Vec::new();
@@ -65,6 +67,10 @@ impl Store {
             if line != "ok" {
                 found.push(line);
             }
+        }
+        let damaged = crate::series_rows::damaged_rows(&self.connection)?;
+        if !damaged.is_empty() {
+            found.push(format!("the rows of series {damaged:?} do not match their checksums"));
         }
         Ok(found)
     }

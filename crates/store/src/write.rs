@@ -10,6 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::blocks::put_head;
 use crate::schema::{group_size, prepare, Resolution};
+use crate::series_rows::SeriesRow;
 use crate::usage::Usage;
 use crate::{Kind, Row, SeriesKey, StoreError};
 
@@ -93,6 +94,12 @@ pub struct Store {
     pub(crate) pending: BTreeSet<(i64, i64)>,
     pub(crate) options: Options,
     pub(crate) usage: Usage,
+    /// Readers: series rows found damaged since the last [`Store::take_damaged_series`].
+    damaged_series: Vec<i64>,
+    /// Readers: whether the series table has its checksum column (found once).
+    checksum_column: bool,
+    /// Readers: the highest id of a damaged series row read (each is reported once).
+    pub(crate) highest_damaged_series: i64,
     /// Readers: the count of forgets as of the last [`Store::load_series`].
     pub(crate) generation: i64,
     /// Readers: blocks found damaged since the last [`Store::take_damaged`], left out of the
@@ -127,6 +134,7 @@ impl Store {
             }
             let _ = std::fs::remove_file(&kept);
         }
+        crate::series_rows::fill_and_check(&mut store.connection)?;
         store.load_groups()?;
         store.load_pending()?;
         store.usage = Usage::load(&store.connection, path)?;
@@ -154,6 +162,9 @@ impl Store {
             options,
             usage: Usage::default(),
             generation: 0,
+            damaged_series: Vec::new(),
+            highest_damaged_series: 0,
+            checksum_column: false,
             damaged: Default::default(),
         }
     }
@@ -165,19 +176,38 @@ impl Store {
             return Ok(()); // a store of the first format, not migrated yet
         }
         self.check_generation()?;
-        let known = self.series.keys().copied().max().unwrap_or(0);
-        let mut statement = self
-            .connection
-            .prepare("SELECT id, name, tags, kind, grp FROM series WHERE id > ?1 AND grp IS NOT NULL")?;
-        let rows = statement.query_map([known], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, row.get::<_, String>(3)?, row.get::<_, i64>(4)?))
-        })?;
-        for row in rows {
-            let (id, name, tags, kind, grp) = row?;
-            let Some(kind) = Kind::parse(&kind) else { continue };
-            self.series.insert(id, (SeriesKey { name, tags, kind }, grp));
+        let known = self.series.keys().copied().max().unwrap_or(0).max(self.highest_damaged_series);
+        let required = crate::series_rows::is_checksummed(&self.connection)?;
+        // A store from before checksums has no column for them until its writer opens it.
+        if !self.checksum_column {
+            self.checksum_column = crate::schema::column_exists(&self.connection, "series", "checksum")?;
+        }
+        let columns = match self.checksum_column {
+            true => crate::series_rows::COLUMNS.to_string(),
+            false => crate::series_rows::COLUMNS.replace("checksum", "NULL"),
+        };
+        let mut statement =
+            self.connection.prepare(&format!("SELECT {columns} FROM series WHERE id > ?1 AND grp IS NOT NULL"))?;
+        let mut rows = statement.query([known])?;
+        while let Some(row) = rows.next()? {
+            match crate::series_rows::read(row, required)? {
+                SeriesRow::Whole { id, key, grp } => {
+                    self.series.insert(id, (key, grp));
+                }
+                SeriesRow::Damaged(id) => {
+                    self.damaged_series.push(id);
+                    self.highest_damaged_series = self.highest_damaged_series.max(id);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The ids of the series rows [`Store::load_series`] found damaged (their checksum does
+    /// not hold) since the last call: their points are left out of every answer, and the
+    /// writer salvages the file when it checks it ([`Store::check_file`]).
+    pub fn take_damaged_series(&mut self) -> Vec<i64> {
+        std::mem::take(&mut self.damaged_series)
     }
 
     /// Reads every series group's kind from the database again (after a forget or a prune).
@@ -388,7 +418,9 @@ fn series_id(
     transaction
         .prepare_cached("INSERT INTO series (name, tags, kind, grp) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![canonical.name, canonical.tags, kind.as_str(), grp])?;
-    Ok((transaction.last_insert_rowid(), grp))
+    let id = transaction.last_insert_rowid();
+    crate::series_rows::seal(transaction, id, &canonical, grp)?;
+    Ok((id, grp))
 }
 
 /// A flush's rows sorted by id, with a series' rows merged into one (two aggregation keys

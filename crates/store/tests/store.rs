@@ -746,6 +746,11 @@ enum Attack {
     BlockOverOtherGroup,
     /// The file's bytes changed by a function.
     File(fn(&mut Vec<u8>)),
+    /// Every occurrence of the first bytes in the file (a series row, and its index entry)
+    /// written over with the second, as flipped bits leave them.
+    Bytes(&'static [u8], &'static [u8]),
+    /// A statement run on the file.
+    Sql(&'static str),
 }
 
 /// Issue 36, item 5: a table of attacks on the store's format. Whatever is done to it, every
@@ -763,9 +768,11 @@ fn attacks_on_the_store_format() {
             f.flush(START + 300 * i, &lines);
         }
     }
-    let sample: Vec<i64> = (1..=SERIES).step_by(25).chain([1024, 1025, SERIES]).collect();
-    let answers = |path: &std::path::Path| -> (Vec<Vec<(i64, f64)>>, usize) {
-        let store = Store::open_reader(path).unwrap();
+    let sample: Vec<i64> = (1..=SERIES).step_by(25).chain([3, 1024, 1025, SERIES]).collect();
+    // Answers for the sample, the blocks and series rows found damaged.
+    let answers = |path: &std::path::Path| -> (Vec<Vec<(i64, f64)>>, usize, usize) {
+        let mut store = Store::open_reader(path).unwrap();
+        let damaged_series = store.take_damaged_series().len();
         let answers = sample
             .iter()
             .map(|n| store.query(&parse(&format!("count(c{n})")).unwrap(), START, START + 1500, 300).unwrap())
@@ -773,10 +780,10 @@ fn attacks_on_the_store_format() {
         let mut damaged: Vec<(i64, i64)> = store.take_damaged().iter().map(|block| (block.grp, block.start)).collect();
         damaged.sort_unstable();
         damaged.dedup();
-        (answers, damaged.len())
+        (answers, damaged.len(), damaged_series)
     };
-    let (expected, none) = answers(&pristine);
-    assert_eq!(none, 0);
+    let (expected, none, no_series) = answers(&pristine);
+    assert_eq!((none, no_series), (0, 0));
     assert!(expected.iter().all(|points| points.len() == 4), "{expected:?}");
     let flip: fn(&mut Vec<u8>) = |data| {
         let middle = data.len() / 2;
@@ -791,22 +798,40 @@ fn attacks_on_the_store_format() {
     };
     let file_garbage: fn(&mut Vec<u8>) = |bytes| bytes.extend_from_slice(&[0x5a; 10_000]);
     let file_half: fn(&mut Vec<u8>) = |bytes| bytes.truncate(bytes.len() / 2 / 4096 * 4096);
-    // (name, attack, whether damaged blocks are found and counted, whether points are lost)
-    let cases: [(&str, Attack, bool, bool); 9] = [
-        ("a bit flipped in a block", Attack::Block(flip), true, true),
-        ("a block cut to half", Attack::Block(truncate), true, true),
-        ("garbage after a block", Attack::Block(append), true, true),
-        ("a block emptied", Attack::Block(empty), true, true),
-        ("a block's checksum zeroed", Attack::Block(zero_checksum), true, true),
+    // (name, attack, whether damaged blocks are found and counted, whether damaged series rows
+    // are, whether points are lost)
+    let cases: [(&str, Attack, bool, bool, bool); 13] = [
+        ("a bit flipped in a block", Attack::Block(flip), true, false, true),
+        ("a block cut to half", Attack::Block(truncate), true, false, true),
+        ("garbage after a block", Attack::Block(append), true, false, true),
+        ("a block emptied", Attack::Block(empty), true, false, true),
+        ("a block's checksum zeroed", Attack::Block(zero_checksum), true, false, true),
         // Each row carries its own times: swapped blocks still answer every point at its time.
-        ("two blocks of a group swapped", Attack::SwapBlocks, false, false),
+        ("two blocks of a group swapped", Attack::SwapBlocks, false, false, false),
         // Another group's series are not in it (ids are unique): its points come from the
         // group's rollups, never from the other group's data.
-        ("a block written over another group's", Attack::BlockOverOtherGroup, false, false),
-        ("garbage after the file", Attack::File(file_garbage), false, false),
-        ("the file cut to half", Attack::File(file_half), false, true),
+        ("a block written over another group's", Attack::BlockOverOtherGroup, false, false, false),
+        ("garbage after the file", Attack::File(file_garbage), false, false, false),
+        ("the file cut to half", Attack::File(file_half), false, false, true),
+        // c1 renamed c3 by one flipped bit: c3 still answers only its own points.
+        ("a series' name flipped into another's", Attack::Bytes(b"c1counter", b"c3counter"), false, true, true),
+        ("a series' name no longer UTF-8", Attack::Bytes(b"c26counter", b"\xe326counter"), false, true, true),
+        (
+            "a series moved to another group",
+            Attack::Sql("UPDATE series SET grp = grp + 1 WHERE name = 'c51'"),
+            false,
+            true,
+            true,
+        ),
+        (
+            "a series' checksum gone",
+            Attack::Sql("UPDATE series SET checksum = NULL WHERE name = 'c76'"),
+            false,
+            true,
+            true,
+        ),
     ];
-    for (name, attack, damaged_blocks, loses) in cases {
+    for (name, attack, damaged_blocks, damaged_rows, loses) in cases {
         let path = dir.join("attacked.db");
         let fresh = dir.join("salvaged.db");
         for file in [&path, &fresh] {
@@ -830,20 +855,42 @@ fn attacks_on_the_store_format() {
                 fresh.clone()
             }
         };
-        let (got, damaged) = answers(&read_from);
+        let (got, damaged, damaged_series) = answers(&read_from);
         assert_eq!(damaged > 0, damaged_blocks, "{name}: {damaged} blocks found damaged");
-        let mut lost = 0;
-        for ((n, want), got) in sample.iter().zip(&expected).zip(&got) {
-            for point in got {
-                assert!(
-                    want.contains(point),
-                    "{name}: c{n} answers {point:?}, never written: {got:?} (written {want:?})"
-                );
-            }
-            lost += want.len() - got.len();
-        }
+        assert_eq!(damaged_series > 0, damaged_rows, "{name}: {damaged_series} series rows found damaged");
+        let lost = lost_points(name, &sample, &expected, &got);
         assert_eq!(lost > 0, loses, "{name}: {lost} points lost");
+        // The writer refuses a file whose series rows are damaged, as damaged: the daemon
+        // salvages it, and what the salvage keeps answers as exactly.
+        match Store::open(&read_from, Options::default()) {
+            Ok(_) => assert!(!damaged_rows, "{name}: the writer opened a file with damaged series rows"),
+            Err(error) => {
+                assert!(error.is_damaged_file() && damaged_rows, "{name}: {error}");
+                let salvaged = dir.join("salvaged-by-writer.db");
+                let _ = std::fs::remove_file(&salvaged);
+                drop(Store::open(&salvaged, Options::default()).unwrap());
+                let copied = store::salvage(&read_from, &salvaged).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(copied.unreadable_rows > 0, "{name}: {copied:?}");
+                let (after, _, series_after) = answers(&salvaged);
+                assert_eq!(series_after, 0, "{name}: the salvage kept damaged series rows");
+                assert_eq!(lost_points(name, &sample, &expected, &after), lost, "{name}: the salvage lost more");
+                drop(Store::open(&salvaged, Options::default()).unwrap());
+            }
+        }
     }
+}
+
+/// Points of `expected` missing from `got` (per sampled series); panics on a point answered
+/// that was never written.
+fn lost_points(name: &str, sample: &[i64], expected: &[Vec<(i64, f64)>], got: &[Vec<(i64, f64)>]) -> usize {
+    let mut lost = 0;
+    for ((n, want), got) in sample.iter().zip(expected).zip(got) {
+        for point in got {
+            assert!(want.contains(point), "{name}: c{n} answers {point:?}, never written: {got:?} (written {want:?})");
+        }
+        lost += want.len() - got.len();
+    }
+    lost
 }
 
 fn attack_store(path: &std::path::Path, attack: Attack) {
@@ -887,5 +934,57 @@ fn attack_store(path: &std::path::Path, attack: Attack) {
             change(&mut bytes);
             std::fs::write(path, bytes).unwrap();
         }
+        Attack::Bytes(from, to) => {
+            drop(connection);
+            let mut bytes = std::fs::read(path).unwrap();
+            let places: Vec<usize> =
+                bytes.windows(from.len()).enumerate().filter(|(_, w)| w == &from).map(|(at, _)| at).collect();
+            assert!(!places.is_empty(), "{from:?} is not in the file");
+            for at in places {
+                bytes[at..at + to.len()].copy_from_slice(to);
+            }
+            std::fs::write(path, bytes).unwrap();
+        }
+        Attack::Sql(statement) => {
+            connection.execute(statement, []).unwrap();
+        }
     }
+}
+
+/// A store written before series rows had checksums is read as it is, and the writer gives
+/// every row its checksum once at open; afterwards a row without one is damaged.
+#[test]
+fn a_store_from_before_series_checksums_gets_them_at_open() {
+    let (dir, _cleanup) = temp_dir("series-checksums");
+    let path = dir.join("histd.db");
+    {
+        let mut f = fixture_in(&path);
+        f.flush(START + 300, "a:1|c\nb:2|c\nt:3|ms\n");
+    }
+    {
+        let old = rusqlite::Connection::open(&path).unwrap();
+        old.execute_batch("ALTER TABLE series DROP COLUMN checksum; DELETE FROM meta WHERE key = 'series_checksums'")
+            .unwrap();
+    }
+    let loaded = |path: &std::path::Path| {
+        let mut reader = Store::open_reader(path).unwrap();
+        let count = reader.query(&parse("count(b)").unwrap(), START, START + 600, 300).unwrap();
+        (reader.take_damaged_series(), count)
+    };
+    // A reader before the writer opened it: the column is missing.
+    assert_eq!(loaded(&path), (vec![], vec![(START + 300, 2.0)]));
+    drop(Store::open(&path, Options::default()).unwrap());
+    let (damaged, count) = loaded(&path);
+    assert_eq!((damaged, count), (vec![], vec![(START + 300, 2.0)]));
+    let checked: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM series WHERE checksum IS NULL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(checked, 0);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE series SET checksum = NULL WHERE name = 'a'", [])
+        .unwrap();
+    assert_eq!(loaded(&path).0.len(), 1, "a row without a checksum once all have one is damaged");
+    assert!(Store::open(&path, Options::default()).is_err_and(|e| e.is_damaged_file()));
 }

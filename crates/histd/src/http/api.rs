@@ -357,8 +357,13 @@ async fn with_store<T: Send + 'static>(
             *reader = None;
             open.control.check_damage();
         }
-        if let Some(store) = reader.as_ref() {
+        if let Some(store) = reader.as_mut() {
             state.note_damaged(store.take_damaged());
+            let series = store.take_damaged_series();
+            if !series.is_empty() {
+                state.note_damaged_series(&series);
+                open.control.check_damage();
+            }
         }
         answer
     })

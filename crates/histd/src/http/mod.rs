@@ -99,6 +99,16 @@ impl HttpState {
         }
     }
 
+    /// Takes note of the series rows a read found damaged: counted (`store_damaged_series`)
+    /// and logged; the caller asks the writer to check the file, which salvages it.
+    pub fn note_damaged_series(&self, ids: &[i64]) {
+        self.admin.edges.store_damaged_series.add(ids.len() as u64);
+        tracing::error!(
+            series = ?ids,
+            "store: series rows do not match their checksums; their points are left out of every answer and the file is checked and salvaged (store_damaged_series)"
+        );
+    }
+
     /// The store file, while the store backend runs.
     pub fn database(&self) -> Option<PathBuf> {
         self.admin.sinks.store().map(|open| open.database)

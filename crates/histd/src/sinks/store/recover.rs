@@ -9,8 +9,8 @@
 //!
 //! While histd runs the damage is met by the writer (a write or a scrub step that SQLite
 //! refuses as malformed) or by a reader (a query): the reader asks the writer to check the
-//! file's pages (`PRAGMA quick_check`, at most once a minute), and the writer salvages when the
-//! check finds damage. While it runs, the old file keeps being written: a salvage that cannot
+//! file (`PRAGMA quick_check` and the series rows' checksums, at most once a minute), and the
+//! writer salvages when the check finds damage. While it runs, the old file keeps being written: a salvage that cannot
 //! make its fresh store (no space) puts the file back and changes nothing.
 
 use std::path::{Path, PathBuf};
@@ -78,11 +78,9 @@ impl Recovery {
             return None;
         }
         self.last_check = Some(Instant::now());
-        match store.check_pages() {
+        match store.check_file() {
             Ok(found) if found.is_empty() => None,
-            Ok(found) => {
-                Some(store::StoreError::Salvage(format!("the file's pages are damaged: {}", found.join("; "))))
-            }
+            Ok(found) => Some(store::StoreError::Salvage(format!("the file is damaged: {}", found.join("; ")))),
             Err(error) if error.is_damaged_file() => Some(error),
             Err(error) => {
                 tracing::warn!(%error, "store: checking the file's pages failed");
