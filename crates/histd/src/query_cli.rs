@@ -139,15 +139,16 @@ fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryRe
         return Err(QueryFailure::BadInput(anyhow::anyhow!("no store at {} (--data-dir)", path.display())));
     }
     let unavailable = |error: store::StoreError| QueryFailure::Unavailable(error.into());
-    let mut store = store::Store::open_reader(&path).map_err(unavailable)?;
-    let series = store.take_damaged_series();
-    if !series.is_empty() {
-        eprintln!(
-            "histd query: warning: the rows of series {series:?} do not match their checksums: their points are left out (the daemon salvages the file when it checks it; offline, histd scrub finds it)"
-        );
-    }
+    let store = store::Store::open_reader(&path).map_err(unavailable)?;
     store.check_types(&expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let points = store.query(&expr, from, to, step).map_err(unavailable)?;
+    let rows = store.take_damaged_rows();
+    if !rows.is_empty() {
+        let rows = rows.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        eprintln!(
+            "histd query: warning: {rows} do not match their checksums: a series row's points are left out, a group row's series answered from raw rows (the daemon salvages the file when it checks it; offline, histd scrub finds it)"
+        );
+    }
     let mut damaged = store.take_damaged();
     damaged.sort_by_key(|block| (block.grp, block.start));
     damaged.dedup();

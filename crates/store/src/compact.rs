@@ -77,6 +77,7 @@ impl Store {
             "UPDATE groups SET compacted_until = max(compacted_until, ?2), hour_until = ?3 WHERE grp = ?1",
             params![grp, period + PERIOD, hours_until],
         )?;
+        crate::checked_rows::seal_group(&transaction, grp)?;
         let points = self.usage.points.saturating_add_signed(gained);
         crate::usage::save_points(&transaction, points)?;
         transaction.commit()?;

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod blocks;
+mod checked_rows;
 pub mod codec;
 mod compact;
 mod forget;
@@ -21,11 +22,11 @@ mod row;
 mod salvage;
 mod schema;
 mod series;
-mod series_rows;
 mod upkeep;
 mod usage;
 mod write;
 
+pub use checked_rows::DamagedRow;
 pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::{DamagedBlock, SeriesInfo};
@@ -58,9 +59,9 @@ pub enum StoreError {
     /// A backup cannot be written where it was asked.
     #[error("backup: {0}")]
     Backup(String),
-    /// Series rows whose checksum does not hold (their ids): the file is damaged.
-    #[error("the rows of series {0:?} do not match their checksums")]
-    DamagedSeries(Vec<i64>),
+    /// Series or group rows whose checksum does not hold: the file is damaged.
+    #[error("rows do not match their checksums: {}", checked_rows::list(.0))]
+    DamagedRows(Vec<DamagedRow>),
     /// A damaged store file cannot be salvaged.
     #[error("salvage: {0}")]
     Salvage(String),
@@ -85,7 +86,7 @@ impl StoreError {
             StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
                 matches!(error.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             }
-            StoreError::DamagedSeries(_) => true,
+            StoreError::DamagedRows(_) => true,
             _ => false,
         }
     }

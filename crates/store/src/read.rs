@@ -1,6 +1,6 @@
 //! Reading: series by name pattern, and the rows of one series from its group's blocks.
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use crate::codec::block;
 use crate::schema::Resolution;
@@ -101,12 +101,26 @@ impl Store {
             return Ok(i64::MAX);
         }
         let Some(&(_, grp)) = self.series.get(&series) else { return Ok(i64::MIN) };
-        let sql = match resolution {
-            Resolution::Hour => "SELECT hour_until FROM groups WHERE grp = ?1",
-            _ => "SELECT compacted_until FROM groups WHERE grp = ?1",
+        let columns = match self.checksum_columns {
+            true => crate::checked_rows::GROUP_COLUMNS.to_string(),
+            false => crate::checked_rows::GROUP_COLUMNS.replace("checksum", "NULL"),
         };
-        let until: Option<i64> = self.connection.prepare_cached(sql)?.query_row([grp], |r| r.get(0)).optional()?;
-        Ok(until.unwrap_or(i64::MIN))
+        let mut statement = self.connection.prepare_cached(&format!("SELECT {columns} FROM groups WHERE grp = ?1"))?;
+        let mut rows = statement.query([grp])?;
+        let Some(row) = rows.next()? else { return Ok(i64::MIN) };
+        let values = [row.get_ref(0)?, row.get_ref(1)?, row.get_ref(2)?, row.get_ref(3)?, row.get_ref(4)?];
+        if !crate::checked_rows::group_holds(values, self.rows_checksummed) {
+            // Its rollups' bounds are not trusted: the series is answered from raw rows.
+            if self.damaged_groups.borrow_mut().insert(grp) {
+                self.damaged_rows.borrow_mut().push(crate::DamagedRow::Group(grp));
+            }
+            return Ok(i64::MIN);
+        }
+        let until = match resolution {
+            Resolution::Hour => values[3],
+            _ => values[2],
+        };
+        Ok(until.as_i64().unwrap_or(i64::MIN))
     }
 
     /// One consistent view of the store until the guard drops (compaction moves rows between

@@ -6,6 +6,9 @@
 //! table's b-tree that does not decode) is skipped by seeking past it, further each time, until
 //! a seek lands on readable rows again. The indexes are not read at all: the fresh store builds
 //! its own. Afterwards:
+//! - series rows whose checksum does not hold are left out (before they are written: a row
+//!   renamed to another series' name would otherwise take that series' place), and group rows
+//!   whose checksum does not hold are rebuilt from the group's series and blocks;
 //! - blocks and series whose group row was lost are deleted (without the group's kind and
 //!   compaction state their rows cannot be served right); they are counted;
 //! - every salvaged group is closed to new series (its member count set to its size): a series
@@ -18,9 +21,9 @@
 use std::path::Path;
 
 use rusqlite::types::{Value, ValueRef};
-use rusqlite::{params_from_iter, Connection, OpenFlags};
+use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
 
-use crate::schema::{group_size, table_exists};
+use crate::schema::{group_size, table_exists, Resolution};
 use crate::{Kind, StoreError};
 
 /// Rows read at a time.
@@ -45,6 +48,8 @@ pub struct Salvaged {
     /// Rows read whose text is not UTF-8 (a flipped bit in a name), and series rows whose
     /// checksum does not hold: left out.
     pub unreadable_rows: u64,
+    /// Group rows whose checksum did not hold, rebuilt from the group's series and blocks.
+    pub rebuilt_groups: u64,
     /// Series deleted because their group's row was lost.
     pub orphaned_series: u64,
     /// Blocks deleted because their group's row was lost.
@@ -81,9 +86,9 @@ const TABLES: [Copied; 4] = [
     },
     Copied {
         table: "groups",
-        columns: "grp, kind, members, compacted_until, hour_until",
-        count: 5,
-        insert: "INSERT OR IGNORE INTO groups (grp, kind, members, compacted_until, hour_until) VALUES (?1, ?2, ?3, ?4, ?5)",
+        columns: "grp, kind, members, compacted_until, hour_until, checksum",
+        count: 6,
+        insert: "INSERT OR IGNORE INTO groups (grp, kind, members, compacted_until, hour_until, checksum) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     },
     SERIES,
     Copied {
@@ -118,7 +123,8 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
             _ => {}
         }
     }
-    crate::series_rows::fill_missing(&transaction)?;
+    salvaged.rebuilt_groups = rebuild_groups(&transaction, checks)?;
+    crate::checked_rows::fill_missing(&transaction)?;
     remove_orphans(&transaction, &mut salvaged)?;
     close_groups(&transaction)?;
     salvaged.points = transaction.query_row("SELECT coalesce(sum(points), 0) FROM blocks", [], |r| r.get(0))?;
@@ -139,10 +145,10 @@ enum SeriesChecks {
 }
 
 fn series_checks(source: &Connection) -> SeriesChecks {
-    match crate::schema::column_exists(source, "series", "checksum") {
+    match crate::schema::column_exists(source, "groups", "checksum") {
         Ok(false) => SeriesChecks::NoColumn,
         // A meta table that does not read: a row without a checksum is given one.
-        _ => SeriesChecks::Required(crate::series_rows::is_checksummed(source).unwrap_or(false)),
+        _ => SeriesChecks::Required(crate::checked_rows::is_checksummed(source).unwrap_or(false)),
     }
 }
 
@@ -150,9 +156,9 @@ fn series_checks(source: &Connection) -> SeriesChecks {
 fn series_row_holds(values: &[Value], checks: SeriesChecks) -> bool {
     let value = |index: usize| values.get(index).map_or(ValueRef::Null, ValueRef::from);
     let required = matches!(checks, SeriesChecks::Required(true));
-    let judged = crate::series_rows::judge([0, 1, 2, 3, 4, 5].map(value), required);
+    let judged = crate::checked_rows::judge([0, 1, 2, 3, 4, 5].map(value), required);
     // Forgotten series (no group) have no checksum and are copied as they are.
-    matches!(judged, crate::series_rows::SeriesRow::Whole { .. }) || value(4) == ValueRef::Null
+    matches!(judged, crate::checked_rows::SeriesRow::Whole { .. }) || value(4) == ValueRef::Null
 }
 
 /// Copies one table's readable rows; returns how many, and how many reads were skipped.
@@ -164,7 +170,7 @@ fn copy_table(
     salvaged: &mut Salvaged,
 ) -> Result<u64, StoreError> {
     let columns = match (copied.table, checks) {
-        ("series", SeriesChecks::NoColumn) => copied.columns.replace("checksum", "NULL"),
+        ("series" | "groups", SeriesChecks::NoColumn) => copied.columns.replace("checksum", "NULL"),
         _ => copied.columns.to_string(),
     };
     let read = format!(
@@ -243,6 +249,48 @@ fn read_slice(source: &Connection, sql: &str, after: i64, columns: usize) -> (Ve
             Err(error) => return (slice, Some(error.into())),
         }
     }
+}
+
+/// Rebuilds the group rows copied whose checksum does not hold: the kind from the group's
+/// series (their rows are checked), the rollups' bounds from its blocks: minute rollups are
+/// complete to the end of its last minute block; hour rollups are taken to end where its last
+/// day's hour block starts (that day's hours are answered from minute rows). A group none of
+/// whose series is left is not rebuilt (its blocks are orphans).
+fn rebuild_groups(target: &Connection, checks: SeriesChecks) -> Result<u64, StoreError> {
+    let required = matches!(checks, SeriesChecks::Required(true));
+    let mut damaged = Vec::new();
+    {
+        let mut statement = target.prepare(&format!("SELECT {} FROM groups", crate::checked_rows::GROUP_COLUMNS))?;
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            let values = [row.get_ref(0)?, row.get_ref(1)?, row.get_ref(2)?, row.get_ref(3)?, row.get_ref(4)?];
+            if !crate::checked_rows::group_holds(values, required) {
+                damaged.push(values[0].as_i64().map_err(rusqlite::Error::from)?);
+            }
+        }
+    }
+    let mut rebuilt = 0;
+    for grp in damaged {
+        let kind: Option<String> =
+            target.query_row("SELECT kind FROM series WHERE grp = ?1 LIMIT 1", [grp], |r| r.get(0)).optional()?;
+        let Some(kind) = kind else {
+            target.execute("DELETE FROM groups WHERE grp = ?1", [grp])?;
+            continue;
+        };
+        let end_of = |resolution: Resolution, with_span: bool| -> Result<i64, StoreError> {
+            let span = if with_span { "start + span" } else { "start" };
+            let sql = format!("SELECT coalesce(max({span}), 0) FROM blocks WHERE grp = ?1 AND resolution = ?2");
+            Ok(target.query_row(&sql, rusqlite::params![grp, resolution.code()], |r| r.get(0))?)
+        };
+        let (compacted_until, hour_until) = (end_of(Resolution::Minute, true)?, end_of(Resolution::Hour, false)?);
+        target.execute(
+            "UPDATE groups SET kind = ?2, compacted_until = ?3, hour_until = ?4, checksum = NULL WHERE grp = ?1",
+            rusqlite::params![grp, kind, compacted_until, hour_until],
+        )?;
+        crate::checked_rows::seal_group(target, grp)?;
+        rebuilt += 1;
+    }
+    Ok(rebuilt)
 }
 
 /// Deletes the series and blocks whose group's row was lost, counting them.

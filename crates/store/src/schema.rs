@@ -3,11 +3,11 @@
 //! - `series`: one row per series (name, sorted tags, kind), the group it belongs to, the
 //!   last day (unix days) its rows reached an hour rollup (a series whose last day is past the
 //!   longest retention holds no rows any more and is deleted: [`crate::prune`]), and the row's
-//!   checksum ([`crate::series_rows`]).
+//!   checksum ([`crate::checked_rows`]).
 //! - `groups`: series are grouped by kind (up to [`group_size`] a group); a group's rows share
 //!   blocks. `compacted_until` is the end of the last period compacted for it: before it, minute
 //!   rollups are complete, from it on only raw rows exist; `hour_until` is where its hour
-//!   rollups end.
+//!   rollups end; the row's checksum ([`crate::checked_rows`]).
 //! - `blocks`: one blob per (resolution, group, start, span) in the format of
 //!   [`crate::codec::block`]. Raw blocks with `span` 0 are the head: one per flush, written as
 //!   it arrives. Compaction turns each [`PERIOD`] of them into one raw block and one minute
@@ -104,7 +104,8 @@ CREATE TABLE IF NOT EXISTS groups (
     kind TEXT NOT NULL,
     members INTEGER NOT NULL,
     compacted_until INTEGER NOT NULL,
-    hour_until INTEGER NOT NULL DEFAULT 0
+    hour_until INTEGER NOT NULL DEFAULT 0,
+    checksum INTEGER
 );
 CREATE TABLE IF NOT EXISTS blocks (
     resolution INTEGER NOT NULL,
@@ -142,13 +143,16 @@ pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
     if !column_exists(connection, "series", "last_day")? {
         connection.execute_batch("ALTER TABLE series ADD COLUMN last_day INTEGER")?;
     }
-    if !column_exists(connection, "series", "checksum")? {
-        connection.execute_batch("ALTER TABLE series ADD COLUMN checksum INTEGER")?;
+    // The groups' column last: readers take it as the sign that both are there.
+    for table in ["series", "groups"] {
+        if !column_exists(connection, table, "checksum")? {
+            connection.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN checksum INTEGER"))?;
+        }
     }
     connection.execute_batch("CREATE INDEX IF NOT EXISTS series_last_day ON series (last_day)")?;
     if fresh {
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?1)", [FORMAT])?;
-        crate::series_rows::mark_checksummed(connection)?;
+        crate::checked_rows::mark_checksummed(connection)?;
     }
     Ok(if old { 1 } else { FORMAT })
 }

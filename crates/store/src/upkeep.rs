@@ -56,7 +56,8 @@ impl Store {
     }
 
     /// What SQLite's own check (`PRAGMA quick_check`: every page of every table and index,
-    /// reading the whole file once) and the series rows' checksums find wrong with the file;
+    /// reading the whole file once) and the series and group rows' checksums find wrong with
+    /// the file;
     /// empty: nothing.
     pub fn check_file(&self) -> Result<Vec<String>, StoreError> {
         let mut check = self.connection.prepare("PRAGMA quick_check")?;
@@ -68,9 +69,9 @@ impl Store {
                 found.push(line);
             }
         }
-        let damaged = crate::series_rows::damaged_rows(&self.connection)?;
+        let damaged = crate::checked_rows::damaged_rows(&self.connection)?;
         if !damaged.is_empty() {
-            found.push(format!("the rows of series {damaged:?} do not match their checksums"));
+            found.push(format!("rows do not match their checksums: {}", crate::checked_rows::list(&damaged)));
         }
         Ok(found)
     }

@@ -9,8 +9,8 @@ use agg::Snapshot;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::blocks::put_head;
+use crate::checked_rows::{DamagedRow, SeriesRow};
 use crate::schema::{group_size, prepare, Resolution};
-use crate::series_rows::SeriesRow;
 use crate::usage::Usage;
 use crate::{Kind, Row, SeriesKey, StoreError};
 
@@ -94,10 +94,15 @@ pub struct Store {
     pub(crate) pending: BTreeSet<(i64, i64)>,
     pub(crate) options: Options,
     pub(crate) usage: Usage,
-    /// Readers: series rows found damaged since the last [`Store::take_damaged_series`].
-    damaged_series: Vec<i64>,
-    /// Readers: whether the series table has its checksum column (found once).
-    checksum_column: bool,
+    /// Readers: series and group rows found damaged since the last
+    /// [`Store::take_damaged_rows`].
+    pub(crate) damaged_rows: std::cell::RefCell<Vec<DamagedRow>>,
+    /// Readers: group rows found damaged (each reported once).
+    pub(crate) damaged_groups: std::cell::RefCell<std::collections::HashSet<i64>>,
+    /// Readers: whether every row carries a checksum, as of the last [`Store::load_series`].
+    pub(crate) rows_checksummed: bool,
+    /// Readers: whether the series and groups tables have their checksum columns (found once).
+    pub(crate) checksum_columns: bool,
     /// Readers: the highest id of a damaged series row read (each is reported once).
     pub(crate) highest_damaged_series: i64,
     /// Readers: the count of forgets as of the last [`Store::load_series`].
@@ -134,7 +139,7 @@ impl Store {
             }
             let _ = std::fs::remove_file(&kept);
         }
-        crate::series_rows::fill_and_check(&mut store.connection)?;
+        crate::checked_rows::fill_and_check(&mut store.connection)?;
         store.load_groups()?;
         store.load_pending()?;
         store.usage = Usage::load(&store.connection, path)?;
@@ -162,9 +167,11 @@ impl Store {
             options,
             usage: Usage::default(),
             generation: 0,
-            damaged_series: Vec::new(),
+            damaged_rows: Default::default(),
+            damaged_groups: Default::default(),
+            rows_checksummed: false,
             highest_damaged_series: 0,
-            checksum_column: false,
+            checksum_columns: false,
             damaged: Default::default(),
         }
     }
@@ -177,25 +184,27 @@ impl Store {
         }
         self.check_generation()?;
         let known = self.series.keys().copied().max().unwrap_or(0).max(self.highest_damaged_series);
-        let required = crate::series_rows::is_checksummed(&self.connection)?;
-        // A store from before checksums has no column for them until its writer opens it.
-        if !self.checksum_column {
-            self.checksum_column = crate::schema::column_exists(&self.connection, "series", "checksum")?;
+        let required = crate::checked_rows::is_checksummed(&self.connection)?;
+        self.rows_checksummed = required;
+        // A store from before checksums has no columns for them until its writer opens it
+        // (the groups' is added last).
+        if !self.checksum_columns {
+            self.checksum_columns = crate::schema::column_exists(&self.connection, "groups", "checksum")?;
         }
-        let columns = match self.checksum_column {
-            true => crate::series_rows::COLUMNS.to_string(),
-            false => crate::series_rows::COLUMNS.replace("checksum", "NULL"),
+        let columns = match self.checksum_columns {
+            true => crate::checked_rows::COLUMNS.to_string(),
+            false => crate::checked_rows::COLUMNS.replace("checksum", "NULL"),
         };
         let mut statement =
             self.connection.prepare(&format!("SELECT {columns} FROM series WHERE id > ?1 AND grp IS NOT NULL"))?;
         let mut rows = statement.query([known])?;
         while let Some(row) = rows.next()? {
-            match crate::series_rows::read(row, required)? {
+            match crate::checked_rows::read(row, required)? {
                 SeriesRow::Whole { id, key, grp } => {
                     self.series.insert(id, (key, grp));
                 }
                 SeriesRow::Damaged(id) => {
-                    self.damaged_series.push(id);
+                    self.damaged_rows.borrow_mut().push(DamagedRow::Series(id));
                     self.highest_damaged_series = self.highest_damaged_series.max(id);
                 }
             }
@@ -203,11 +212,12 @@ impl Store {
         Ok(())
     }
 
-    /// The ids of the series rows [`Store::load_series`] found damaged (their checksum does
-    /// not hold) since the last call: their points are left out of every answer, and the
+    /// The series and group rows reads found damaged (their checksum does not hold) since the
+    /// last call, each once per reading connection: a damaged series row's points are left out
+    /// of every answer, a damaged group row's series are answered from raw rows only; the
     /// writer salvages the file when it checks it ([`Store::check_file`]).
-    pub fn take_damaged_series(&mut self) -> Vec<i64> {
-        std::mem::take(&mut self.damaged_series)
+    pub fn take_damaged_rows(&self) -> Vec<DamagedRow> {
+        std::mem::take(&mut *self.damaged_rows.borrow_mut())
     }
 
     /// Reads every series group's kind from the database again (after a forget or a prune).
@@ -406,6 +416,7 @@ fn series_id(
             transaction
                 .execute("INSERT INTO groups (kind, members, compacted_until) VALUES (?1, 0, 0)", [kind.as_str()])?;
             let grp = transaction.last_insert_rowid();
+            crate::checked_rows::seal_group(transaction, grp)?;
             group_kinds.insert(grp, kind);
             open_groups.insert(kind, (grp, 0));
             grp
@@ -419,7 +430,7 @@ fn series_id(
         .prepare_cached("INSERT INTO series (name, tags, kind, grp) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![canonical.name, canonical.tags, kind.as_str(), grp])?;
     let id = transaction.last_insert_rowid();
-    crate::series_rows::seal(transaction, id, &canonical, grp)?;
+    crate::checked_rows::seal(transaction, id, &canonical, grp)?;
     Ok((id, grp))
 }
 

@@ -771,12 +771,12 @@ fn attacks_on_the_store_format() {
     let sample: Vec<i64> = (1..=SERIES).step_by(25).chain([3, 1024, 1025, SERIES]).collect();
     // Answers for the sample, the blocks and series rows found damaged.
     let answers = |path: &std::path::Path| -> (Vec<Vec<(i64, f64)>>, usize, usize) {
-        let mut store = Store::open_reader(path).unwrap();
-        let damaged_series = store.take_damaged_series().len();
+        let store = Store::open_reader(path).unwrap();
         let answers = sample
             .iter()
             .map(|n| store.query(&parse(&format!("count(c{n})")).unwrap(), START, START + 1500, 300).unwrap())
             .collect();
+        let damaged_series = store.take_damaged_rows().len();
         let mut damaged: Vec<(i64, i64)> = store.take_damaged().iter().map(|block| (block.grp, block.start)).collect();
         damaged.sort_unstable();
         damaged.dedup();
@@ -798,9 +798,9 @@ fn attacks_on_the_store_format() {
     };
     let file_garbage: fn(&mut Vec<u8>) = |bytes| bytes.extend_from_slice(&[0x5a; 10_000]);
     let file_half: fn(&mut Vec<u8>) = |bytes| bytes.truncate(bytes.len() / 2 / 4096 * 4096);
-    // (name, attack, whether damaged blocks are found and counted, whether damaged series rows
-    // are, whether points are lost)
-    let cases: [(&str, Attack, bool, bool, bool); 13] = [
+    // (name, attack, whether damaged blocks are found and counted, whether damaged series or
+    // group rows are, whether points are lost)
+    let cases: [(&str, Attack, bool, bool, bool); 15] = [
         ("a bit flipped in a block", Attack::Block(flip), true, false, true),
         ("a block cut to half", Attack::Block(truncate), true, false, true),
         ("garbage after a block", Attack::Block(append), true, false, true),
@@ -829,6 +829,24 @@ fn attacks_on_the_store_format() {
             false,
             true,
             true,
+        ),
+        // Probe N10: a group's rollups said to end far ahead hid all its points; the group is
+        // answered from raw rows instead, and a salvage rebuilds its row from its blocks.
+        (
+            "a group's compacted_until far ahead",
+            Attack::Sql(
+                "UPDATE groups SET compacted_until = 9223372036854775000 WHERE grp = (SELECT min(grp) FROM groups)",
+            ),
+            false,
+            true,
+            false,
+        ),
+        (
+            "a group's kind changed",
+            Attack::Sql("UPDATE groups SET kind = 'gauge' WHERE grp = (SELECT min(grp) FROM groups)"),
+            false,
+            true,
+            false,
         ),
     ];
     for (name, attack, damaged_blocks, damaged_rows, loses) in cases {
@@ -870,7 +888,7 @@ fn attacks_on_the_store_format() {
                 let _ = std::fs::remove_file(&salvaged);
                 drop(Store::open(&salvaged, Options::default()).unwrap());
                 let copied = store::salvage(&read_from, &salvaged).unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert!(copied.unreadable_rows > 0, "{name}: {copied:?}");
+                assert!(copied.unreadable_rows + copied.rebuilt_groups > 0, "{name}: {copied:?}");
                 let (after, _, series_after) = answers(&salvaged);
                 assert_eq!(series_after, 0, "{name}: the salvage kept damaged series rows");
                 assert_eq!(lost_points(name, &sample, &expected, &after), lost, "{name}: the salvage lost more");
@@ -963,13 +981,16 @@ fn a_store_from_before_series_checksums_gets_them_at_open() {
     }
     {
         let old = rusqlite::Connection::open(&path).unwrap();
-        old.execute_batch("ALTER TABLE series DROP COLUMN checksum; DELETE FROM meta WHERE key = 'series_checksums'")
-            .unwrap();
+        old.execute_batch(
+            "ALTER TABLE series DROP COLUMN checksum; ALTER TABLE groups DROP COLUMN checksum; \
+             DELETE FROM meta WHERE key = 'row_checksums'",
+        )
+        .unwrap();
     }
     let loaded = |path: &std::path::Path| {
-        let mut reader = Store::open_reader(path).unwrap();
+        let reader = Store::open_reader(path).unwrap();
         let count = reader.query(&parse("count(b)").unwrap(), START, START + 600, 300).unwrap();
-        (reader.take_damaged_series(), count)
+        (reader.take_damaged_rows(), count)
     };
     // A reader before the writer opened it: the column is missing.
     assert_eq!(loaded(&path), (vec![], vec![(START + 300, 2.0)]));

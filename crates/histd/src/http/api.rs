@@ -359,9 +359,9 @@ async fn with_store<T: Send + 'static>(
         }
         if let Some(store) = reader.as_mut() {
             state.note_damaged(store.take_damaged());
-            let series = store.take_damaged_series();
-            if !series.is_empty() {
-                state.note_damaged_series(&series);
+            let rows = store.take_damaged_rows();
+            if !rows.is_empty() {
+                state.note_damaged_rows(&rows);
                 open.control.check_damage();
             }
         }

@@ -99,13 +99,15 @@ impl HttpState {
         }
     }
 
-    /// Takes note of the series rows a read found damaged: counted (`store_damaged_series`)
-    /// and logged; the caller asks the writer to check the file, which salvages it.
-    pub fn note_damaged_series(&self, ids: &[i64]) {
-        self.admin.edges.store_damaged_series.add(ids.len() as u64);
+    /// Takes note of the series and group rows a read found damaged: counted
+    /// (`store_damaged_rows`) and logged; the caller asks the writer to check the file, which
+    /// salvages it.
+    pub fn note_damaged_rows(&self, rows: &[store::DamagedRow]) {
+        self.admin.edges.store_damaged_rows.add(rows.len() as u64);
+        let rows = rows.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
         tracing::error!(
-            series = ?ids,
-            "store: series rows do not match their checksums; their points are left out of every answer and the file is checked and salvaged (store_damaged_series)"
+            %rows,
+            "store: rows do not match their checksums: a series row's points are left out of every answer, a group row's series are answered from raw rows; the file is checked and salvaged (store_damaged_rows)"
         );
     }
 

@@ -103,10 +103,11 @@ pub struct EdgeCounters {
     /// Stored blocks a read found damaged (their checksum or bytes do not hold), each counted
     /// once: their rows are left out of every answer (`/health` names them).
     pub store_corrupt_blocks: Counter,
-    /// Series rows a read found damaged (their checksum does not hold), each counted once per
-    /// reading connection: their points are left out of every answer until the writer
-    /// salvages the file, which drops them.
-    pub store_damaged_series: Counter,
+    /// Series and group rows a read found damaged (their checksum does not hold), each
+    /// counted once per reading connection: a series row's points are left out of every
+    /// answer, a group row's series answered from raw rows, until the writer salvages the file
+    /// (which drops the series row and rebuilds the group row).
+    pub store_damaged_rows: Counter,
     /// Batch identities forgotten to stay within `global.dedupBatches` or `global.dedupBytes`.
     pub forward_ids_forgotten: Counter,
     /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
@@ -194,7 +195,7 @@ impl EdgeCounters {
             ("forward_ids_forgotten", self.forward_ids_forgotten.get()),
             ("journal_corrupt_batches", self.journal_corrupt_batches.get()),
             ("store_corrupt_blocks", self.store_corrupt_blocks.get()),
-            ("store_damaged_series", self.store_damaged_series.get()),
+            ("store_damaged_rows", self.store_damaged_rows.get()),
             ("forward_batches_busy", self.forward_batches_busy.get()),
             ("forward_commits_failed", self.forward_commits_failed.get()),
             ("forward_commits_pending", self.forward_commits_pending.get()),

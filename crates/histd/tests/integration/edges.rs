@@ -985,9 +985,10 @@ fn a_damaged_store_file_is_set_aside_and_histd_starts() {
 /// own), no row is lost where only an index was damaged (its root page zeroed), and new flushes
 /// are stored. A series row whose name a flipped bit changed (into another series' name, or
 /// into text that is not UTF-8) fails its checksum: the file is salvaged without it, and only
-/// that series loses its history. (The probe's 50 flipped bits are not here: where they land
-/// changes with the file's layout each run; the store crate's page-by-page test covers pages
-/// deterministically.)
+/// that series loses its history. A group row whose rollups a flipped bit said to end far
+/// ahead (the probe's N10: its series answered nothing) is rebuilt from its blocks. (The
+/// probe's 50 flipped bits are not here: where they land changes with the file's layout each
+/// run; the store crate's page-by-page test covers pages deterministically.)
 #[test]
 fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
     const SERIES: u64 = 1500;
@@ -1020,13 +1021,19 @@ fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
     // salvage.c3, another series' name; salvage.c21's no longer UTF-8.
     let rename: fn(&mut Vec<u8>) = |bytes| replace_all(bytes, b"salvage.c1counter", b"salvage.c3counter");
     let not_utf8: fn(&mut Vec<u8>) = |bytes| replace_all(bytes, b"salvage.c21counter", b"salvage.\xe321counter");
+    // Probe N10: a group's rollups said to end far ahead hid its series' points, new ones too.
+    let far_ahead: fn(&mut Vec<u8>) = |bytes| {
+        let sql = "UPDATE groups SET compacted_until = 9223372036854775000 WHERE grp = (SELECT min(grp) FROM groups)";
+        changed_by_sql(bytes, sql)
+    };
     let asked = (1..=SERIES).step_by(10).count();
     // (what, the damage, series asked that lose their history)
     type Case = (&'static str, fn(&mut Vec<u8>), usize);
-    let cases: [Case; 3] = [
+    let cases: [Case; 4] = [
         ("blocks_key's root zeroed", zero_index_root, 0),
         ("a series renamed into another's", rename, 1),
         ("a series' name no longer UTF-8", not_utf8, 1),
+        ("a group's compacted_until far ahead", far_ahead, 0),
     ];
     for (name, damage, lose) in cases {
         let mut bytes = pristine.clone();
@@ -1061,6 +1068,14 @@ fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
         assert!(value == 1.0 || value == 2.0, "{name}: salvage.c1: its own points only ({value})");
         assert!(daemon.terminate());
     }
+}
+
+/// A SQLite file's bytes changed by a statement (run on a copy).
+fn changed_by_sql(bytes: &mut Vec<u8>, sql: &str) {
+    let copy = temp_dir("sqlite-changed").join("copy.db");
+    std::fs::write(&copy, &bytes).unwrap();
+    assert_eq!(rusqlite::Connection::open(&copy).unwrap().execute(sql, []).unwrap(), 1, "{sql}");
+    *bytes = std::fs::read(&copy).unwrap();
 }
 
 /// Writes `to` over every occurrence of `from` in `bytes` (there must be one).

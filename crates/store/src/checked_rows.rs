@@ -1,19 +1,23 @@
-//! Series rows carry a checksum: crc32c of the row's id, name, tags, kind and group. A flipped
-//! bit in a series row that SQLite cannot see (a name turned into another series' name, text
-//! no longer UTF-8, a group number changed) would otherwise put one series' points under
-//! another's name; a row whose checksum does not hold is left out of every answer (its points
-//! are not served), counted, and makes the writer salvage the file, which drops it.
+//! The store's rows that say what its blocks are carry checksums (CRC32C): a series row (its
+//! id, name, tags, kind and group) and a group row (its number, kind, and where its minute and
+//! hour rollups end). A flipped bit there that SQLite cannot see would otherwise put one
+//! series' points under another's name (a name turned into another series' name), or hide a
+//! group's history (`compacted_until` set far ahead: probe N10). A series row whose checksum
+//! does not hold is left out of every answer (its points are not served); a group row's
+//! rollup bounds are not trusted (its series are answered from raw rows). Both are counted, and
+//! make the writer salvage the file: the series row is dropped, the group row rebuilt from the
+//! blocks ([`crate::salvage`]).
 //!
 //! Stores written before checksums have rows without one: the writer fills them in at open and
-//! then marks the store (`meta.series_checksums`), after which a row without one is damaged too.
+//! then marks the store (`meta.row_checksums`), after which a row without one is damaged too.
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::{Kind, SeriesKey, StoreError};
 
-/// The `meta` key set once every series row carries a checksum.
-const CHECKSUMMED: &str = "series_checksums";
+/// The `meta` key set once every series and group row carries a checksum.
+const CHECKSUMMED: &str = "row_checksums";
 
 /// The checksum of a series row.
 pub(crate) fn checksum(id: i64, name: &str, tags: &str, kind: &str, grp: i64) -> i64 {
@@ -23,6 +27,38 @@ pub(crate) fn checksum(id: i64, name: &str, tags: &str, kind: &str, grp: i64) ->
         sum = crc32c::crc32c_append(sum, text.as_bytes());
     }
     i64::from(crc32c::crc32c_append(sum, &grp.to_le_bytes()))
+}
+
+/// The checksum of a group row (its member count is not covered: it only sizes groups).
+pub(crate) fn group_checksum(grp: i64, kind: &str, compacted_until: i64, hour_until: i64) -> i64 {
+    let mut sum = crc32c::crc32c(&grp.to_le_bytes());
+    sum = crc32c::crc32c_append(sum, &(kind.len() as u64).to_le_bytes());
+    sum = crc32c::crc32c_append(sum, kind.as_bytes());
+    sum = crc32c::crc32c_append(sum, &compacted_until.to_le_bytes());
+    i64::from(crc32c::crc32c_append(sum, &hour_until.to_le_bytes()))
+}
+
+/// A row whose checksum does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DamagedRow {
+    /// The series row of this id: its points are left out of answers.
+    Series(i64),
+    /// The row of this group: its series are answered from raw rows only.
+    Group(i64),
+}
+
+impl std::fmt::Display for DamagedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DamagedRow::Series(id) => write!(f, "series row {id}"),
+            DamagedRow::Group(grp) => write!(f, "group row {grp}"),
+        }
+    }
+}
+
+/// The rows, for a message.
+pub(crate) fn list(rows: &[DamagedRow]) -> String {
+    rows.iter().map(DamagedRow::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// A series row as read: whole, or damaged (its id, as far as it reads).
@@ -39,6 +75,36 @@ pub(crate) enum SeriesRow {
     },
     /// A value does not read as its type, or the checksum does not hold.
     Damaged(i64),
+}
+
+/// The columns [`group_holds`] takes, in order.
+pub(crate) const GROUP_COLUMNS: &str = "grp, kind, compacted_until, hour_until, checksum";
+
+/// Whether a group row's values (in [`GROUP_COLUMNS`]' order) match its checksum.
+pub(crate) fn group_holds(values: [ValueRef<'_>; 5], required: bool) -> bool {
+    let [grp, kind, compacted_until, hour_until, sum] = values;
+    let (Ok(grp), Ok(kind), Ok(compacted_until), Ok(hour_until)) =
+        (grp.as_i64(), kind.as_str(), compacted_until.as_i64(), hour_until.as_i64())
+    else {
+        return false;
+    };
+    match sum {
+        ValueRef::Null => !required,
+        ValueRef::Integer(written) => {
+            written == group_checksum(grp, kind, compacted_until, hour_until) && Kind::parse(kind).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Writes the checksum of the group row `grp` as it now is (after an insert or an update).
+pub(crate) fn seal_group(connection: &Connection, grp: i64) -> Result<(), StoreError> {
+    let (kind, compacted_until, hour_until): (String, i64, i64) = connection
+        .prepare_cached("SELECT kind, compacted_until, hour_until FROM groups WHERE grp = ?1")?
+        .query_row([grp], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    let sum = group_checksum(grp, &kind, compacted_until, hour_until);
+    connection.prepare_cached("UPDATE groups SET checksum = ?2 WHERE grp = ?1")?.execute(params![grp, sum])?;
+    Ok(())
 }
 
 /// The columns [`read`] takes, in order.
@@ -71,14 +137,15 @@ pub(crate) fn judge(values: [ValueRef<'_>; 6], required: bool) -> SeriesRow {
     }
 }
 
-/// Whether every series row of the store carries a checksum (so one without is damaged).
+/// Whether every series and group row of the store carries a checksum (so one without is
+/// damaged).
 pub(crate) fn is_checksummed(connection: &Connection) -> Result<bool, StoreError> {
     let found: Option<i64> =
         connection.query_row("SELECT value FROM meta WHERE key = ?1", [CHECKSUMMED], |r| r.get(0)).optional()?;
     Ok(found == Some(1))
 }
 
-/// Marks a store whose series rows all carry a checksum.
+/// Marks a store whose series and group rows all carry a checksum.
 pub(crate) fn mark_checksummed(connection: &Connection) -> Result<(), StoreError> {
     connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, 1)", [CHECKSUMMED])?;
     Ok(())
@@ -103,12 +170,26 @@ pub(crate) fn fill_and_check(connection: &mut Connection) -> Result<(), StoreErr
     let damaged = damaged_rows(connection)?;
     match damaged.is_empty() {
         true => Ok(()),
-        false => Err(StoreError::DamagedSeries(damaged)),
+        false => Err(StoreError::DamagedRows(damaged)),
     }
 }
 
-/// Gives every series row without a checksum one (a row whose values do not read keeps none).
+/// Gives every series and group row without a checksum one (a row whose values do not read
+/// keeps none).
 pub(crate) fn fill_missing(connection: &Connection) -> Result<(), StoreError> {
+    let groups: Vec<i64> = connection
+        .prepare("SELECT grp FROM groups WHERE checksum IS NULL")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for grp in groups {
+        // A row whose values do not read as their types keeps none (found damaged).
+        match seal_group(connection, grp) {
+            Err(StoreError::Sqlite(
+                rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..),
+            )) => {}
+            other => other?,
+        }
+    }
     let mut statement = connection
         .prepare("SELECT id, name, tags, kind, grp FROM series WHERE checksum IS NULL AND grp IS NOT NULL")?;
     let mut rows = statement.query([])?;
@@ -123,15 +204,23 @@ pub(crate) fn fill_missing(connection: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The ids of the series rows whose checksum does not hold.
-pub(crate) fn damaged_rows(connection: &Connection) -> Result<Vec<i64>, StoreError> {
+/// The series and group rows whose checksum does not hold.
+pub(crate) fn damaged_rows(connection: &Connection) -> Result<Vec<DamagedRow>, StoreError> {
     let required = is_checksummed(connection)?;
+    let mut damaged = Vec::new();
+    let mut statement = connection.prepare(&format!("SELECT {GROUP_COLUMNS} FROM groups"))?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let values = [row.get_ref(0)?, row.get_ref(1)?, row.get_ref(2)?, row.get_ref(3)?, row.get_ref(4)?];
+        if !group_holds(values, required) {
+            damaged.push(DamagedRow::Group(values[0].as_i64().unwrap_or(i64::MIN)));
+        }
+    }
     let mut statement = connection.prepare(&format!("SELECT {COLUMNS} FROM series WHERE grp IS NOT NULL"))?;
     let mut rows = statement.query([])?;
-    let mut damaged = Vec::new();
     while let Some(row) = rows.next()? {
         if let SeriesRow::Damaged(id) = read(row, required)? {
-            damaged.push(id);
+            damaged.push(DamagedRow::Series(id));
         }
     }
     Ok(damaged)
