@@ -190,13 +190,20 @@ fn copy_table(
                 _ => salvaged.unreadable_rows += 1,
             }
         }
-        if let Some((last, _)) = rows.last() {
+        // A damaged tree can hand rows back out of order: the read goes on only past the
+        // furthest rowid seen (each rowid is in the file once, so this ends), and rows that
+        // do not lead further count as a damaged page.
+        let advanced = rows.last().is_some_and(|(last, _)| *last > after);
+        if let Some((last, _)) = rows.last().filter(|_| advanced) {
             (after, skip) = (*last, 1);
         }
+        let damaged = match &failed {
+            None => !advanced && !rows.is_empty(),
+            Some(error) => error.is_damaged_file(),
+        };
         match failed {
             None if rows.is_empty() => return Ok(copied_rows),
-            None => {}
-            Some(error) if error.is_damaged_file() => {
+            _ if damaged => {
                 salvaged.unreadable_pages += 1;
                 if skip > FURTHEST_SKIP {
                     return Ok(copied_rows);
@@ -204,6 +211,7 @@ fn copy_table(
                 after = after.max(0).saturating_add(skip);
                 skip = skip.saturating_mul(2);
             }
+            None => {}
             Some(error) => return Err(error),
         }
     }
