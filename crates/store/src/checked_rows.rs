@@ -11,6 +11,10 @@
 //! Stores written before checksums have rows without one: the writer fills them in at open and
 //! then marks the store (`meta.row_checksums`), after which a row without one is damaged too.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashSet;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -20,7 +24,7 @@ use crate::{Kind, SeriesKey, StoreError};
 const CHECKSUMMED: &str = "row_checksums";
 
 /// The checksum of a series row.
-pub(crate) fn checksum(id: i64, name: &str, tags: &str, kind: &str, grp: i64) -> i64 {
+pub(crate) fn series_checksum(id: i64, name: &str, tags: &str, kind: &str, grp: i64) -> i64 {
     let mut sum = crc32c::crc32c(&id.to_le_bytes());
     for text in [name, tags, kind] {
         sum = crc32c::crc32c_append(sum, &(text.len() as u64).to_le_bytes());
@@ -77,23 +81,89 @@ pub(crate) enum SeriesRow {
     Damaged(i64),
 }
 
-/// The columns [`group_holds`] takes, in order.
+/// A group row as read: whole, or damaged (its number).
+#[derive(Debug, PartialEq)]
+pub(crate) enum GroupRow {
+    /// Its checksum holds.
+    Whole {
+        /// Where its minute rollups end.
+        compacted_until: i64,
+        /// Where its hour rollups end.
+        hour_until: i64,
+    },
+    /// A value does not read as its type, or the checksum does not hold.
+    Damaged(i64),
+}
+
+/// The columns [`read_group`] takes, in order.
 pub(crate) const GROUP_COLUMNS: &str = "grp, kind, compacted_until, hour_until, checksum";
 
-/// Whether a group row's values (in [`GROUP_COLUMNS`]' order) match its checksum.
-pub(crate) fn group_holds(values: [ValueRef<'_>; 5], required: bool) -> bool {
-    let [grp, kind, compacted_until, hour_until, sum] = values;
-    let (Ok(grp), Ok(kind), Ok(compacted_until), Ok(hour_until)) =
-        (grp.as_i64(), kind.as_str(), compacted_until.as_i64(), hour_until.as_i64())
+/// Reads a row selected with [`GROUP_COLUMNS`]. `required`: whether a row without a checksum
+/// is damaged ([`is_checksummed`]).
+pub(crate) fn read_group(row: &rusqlite::Row<'_>, required: bool) -> rusqlite::Result<GroupRow> {
+    let [grp, kind, compacted_until, hour_until, sum] = [0, 1, 2, 3, 4].map(|index| row.get_ref(index));
+    let grp = grp?.as_i64().unwrap_or(i64::MIN);
+    let (Ok(kind), Ok(compacted_until), Ok(hour_until)) =
+        (kind?.as_str(), compacted_until?.as_i64(), hour_until?.as_i64())
     else {
-        return false;
+        return Ok(GroupRow::Damaged(grp));
     };
-    match sum {
+    let holds = match sum? {
         ValueRef::Null => !required,
         ValueRef::Integer(written) => {
             written == group_checksum(grp, kind, compacted_until, hour_until) && Kind::parse(kind).is_some()
         }
         _ => false,
+    };
+    Ok(match holds {
+        true => GroupRow::Whole { compacted_until, hour_until },
+        false => GroupRow::Damaged(grp),
+    })
+}
+
+/// `columns` to select from a table that may not have its `checksum` column yet (a store from
+/// before checksums whose writer has not opened it): NULL stands in for it.
+pub(crate) fn select(columns: &'static str, present: bool) -> Cow<'static, str> {
+    match present {
+        true => Cow::Borrowed(columns),
+        false => Cow::Owned(columns.replace("checksum", "NULL")),
+    }
+}
+
+/// What a reading connection knows of the rows' checksums, and the damaged rows it met.
+#[derive(Default)]
+pub(crate) struct ReaderChecks {
+    /// Whether every row carries a checksum, as of the last [`ReaderChecks::refresh`].
+    pub(crate) required: bool,
+    /// Whether the tables have their checksum columns (looked for until found).
+    pub(crate) columns: bool,
+    /// Every damaged row met (each is reported once).
+    met: RefCell<HashSet<DamagedRow>>,
+    /// Those not taken yet.
+    untaken: RefCell<Vec<DamagedRow>>,
+}
+
+impl ReaderChecks {
+    /// Reads again whether checksums are required and present (before a read).
+    pub(crate) fn refresh(&mut self, connection: &Connection) -> Result<(), StoreError> {
+        self.required = is_checksummed(connection)?;
+        if !self.columns {
+            // The groups' column is added last.
+            self.columns = crate::schema::column_exists(connection, "groups", "checksum")?;
+        }
+        Ok(())
+    }
+
+    /// Notes a damaged row read (the first time it is met).
+    pub(crate) fn note(&self, row: DamagedRow) {
+        if self.met.borrow_mut().insert(row) {
+            self.untaken.borrow_mut().push(row);
+        }
+    }
+
+    /// The damaged rows met since the last call.
+    pub(crate) fn take(&self) -> Vec<DamagedRow> {
+        std::mem::take(&mut *self.untaken.borrow_mut())
     }
 }
 
@@ -126,7 +196,7 @@ pub(crate) fn judge(values: [ValueRef<'_>; 6], required: bool) -> SeriesRow {
     };
     let holds = match sum {
         ValueRef::Null => !required,
-        ValueRef::Integer(written) => written == checksum(id, name, tags, kind, grp),
+        ValueRef::Integer(written) => written == series_checksum(id, name, tags, kind, grp),
         _ => false,
     };
     match (holds, Kind::parse(kind)) {
@@ -152,8 +222,8 @@ pub(crate) fn mark_checksummed(connection: &Connection) -> Result<(), StoreError
 }
 
 /// Writes the checksum of the series row `id` (just inserted, or moved to a group).
-pub(crate) fn seal(connection: &Connection, id: i64, key: &SeriesKey, grp: i64) -> Result<(), StoreError> {
-    let sum = checksum(id, &key.name, &key.tags, key.kind.as_str(), grp);
+pub(crate) fn seal_series(connection: &Connection, id: i64, key: &SeriesKey, grp: i64) -> Result<(), StoreError> {
+    let sum = series_checksum(id, &key.name, &key.tags, key.kind.as_str(), grp);
     connection.prepare_cached("UPDATE series SET checksum = ?2 WHERE id = ?1")?.execute(params![id, sum])?;
     Ok(())
 }
@@ -198,7 +268,7 @@ pub(crate) fn fill_missing(connection: &Connection) -> Result<(), StoreError> {
         let [id, name, tags, kind, grp] = [0, 1, 2, 3, 4].map(|index| row.get_ref(index));
         let values = (id?.as_i64(), name?.as_str(), tags?.as_str(), kind?.as_str(), grp?.as_i64());
         if let (Ok(id), Ok(name), Ok(tags), Ok(kind), Ok(grp)) = values {
-            update.execute(params![id, checksum(id, name, tags, kind, grp)])?;
+            update.execute(params![id, series_checksum(id, name, tags, kind, grp)])?;
         }
     }
     Ok(())
@@ -211,9 +281,8 @@ pub(crate) fn damaged_rows(connection: &Connection) -> Result<Vec<DamagedRow>, S
     let mut statement = connection.prepare(&format!("SELECT {GROUP_COLUMNS} FROM groups"))?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        let values = [row.get_ref(0)?, row.get_ref(1)?, row.get_ref(2)?, row.get_ref(3)?, row.get_ref(4)?];
-        if !group_holds(values, required) {
-            damaged.push(DamagedRow::Group(values[0].as_i64().unwrap_or(i64::MIN)));
+        if let GroupRow::Damaged(grp) = read_group(row, required)? {
+            damaged.push(DamagedRow::Group(grp));
         }
     }
     let mut statement = connection.prepare(&format!("SELECT {COLUMNS} FROM series WHERE grp IS NOT NULL"))?;
@@ -232,20 +301,20 @@ mod tests {
 
     #[test]
     fn every_field_of_a_row_is_covered() {
-        let base = checksum(7, "api.latency", "env=prod", "timer", 3);
+        let base = series_checksum(7, "api.latency", "env=prod", "timer", 3);
         let changed = [
-            checksum(8, "api.latency", "env=prod", "timer", 3),
-            checksum(7, "api.latencz", "env=prod", "timer", 3),
-            checksum(7, "api.latency", "env=prof", "timer", 3),
-            checksum(7, "api.latency", "env=prod", "gauge", 3),
-            checksum(7, "api.latency", "env=prod", "timer", 4),
+            series_checksum(8, "api.latency", "env=prod", "timer", 3),
+            series_checksum(7, "api.latencz", "env=prod", "timer", 3),
+            series_checksum(7, "api.latency", "env=prof", "timer", 3),
+            series_checksum(7, "api.latency", "env=prod", "gauge", 3),
+            series_checksum(7, "api.latency", "env=prod", "timer", 4),
             // Text moved from one field to the next is another row.
-            checksum(7, "api.latencyenv=prod", "", "timer", 3),
+            series_checksum(7, "api.latencyenv=prod", "", "timer", 3),
         ];
         for (case, sum) in changed.iter().enumerate() {
             assert_ne!(*sum, base, "case {case}");
         }
-        assert_eq!(base, checksum(7, "api.latency", "env=prod", "timer", 3));
+        assert_eq!(base, series_checksum(7, "api.latency", "env=prod", "timer", 3));
     }
 
     #[test]
@@ -254,7 +323,7 @@ mod tests {
         connection
             .execute_batch("CREATE TABLE series (id INTEGER PRIMARY KEY, name, tags, kind, grp, checksum)")
             .unwrap();
-        let good = checksum(1, "a", "", "counter", 1);
+        let good = series_checksum(1, "a", "", "counter", 1);
         let cases: [(&str, &str, rusqlite::types::Value, bool, bool); 7] = [
             ("a whole row", "a", good.into(), true, true),
             ("a name changed", "b", good.into(), true, false),

@@ -80,7 +80,6 @@ impl Store {
             .unwrap_or(0);
         if generation != self.generation {
             self.series.clear();
-            self.highest_damaged_series = 0;
             self.generation = generation;
         }
         Ok(())

@@ -2,6 +2,7 @@
 
 use rusqlite::params;
 
+use crate::checked_rows::GroupRow;
 use crate::codec::block;
 use crate::schema::Resolution;
 use crate::{Row, Selector, SeriesKey, Store, StoreError};
@@ -101,26 +102,19 @@ impl Store {
             return Ok(i64::MAX);
         }
         let Some(&(_, grp)) = self.series.get(&series) else { return Ok(i64::MIN) };
-        let columns = match self.checksum_columns {
-            true => crate::checked_rows::GROUP_COLUMNS.to_string(),
-            false => crate::checked_rows::GROUP_COLUMNS.replace("checksum", "NULL"),
-        };
+        let columns = crate::checked_rows::select(crate::checked_rows::GROUP_COLUMNS, self.row_checks.columns);
         let mut statement = self.connection.prepare_cached(&format!("SELECT {columns} FROM groups WHERE grp = ?1"))?;
         let mut rows = statement.query([grp])?;
         let Some(row) = rows.next()? else { return Ok(i64::MIN) };
-        let values = [row.get_ref(0)?, row.get_ref(1)?, row.get_ref(2)?, row.get_ref(3)?, row.get_ref(4)?];
-        if !crate::checked_rows::group_holds(values, self.rows_checksummed) {
-            // Its rollups' bounds are not trusted: the series is answered from raw rows.
-            if self.damaged_groups.borrow_mut().insert(grp) {
-                self.damaged_rows.borrow_mut().push(crate::DamagedRow::Group(grp));
+        match crate::checked_rows::read_group(row, self.row_checks.required)? {
+            GroupRow::Whole { hour_until, .. } if resolution == Resolution::Hour => Ok(hour_until),
+            GroupRow::Whole { compacted_until, .. } => Ok(compacted_until),
+            GroupRow::Damaged(grp) => {
+                // Its rollups' bounds are not trusted: the series is answered from raw rows.
+                self.row_checks.note(crate::DamagedRow::Group(grp));
+                Ok(i64::MIN)
             }
-            return Ok(i64::MIN);
         }
-        let until = match resolution {
-            Resolution::Hour => values[3],
-            _ => values[2],
-        };
-        Ok(until.as_i64().unwrap_or(i64::MIN))
     }
 
     /// One consistent view of the store until the guard drops (compaction moves rows between

@@ -23,6 +23,7 @@ use std::path::Path;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
 
+use crate::checked_rows::GroupRow;
 use crate::schema::{group_size, table_exists, Resolution};
 use crate::{Kind, StoreError};
 
@@ -113,7 +114,7 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     let mut target = Connection::open(fresh)?;
     let mut salvaged = Salvaged::default();
     let transaction = target.transaction()?;
-    let checks = series_checks(&source);
+    let checks = row_checks(&source);
     for copied in &TABLES {
         let rows = copy_table(&source, &transaction, copied, checks, &mut salvaged)?;
         match copied.table {
@@ -135,27 +136,28 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     Ok(salvaged)
 }
 
-/// How the damaged file's series rows are checked.
+/// How the damaged file's series and group rows are checked.
 #[derive(Debug, Clone, Copy)]
-enum SeriesChecks {
+enum RowChecks {
     /// Written before checksums: the column is missing.
     NoColumn,
     /// Whether a row without a checksum is damaged.
     Required(bool),
 }
 
-fn series_checks(source: &Connection) -> SeriesChecks {
+/// What the damaged file says of its rows' checksums.
+fn row_checks(source: &Connection) -> RowChecks {
     match crate::schema::column_exists(source, "groups", "checksum") {
-        Ok(false) => SeriesChecks::NoColumn,
+        Ok(false) => RowChecks::NoColumn,
         // A meta table that does not read: a row without a checksum is given one.
-        _ => SeriesChecks::Required(crate::checked_rows::is_checksummed(source).unwrap_or(false)),
+        _ => RowChecks::Required(crate::checked_rows::is_checksummed(source).unwrap_or(false)),
     }
 }
 
 /// Whether a series row read (values in [`SERIES`]' order) is whole.
-fn series_row_holds(values: &[Value], checks: SeriesChecks) -> bool {
+fn series_row_holds(values: &[Value], checks: RowChecks) -> bool {
     let value = |index: usize| values.get(index).map_or(ValueRef::Null, ValueRef::from);
-    let required = matches!(checks, SeriesChecks::Required(true));
+    let required = matches!(checks, RowChecks::Required(true));
     let judged = crate::checked_rows::judge([0, 1, 2, 3, 4, 5].map(value), required);
     // Forgotten series (no group) have no checksum and are copied as they are.
     matches!(judged, crate::checked_rows::SeriesRow::Whole { .. }) || value(4) == ValueRef::Null
@@ -166,13 +168,10 @@ fn copy_table(
     source: &Connection,
     target: &Connection,
     copied: &Copied,
-    checks: SeriesChecks,
+    checks: RowChecks,
     salvaged: &mut Salvaged,
 ) -> Result<u64, StoreError> {
-    let columns = match (copied.table, checks) {
-        ("series" | "groups", SeriesChecks::NoColumn) => copied.columns.replace("checksum", "NULL"),
-        _ => copied.columns.to_string(),
-    };
+    let columns = crate::checked_rows::select(copied.columns, !matches!(checks, RowChecks::NoColumn));
     let read = format!(
         "SELECT {columns} FROM {} WHERE {} > ?1 ORDER BY 1 LIMIT {SLICE}",
         copied.table,
@@ -264,16 +263,15 @@ fn read_slice(source: &Connection, sql: &str, after: i64, columns: usize) -> (Ve
 /// complete to the end of its last minute block; hour rollups are taken to end where its last
 /// day's hour block starts (that day's hours are answered from minute rows). A group none of
 /// whose series is left is not rebuilt (its blocks are orphans).
-fn rebuild_groups(target: &Connection, checks: SeriesChecks) -> Result<u64, StoreError> {
-    let required = matches!(checks, SeriesChecks::Required(true));
+fn rebuild_groups(target: &Connection, checks: RowChecks) -> Result<u64, StoreError> {
+    let required = matches!(checks, RowChecks::Required(true));
     let mut damaged = Vec::new();
     {
         let mut statement = target.prepare(&format!("SELECT {} FROM groups", crate::checked_rows::GROUP_COLUMNS))?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let values = [row.get_ref(0)?, row.get_ref(1)?, row.get_ref(2)?, row.get_ref(3)?, row.get_ref(4)?];
-            if !crate::checked_rows::group_holds(values, required) {
-                damaged.push(values[0].as_i64().map_err(rusqlite::Error::from)?);
+            if let GroupRow::Damaged(grp) = crate::checked_rows::read_group(row, required)? {
+                damaged.push(grp);
             }
         }
     }
@@ -292,7 +290,7 @@ fn rebuild_groups(target: &Connection, checks: SeriesChecks) -> Result<u64, Stor
         };
         let (compacted_until, hour_until) = (end_of(Resolution::Minute, true)?, end_of(Resolution::Hour, false)?);
         target.execute(
-            "UPDATE groups SET kind = ?2, compacted_until = ?3, hour_until = ?4, checksum = NULL WHERE grp = ?1",
+            "UPDATE groups SET kind = ?2, compacted_until = ?3, hour_until = ?4 WHERE grp = ?1",
             rusqlite::params![grp, kind, compacted_until, hour_until],
         )?;
         crate::checked_rows::seal_group(target, grp)?;

@@ -31,7 +31,7 @@ impl ScrubReport {
 
 impl Store {
     /// Reads every block and checks it, then SQLite's pages (`PRAGMA quick_check`) and the
-    /// series rows' checksums.
+    /// series and group rows' checksums ([`Store::check_file`]).
     pub fn scrub(&self) -> Result<ScrubReport, StoreError> {
         let _snapshot = self.read_snapshot()?;
         let mut report = ScrubReport::default();
@@ -57,8 +57,7 @@ impl Store {
 
     /// What SQLite's own check (`PRAGMA quick_check`: every page of every table and index,
     /// reading the whole file once) and the series and group rows' checksums find wrong with
-    /// the file;
-    /// empty: nothing.
+    /// the file; empty: nothing.
     pub fn check_file(&self) -> Result<Vec<String>, StoreError> {
         let mut check = self.connection.prepare("PRAGMA quick_check")?;
         let lines = check.query_map([], |row| row.get::<_, String>(0))?;

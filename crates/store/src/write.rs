@@ -9,7 +9,7 @@ use agg::Snapshot;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::blocks::put_head;
-use crate::checked_rows::{DamagedRow, SeriesRow};
+use crate::checked_rows::{DamagedRow, ReaderChecks, SeriesRow};
 use crate::schema::{group_size, prepare, Resolution};
 use crate::usage::Usage;
 use crate::{Kind, Row, SeriesKey, StoreError};
@@ -94,17 +94,8 @@ pub struct Store {
     pub(crate) pending: BTreeSet<(i64, i64)>,
     pub(crate) options: Options,
     pub(crate) usage: Usage,
-    /// Readers: series and group rows found damaged since the last
-    /// [`Store::take_damaged_rows`].
-    pub(crate) damaged_rows: std::cell::RefCell<Vec<DamagedRow>>,
-    /// Readers: group rows found damaged (each reported once).
-    pub(crate) damaged_groups: std::cell::RefCell<std::collections::HashSet<i64>>,
-    /// Readers: whether every row carries a checksum, as of the last [`Store::load_series`].
-    pub(crate) rows_checksummed: bool,
-    /// Readers: whether the series and groups tables have their checksum columns (found once).
-    pub(crate) checksum_columns: bool,
-    /// Readers: the highest id of a damaged series row read (each is reported once).
-    pub(crate) highest_damaged_series: i64,
+    /// Readers: what is known of the rows' checksums, and the damaged rows met.
+    pub(crate) row_checks: ReaderChecks,
     /// Readers: the count of forgets as of the last [`Store::load_series`].
     pub(crate) generation: i64,
     /// Readers: blocks found damaged since the last [`Store::take_damaged`], left out of the
@@ -167,11 +158,7 @@ impl Store {
             options,
             usage: Usage::default(),
             generation: 0,
-            damaged_rows: Default::default(),
-            damaged_groups: Default::default(),
-            rows_checksummed: false,
-            highest_damaged_series: 0,
-            checksum_columns: false,
+            row_checks: ReaderChecks::default(),
             damaged: Default::default(),
         }
     }
@@ -183,30 +170,18 @@ impl Store {
             return Ok(()); // a store of the first format, not migrated yet
         }
         self.check_generation()?;
-        let known = self.series.keys().copied().max().unwrap_or(0).max(self.highest_damaged_series);
-        let required = crate::checked_rows::is_checksummed(&self.connection)?;
-        self.rows_checksummed = required;
-        // A store from before checksums has no columns for them until its writer opens it
-        // (the groups' is added last).
-        if !self.checksum_columns {
-            self.checksum_columns = crate::schema::column_exists(&self.connection, "groups", "checksum")?;
-        }
-        let columns = match self.checksum_columns {
-            true => crate::checked_rows::COLUMNS.to_string(),
-            false => crate::checked_rows::COLUMNS.replace("checksum", "NULL"),
-        };
+        let known = self.series.keys().copied().max().unwrap_or(0);
+        self.row_checks.refresh(&self.connection)?;
+        let columns = crate::checked_rows::select(crate::checked_rows::COLUMNS, self.row_checks.columns);
         let mut statement =
             self.connection.prepare(&format!("SELECT {columns} FROM series WHERE id > ?1 AND grp IS NOT NULL"))?;
         let mut rows = statement.query([known])?;
         while let Some(row) = rows.next()? {
-            match crate::checked_rows::read(row, required)? {
+            match crate::checked_rows::read(row, self.row_checks.required)? {
                 SeriesRow::Whole { id, key, grp } => {
                     self.series.insert(id, (key, grp));
                 }
-                SeriesRow::Damaged(id) => {
-                    self.damaged_rows.borrow_mut().push(DamagedRow::Series(id));
-                    self.highest_damaged_series = self.highest_damaged_series.max(id);
-                }
+                SeriesRow::Damaged(id) => self.row_checks.note(DamagedRow::Series(id)),
             }
         }
         Ok(())
@@ -217,7 +192,7 @@ impl Store {
     /// of every answer, a damaged group row's series are answered from raw rows only; the
     /// writer salvages the file when it checks it ([`Store::check_file`]).
     pub fn take_damaged_rows(&self) -> Vec<DamagedRow> {
-        std::mem::take(&mut *self.damaged_rows.borrow_mut())
+        self.row_checks.take()
     }
 
     /// Reads every series group's kind from the database again (after a forget or a prune).
@@ -430,7 +405,7 @@ fn series_id(
         .prepare_cached("INSERT INTO series (name, tags, kind, grp) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![canonical.name, canonical.tags, kind.as_str(), grp])?;
     let id = transaction.last_insert_rowid();
-    crate::checked_rows::seal(transaction, id, &canonical, grp)?;
+    crate::checked_rows::seal_series(transaction, id, &canonical, grp)?;
     Ok((id, grp))
 }
 

@@ -4,7 +4,8 @@
 //! and every row that can still be read is copied into it ([`store::salvage`]); ingest, the
 //! other backends and the API go on. Counted: `store_damaged_files_set_aside`,
 //! `store_salvaged_points`, `store_salvage_unreadable_pages` (reads skipped past a damaged
-//! page), `store_salvage_unreadable_rows` (rows whose text does not read),
+//! page), `store_salvage_unreadable_rows` (rows whose text does not read, series rows whose
+//! checksum does not hold),
 //! `store_salvage_lost_points` (points whose group's row was lost); logged once each.
 //!
 //! While histd runs the damage is met by the writer (a write or a scrub step that SQLite
@@ -119,6 +120,7 @@ impl Recovery {
                     points = salvaged.points,
                     unreadable_pages = salvaged.unreadable_pages,
                     unreadable_rows = salvaged.unreadable_rows,
+                    rebuilt_groups = salvaged.rebuilt_groups,
                     lost_series = salvaged.orphaned_series,
                     lost_points = salvaged.orphaned_points,
                     "the store file is damaged: what could be read was copied into a fresh store, and the file is kept aside (store_damaged_files_set_aside)"
