@@ -216,7 +216,7 @@ pub(crate) fn is_checksummed(connection: &Connection) -> Result<bool, StoreError
 }
 
 /// Marks a store whose series and group rows all carry a checksum.
-pub(crate) fn mark_checksummed(connection: &Connection) -> Result<(), StoreError> {
+fn mark_checksummed(connection: &Connection) -> Result<(), StoreError> {
     connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, 1)", [CHECKSUMMED])?;
     Ok(())
 }
