@@ -5,16 +5,19 @@
 //! An [`Outbox`] holds a destination's [`Parcel`]s in order, bounded in bytes (and in count
 //! where a destination asks), the oldest dropped first and counted
 //! (`dropped_points.buffer_full`); sends the oldest through its [`Transport`], which says what
-//! became of it ([`Verdict`]); waits after a failure with the [`Backoff`] every sender has (or
+//! became of it ([`Verdict`]); waits after a failure with the backoff every sender has (or
 //! the receiver's `Retry-After`); and at the stop keeps trying until [`FINAL_DEADLINE`],
-//! counting what is left (`dropped_points.shutdown`). Every destination counts the same things
-//! in its [`SinkTelemetry`] (`points_out`, `bytes_out`, `retries`, `errors`,
-//! `buffered_bytes`, `dropped_points.*`) and logs a run of failures or drops once.
+//! counting what is left (`dropped_points.shutdown`). What a verdict does to the counters,
+//! the log and the next try is its [`Sender`]'s: every destination counts the same things in
+//! its [`SinkTelemetry`] (`points_out`, `bytes_out`, `retries`, `errors`, `buffered_bytes`,
+//! `dropped_points.*`) and logs a run of failures or drops once.
 //!
-//! The forward backend is the one sender outside it: it sends each batch to the node the ring
-//! names, in order per node, from a spool on disk (see `forward/sink.rs`).
+//! Forward keeps the same [`Sender`] and [`Verdict`]s, with a buffer of its own: a spool on
+//! disk whose batches each go to the node (or Kafka partition) they were cut for, in order per
+//! node, while the other nodes' go on (see `forward/sink.rs`).
 
 pub mod http;
+pub mod sender;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -24,11 +27,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::backoff::{Backoff, FINAL_DEADLINE};
-use super::{DropReason, SinkTelemetry};
-use crate::clock::unix_now_s;
+use super::backoff::FINAL_DEADLINE;
+use super::SinkTelemetry;
 
 pub use http::{plain_judge, spawn_http_sink, Destination, Request, BATCH_QUEUE};
+pub use sender::Sender;
 
 /// Something an [`Outbox`] holds and sends whole.
 pub trait Parcel: Send + 'static {
@@ -94,38 +97,23 @@ pub struct Limits {
 
 /// One destination's ordered, bounded buffer and its sender.
 pub struct Outbox<T: Transport> {
-    /// Its name in the log (`graphite`, `prometheus target vm`, `alerts.webhook`).
-    name: String,
     transport: T,
     limits: Limits,
     parcels: VecDeque<T::Parcel>,
     bytes: u64,
-    telemetry: Arc<SinkTelemetry>,
-    backoff: Backoff,
-    retry_at: Option<Instant>,
-    /// Failing since the last delivery (logged once per run of failures).
-    failing: bool,
-    /// Dropping since the last delivery (logged once per run).
-    dropping: bool,
-    /// Partial successes since the last full one (logged once per run).
-    partial: bool,
+    sender: Sender,
 }
 
 impl<T: Transport> Outbox<T> {
-    /// An empty outbox sending through `transport`, counting into `telemetry`.
+    /// An empty outbox named `name` in the log (`graphite`, `prometheus target vm`,
+    /// `alerts.webhook`) sending through `transport`, counting into `telemetry`.
     pub fn new(name: impl Into<String>, transport: T, limits: Limits, telemetry: Arc<SinkTelemetry>) -> Self {
         Outbox {
-            name: name.into(),
             transport,
             limits,
             parcels: VecDeque::new(),
             bytes: 0,
-            telemetry,
-            backoff: Backoff::new(limits.steps),
-            retry_at: None,
-            failing: false,
-            dropping: false,
-            partial: false,
+            sender: Sender::new(name, limits.steps, telemetry),
         }
     }
 
@@ -136,7 +124,7 @@ impl<T: Transport> Outbox<T> {
 
     /// When the next try is due (none while nothing failed).
     pub fn retry_at(&self) -> Option<Instant> {
-        self.retry_at
+        self.sender.retry_at()
     }
 
     /// Queues `parcel` last, letting go of what it supersedes and, past the bounds, of the
@@ -159,12 +147,12 @@ impl<T: Transport> Outbox<T> {
         I: IntoIterator<Item = T::Parcel>,
     {
         loop {
-            let retry_at = self.retry_at;
+            let retry_at = self.retry_at();
             tokio::select! {
                 batch = parcels.recv() => match batch {
                     Some(batch) => {
                         batch.into_iter().for_each(|parcel| self.push(parcel));
-                        if self.retry_at.is_none() {
+                        if retry_at.is_none() {
                             self.deliver().await;
                         }
                     }
@@ -180,7 +168,7 @@ impl<T: Transport> Outbox<T> {
 
     /// The due retry: counted, then [`Outbox::deliver`].
     pub async fn retry(&mut self) -> bool {
-        self.telemetry.retries.add(1);
+        self.sender.retrying();
         self.deliver().await
     }
 
@@ -192,25 +180,11 @@ impl<T: Transport> Outbox<T> {
             let verdict = self.transport.send(parcel).await;
             let resend = self.transport.take_resend();
             let taken = matches!(verdict, Verdict::Delivered { .. });
-            match verdict {
-                Verdict::Delivered { rejected, reason } => self.delivered(points, rejected, reason, bytes),
-                Verdict::Rejected(reason) => {
-                    self.telemetry.failed(unix_now_s());
-                    self.telemetry.drop_points(DropReason::Rejected, points);
-                    tracing::warn!(destination = %self.name, points, %reason, "the receiver refused a request: dropped (dropped_points.rejected)");
-                }
-                Verdict::Retry { reason, after } => {
-                    self.telemetry.failed(unix_now_s());
-                    if !self.failing {
-                        self.failing = true;
-                        tracing::warn!(destination = %self.name, %reason, "sending failed; buffering and retrying");
-                    } else {
-                        tracing::debug!(destination = %self.name, %reason, "sending failed again");
-                    }
-                    self.put_first(resend);
-                    self.retry_at = Some(Instant::now() + self.backoff.failed(after));
-                    return false;
-                }
+            if !self.sender.record(&verdict, points, bytes) {
+                self.put_first(resend);
+                let Verdict::Retry { after, .. } = verdict else { unreachable!("only a retry keeps a parcel") };
+                self.sender.wait(after);
+                return false;
             }
             if let Some(sent) = self.parcels.pop_front() {
                 self.bytes -= bytes;
@@ -220,9 +194,9 @@ impl<T: Transport> Outbox<T> {
             }
             self.put_first(resend);
             self.transport.room(self.limits.bytes.saturating_sub(self.bytes));
-            self.telemetry.buffered_bytes.set(self.bytes);
+            self.sender.telemetry().buffered_bytes.set(self.bytes);
         }
-        self.retry_at = None;
+        self.sender.caught_up();
         true
     }
 
@@ -237,33 +211,13 @@ impl<T: Transport> Outbox<T> {
             if self.deliver().await {
                 break;
             }
-            if let Some(retry_at) = self.retry_at {
+            if let Some(retry_at) = self.retry_at() {
                 tokio::time::sleep_until(retry_at.min(deadline)).await;
             }
         }
         if !self.parcels.is_empty() {
             let points: u64 = self.parcels.iter().map(Parcel::points).sum();
-            self.telemetry.drop_points(DropReason::Shutdown, points);
-            tracing::error!(destination = %self.name, points, bytes = self.bytes, "receiver unreachable at exit: undelivered points lost (dropped_points.shutdown)");
-        }
-    }
-
-    fn delivered(&mut self, points: u64, rejected: u64, reason: Option<String>, bytes: u64) {
-        let rejected = rejected.min(points);
-        self.telemetry.points_out.add(points - rejected);
-        self.telemetry.bytes_out.add(bytes);
-        self.telemetry.succeeded(unix_now_s());
-        self.backoff.reset();
-        (self.failing, self.dropping) = (false, false);
-        if rejected == 0 {
-            self.partial = false;
-            return;
-        }
-        self.telemetry.drop_points(DropReason::Rejected, rejected);
-        if !self.partial {
-            self.partial = true;
-            let reason = reason.unwrap_or_default();
-            tracing::warn!(destination = %self.name, rejected, %reason, "the receiver took a request in part: the rest counted in dropped_points.rejected");
+            self.sender.lost_at_stop(points, self.bytes);
         }
     }
 
@@ -285,19 +239,16 @@ impl<T: Transport> Outbox<T> {
         while (self.bytes > self.limits.bytes || self.parcels.len() > self.limits.parcels) && self.parcels.len() > 1 {
             let Some(oldest) = self.parcels.pop_front() else { break };
             self.bytes -= oldest.bytes();
-            self.telemetry.drop_points(DropReason::BufferFull, oldest.points());
-            if !self.dropping {
-                self.dropping = true;
-                tracing::warn!(destination = %self.name, limit = self.limits.bytes, "retry buffer full: dropping the oldest points (dropped_points.buffer_full)");
-            }
+            self.sender.dropped_oldest(oldest.points(), self.limits.bytes);
         }
-        self.telemetry.buffered_bytes.set(self.bytes);
+        self.sender.telemetry().buffered_bytes.set(self.bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::DropReason;
     use crate::telemetry::EtsyStatus;
 
     /// A parcel: its number, size and points (its group for `supersedes`).

@@ -5,11 +5,12 @@
 //! succeeds, and the spool is sent as soon as one comes back.
 //!
 //! 5xx, 429 and no answer mark the node down: its batches wait (retried with backoff from
-//! 0.25 s to 5 s), for `forward.redirectAfterMs` at most, then go to the next node, while
-//! the other nodes' batches go on. Any other 4xx refuses the batch for good
-//! (`dropped_points.rejected`). At stop, what is left after 5 s stays in
+//! 0.25 s to 5 s, or after the node's `Retry-After`), for `forward.redirectAfterMs` at most,
+//! then go to the next node, while the other nodes' batches go on. Any other 4xx refuses the
+//! batch for good (`dropped_points.rejected`). At stop, what is left after 5 s stays in
 //! `forward.spoolDir` for the next start, or without one is counted as
-//! `dropped_points.shutdown`.
+//! `dropped_points.shutdown`. What each answer does to the counters, the log and the next
+//! try is the delivery engine's [`Sender`]'s, as for every other destination.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use super::spool::{Dropped, Spool, Waiting};
 use crate::clock::unix_now_s;
 use crate::http_client::{Client, HttpUrl, Outcome};
 use crate::sinks::backoff::{Backoff, FINAL_DEADLINE, SENDER_STEPS};
+use crate::sinks::delivery::{plain_judge, Sender, Verdict};
 use crate::sinks::{DropReason, Flushes, SinkTelemetry};
 use tokio::task::JoinHandle;
 
@@ -100,16 +102,18 @@ fn spawn_on_nodes(
     })
 }
 
-/// How a global's answer is taken: as any HTTP receiver's, except that a refusal of the
-/// request rather than the batch (401 or 403: credentials; 408: the body too slow; 415: the
-/// headers) keeps the batch for a retry: fixing a token must not have lost data meanwhile.
-fn judge(answered: Result<crate::http_client::Answer, String>) -> Outcome {
+/// How a global's answer is taken: as any HTTP receiver's ([`plain_judge`]), except that a
+/// refusal of the request rather than the batch (401 or 403: credentials; 408: the body too
+/// slow; 415: the headers) keeps the batch for a retry: fixing a token must not have lost data
+/// meanwhile.
+fn judge(answered: Result<crate::http_client::Answer, String>) -> Verdict {
     match answered {
-        Err(reason) => Outcome::Retry(reason),
-        Ok(answer) if matches!(answer.status, 401 | 403 | 408 | 415) => {
-            Outcome::Retry(format!("{} (the batch is kept: check forward.tokenFile and forward.tls)", answer.summary()))
-        }
-        Ok(answer) => Outcome::of(&answer),
+        Err(reason) => Verdict::Retry { reason, after: None },
+        Ok(answer) if matches!(answer.status, 401 | 403 | 408 | 415) => Verdict::Retry {
+            reason: format!("{} (the batch is kept: check forward.tokenFile and forward.tls)", answer.summary()),
+            after: None,
+        },
+        Ok(answer) => plain_judge(&answer),
     }
 }
 
@@ -171,10 +175,8 @@ struct Delivery {
     telemetry: Arc<SinkTelemetry>,
     /// The interval start of the last flush cut (each cut's is later: its own identity).
     last_start_ms: u64,
-    backoff: Backoff,
-    retry_at: Option<Instant>,
-    /// Failing since the last delivery (logged once per run of failures).
-    failing: bool,
+    /// What each answer does to the counters, the log and the next try.
+    sender: Sender,
     /// `forward.spoolDir` refused a write since the batches it could not take were sent.
     spool_failing: bool,
     /// At the stop, when trying ends.
@@ -184,19 +186,19 @@ struct Delivery {
 impl Delivery {
     async fn run(mut self, mut snapshots: Flushes, node_came_back: Arc<Notify>) {
         loop {
-            let retry_at = self.retry_at;
+            let retry_at = self.sender.retry_at();
             tokio::select! {
                 snapshot = snapshots.next() => match snapshot {
                     Some(snapshot) => {
                         self.take(snapshot).await;
-                        if self.retry_at.is_none() {
+                        if self.sender.retry_at().is_none() {
                             self.deliver(Some(&mut snapshots)).await;
                         }
                     }
                     None => break,
                 },
                 _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
-                    self.telemetry.retries.add(1);
+                    self.sender.retrying();
                     self.deliver(Some(&mut snapshots)).await;
                 }
                 () = node_came_back.notified() => if !self.spool().is_empty() {
@@ -267,49 +269,48 @@ impl Delivery {
         }
     }
 
-    /// Sends what waits, oldest first, the way the backend is set up.
-    /// Sends what waits; `flushes` (when given) are taken into the spool while the brokers'
-    /// acknowledgements are awaited, so a flush that comes meanwhile is on disk, not in the
-    /// queue, should the process die.
+    /// Sends what waits, oldest first, the way the backend is set up; `flushes` (when given)
+    /// are taken into the spool while an answer or the brokers' acknowledgements are awaited,
+    /// so a flush that comes meanwhile is on disk, not in the queue, should the process die.
     async fn deliver(&mut self, flushes: Option<&mut Flushes>) {
-        let left = match &self.way {
+        let pass = match &self.way {
             Way::Nodes { .. } => self.deliver_to_nodes(flushes).await,
             Way::Kafka { .. } => self.deliver_to_kafka(flushes).await,
         };
-        self.retry_at = left.then(|| Instant::now() + self.backoff.failed(None));
+        match pass {
+            Pass::Done => self.sender.caught_up(),
+            Pass::Left { asked } => self.sender.wait(asked),
+        }
     }
 
     /// Each batch to its node (or, once that node has been down for `redirectAfterMs`, the
-    /// next one); batches whose node is down stay, in order. True when some are left.
-    async fn deliver_to_nodes(&mut self, mut flushes: Option<&mut Flushes>) -> bool {
-        let mut left = false;
+    /// next one); batches whose node is down stay, in order.
+    async fn deliver_to_nodes(&mut self, mut flushes: Option<&mut Flushes>) -> Pass {
+        let mut pass = Pass::Done;
         for batch in self.spool().waiting() {
             let Way::Nodes { redirect_after, .. } = &self.way else { unreachable!("posting to nodes") };
             let owner = self.node_of(&batch.part);
             let Some(destination) = self.ring.destination(owner, *redirect_after) else {
-                left = true;
+                pass.left(None);
                 continue;
             };
             let Some(body) = self.body(&batch) else { continue };
             let answered = self.post(destination, body, &mut flushes).await;
-            match judge(answered) {
-                Outcome::Delivered => self.delivered(&batch),
-                Outcome::Rejected(reason) => {
-                    let node = self.ring.nodes()[destination].name.clone();
-                    self.rejected(&batch, &format!("node {node}: {reason}"));
-                }
-                Outcome::Retry(reason) => {
-                    self.telemetry.failed(unix_now_s());
-                    let node = &self.ring.nodes()[destination];
-                    if node.set_up(false) || !self.failing {
+            let node = &self.ring.nodes()[destination];
+            let verdict = match judge(answered) {
+                Verdict::Rejected(reason) => Verdict::Rejected(format!("node {}: {reason}", node.name)),
+                Verdict::Retry { reason, after } => {
+                    if node.set_up(false) {
                         tracing::warn!(node = %node.name, %reason, "forward: node is down: new flushes go to the other nodes, its batches wait in the spool");
                     }
-                    self.failing = true;
-                    left = true;
+                    pass.left(after);
+                    Verdict::Retry { reason: format!("node {}: {reason}", node.name), after }
                 }
-            }
+                delivered => delivered,
+            };
+            self.settle(&batch, &verdict);
         }
-        left
+        pass
     }
 
     /// Posts `body` to node `destination`, taking the flushes that come meanwhile into the
@@ -356,11 +357,11 @@ impl Delivery {
     /// Produces what waits, oldest first, each batch to the partition it was cut for, up to
     /// [`KAFKA_IN_FLIGHT`] at once, then waits for the brokers' acknowledgements; a batch they
     /// did not take stays, in order. True when some are left.
-    async fn deliver_to_kafka(&mut self, mut flushes: Option<&mut Flushes>) -> bool {
+    async fn deliver_to_kafka(&mut self, mut flushes: Option<&mut Flushes>) -> Pass {
         let Way::Kafka { timeout, .. } = &self.way else { unreachable!("producing to Kafka") };
         let wait_until = self.stop_deadline.unwrap_or_else(|| Instant::now() + *timeout + Duration::from_secs(5));
         let mut produced = Vec::new();
-        let mut left = false;
+        let mut pass = Pass::Done;
         for batch in self.spool().waiting().into_iter().take(KAFKA_IN_FLIGHT) {
             let partition = self.node_of(&batch.part);
             let Some(body) = self.body(&batch) else { continue };
@@ -368,38 +369,25 @@ impl Delivery {
             match producer.produce(partition, &batch.part, &body) {
                 Ok(acknowledged) => produced.push((batch, acknowledged)),
                 Err(reason) => {
-                    self.kafka_failed(&reason);
-                    left = true;
+                    self.settle(&batch, &kafka_retry(reason));
+                    pass.left(None);
                     break;
                 }
             }
         }
         for (batch, acknowledged) in produced {
             let acknowledged = tokio::time::timeout_at(wait_until, acknowledged);
-            match self.taking_flushes_while(acknowledged, &mut flushes).await {
-                Ok(Ok(())) => self.delivered(&batch),
-                Ok(Err(super::kafka::Refused::ForGood(reason))) => self.rejected(&batch, &reason),
-                Ok(Err(super::kafka::Refused::Retry(reason))) => {
-                    self.kafka_failed(&reason);
-                    left = true;
-                }
-                Err(_) => {
-                    self.kafka_failed("no acknowledgement from the brokers in time");
-                    left = true;
-                }
+            let verdict = match self.taking_flushes_while(acknowledged, &mut flushes).await {
+                Ok(Ok(())) => Verdict::Delivered { rejected: 0, reason: None },
+                Ok(Err(super::kafka::Refused::ForGood(reason))) => Verdict::Rejected(reason),
+                Ok(Err(super::kafka::Refused::Retry(reason))) => kafka_retry(reason),
+                Err(_) => kafka_retry("no acknowledgement from the brokers in time".into()),
+            };
+            if !self.settle(&batch, &verdict) {
+                pass.left(None);
             }
         }
-        left
-    }
-
-    fn kafka_failed(&mut self, reason: &str) {
-        self.telemetry.failed(unix_now_s());
-        if !self.failing {
-            tracing::warn!(%reason, "forward: the Kafka brokers did not take batches: they wait in the spool and are produced again");
-        } else {
-            tracing::debug!(%reason, "forward: producing failed again");
-        }
-        self.failing = true;
+        pass
     }
 
     /// A spooled batch's body; `None` (counted, logged) when it cannot be read or is damaged.
@@ -422,20 +410,14 @@ impl Delivery {
         }
     }
 
-    fn delivered(&mut self, batch: &Waiting) {
-        self.telemetry.points_out.add(batch.series);
-        self.telemetry.bytes_out.add(batch.bytes);
-        self.telemetry.succeeded(unix_now_s());
-        self.backoff.reset();
-        self.failing = false;
-        self.remove(batch.sequence);
-    }
-
-    fn rejected(&mut self, batch: &Waiting, reason: &str) {
-        self.telemetry.failed(unix_now_s());
-        self.telemetry.drop_points(DropReason::Rejected, batch.series);
-        tracing::warn!(series = batch.series, %reason, "forward: a batch was refused: dropped (dropped_points.rejected)");
-        self.remove(batch.sequence);
+    /// Counts what became of `batch` (its series as points) and removes it from the spool
+    /// unless it waits for a retry; true when it is gone.
+    fn settle(&mut self, batch: &Waiting, verdict: &Verdict) -> bool {
+        let gone = self.sender.record(verdict, batch.series, batch.bytes);
+        if gone {
+            self.remove(batch.sequence);
+        }
+        gone
     }
 
     /// The ring index of the node a part was cut for; a node no longer configured hands its
@@ -457,7 +439,7 @@ impl Delivery {
         self.stop_deadline = Some(deadline);
         while !self.spool().is_empty() && Instant::now() < deadline {
             self.deliver(None).await;
-            if let Some(retry_at) = self.retry_at {
+            if let Some(retry_at) = self.sender.retry_at() {
                 tokio::time::sleep_until(retry_at.min(deadline)).await;
             }
         }
@@ -627,20 +609,46 @@ struct DeliveryParts {
 impl DeliveryParts {
     /// The delivery to `ring`'s nodes or partitions, the `way` they are reached.
     fn deliver(self, ring: Arc<Ring>, way: Way) -> Delivery {
+        let name = match way {
+            Way::Nodes { .. } => self.telemetry.sink.to_string(),
+            Way::Kafka { .. } => format!("{} (kafka)", self.telemetry.sink),
+        };
         Delivery {
             ring,
             way,
             spool: Some(self.spool),
             settings: self.settings,
+            sender: Sender::new(name, SENDER_STEPS, self.telemetry.clone()),
             telemetry: self.telemetry,
             last_start_ms: 0,
-            backoff: Backoff::new(SENDER_STEPS),
-            retry_at: None,
-            failing: false,
             spool_failing: false,
             stop_deadline: None,
         }
     }
+}
+
+/// What a pass over the spool left.
+enum Pass {
+    /// Nothing to try again.
+    Done,
+    /// Batches to try again: after the longest `Retry-After` a node asked for, or the backoff.
+    Left { asked: Option<Duration> },
+}
+
+impl Pass {
+    /// Some batch is left, to be tried again after `asked` (when its receiver said so).
+    fn left(&mut self, asked: Option<Duration>) {
+        let longest = match self {
+            Pass::Done => asked,
+            Pass::Left { asked: before } => (*before).max(asked),
+        };
+        *self = Pass::Left { asked: longest };
+    }
+}
+
+/// A batch the brokers did not take, to be produced again.
+fn kafka_retry(reason: String) -> Verdict {
+    Verdict::Retry { reason, after: None }
 }
 
 /// Queues a flush's parts, each under the name of the node it was cut for.
@@ -675,13 +683,40 @@ mod judge_tests {
         ];
         for (status, want) in cases {
             let got = match judge(answer(status)) {
-                Outcome::Delivered => "delivered",
-                Outcome::Rejected(_) => "rejected",
-                Outcome::Retry(_) => "retry",
+                Verdict::Delivered { .. } => "delivered",
+                Verdict::Rejected(_) => "rejected",
+                Verdict::Retry { .. } => "retry",
             };
             assert_eq!(got, want, "{status}");
         }
-        assert!(matches!(judge(Err("refused".into())), Outcome::Retry(_)));
+        assert!(matches!(judge(Err("refused".into())), Verdict::Retry { .. }));
+        let busy = Answer { status: 503, body: bytes::Bytes::new(), retry_after: Some(Duration::from_secs(1)) };
+        assert!(
+            matches!(judge(Ok(busy)), Verdict::Retry { after: Some(after), .. } if after == Duration::from_secs(1)),
+            "a global past global.maxBytesInFlight says when to come back"
+        );
+    }
+
+    #[test]
+    fn a_pass_waits_as_long_as_the_longest_retry_after_asked() {
+        let s = Duration::from_secs;
+        /// (what each batch left asked, the pass's wait: `None` when nothing was left)
+        type Case = (Vec<Option<Duration>>, Option<Option<Duration>>);
+        let cases: [Case; 4] = [
+            (vec![], None),
+            (vec![None], Some(None)),
+            (vec![Some(s(1)), None], Some(Some(s(1)))),
+            (vec![Some(s(1)), Some(s(3)), Some(s(2))], Some(Some(s(3)))),
+        ];
+        for (asks, want) in cases {
+            let mut pass = Pass::Done;
+            asks.iter().for_each(|asked| pass.left(*asked));
+            let got = match pass {
+                Pass::Done => None,
+                Pass::Left { asked } => Some(asked),
+            };
+            assert_eq!(got, want, "{asks:?}");
+        }
     }
 
     #[test]
