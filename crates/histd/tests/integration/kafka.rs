@@ -624,3 +624,102 @@ fn a_local_started_without_brokers_spools_by_the_partitions_it_remembers() {
     assert!(all, "{} of 61 stored after the restart\n{}", stored_count(consumer, "remembered.hits"), third.stderr());
     assert!(third.terminate());
 }
+
+/// Issue 35: a send a local's earlier run left open (its batches in the log, its transaction
+/// never committed: the run killed mid-send, or its partition's leader dead before it
+/// acknowledged) is aborted when the local starts again under the same transactional id, and a
+/// global never merges what it held. The earlier run's producer is fenced: it cannot commit.
+#[test]
+fn a_transaction_an_earlier_run_left_open_is_aborted_and_never_merged() {
+    let _serial = serial();
+    let cluster = cluster();
+    let (earlier_topic, topic) = ("histd-txn-earlier", "histd-txn");
+    create_topic(&cluster.bootstrap, earlier_topic, 3);
+    create_topic(&cluster.bootstrap, topic, 3);
+    // Real batches of an earlier run: a local produces them to a topic of their own.
+    let spool = temp_dir("kafka-txn-spool-earlier");
+    let earlier = Daemon::start_process("kafka-txn-earlier", &local_config("host-txn", earlier_topic, &spool, None));
+    earlier.send_tcp("txn.hits:1000|c\n");
+    wait_until(
+        || earlier.stat("forward.points_out") > 0.0 && earlier.stat("forward.buffered_bytes") == 0.0,
+        "the earlier run's batches to be produced",
+    );
+    assert!(earlier.terminate());
+    let batches = read_topic(&cluster.bootstrap, earlier_topic);
+    // Those batches, in a transaction under the id the local uses (`histd-<source>`), in the
+    // log but never committed: what a run killed mid-send leaves.
+    let open = open_transaction(&cluster.bootstrap, "histd-host-txn", topic, &batches);
+    let mut global = Global::new("kafka-txn-global", topic, "txn");
+    global.start();
+    let consumer = global.daemon.as_ref().expect("running");
+    let spool = temp_dir("kafka-txn-spool");
+    let local = Daemon::start_process("kafka-txn-local", &local_config("host-txn", topic, &spool, None));
+    local.send_tcp("txn.hits:1|c\n");
+    // A global reads committed batches only, and none past a transaction still open: the
+    // local's own arrives once its start has aborted the open one.
+    let stored = within(Duration::from_secs(60), || stored_count(consumer, "txn.hits") == 1.0);
+    assert!(
+        stored,
+        "{} stored, 1 expected\nlocal:\n{}\nglobal:\n{}",
+        stored_count(consumer, "txn.hits"),
+        local.stderr(),
+        consumer_log(&consumer.stderr())
+    );
+    std::thread::sleep(Duration::from_millis(4 * FLUSH_MS));
+    assert_eq!(stored_count(consumer, "txn.hits"), 1.0, "the open transaction's 1000 are never merged");
+    use rdkafka::producer::Producer as _;
+    assert!(open.commit_transaction(Duration::from_secs(10)).is_err(), "the earlier run was fenced");
+    assert!(local.terminate());
+}
+
+/// Every batch committed to `topic`: (partition, key, payload), read until none came for 2 s.
+fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<u8>, Vec<u8>)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    use rdkafka::Message as _;
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("{topic}-reader"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let (started, mut last) = (Instant::now(), Instant::now());
+    let mut batches = Vec::new();
+    while started.elapsed() < Duration::from_secs(60) && (batches.is_empty() || last.elapsed() < Duration::from_secs(2))
+    {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            let key = message.key().unwrap_or_default().to_vec();
+            batches.push((message.partition(), key, message.payload().unwrap_or_default().to_vec()));
+            last = Instant::now();
+        }
+    }
+    assert!(!batches.is_empty(), "no batch in {topic}");
+    batches
+}
+
+/// A producer under `transactional_id` that produced `batches` to `topic` in a transaction it
+/// leaves open (acknowledged by the brokers, not committed).
+fn open_transaction(
+    bootstrap: &str,
+    transactional_id: &str,
+    topic: &str,
+    batches: &[(i32, Vec<u8>, Vec<u8>)],
+) -> rdkafka::producer::BaseProducer {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", transactional_id)
+        .set("transaction.timeout.ms", "600000")
+        .create()
+        .unwrap();
+    producer.init_transactions(Duration::from_secs(30)).unwrap();
+    producer.begin_transaction().unwrap();
+    for (partition, key, payload) in batches {
+        let record = BaseRecord::to(topic).partition(*partition).key(key).payload(payload);
+        producer.send(record).map_err(|(error, _)| error).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    producer
+}

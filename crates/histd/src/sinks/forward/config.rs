@@ -222,9 +222,11 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
         if shares_spool {
             return Err(reader.error("spoolDir", "each path needs a spool directory of its own"));
         }
+        name_transactions(&mut path, Some(&name));
         config.paths.push((name, path));
     }
     if config.paths.is_empty() {
+        name_transactions(&mut top_level, None);
         return Ok(top_level);
     }
     if !top_level.nodes.is_empty() || top_level.kafka.is_some() {
@@ -234,6 +236,16 @@ pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, Config
 }
 
 /// Reads where batches go (the top of `forward`, or one of `forward.paths`) into `config`:
+/// Gives a Kafka destination with transactions and no `transactionalId` its default one.
+fn name_transactions(config: &mut ForwardConfig, path: Option<&str>) {
+    let source = config.source.clone();
+    if let Some(id) = config.kafka.as_mut().and_then(|kafka| kafka.transactional_id.as_mut()) {
+        if id.is_empty() {
+            *id = super::kafka::default_transactional_id(&source, path);
+        }
+    }
+}
+
 /// `nodes` or `kafka` (one of them when `required`), and how they are sent and spooled.
 fn read_destination(section: &Reader<'_>, config: &mut ForwardConfig, required: bool) -> Result<(), ConfigError> {
     let defaults = ForwardConfig::default();
@@ -416,6 +428,8 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.kafka.compression", "forward.paths[].kafka.compression"], "`none`", "`none`, `gzip`, `snappy` or `lz4` of the record batches (the batches are snappy-compressed already)"),
     histd(&["forward.kafka.maxMessageBytes", "forward.paths[].kafka.maxMessageBytes"], "1000000", "the largest message the topic takes (its `max.message.bytes`); a part is cut to fit"),
     histd(&["forward.kafka.deliveryTimeoutMs", "forward.paths[].kafka.deliveryTimeoutMs"], "30000", "how long librdkafka tries a batch before handing it back to the spool, where it waits (bounded by `forward.spoolBytes`) and is produced again, in order, with backoff"),
+    histd(&["forward.kafka.transactions", "forward.paths[].kafka.transactions"], "`true` with `acks: 'all'`", "the batches of each send are produced in one Kafka transaction and leave the spool once it commits: a copy the brokers took without the local hearing of it (a dying leader, a local killed mid-send) is aborted and never read by a global, which reads committed batches only. Needs brokers whose transaction log can be written (`transaction.state.log.replication.factor` brokers up); `false` for brokers that do not allow transactions"),
+    histd(&["forward.kafka.transactionalId", "forward.paths[].kafka.transactionalId"], "`histd-<forward.source>` (`-<name>` for a path)", "the transactions' id: unique in the fleet and the same across restarts. A local's start fences the run before it (what that left open is aborted)"),
     histd(&["global.kafka.group"], "`histd-global`", "the consumer group: the globals of one datacenter share one and split the partitions; every group receives every batch. Offsets are committed once the flush that carried their batches was taken"),
     histd(&["global.kafka.sessionTimeoutMs"], "45000", "how long a silent global keeps its partitions before the group gives them to the others (a global stopped with SIGTERM leaves at once). Keep it above the brokers' failover (their `broker.session.timeout.ms`, 9 s, and the election after it): a group whose coordinator fails over for longer loses its members' sessions, and batches flushed meanwhile are read again by the next owners"),
 ];
@@ -442,6 +456,12 @@ mod tests {
         assert_eq!(names, ["path0", "log"]);
         assert_eq!(config.paths[0].1.source, "h", "shared settings reach every path");
         assert!(config.paths[1].1.max_batch_bytes < DEFAULT_PART_BYTES, "a Kafka path cuts parts to fit a message");
+        let transactional_id = |config: &ForwardConfig| config.kafka.as_ref().unwrap().transactional_id.clone();
+        assert_eq!(transactional_id(&config.paths[1].1).as_deref(), Some("histd-h-log"), "a path's own id");
+        let top = read("{ forward: { source: 'h', kafka: { brokers: ['k:9092'] } } }").unwrap();
+        assert_eq!(transactional_id(&top).as_deref(), Some("histd-h"), "the source's id at the top");
+        let given = read("{ forward: { source: 'h', kafka: { brokers: ['k:9092'], transactionalId: 'x' } } }").unwrap();
+        assert_eq!(transactional_id(&given).as_deref(), Some("x"));
         let cases = [
             ("{ forward: { nodes: ['http://a:8127'], paths: [ { nodes: ['http://b:8127'] } ] } }", "not both"),
             ("{ forward: { paths: [ { spoolDir: '/s' } ] } }", "forward.paths[0].nodes"),

@@ -33,6 +33,10 @@ fn heartbeat_interval(session: Duration) -> Duration {
     (session / 4).clamp(Duration::from_millis(100), Duration::from_secs(3))
 }
 
+/// The shortest time a transaction may stay open before the brokers abort it
+/// (`transaction.timeout.ms`; the delivery timeout when that is longer).
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How a producer waits for the brokers' acknowledgement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acks {
@@ -96,6 +100,21 @@ pub struct ProducerSettings {
     /// `deliveryTimeoutMs` (30000): how long librdkafka tries one batch before handing it
     /// back; it then waits in the spool and is produced again.
     pub delivery_timeout: Duration,
+    /// `transactions` (`true` with `acks: 'all'`) and `transactionalId`: the batches of each
+    /// send are produced in one Kafka transaction under this id, so that a copy the brokers
+    /// took without the local hearing of it (a dying leader, a local killed mid-send) is
+    /// aborted, never read by a global (they read committed records only). `None`: off. The
+    /// id is unique in the fleet and the same across restarts: `histd-<forward.source>` (and
+    /// `-<path name>` in `forward.paths`) unless given; a local's start fences the run before.
+    pub transactional_id: Option<String>,
+}
+
+/// What `transactionalId` becomes when not given: the local's source, and the path's name.
+pub fn default_transactional_id(source: &str, path: Option<&str>) -> String {
+    match path {
+        Some(name) => format!("histd-{source}-{name}"),
+        None => format!("histd-{source}"),
+    }
 }
 
 /// The consumer's own settings (`global.kafka`).
@@ -168,6 +187,13 @@ impl ProducerSettings {
             .set("message.max.bytes", (self.max_message_bytes + 1024).to_string())
             .set("delivery.timeout.ms", self.delivery_timeout.as_millis().to_string())
             .set("linger.ms", "5");
+        if let Some(id) = &self.transactional_id {
+            // librdkafka refuses a delivery timeout longer than the transaction's.
+            let transaction_timeout = self.delivery_timeout.max(TRANSACTION_TIMEOUT);
+            config
+                .set("transactional.id", id)
+                .set("transaction.timeout.ms", transaction_timeout.as_millis().to_string());
+        }
         Ok(config)
     }
 
@@ -184,6 +210,8 @@ impl ProducerSettings {
         value["compression"] = json!(self.compression);
         value["maxMessageBytes"] = json!(self.max_message_bytes);
         value["deliveryTimeoutMs"] = json!(self.delivery_timeout.as_millis() as u64);
+        value["transactions"] = json!(self.transactional_id.is_some());
+        value["transactionalId"] = json!(self.transactional_id);
         value
     }
 }
@@ -200,7 +228,9 @@ impl ConsumerSettings {
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", self.session_timeout.as_millis().to_string())
             .set("heartbeat.interval.ms", heartbeat_interval(self.session_timeout).as_millis().to_string())
-            .set("enable.partition.eof", "false");
+            .set("enable.partition.eof", "false")
+            // Batches a local's aborted transaction holds are never merged.
+            .set("isolation.level", "read_committed");
         Ok(config)
     }
 
@@ -284,12 +314,22 @@ pub fn producer(section: &Reader<'_>) -> Result<ProducerSettings, ConfigError> {
     if !["none", "gzip", "snappy", "lz4"].contains(&compression.as_str()) {
         return Err(section.error("compression", format!("'{compression}': expected none, gzip, snappy or lz4")));
     }
+    let transactions = section.bool("transactions", acks == Acks::All)?;
+    if transactions && acks != Acks::All {
+        return Err(section.error("transactions", "Kafka transactions need acks: 'all' (or transactions: false)"));
+    }
+    let transactional_id = section.string("transactionalId")?;
+    if transactional_id.as_ref().is_some_and(|id| id.is_empty() || id.len() > 249) {
+        return Err(section.error("transactionalId", "expected a name of 1 to 249 bytes"));
+    }
     Ok(ProducerSettings {
         cluster: cluster(section)?,
         acks,
         compression,
         max_message_bytes: section.whole("maxMessageBytes", DEFAULT_MAX_MESSAGE_BYTES as u64, 65_536)? as usize,
         delivery_timeout: section.milliseconds("deliveryTimeoutMs", Duration::from_secs(30))?,
+        // An empty id is filled in by `forward` once the source and the path are known.
+        transactional_id: transactions.then(|| transactional_id.unwrap_or_default()),
     })
 }
 
@@ -362,11 +402,49 @@ pub enum Refused {
     Retry(String),
 }
 
+/// Why a transaction's step failed, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransactionFailed {
+    /// Try the step again (no answer in time: a commit may have gone through, and asking
+    /// again tells).
+    Retry(String),
+    /// The transaction must be aborted; its batches go again in the next.
+    Abort(String),
+    /// This producer cannot be used any more (another run with the same `transactionalId`
+    /// fenced it): a new one is made, whose start aborts what this one left open.
+    Fatal(String),
+}
+
+impl TransactionFailed {
+    /// What an error of a transactional call means.
+    fn of(error: &rdkafka::error::KafkaError) -> TransactionFailed {
+        let reason = error.to_string();
+        match error {
+            rdkafka::error::KafkaError::Transaction(error) if error.is_fatal() => TransactionFailed::Fatal(reason),
+            rdkafka::error::KafkaError::Transaction(error) if error.txn_requires_abort() => {
+                TransactionFailed::Abort(reason)
+            }
+            _ => TransactionFailed::Retry(reason),
+        }
+    }
+
+    /// Its reason.
+    pub fn reason(&self) -> &str {
+        match self {
+            TransactionFailed::Retry(reason) | TransactionFailed::Abort(reason) | TransactionFailed::Fatal(reason) => {
+                reason
+            }
+        }
+    }
+}
+
 /// A producer to `forward.kafka.topic`.
 #[derive(Clone)]
 pub struct Producer {
     inner: rdkafka::producer::FutureProducer<Quiet>,
     topic: String,
+    /// Whether its batches go in transactions (`transactionalId` set).
+    transactional: bool,
 }
 
 impl Producer {
@@ -374,7 +452,47 @@ impl Producer {
     pub fn new(settings: &ProducerSettings) -> Result<Producer, String> {
         let inner =
             settings.client_config()?.create_with_context(Quiet::default()).map_err(|error| error.to_string())?;
-        Ok(Producer { inner, topic: settings.cluster.topic.clone() })
+        let transactional = settings.transactional_id.is_some();
+        Ok(Producer { inner, topic: settings.cluster.topic.clone(), transactional })
+    }
+
+    /// Whether its batches go in transactions.
+    pub fn transactional(&self) -> bool {
+        self.transactional
+    }
+
+    /// Readies transactions (once, before the first): the brokers fence an earlier producer
+    /// with this `transactionalId` and abort what it left open.
+    pub async fn init_transactions(&self, timeout: Duration) -> Result<(), TransactionFailed> {
+        self.blocking(move |producer| rdkafka::producer::Producer::init_transactions(producer, timeout)).await
+    }
+
+    /// Opens a transaction (a local step: it asks the brokers nothing).
+    pub fn begin(&self) -> Result<(), TransactionFailed> {
+        use rdkafka::producer::Producer as _;
+        self.inner.begin_transaction().map_err(|error| TransactionFailed::of(&error))
+    }
+
+    /// Commits the open transaction: its batches become readable to the globals.
+    pub async fn commit(&self, timeout: Duration) -> Result<(), TransactionFailed> {
+        self.blocking(move |producer| rdkafka::producer::Producer::commit_transaction(producer, timeout)).await
+    }
+
+    /// Aborts the open transaction: its batches are never read.
+    pub async fn abort(&self, timeout: Duration) -> Result<(), TransactionFailed> {
+        self.blocking(move |producer| rdkafka::producer::Producer::abort_transaction(producer, timeout)).await
+    }
+
+    /// Runs a transactional call, which blocks, on a blocking thread.
+    async fn blocking<F>(&self, call: F) -> Result<(), TransactionFailed>
+    where
+        F: FnOnce(&rdkafka::producer::FutureProducer<Quiet>) -> rdkafka::error::KafkaResult<()> + Send + 'static,
+    {
+        let producer = self.inner.clone();
+        match tokio::task::spawn_blocking(move || call(&producer)).await {
+            Ok(result) => result.map_err(|error| TransactionFailed::of(&error)),
+            Err(error) => Err(TransactionFailed::Retry(error.to_string())),
+        }
     }
 
     /// The topic's partition count, as the brokers tell it.
@@ -465,6 +583,9 @@ mod tests {
             ("{ brokers: ['k:9092'], tls: { certFile: 'c.pem' } }", "keyFile"),
             ("{ brokers: ['k:9092'], sasl: { username: 'u' } }", "passwordFile"),
             ("{ brokers: ['k:9092'], sasl: { mechanism: 'GSSAPI', username: 'u', passwordFile: 'p' } }", "SCRAM"),
+            ("{ brokers: ['k:9092'], acks: 1, transactions: true }", "acks: 'all'"),
+            ("{ brokers: ['k:9092'], transactionalId: '' }", "transactionalId"),
+            ("{ brokers: ['k:9092'], transactions: 'yes' }", "transactions"),
         ];
         for (text, expected) in cases {
             let error = read(text).expect_err(text);
@@ -473,6 +594,17 @@ mod tests {
         let tls = read("{ brokers: ['k:9092'], tls: true, acks: 1 }").unwrap();
         let config = tls.client_config().unwrap();
         assert_eq!((config.get("security.protocol"), config.get("enable.idempotence")), (Some("ssl"), Some("false")));
+        assert_eq!((tls.transactional_id, config.get("transactional.id")), (None, None), "acks 1: no transactions");
+        // (settings, transactional.id, transaction.timeout.ms)
+        let cases = [
+            ("{ brokers: ['k:9092'], transactionalId: 't' }", Some("t"), Some("60000")),
+            ("{ brokers: ['k:9092'], transactionalId: 't', deliveryTimeoutMs: 90000 }", Some("t"), Some("90000")),
+            ("{ brokers: ['k:9092'], transactions: false }", None, None),
+        ];
+        for (text, id, timeout) in cases {
+            let config = read(text).unwrap().client_config().unwrap();
+            assert_eq!((config.get("transactional.id"), config.get("transaction.timeout.ms")), (id, timeout), "{text}");
+        }
     }
 
     #[test]
