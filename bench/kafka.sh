@@ -7,12 +7,15 @@
 # goes. The global, the generator and the brokers share CPU 1.
 # Printed per mode: the generator's table (the local's loss, ns a line, RSS), then per flush:
 # the local's and the global's CPU, the bytes the local sent, what the topic holds (one
-# replica), and the delay from a local's flush to the global's flush that carried it (the
-# global's `messages.forward_batches_merged` watched after one flush of one series).
-# Usage: bench/kafka.sh [seconds-per-rate]
+# replica), and the delay from a line sent to the global merging it and from the local's
+# delivery (`forward.points_out` moving) to the global's merge (`forward_series_merged`
+# moving), and from the local's flush (its /api/v1/live interval) to that delivery, over
+# SAMPLES flushes of one series each: min, median, max.
+# Usage: bench/kafka.sh [seconds-per-rate [samples]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
+samples=${2:-20}
 cargo build --release -q -p histd
 bin=target/release/histd
 classpath_file=target/tools/kafka.classpath
@@ -93,7 +96,7 @@ run() { # MODE (http | kafka)
 { address: '127.0.0.1', port: 0, mgmt_port: 18226, http_port: 18227, flushInterval: 2000, backends: [], global: { $global } }
 CONFIG
   cat > "$work/local.js" <<CONFIG
-{ address: '127.0.0.1', port: 18125, mgmt_port: 18126, http_port: 0, flushInterval: 2000, backends: ['forward'],
+{ address: '127.0.0.1', port: 18125, mgmt_port: 18126, http_port: 18128, flushInterval: 2000, backends: ['forward'],
   forward: { source: 'bench', $forward } }
 CONFIG
   taskset -c 1 "$bin" run -c "$work/global.js" 2>"$work/global.log" &
@@ -122,18 +125,36 @@ CONFIG
   echo "flushes ${flushes:-?}; series forwarded ${series:-?}, merged at the global ${merged:-?}"
   awk -v f="${flushes:-1}" -v l="$local_used" -v g="$global_used" -v b="${bytes:-0}" 'BEGIN {
     printf "local CPU (ingest and forwarding) %.0f ms; the global'"'"'s CPU %.1f ms a flush; %.0f bytes a flush sent\n", l, g / f, b / f }'
-  # The delay: one new line sent, then the global's merged series watched (its own flush
-  # follows within 2 s more).
-  local before sent now
-  before=$(stat 18226 messages.forward_series_merged)
-  sent=$(date +%s%N)
-  printf 'bench.delay:1|c' > /dev/udp/127.0.0.1/18125
-  for _ in $(seq 200); do
-    now=$(stat 18226 messages.forward_series_merged)
-    [ "${now:-0}" != "${before:-0}" ] && break
-    sleep 0.02
+  # The delay, in $samples flushes: one new line sent, then the local's delivered series
+  # (`forward.points_out`: posted and answered, or committed to the topic) and the global's
+  # merged series (`messages.forward_series_merged`) watched until each moves.
+  local delivered merged_at line_to_merge=() delivery_to_merge=() flush_to_delivery=()
+  for _ in $(seq "$samples"); do
+    local out_before merged_before sent out_at=0
+    out_before=$(stat 18126 forward.points_out)
+    merged_before=$(stat 18226 messages.forward_series_merged)
+    sent=$(date +%s%N)
+    printf 'bench.delay:1|c' > /dev/udp/127.0.0.1/18125
+    for _ in $(seq 400); do
+      delivered=$(stat 18126 forward.points_out)
+      if [ "$out_at" = 0 ] && [ "${delivered:-0}" != "${out_before:-0}" ]; then
+        out_at=$(date +%s%N)
+        # How long ago the local flushed (its interval's elapsed time, from /api/v1/live).
+        flush_to_delivery+=($(curl -s 'http://127.0.0.1:18128/api/v1/live?limit=1' |
+          sed -n 's/.*"elapsed_s":\([0-9.]*\).*/\1/p' | awk '{ printf "%d", $1 * 1000 }'))
+      fi
+      [ "$(stat 18226 messages.forward_series_merged)" != "${merged_before:-0}" ] && break
+      sleep 0.01
+    done
+    merged_at=$(date +%s%N)
+    [ "$out_at" = 0 ] && out_at=$merged_at # merged before the local's answer was seen
+    line_to_merge+=($(( (merged_at - sent) / 1000000 )))
+    delivery_to_merge+=($(( (merged_at - out_at) / 1000000 )))
   done
-  echo "from a line sent to the global merging its flush: $(( ($(date +%s%N) - sent) / 1000000 )) ms (the local's flush comes within 2 s of the line)"
+  summary() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { printf "min %d, median %d, max %d ms (%d flushes)", v[1], v[int((NR + 1) / 2)], v[NR], NR }'; }
+  echo "from a line sent to the global merging it: $(summary "${line_to_merge[@]}") (the local's flush comes within 2 s of the line)"
+  echo "from the local's flush to its delivery (answered, or committed to the topic): $(summary "${flush_to_delivery[@]}")"
+  echo "from the local's delivery to the global merging it: $(summary "${delivery_to_merge[@]}")"
   if [ "$mode" = kafka ]; then
     local segments
     segments=$(find "$work/data1" -path '*histd-bench-*' -name '*.log' -printf '%s\n' | awk '{ sum += $1 } END { print sum + 0 }')

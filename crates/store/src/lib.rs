@@ -65,6 +65,10 @@ pub enum StoreError {
     /// A damaged store file cannot be salvaged.
     #[error("salvage: {0}")]
     Salvage(String),
+    /// The store file is there but empty, with no write-ahead log: it was emptied since it was
+    /// made (histd writes its first page when it makes it).
+    #[error("the store file is empty (0 bytes, no write-ahead log): what it held is gone")]
+    EmptiedFile,
     /// A histogram of a store of the first format does not decode (while migrating it).
     #[error("stored histogram of series {series} at {ts} is corrupt: {reason}")]
     CorruptHistogram {
@@ -86,7 +90,7 @@ impl StoreError {
             StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
                 matches!(error.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             }
-            StoreError::DamagedRows(_) => true,
+            StoreError::DamagedRows(_) | StoreError::EmptiedFile => true,
             _ => false,
         }
     }

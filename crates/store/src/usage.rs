@@ -90,7 +90,15 @@ impl Usage {
     }
 }
 
-fn wal_path(path: &Path) -> PathBuf {
+/// Whether the store file at `path` is there but holds nothing, with no write-ahead log (or
+/// an empty one) to recover from.
+pub(crate) fn is_emptied(path: &Path) -> bool {
+    let length = |path: &Path| std::fs::metadata(path).map(|metadata| metadata.len()).ok();
+    length(path) == Some(0) && length(&wal_path(path)).unwrap_or(0) == 0
+}
+
+/// The write-ahead log beside the store file at `path`.
+pub(crate) fn wal_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push("-wal");
     PathBuf::from(name)

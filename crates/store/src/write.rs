@@ -107,6 +107,9 @@ impl Store {
     /// Opens (creating if needed, migrating a store of the first format) the store at `path`
     /// to write it.
     pub fn open(path: &Path, options: Options) -> Result<Store, StoreError> {
+        if crate::usage::is_emptied(path) {
+            return Err(StoreError::EmptiedFile);
+        }
         let kept = crate::migrate::kept_copy(path);
         let connection = crate::migrate::keep_before_migrating(path, &kept)?;
         let format = prepare(&connection)?;
@@ -519,6 +522,28 @@ impl FlushRows for [(Kind, &str, Row)] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store file cut to 0 bytes (probe N10's last row) opened as a new, empty store: its
+    /// history gone without a word. It is damaged now (set aside, counted, logged by histd);
+    /// a store just made is never empty, and an empty file with a write-ahead log to recover
+    /// is SQLite's to read.
+    #[test]
+    fn a_store_file_emptied_since_is_damaged() {
+        let dir = std::env::temp_dir().join(format!("histd-store-emptied-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("histd.db");
+        let store = Store::open(&path, Options::default()).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 0, "the first page is written when the store is made");
+        drop(store);
+        std::fs::File::create(&path).unwrap();
+        let _ = std::fs::remove_file(crate::usage::wal_path(&path));
+        let error = Store::open(&path, Options::default()).err().expect("an emptied file is refused");
+        assert!(error.is_damaged_file(), "{error}");
+        std::fs::write(crate::usage::wal_path(&path), b"a log to recover").unwrap();
+        assert!(!crate::usage::is_emptied(&path), "a write-ahead log is SQLite's to read");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Names that churn: the writer's key map is rebuilt from the flush once it holds far more
     /// than flushes carry, and a key it forgot keeps its id when it comes back.

@@ -957,7 +957,11 @@ fn a_damaged_store_file_is_set_aside_and_histd_starts() {
     std::fs::OpenOptions::new().write(true).open(&database).unwrap().set_len(length / 2).unwrap();
     let overwritten = temp_dir("aside-overwritten");
     std::fs::write(overwritten.join("histd.db"), vec![0x5au8; 16384]).unwrap();
-    for (dir, name) in [(&overwritten, "aside-overwritten"), (&truncated, "aside-truncated")] {
+    // Probe N10's last row: a store emptied to 0 bytes opened as a new store, its loss unsaid.
+    let emptied = temp_dir("aside-emptied");
+    std::fs::write(emptied.join("histd.db"), b"").unwrap();
+    let cases = [(&overwritten, "aside-overwritten"), (&emptied, "aside-emptied"), (&truncated, "aside-truncated")];
+    for (dir, name) in cases {
         let daemon = match Daemon::try_start(name, &config(dir)) {
             Ok(daemon) => daemon,
             Err(why) => panic!("{name}: histd did not start: {why}"),
@@ -971,7 +975,7 @@ fn a_damaged_store_file_is_set_aside_and_histd_starts() {
             .collect();
         // The truncated file may open and fail only on reading its pages: it is then either
         // set aside at start, or served with the pages that read (never a failed start).
-        if name == "aside-overwritten" {
+        if name != "aside-truncated" {
             assert_eq!(aside.len(), 1, "{name}: kept aside for recovery");
             assert_eq!(daemon.stat("store.store_damaged_files_set_aside"), 1.0, "{name}");
         }
