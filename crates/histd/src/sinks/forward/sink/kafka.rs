@@ -23,8 +23,7 @@ use crate::sinks::delivery::Verdict;
 use crate::sinks::forward::encode::CutSettings;
 use crate::sinks::forward::kafka::{Producer, ProducerSettings, Refused, TransactionFailed};
 use crate::sinks::forward::ring::{Node, Ring};
-use crate::sinks::forward::spool::Spool;
-use crate::sinks::forward::spool::Waiting;
+use crate::sinks::forward::spool::{Spool, Waiting};
 use crate::sinks::{DropReason, Flushes, SinkTelemetry};
 
 /// Batches produced to Kafka at once before their acknowledgements are awaited.

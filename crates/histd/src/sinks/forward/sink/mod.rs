@@ -11,12 +11,16 @@
 //! `forward.spoolDir` for the next start, or without one is counted as
 //! `dropped_points.shutdown`. What each answer does to the counters, the log and the next
 //! try is the delivery engine's [`Sender`]'s, as for every other destination.
+//!
+//! Posting to the nodes and their health checks are nodes.rs; producing to a Kafka topic, in
+//! transactions, is kafka.rs.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agg::Snapshot;
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::config::ForwardConfig;
@@ -28,7 +32,6 @@ use crate::http_client::Client;
 use crate::sinks::backoff::{FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::delivery::{Sender, Verdict};
 use crate::sinks::{DropReason, Flushes, SinkTelemetry};
-use tokio::task::JoinHandle;
 
 mod kafka;
 mod nodes;
