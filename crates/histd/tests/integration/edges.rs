@@ -1192,3 +1192,61 @@ fn a_backup_killed_at_any_moment_leaves_no_file_named_as_the_backup() {
     assert!(!out.join("after.db.partial").exists());
     assert!(daemon.terminate());
 }
+
+/// N1 from a local's side: a global past `global.maxBytesInFlight` answers 503 with
+/// `Retry-After`. It is busy, not down: the local keeps it up, so the series it owns stay its
+/// own while their batches wait, and it gets them once it takes batches again. (Marked down,
+/// its series went to the next global until a health check, splitting their intervals.)
+#[test]
+fn a_busy_global_keeps_its_series_and_gets_their_batches_once_it_takes_them() {
+    let (carbon_a, carbon_b) = (Carbon::start(), Carbon::start());
+    let a = global("busy-a", &carbon_a, "httpBodyTimeoutMs: 10000,");
+    let b = global("busy-b", &carbon_b, "");
+    let local = Daemon::start_process(
+        "busy-local",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['forward'], \
+               forward: {{ source: 'busy-local', nodes: ['http://{}', 'http://{}'], checkInterval: 60000 }} }}",
+            a.address("http"),
+            b.address("http")
+        ),
+    );
+    let names: Vec<String> = (0..20).map(|i| format!("busy.s{i}")).collect();
+    let send = || local.send_udp(&names.iter().map(|name| format!("{name}:1|c\n")).collect::<String>());
+    let count = |name: &str| format!("stats_counts.{name}");
+    let seen = |carbon: &Carbon| -> Vec<String> {
+        let lines = carbon.lines();
+        let line_of = |name: &str| format!("{} ", count(name));
+        names.iter().filter(|name| lines.iter().any(|line| line.starts_with(&line_of(name)))).cloned().collect()
+    };
+    send();
+    assert!(eventually(|| seen(&carbon_a).len() + seen(&carbon_b).len() == names.len()), "every series at a global");
+    let (owned_by_a, owned_by_b) = (seen(&carbon_a), seen(&carbon_b));
+    assert!(!owned_by_a.is_empty() && !owned_by_b.is_empty(), "{owned_by_a:?} {owned_by_b:?}");
+    // Three requests that announce large bodies and send none hold a's whole budget.
+    let address = a.address("http");
+    let held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&address).unwrap();
+            let head = format!(
+                "POST /api/v1/forward HTTP/1.1\r\nHost: {address}\r\n{BATCH_HEADERS}Content-Length: 4194304\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    for _ in 0..5 {
+        send();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(a.stat("messages.forward_batches_busy") > 0.0, "a answered busy while it was");
+    drop(held);
+    let all_in = || names.iter().all(|name| carbon_a.total(&count(name)) + carbon_b.total(&count(name)) == 6.0);
+    assert!(eventually(all_in), "every increment merged once");
+    for name in &owned_by_a {
+        assert!(!seen(&carbon_b).contains(name), "{name} stayed a's while a was busy");
+        assert_eq!(carbon_a.total(&count(name)), 6.0, "{name}");
+    }
+    assert_eq!(seen(&carbon_a), owned_by_a, "a received only its own series");
+    assert!(local.terminate() && a.terminate() && b.terminate());
+}

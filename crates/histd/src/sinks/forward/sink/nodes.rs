@@ -102,13 +102,17 @@ async fn check_health(
 
 impl Delivery {
     /// Each batch to its node (or, once that node has been down for `redirectAfterMs`, the
-    /// next one); batches whose node is down stay, in order.
+    /// next one); batches whose node is down stay, in order. A node that answers busy (a retry
+    /// with `Retry-After`: a global past `global.maxBytesInFlight`) is not down: it keeps its
+    /// series, and its batches wait as long as it asked (the rest of this pass too).
     pub(super) async fn deliver_to_nodes(&mut self, mut flushes: Option<&mut Flushes>) -> Pass {
         let mut pass = Pass::Done;
+        let mut busy = vec![false; self.ring.nodes().len()];
         for batch in self.spool().waiting() {
             let Way::Nodes { redirect_after, .. } = &self.way else { unreachable!("posting to nodes") };
             let owner = self.node_of(&batch.part);
-            let Some(destination) = self.ring.destination(owner, *redirect_after) else {
+            let destination = self.ring.destination(owner, *redirect_after).filter(|&node| !busy[node]);
+            let Some(destination) = destination else {
                 pass.left(None);
                 continue;
             };
@@ -118,7 +122,9 @@ impl Delivery {
             let verdict = match judge(answered) {
                 Verdict::Rejected(reason) => Verdict::Rejected(format!("node {}: {reason}", node.name)),
                 Verdict::Retry { reason, after } => {
-                    if node.set_up(false) {
+                    if after.is_some() {
+                        busy[destination] = true;
+                    } else if node.set_up(false) {
                         tracing::warn!(node = %node.name, %reason, "forward: node is down: new flushes go to the other nodes, its batches wait in the spool");
                     }
                     pass.left(after);
