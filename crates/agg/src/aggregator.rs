@@ -17,7 +17,7 @@ use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
 use crate::metric_type::MetricType;
-use crate::snapshot::{GaugePoint, SetPoint, Snapshot, TimerPoint, TimerTotals};
+use crate::snapshot::{GaugePoint, Released, SetPoint, Snapshot, TimerPoint, TimerTotals};
 use crate::table::{IngestCounts, Table, TakenInterval};
 use crate::timer::{bin_counts, timer_stats};
 use crate::timer_samples::TimerSamples;
@@ -359,6 +359,7 @@ impl Aggregator {
             ingest: std::mem::take(&mut self.interval),
             processing_time_ms: 0.0,
             queue_bytes: 0,
+            released: Released::default(),
         };
         self.reset_after_flush();
         snapshot

@@ -39,6 +39,41 @@ pub struct Snapshot {
     /// What sink queues are charged for this snapshot: [`Snapshot::estimate_bytes`], computed
     /// once by the flusher.
     pub queue_bytes: u64,
+    /// Run once when the last holder lets this flush go: every sink has taken it (written,
+    /// spooled, encoded) or dropped it. A global lets go of what the flush carried then.
+    pub released: Released,
+}
+
+/// Something to run once when a [`Snapshot`] is let go of; nothing by default. A copy of a
+/// snapshot carries none.
+#[derive(Default)]
+pub struct Released(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl Released {
+    /// Runs `then` when the snapshot holding it is dropped.
+    pub fn with(then: impl FnOnce() + Send + Sync + 'static) -> Released {
+        Released(Some(Box::new(then)))
+    }
+}
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        if let Some(then) = self.0.take() {
+            then();
+        }
+    }
+}
+
+impl Clone for Released {
+    fn clone(&self) -> Released {
+        Released(None)
+    }
+}
+
+impl std::fmt::Debug for Released {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Released(set)" } else { "Released(none)" })
+    }
 }
 
 impl Snapshot {

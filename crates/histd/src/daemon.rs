@@ -307,11 +307,13 @@ impl Serving {
             log_reader.stop().await;
         }
         self.flusher.flush(unix_now_ms());
-        if let Some(global) = &self.flusher.global {
+        let global = self.flusher.global.clone();
+        drop(self.flusher);
+        // The sinks take the final flush first: what it carried is let go of once they have.
+        self.sinks.finish_all().await;
+        if let Some(global) = &global {
             global.leave_log().await;
         }
-        drop(self.flusher);
-        self.sinks.finish_all().await;
         if let Some(alerts) = &self.alerts {
             alerts.finish(Duration::from_secs(5)).await;
         }

@@ -42,8 +42,8 @@ pub struct Flusher {
     pub aggregation: Arc<Aggregation>,
     /// One queue per sink that reads snapshots.
     pub sinks: Arc<Outlets>,
-    /// The global tier, told what each flush carried (its journal files are removed, its
-    /// Kafka offsets committed).
+    /// The global tier, told what each flush carried once every sink has taken the flush
+    /// (its journal files are removed, its Kafka offsets committed).
     pub global: Option<Arc<crate::global::Global>>,
 }
 
@@ -67,12 +67,14 @@ impl Flusher {
         self.aggregation.last_flush_us.set(started.elapsed().as_micros() as u64);
         self.aggregation.last_flush_unix_ms.set(now_ms);
         snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
+        if let Some(global) = self.global.clone().filter(|_| !receipts.is_empty()) {
+            // Let go of once the store has written the flush, forward spooled it, ...: a
+            // global killed before then reads those batches again, not never.
+            snapshot.released = agg::Released::with(move || global.carried(&receipts));
+        }
         let snapshot = Arc::new(snapshot);
         for (telemetry, queue) in &self.sinks.current() {
             crate::sinks::offer(queue, telemetry, &snapshot);
-        }
-        if let Some(global) = &self.global {
-            global.carried(&receipts);
         }
     }
 
@@ -146,6 +148,50 @@ mod tests {
             flusher.flush(second * 1000);
         }
         assert_eq!((telemetry.queued.get(), telemetry.queue_full_drops.get()), (2, 3));
+    }
+
+    /// A global lets go of what a flush carried (here its journal file) only once every sink
+    /// has taken the flush: a global killed while its store still writes it reads the batch
+    /// again at its restart, where it lost it before.
+    #[test]
+    fn what_a_flush_carried_is_let_go_of_once_the_sinks_have_it() {
+        use crate::sinks::forward::format::{compress, BatchId, BatchWriter};
+        let dir = std::env::temp_dir().join(format!("histd-flush-release-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let aggregation = Arc::new(Aggregation::new(AggConfig::default()));
+        let config = crate::sinks::forward::config::GlobalConfig {
+            accept: true,
+            journal_dir: Some(dir.clone()),
+            ..Default::default()
+        };
+        let edges = Arc::new(crate::telemetry::EdgeCounters::default());
+        let global = Arc::new(crate::global::Global::new(config, aggregation.clone(), edges).unwrap());
+        let now_ms = crate::clock::unix_now_ms();
+        let mut batch = BatchWriter::new(BatchId {
+            source: "web-1".into(),
+            interval_start_ms: now_ms - 1_000,
+            interval_ms: 1_000,
+            part: "p".into(),
+            chunk: 0,
+        });
+        batch.counter("hits", 1.0);
+        global.receive(&compress(&batch.finish()), "").unwrap();
+        let journaled = || std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(journaled(), 1);
+        let telemetry = Arc::new(SinkTelemetry::new("store", EtsyStatus::None, 0));
+        let (sender, mut receiver) = mpsc::channel(2);
+        let flusher = Flusher {
+            aggregation,
+            sinks: Arc::new(Outlets(std::sync::Mutex::new(vec![(telemetry, sender)]))),
+            global: Some(global),
+        };
+        flusher.flush(now_ms);
+        let taken = receiver.try_recv().expect("the flush queued to the sink");
+        assert_eq!(journaled(), 1, "kept while a sink holds the flush");
+        drop(taken);
+        assert_eq!(journaled(), 0, "let go of once every sink has it");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `global.journalDir`: every batch this global acknowledges is first written here (synced),
-//! and removed once a flush has carried it to the sinks. A global killed between the two
-//! merges its journal again at its next start, so what it acknowledged is not lost; the
-//! identities come back with it, so a copy that arrives later is still merged once.
+//! and removed once every sink has taken the flush that carried it (the store wrote it,
+//! forward spooled it, ...). A global killed between the two merges its journal again at its
+//! next start, so what it acknowledged is not lost; the identities come back with it, so a
+//! copy that arrives later is still merged once.
 //!
 //! One file per batch, `<sequence>.batch`: [`HEADER`], the name of the credential that sent it
 //! (a length byte pair, then the name), the body as received (compressed), and a checksum

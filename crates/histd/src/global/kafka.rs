@@ -3,8 +3,8 @@
 //! `sinks/forward/kafka.rs`), and each message is a forwarded batch, merged as one posted to
 //! `/api/v1/forward` is (checked, screened, its identity merged once).
 //!
-//! Kafka is the journal: an offset is committed only once the flush that carried its batch
-//! was taken (`Global::carried`), so a global killed at any moment loses nothing: the group
+//! Kafka is the journal: an offset is committed only once every backend has taken the flush
+//! that carried its batch (`Global::carried`, when the flush is let go of), so a global killed at any moment loses nothing: the group
 //! gives its partitions to another member, which reads again from the last commit, and the
 //! killed one never flushed what it had merged since. When the group takes partitions away
 //! from a live member (another joins, or leaves), the member commits what it has read of them

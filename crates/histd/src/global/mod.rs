@@ -142,7 +142,8 @@ impl Global {
         Ok(global)
     }
 
-    /// A flush carried what `receipts` name: their journal files go, their Kafka offsets are
+    /// Every sink has taken a flush that carried what `receipts` name (the flusher's
+    /// [`agg::Released`] hook): their journal files go, their Kafka offsets are
     /// committed.
     pub fn carried(&self, receipts: &[Receipt]) {
         if let Some(journal) = &self.journal {
