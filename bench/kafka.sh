@@ -11,11 +11,13 @@
 # delivery (`forward.points_out` moving) to the global's merge (`forward_series_merged`
 # moving), and from the local's flush (its /api/v1/live interval) to that delivery, over
 # SAMPLES flushes of one series each: min, median, max.
-# Usage: bench/kafka.sh [seconds-per-rate [samples]]
+# Usage: bench/kafka.sh [seconds-per-rate [samples [mix]]]   (mix: histd bench --mix, `mixed` by
+# default; `counters` for the workload histd keeps lossless at the generator's ceiling)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 samples=${2:-20}
+mix=${3:-mixed}
 cargo build --release -q -p histd
 bin=target/release/histd
 classpath_file=target/tools/kafka.classpath
@@ -112,7 +114,7 @@ CONFIG
   global_cpu=$(cpu_ms "$global_pid")
   started=$(date +%s.%N)
   taskset -c 1 "$bin" bench --target 127.0.0.1:18125 --admin 127.0.0.1:18126 --pid "$local_pid" \
-    --duration "$seconds" --quiet --lines 25 --names 100000 --mix mixed --rate 1M,0 | tail -n +2
+    --duration "$seconds" --quiet --lines 25 --names 100000 --mix "$mix" --rate 1M,0 | tail -n +2
   sleep 5 # the last flushes delivered and merged
   local flushes series bytes merged
   flushes=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%d", (b - a) / 2 }')
