@@ -68,8 +68,8 @@ impl Transport for Poster {
 
     async fn send(&mut self, notification: &Notification) -> Verdict {
         match self.0.post(notification.body.clone()).await {
-            Outcome::Delivered => Verdict::Delivered { rejected: 0, reason: None },
-            Outcome::Retry(reason) => Verdict::Retry { reason, after: None },
+            Outcome::Delivered => Verdict::DELIVERED,
+            Outcome::Retry(reason) => Verdict::retry(reason),
             Outcome::Rejected(reason) => Verdict::Rejected(format!("{} ({reason})", notification.rule)),
         }
     }

@@ -36,7 +36,7 @@ pub type Judge = fn(&Answer) -> Verdict;
 /// any other status refused.
 pub fn plain_judge(answer: &Answer) -> Verdict {
     match Outcome::of(answer) {
-        Outcome::Delivered => Verdict::Delivered { rejected: 0, reason: None },
+        Outcome::Delivered => Verdict::DELIVERED,
         Outcome::Retry(reason) => Verdict::Retry { reason, after: answer.retry_after },
         Outcome::Rejected(reason) => Verdict::Rejected(reason),
     }
@@ -152,7 +152,7 @@ impl Transport for HttpTransport {
     async fn send(&mut self, request: &Request) -> Verdict {
         match self.client.send(self.method.clone(), request.body.clone()).await {
             Ok(answer) => (self.judge)(&answer),
-            Err(reason) => Verdict::Retry { reason, after: None },
+            Err(reason) => Verdict::retry(reason),
         }
     }
 }

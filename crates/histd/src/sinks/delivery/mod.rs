@@ -58,6 +58,16 @@ pub enum Verdict {
     Rejected(String),
 }
 
+impl Verdict {
+    /// Taken whole.
+    pub const DELIVERED: Verdict = Verdict::Delivered { rejected: 0, reason: None };
+
+    /// Try again after the backoff (the receiver named no wait).
+    pub fn retry(reason: impl Into<String>) -> Verdict {
+        Verdict::Retry { reason: reason.into(), after: None }
+    }
+}
+
 /// A way to one destination.
 pub trait Transport: Send + 'static {
     /// What it sends.
@@ -180,9 +190,9 @@ impl<T: Transport> Outbox<T> {
             let verdict = self.transport.send(parcel).await;
             let resend = self.transport.take_resend();
             let taken = matches!(verdict, Verdict::Delivered { .. });
-            if !self.sender.record(&verdict, points, bytes) {
+            self.sender.record(&verdict, points, bytes);
+            if let Verdict::Retry { after, .. } = verdict {
                 self.put_first(resend);
-                let Verdict::Retry { after, .. } = verdict else { unreachable!("only a retry keeps a parcel") };
                 self.sender.wait(after);
                 return false;
             }
@@ -280,15 +290,11 @@ mod tests {
         type Parcel = Item;
         async fn send(&mut self, item: &Item) -> Verdict {
             self.sent.push(item.0);
-            self.verdicts.pop_front().unwrap_or(Verdict::Delivered { rejected: 0, reason: None })
+            self.verdicts.pop_front().unwrap_or(Verdict::DELIVERED)
         }
         fn take_resend(&mut self) -> Vec<Item> {
             std::mem::take(&mut self.resend)
         }
-    }
-
-    fn retry() -> Verdict {
-        Verdict::Retry { reason: "down".into(), after: None }
     }
 
     fn outbox(script: Script, bytes: u64, parcels: usize) -> (Outbox<Script>, Arc<SinkTelemetry>) {
@@ -299,10 +305,7 @@ mod tests {
 
     #[tokio::test]
     async fn sends_in_order_and_a_failure_keeps_the_order_for_the_retry() {
-        let script = Script {
-            verdicts: [Verdict::Delivered { rejected: 0, reason: None }, retry()].into(),
-            ..Default::default()
-        };
+        let script = Script { verdicts: [Verdict::DELIVERED, Verdict::retry("down")].into(), ..Default::default() };
         let (mut outbox, telemetry) = outbox(script, u64::MAX, usize::MAX);
         (1..=3).for_each(|n| outbox.push(Item(n, 10, 1)));
         assert!(!outbox.deliver().await, "the second failed");
@@ -378,7 +381,10 @@ mod tests {
 
     #[tokio::test]
     async fn at_the_stop_it_tries_until_the_deadline_and_counts_the_rest() {
-        let script = Script { verdicts: std::iter::repeat_with(retry).take(10_000).collect(), ..Default::default() };
+        let script = Script {
+            verdicts: std::iter::repeat_with(|| Verdict::retry("down")).take(10_000).collect(),
+            ..Default::default()
+        };
         let (mut outbox, telemetry) = outbox(script, u64::MAX, usize::MAX);
         outbox.push(Item(1, 10, 4));
         let started = Instant::now();

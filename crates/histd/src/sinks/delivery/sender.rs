@@ -43,7 +43,7 @@ impl Sender {
     }
 
     /// What it counts into.
-    pub fn telemetry(&self) -> &SinkTelemetry {
+    pub fn telemetry(&self) -> &Arc<SinkTelemetry> {
         &self.telemetry
     }
 
@@ -146,13 +146,12 @@ mod tests {
     fn each_verdict_counts_as_it_should() {
         /// (verdict, leaves the buffer, points out, rejected, bytes out, errors)
         type Case = (Verdict, bool, u64, u64, u64, u64);
-        let retry = Verdict::Retry { reason: "down".into(), after: None };
         let cases: [Case; 5] = [
-            (Verdict::Delivered { rejected: 0, reason: None }, true, 10, 0, 100, 0),
+            (Verdict::DELIVERED, true, 10, 0, 100, 0),
             (Verdict::Delivered { rejected: 3, reason: Some("bad".into()) }, true, 7, 3, 100, 0),
             (Verdict::Delivered { rejected: 30, reason: None }, true, 0, 10, 100, 0),
             (Verdict::Rejected("no".into()), true, 0, 10, 0, 1),
-            (retry, false, 0, 0, 0, 1),
+            (Verdict::retry("down"), false, 0, 0, 0, 1),
         ];
         for (verdict, leaves, out, rejected, bytes, errors) in cases {
             let mut sender = sender();
@@ -179,7 +178,7 @@ mod tests {
         assert!(due_in(&sender) > Some(Duration::from_secs(29)), "Retry-After obeyed");
         sender.wait(None);
         assert!(due_in(&sender) > Some(Duration::from_millis(1500)), "the second step: 2 s ± 20 %");
-        sender.record(&Verdict::Delivered { rejected: 0, reason: None }, 1, 1);
+        sender.record(&Verdict::DELIVERED, 1, 1);
         sender.wait(None);
         assert!(due_in(&sender) < Some(Duration::from_millis(1200)), "back to the first step");
         sender.caught_up();

@@ -177,7 +177,7 @@ impl Transport for Carbon {
             Err(error) => Err(error),
         };
         match result {
-            Ok(()) => Verdict::Delivered { rejected: 0, reason: None },
+            Ok(()) => Verdict::DELIVERED,
             Err(error) => {
                 self.connection_broke();
                 Verdict::Retry { reason: format!("{}:{}: {error}", self.host, self.port), after: None }

@@ -47,7 +47,7 @@ pub fn judge(answer: &Answer) -> Verdict {
     match answer.status {
         200..=299 => match partial_success(&answer.body) {
             Some((rejected, reason)) if rejected > 0 => Verdict::Delivered { rejected, reason: Some(reason) },
-            _ => Verdict::Delivered { rejected: 0, reason: None },
+            _ => Verdict::DELIVERED,
         },
         429 | 502 | 503 | 504 => Verdict::Retry { reason: answer.summary(), after: answer.retry_after },
         _ => Verdict::Rejected(answer.summary()),

@@ -261,7 +261,7 @@ fn answers_are_read_as_otlp_http_says() {
     assert_eq!(partial_success(&[]), None);
     assert_eq!(partial_success(&[0x0a, 0x05, 0x08]), None, "truncated");
     let cases: Vec<(Answer, Verdict)> = vec![
-        (answer(200, &[], None), Verdict::Delivered { rejected: 0, reason: None }),
+        (answer(200, &[], None), Verdict::DELIVERED),
         (answer(200, &partial, None), Verdict::Delivered { rejected: 3, reason: Some("bad".into()) }),
         (
             answer(429, b"slow down", Some(7)),

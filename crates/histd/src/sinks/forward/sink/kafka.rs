@@ -155,11 +155,6 @@ async fn partitions(
     }
 }
 
-/// A batch the brokers did not take, to be produced again.
-fn kafka_retry(reason: String) -> Verdict {
-    Verdict::Retry { reason, after: None }
-}
-
 /// Flushes that came before the topic's partitions were known, bounded in bytes.
 #[derive(Default)]
 struct HeldFlushes {
@@ -244,7 +239,7 @@ impl Delivery {
             match self.producing().producer.produce(partition, &batch.part, &body) {
                 Ok(acknowledged) => produced.push((batch, acknowledged)),
                 Err(reason) => {
-                    answered.push((batch, kafka_retry(reason)));
+                    answered.push((batch, Verdict::retry(reason)));
                     break;
                 }
             }
@@ -253,10 +248,10 @@ impl Delivery {
         for (batch, acknowledged) in produced {
             let acknowledged = tokio::time::timeout_at(wait_until, acknowledged);
             let verdict = match self.taking_flushes_while(acknowledged, flushes).await {
-                Ok(Ok(())) => Verdict::Delivered { rejected: 0, reason: None },
+                Ok(Ok(())) => Verdict::DELIVERED,
                 Ok(Err(Refused::ForGood(reason))) => Verdict::Rejected(reason),
-                Ok(Err(Refused::Retry(reason))) => kafka_retry(reason),
-                Err(_) => kafka_retry("no acknowledgement from the brokers in time".into()),
+                Ok(Err(Refused::Retry(reason))) => Verdict::retry(reason),
+                Err(_) => Verdict::retry("no acknowledgement from the brokers in time"),
             };
             acknowledgements.push((batch, verdict));
         }
@@ -316,7 +311,7 @@ impl Delivery {
                 Err(TransactionFailed::Retry(reason)) => {
                     self.producing().uncommitted = answered.iter().map(|(batch, _)| batch.clone()).collect();
                     let unknown = format!("the transaction's commit is not answered yet: {reason}");
-                    return answered.into_iter().map(|(batch, _)| (batch, kafka_retry(unknown.clone()))).collect();
+                    return answered.into_iter().map(|(batch, _)| (batch, Verdict::retry(unknown.clone()))).collect();
                 }
                 Err(failed) => failed,
             }
@@ -327,7 +322,7 @@ impl Delivery {
         self.abort_or_renew(failed, flushes, wait_until).await;
         for (_, verdict) in &mut answered {
             if taken(verdict) {
-                *verdict = kafka_retry(aborted.clone());
+                *verdict = Verdict::retry(aborted.clone());
             }
         }
         answered
@@ -340,8 +335,7 @@ impl Delivery {
         if batches.is_empty() {
             return true;
         }
-        let delivered = || Verdict::Delivered { rejected: 0, reason: None };
-        let answered = batches.into_iter().map(|batch| (batch, delivered())).collect();
+        let answered = batches.into_iter().map(|batch| (batch, Verdict::DELIVERED)).collect();
         for (batch, verdict) in self.end_transaction(answered, flushes, wait_until).await {
             self.settle(&batch, &verdict);
         }
@@ -372,7 +366,7 @@ impl Delivery {
     /// A transactional step failed: counted in `errors`, logged once per run of failures.
     fn transaction_failed(&mut self, failed: &TransactionFailed) {
         let reason = format!("Kafka transaction: {}", failed.reason());
-        self.sender.record(&kafka_retry(reason), 0, 0);
+        self.sender.record(&Verdict::retry(reason), 0, 0);
     }
 
     /// Replaces the producer by a new one (its transactions readied at the next send). The old

@@ -95,7 +95,6 @@ struct Delivery {
     /// Always `Some` but while a blocking thread writes to it.
     spool: Option<Spool>,
     settings: Arc<CutSettings>,
-    telemetry: Arc<SinkTelemetry>,
     /// The interval start of the last flush cut (each cut's is later: its own identity).
     last_start_ms: u64,
     /// What each answer does to the counters, the log and the next try.
@@ -130,7 +129,7 @@ impl Delivery {
             }
         }
         self.deliver_before(Instant::now() + FINAL_DEADLINE).await;
-        let telemetry = self.telemetry.clone();
+        let telemetry = self.sender.telemetry().clone();
         report_left_at_stop(self.spool(), &telemetry);
     }
 
@@ -157,13 +156,13 @@ impl Delivery {
         match result {
             Ok(dropped) => self.count_dropped(dropped),
             Err(error) => {
-                self.telemetry.failed(unix_now_s());
+                self.sender.telemetry().failed(unix_now_s());
                 tracing::error!(%error, "forward: cannot queue this flush: lost (forward.errors)");
             }
         }
         self.note_write_failure();
         let bytes = self.spool().bytes();
-        self.telemetry.buffered_bytes.set(bytes);
+        self.sender.telemetry().buffered_bytes.set(bytes);
     }
 
     /// A batch `forward.spoolDir` could not take is held in memory and sent as the others:
@@ -171,7 +170,7 @@ impl Delivery {
     fn note_write_failure(&mut self) {
         match self.spool().take_write_failure() {
             Some(error) => {
-                self.telemetry.errors.add(1);
+                self.sender.telemetry().errors.add(1);
                 if !self.spool_failing {
                     self.spool_failing = true;
                     tracing::error!(%error, "forward: cannot write to forward.spoolDir: batches are held in memory and sent from there until it can (they do not survive a restart)");
@@ -187,7 +186,7 @@ impl Delivery {
 
     fn count_dropped(&self, dropped: Dropped) {
         if dropped.batches > 0 {
-            self.telemetry.drop_points(DropReason::BufferFull, dropped.series);
+            self.sender.telemetry().drop_points(DropReason::BufferFull, dropped.series);
             tracing::warn!(batches = dropped.batches, series = dropped.series, "forward: spool full (forward.spoolBytes): the oldest batches were dropped (dropped_points.buffer_full)");
         }
     }
@@ -233,14 +232,14 @@ impl Delivery {
             Ok(body) => Some(body),
             Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
                 tracing::error!(%error, sequence = batch.sequence, series = batch.series, "forward: a spooled batch was damaged on disk: set aside as .corrupt, not sent (dropped_points.corrupt)");
-                self.telemetry.errors.add(1);
-                self.telemetry.drop_points(DropReason::Corrupt, batch.series);
+                self.sender.telemetry().errors.add(1);
+                self.sender.telemetry().drop_points(DropReason::Corrupt, batch.series);
                 self.spool().set_aside(batch.sequence);
                 None
             }
             Err(error) => {
                 tracing::error!(%error, "forward: a spooled batch cannot be read: dropped (dropped_points.rejected)");
-                self.telemetry.drop_points(DropReason::Rejected, batch.series);
+                self.sender.telemetry().drop_points(DropReason::Rejected, batch.series);
                 self.remove(batch.sequence);
                 None
             }
@@ -269,7 +268,7 @@ impl Delivery {
             tracing::error!(%error, "forward: cannot remove a sent batch from forward.spoolDir (it will be sent again and merged once)");
         }
         let bytes = self.spool().bytes();
-        self.telemetry.buffered_bytes.set(bytes);
+        self.sender.telemetry().buffered_bytes.set(bytes);
     }
 
     async fn deliver_before(&mut self, deadline: Instant) {
@@ -330,8 +329,7 @@ impl DeliveryParts {
             way,
             spool: Some(self.spool),
             settings: self.settings,
-            sender: Sender::new(name, SENDER_STEPS, self.telemetry.clone()),
-            telemetry: self.telemetry,
+            sender: Sender::new(name, SENDER_STEPS, self.telemetry),
             last_start_ms: 0,
             spool_failing: false,
             stop_deadline: None,

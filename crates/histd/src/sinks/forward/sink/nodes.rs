@@ -57,7 +57,7 @@ pub(super) fn spawn_on_nodes(
 /// meanwhile.
 fn judge(answered: Result<crate::http_client::Answer, String>) -> Verdict {
     match answered {
-        Err(reason) => Verdict::Retry { reason, after: None },
+        Err(reason) => Verdict::retry(reason),
         Ok(answer) if matches!(answer.status, 401 | 403 | 408 | 415) => Verdict::Retry {
             reason: format!("{} (the batch is kept: check forward.tokenFile and forward.tls)", answer.summary()),
             after: None,
