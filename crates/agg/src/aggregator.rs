@@ -183,6 +183,15 @@ impl Aggregator {
         }
     }
 
+    /// An aggregator for forwarded series alone (a global's interval that a late batch belongs
+    /// to): none of histd's own counters (`bad_lines_seen`, ...), which the late interval's
+    /// flush would otherwise write over what that interval's own flush reported.
+    pub fn for_forwarded(config: AggConfig) -> Self {
+        let mut aggregator = Aggregator::new(AggConfig { self_metrics: false, ..config });
+        aggregator.counters = CounterStore::default();
+        aggregator
+    }
+
     /// The settings in force.
     pub fn config(&self) -> &AggConfig {
         &self.config
@@ -360,6 +369,7 @@ impl Aggregator {
             processing_time_ms: 0.0,
             queue_bytes: 0,
             released: Released::default(),
+            late: false,
         };
         self.reset_after_flush();
         snapshot

@@ -42,6 +42,12 @@ pub struct Snapshot {
     /// Run once when the last holder lets this flush go: every sink has taken it (written,
     /// spooled, encoded) or dropped it. A global lets go of what the flush carried then.
     pub released: Released,
+    /// True for a global's late interval: forwarded batches that came after the flush of the
+    /// interval they belong to, stamped with that interval's time (`timestamp`,
+    /// `flushed_at_ms`) and sent with the next flush. It holds their series alone (no
+    /// `ingest` counts, none of histd's own series); sinks that report totals as they run
+    /// (Prometheus, OTLP cumulative) fold it into those, the others place it at its time.
+    pub late: bool,
 }
 
 /// Something to run once when a [`Snapshot`] is let go of; nothing by default. A copy of a

@@ -6,28 +6,14 @@ use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use agg::{AggConfig, Aggregator, ReaderMap};
+use agg::{AggConfig, Aggregator, Mergeable, ReaderMap, Snapshot};
 
 use crate::clock::lock;
 use crate::ingest::Shards;
+use crate::placement::{Flushed, Grid, Place, Placement};
 use crate::telemetry::{Counter, Gauge};
 
-/// Where a forwarded batch came from, when its source must know once a flush carried it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Receipt {
-    /// The file of `global.journalDir` it was written to, removed then.
-    Journal(u64),
-    /// A Kafka message: its offset is committed then (`generation`: the consumer's assignment
-    /// it was read under; an older one's offsets were committed when it ended).
-    Log {
-        /// Its partition.
-        partition: i32,
-        /// Its offset.
-        offset: i64,
-        /// The assignment it was read under.
-        generation: u64,
-    },
-}
+pub use crate::placement::Receipt;
 
 /// The readers' shards and what their intervals are gathered into.
 #[derive(Debug)]
@@ -53,14 +39,20 @@ pub struct Gathered {
     /// Where the forwarded batches merged since the last flush came from, for the flush that
     /// carries them.
     receipts: Vec<Receipt>,
+    /// Forwarded batches that belong to another flush than the next.
+    placement: Placement,
 }
 
 impl Aggregation {
     /// No readers and an empty aggregator configured by `config`.
     pub fn new(config: AggConfig) -> Self {
         let shards = Arc::new(Shards::new(config.key_name_sanitize, config.timer_sample_limit));
-        let gathered =
-            Gathered { aggregator: Aggregator::new(config), reader_maps: HashMap::new(), receipts: Vec::new() };
+        let gathered = Gathered {
+            aggregator: Aggregator::new(config),
+            reader_maps: HashMap::new(),
+            receipts: Vec::new(),
+            placement: Placement::default(),
+        };
         Aggregation {
             shards,
             flushes: Counter::default(),
@@ -86,13 +78,39 @@ impl Aggregation {
 }
 
 impl Aggregation {
-    /// Merges another histd's forwarded interval into the current one (the readers' tables
-    /// are left to the next flush: their order does not matter to a merge), noting where it
-    /// came from, if that must know when a flush carried it.
-    pub fn absorb_mergeable(&self, interval: agg::Mergeable, receipt: Option<Receipt>) {
+    /// Places forwarded batches on the flush grid `grid` (a global), the interval open at
+    /// `now_ms` being the current one; until then every batch merges into the current one.
+    pub fn set_grid(&self, grid: Grid, now_ms: u64) {
+        lock(&self.gathered).placement.set_grid(grid, now_ms);
+    }
+
+    /// Merges another histd's forwarded interval (which ended at `end_ms`) into the flush it
+    /// belongs to (placement.rs; the readers' tables are left to the next flush: their order
+    /// does not matter to a merge), noting where it came from, if that must know when a
+    /// flush carried it.
+    pub fn absorb_forwarded(&self, end_ms: u64, interval: Mergeable, receipt: Option<Receipt>) -> Place {
         let mut gathered = lock(&self.gathered);
-        gathered.aggregator.absorb_mergeable(interval);
-        gathered.receipts.extend(receipt);
+        let Gathered { aggregator, receipts, placement, .. } = &mut *gathered;
+        let place = placement.place(end_ms);
+        match place {
+            Place::Current => {
+                aggregator.absorb_mergeable(interval);
+                receipts.extend(receipt);
+            }
+            _ => placement.keep(place, interval, receipt, aggregator),
+        }
+        place
+    }
+
+    /// True when a batch that ended at `end_ms` would start a late interval past `max`
+    /// held (`global.maxLateIntervals`).
+    pub fn late_would_pass(&self, end_ms: u64, max: usize) -> bool {
+        lock(&self.gathered).placement.would_pass(end_ms, max)
+    }
+
+    /// Late intervals held for the next flush.
+    pub fn late_intervals(&self) -> usize {
+        lock(&self.gathered).placement.late_intervals()
     }
 
     /// Notes a message that merged nothing (refused, a duplicate) for the next flush, so that
@@ -114,9 +132,18 @@ impl Aggregation {
 }
 
 impl Gathered {
-    /// The receipts of what was merged since the last call (the flush takes them).
-    pub fn take_receipts(&mut self) -> Vec<Receipt> {
-        std::mem::take(&mut self.receipts)
+    /// Flushes the current interval at `now_ms` with the late intervals held, and opens the
+    /// next with what was held for it (`last`: the final flush, which takes everything held
+    /// for later flushes too).
+    pub fn flush_all(&mut self, now_ms: u64, last: bool) -> (Snapshot, Flushed) {
+        let Gathered { aggregator, receipts, placement, .. } = self;
+        if last {
+            placement.bring_forward(aggregator, receipts);
+        }
+        let snapshot = aggregator.flush(now_ms);
+        let carried = std::mem::take(receipts);
+        let flushed = placement.after_flush(now_ms, carried, aggregator, receipts);
+        (snapshot, flushed)
     }
 }
 

@@ -18,3 +18,24 @@ pub fn unix_now_ms() -> u64 {
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+/// The first grid point strictly after `now_ms` (a late flush skips to the next point rather
+/// than bunching up).
+pub fn next_grid_point(start_ms: u64, interval_ms: u64, now_ms: u64) -> u64 {
+    let elapsed = now_ms.saturating_sub(start_ms);
+    start_ms + (elapsed / interval_ms + 1) * interval_ms
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_grid_point;
+
+    #[test]
+    fn stays_on_the_grid() {
+        let cases = [(1000, 0), (1000, 999), (2000, 1000), (2000, 1999), (5000, 4500)];
+        for (want, now) in cases {
+            assert_eq!(next_grid_point(0, 1000, now), want, "now {now}");
+        }
+        assert_eq!(next_grid_point(10_000, 250, 10_600), 10_750);
+    }
+}

@@ -112,6 +112,12 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         (Err(error), _) | (_, Err(error)) => return Err(close(opened, error)),
     };
     aggregation.last_flush_unix_ms.set(unix_now_ms()); // the first interval starts now
+    let grid = crate::placement::Grid {
+        start_ms: startup_s * 1000,
+        interval_ms: config.agg.flush_interval.as_millis() as u64,
+        wait_ms: config.global.batch_wait_ms,
+    };
+    aggregation.set_grid(grid, unix_now_ms()); // a global places forwarded batches on it
     ingress.start(opened)?;
     let (stop_sender, stop) = watch::channel(false);
     let bound = Bound {
@@ -306,7 +312,7 @@ impl Serving {
         if let Some(log_reader) = self.log_reader {
             log_reader.stop().await;
         }
-        self.flusher.flush(unix_now_ms());
+        self.flusher.flush_last(unix_now_ms());
         let global = self.flusher.global.clone();
         drop(self.flusher);
         // The sinks take the final flush first: what it carried is let go of once they have.

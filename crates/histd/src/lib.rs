@@ -43,6 +43,7 @@ mod http;
 mod http_client;
 mod ingest;
 mod integrity;
+mod placement;
 pub mod reload;
 mod sinks;
 mod telemetry;

@@ -77,6 +77,11 @@ impl Alerts {
     /// Evaluates every rule on one more flush: the window moves, the state too, changes are
     /// sent, and each rule's value and state set as gauges of the next interval.
     pub fn on_flush(&self, snapshot: &Snapshot) {
+        if snapshot.late {
+            // Rules judge intervals as they are flushed; a late one (forwarded batches that
+            // came after their flush) is placed at its time by the store, not judged again.
+            return;
+        }
         let now = snapshot.timestamp;
         let mut gauges = Vec::new();
         {

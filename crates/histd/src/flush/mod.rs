@@ -2,7 +2,7 @@
 //! flushes never drift), take every reader's table, derive the snapshot, and hand it to each
 //! sink without waiting for any of them.
 
-use crate::clock::unix_now_ms;
+use crate::clock::{next_grid_point, unix_now_ms};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 
 use crate::aggregation::Aggregation;
+use crate::placement::Flushed;
 
 use crate::telemetry::SinkTelemetry;
 
@@ -50,11 +51,21 @@ pub struct Flusher {
 impl Flusher {
     /// Flushes now (`now_ms`: unix milliseconds).
     pub fn flush(&self, now_ms: u64) {
+        self.flush_at(now_ms, false);
+    }
+
+    /// The final flush, at the stop: it also takes the forwarded batches held for flushes
+    /// that will not come.
+    pub fn flush_last(&self, now_ms: u64) {
+        self.flush_at(now_ms, true);
+    }
+
+    fn flush_at(&self, now_ms: u64, last: bool) {
         let started = Instant::now();
-        let (mut snapshot, released, receipts) = {
-            let mut aggregator = self.aggregation.current();
-            let snapshot = aggregator.flush(now_ms);
-            (snapshot, aggregator.take_released(), aggregator.take_receipts())
+        let (mut snapshot, released, flushed) = {
+            let mut gathered = self.aggregation.current();
+            let (snapshot, flushed) = gathered.flush_all(now_ms, last);
+            (snapshot, gathered.take_released(), flushed)
         };
         let trim_asked =
             TRIM_FLUSHES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok();
@@ -67,13 +78,25 @@ impl Flusher {
         self.aggregation.last_flush_us.set(started.elapsed().as_micros() as u64);
         self.aggregation.last_flush_unix_ms.set(now_ms);
         snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
+        let Flushed { late, receipts } = flushed;
         if let Some(global) = self.global.clone().filter(|_| !receipts.is_empty()) {
             // Let go of once the store has written the flush, forward spooled it, ...: a
-            // global killed before then reads those batches again, not never.
+            // global killed before then reads those batches again, not never. The late
+            // intervals go first, so this one is let go of last.
             snapshot.released = agg::Released::with(move || global.carried(&receipts));
         }
+        let late: Vec<Arc<Snapshot>> = late
+            .into_iter()
+            .map(|mut late| {
+                late.queue_bytes = late.estimate_bytes() as u64;
+                Arc::new(late)
+            })
+            .collect();
         let snapshot = Arc::new(snapshot);
         for (telemetry, queue) in &self.sinks.current() {
+            for late in &late {
+                crate::sinks::offer(queue, telemetry, late);
+            }
             crate::sinks::offer(queue, telemetry, &snapshot);
         }
     }
@@ -118,13 +141,6 @@ pub(crate) fn return_freed_memory() {
     }
 }
 
-/// The first grid point strictly after `now_ms` (a late flush skips to the next point rather
-/// than bunching up).
-pub fn next_grid_point(start_ms: u64, interval_ms: u64, now_ms: u64) -> u64 {
-    let elapsed = now_ms.saturating_sub(start_ms);
-    start_ms + (elapsed / interval_ms + 1) * interval_ms
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -132,7 +148,7 @@ mod tests {
     use agg::AggConfig;
     use tokio::sync::mpsc;
 
-    use super::{next_grid_point, Aggregation, Flusher, Outlets};
+    use super::{Aggregation, Flusher, Outlets};
     use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
     #[test]
@@ -192,14 +208,5 @@ mod tests {
         drop(taken);
         assert_eq!(journaled(), 0, "let go of once every sink has it");
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn stays_on_the_grid() {
-        let cases = [(1000, 0), (1000, 999), (2000, 1000), (2000, 1999), (5000, 4500)];
-        for (want, now) in cases {
-            assert_eq!(next_grid_point(0, 1000, now), want, "now {now}");
-        }
-        assert_eq!(next_grid_point(10_000, 250, 10_600), 10_750);
     }
 }

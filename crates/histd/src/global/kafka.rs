@@ -313,12 +313,21 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
     let mut backoff = Backoff::new(SENDER_STEPS);
     let (mut failing, mut refusing) = (false, false);
     let mut commits = Commits::default();
+    let mut fetching_paused = false;
     loop {
         commits.commit_carried(consumer, offsets);
-        let polled = match stop.load(Ordering::Relaxed) {
-            true => break,
-            false => consumer.poll(POLL),
-        };
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // While `global.maxLateIntervals` late intervals wait for the next flush, fetching
+        // pauses (a message read now could start one more); the poll goes on, so the group
+        // still hears from this member and rebalances run.
+        let held = global.late_intervals_held();
+        if held != fetching_paused {
+            fetching_paused = held;
+            pause_fetching(consumer, held);
+        }
+        let polled = consumer.poll(POLL);
         if stop.load(Ordering::Relaxed) {
             break; // what was fetched is read by the next owner (it is not committed)
         }
@@ -351,6 +360,18 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
             // Not taken away meanwhile: its offset is committed with the next flush.
             held.read.insert(partition, offset);
         }
+    }
+}
+
+/// Pauses (or resumes) fetching from every partition assigned now.
+fn pause_fetching(consumer: &BaseConsumer<Membership>, paused: bool) {
+    let Ok(assigned) = consumer.assignment() else { return };
+    let done = match paused {
+        true => consumer.pause(&assigned),
+        false => consumer.resume(&assigned),
+    };
+    if let Err(error) = done {
+        tracing::warn!(%error, paused, "global.kafka: pausing or resuming the partitions failed");
     }
 }
 

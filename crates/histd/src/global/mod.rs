@@ -29,6 +29,7 @@ use compact_str::CompactString;
 use hashbrown::HashSet;
 
 use crate::aggregation::{Aggregation, Receipt};
+use crate::placement::Place;
 use crate::sinks::forward::config::GlobalConfig;
 use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
 use crate::telemetry::EdgeCounters;
@@ -97,6 +98,9 @@ pub enum Refusal {
     Journal(std::io::Error),
     /// Its interval is not a time this histd believes (HTTP 400).
     Interval(String),
+    /// It is late and `global.maxLateIntervals` late intervals are held (HTTP 503 with
+    /// `Retry-After`: after the next flush there is room).
+    LateIntervalsHeld(usize),
 }
 
 impl std::fmt::Display for Refusal {
@@ -105,6 +109,10 @@ impl std::fmt::Display for Refusal {
             Refusal::Malformed(error) => write!(f, "{error}"),
             Refusal::Journal(error) => write!(f, "cannot write to global.journalDir: {error}"),
             Refusal::Interval(why) => write!(f, "{why}"),
+            Refusal::LateIntervalsHeld(max) => write!(
+                f,
+                "busy: {max} late intervals (global.maxLateIntervals) wait for the next flush; send it again after it"
+            ),
         }
     }
 }
@@ -170,6 +178,12 @@ impl Global {
         }
     }
 
+    /// True while `global.maxLateIntervals` late intervals wait for the next flush (the
+    /// Kafka reader waits too).
+    pub fn late_intervals_held(&self) -> bool {
+        self.aggregation.late_intervals() >= self.config.max_late_intervals
+    }
+
     /// The settings it was made with.
     pub fn config(&self) -> &GlobalConfig {
         &self.config
@@ -232,6 +246,11 @@ impl Global {
     /// counted and merges nothing.
     pub fn receive(&self, body: &[u8], credential: &str) -> Result<Received, Refusal> {
         let Some(batch) = self.admit(body, credential)? else { return Ok(Received::Duplicate) };
+        if self.aggregation.late_would_pass(batch.id.end_ms(), self.config.max_late_intervals) {
+            crate::clock::lock(&self.seen).forget(credential, &batch.id);
+            self.edges.forward_batches_busy.add(1);
+            return Err(Refusal::LateIntervalsHeld(self.config.max_late_intervals));
+        }
         let receipt = match &self.journal {
             None => None,
             Some(journal) => match journal.write(body, credential) {
@@ -297,14 +316,18 @@ impl Global {
         inserted.is_some()
     }
 
-    /// Merges a batch (from where `receipt` says); the series it held.
+    /// Merges a batch (from where `receipt` says) into the flush it belongs to; the series it
+    /// held.
     fn absorb(&self, batch: Batch, receipt: Option<Receipt>) -> usize {
         let Batch { id, mut interval } = batch;
         if let Some(tag) = &self.config.tag_source {
             tag_series(&mut interval, tag, &id.source);
         }
         let series = interval.len();
-        self.aggregation.absorb_mergeable(interval, receipt);
+        let place = self.aggregation.absorb_forwarded(id.end_ms(), interval, receipt);
+        if matches!(place, Place::Late(_)) {
+            self.edges.forward_batches_late.add(1);
+        }
         self.edges.forward_batches_merged.add(1);
         self.edges.forward_series_merged.add(series as u64);
         series

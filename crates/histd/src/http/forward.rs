@@ -133,6 +133,11 @@ async fn merge(state: Arc<HttpState>, body: Bytes, credential: String, reservati
         Ok(Err(refusal @ (Refusal::Malformed(_) | Refusal::Interval(_)))) => {
             answer(StatusCode::BAD_REQUEST, refusal.to_string())
         }
+        Ok(Err(refusal @ Refusal::LateIntervalsHeld(_))) => {
+            let mut response = answer(StatusCode::SERVICE_UNAVAILABLE, refusal.to_string());
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
         Ok(Err(refusal @ Refusal::Journal(_))) => {
             tracing::error!(%refusal, "global: a forwarded batch was refused (the local keeps it)");
             answer(StatusCode::SERVICE_UNAVAILABLE, refusal.to_string())

@@ -110,8 +110,12 @@ pub struct EdgeCounters {
     pub store_damaged_rows: Counter,
     /// Batch identities forgotten to stay within `global.dedupBatches` or `global.dedupBytes`.
     pub forward_ids_forgotten: Counter,
-    /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held.
+    /// Forwarded requests answered 503 (`Retry-After`): `global.maxBytesInFlight` was held,
+    /// or `global.maxLateIntervals` late intervals were.
     pub forward_batches_busy: Counter,
+    /// Forwarded batches that came after the flush they belong to: flushed in a late
+    /// interval of their own, stamped with that flush's time.
+    pub forward_batches_late: Counter,
     /// Kafka offset commits (`global.kafka`) the group's coordinator did not acknowledge;
     /// each is made again a second later.
     pub forward_commits_failed: Counter,
@@ -176,7 +180,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 38] {
+    pub fn entries(&self) -> [(&'static str, u64); 39] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -197,6 +201,7 @@ impl EdgeCounters {
             ("store_corrupt_blocks", self.store_corrupt_blocks.get()),
             ("store_damaged_rows", self.store_damaged_rows.get()),
             ("forward_batches_busy", self.forward_batches_busy.get()),
+            ("forward_batches_late", self.forward_batches_late.get()),
             ("forward_commits_failed", self.forward_commits_failed.get()),
             ("forward_commits_pending", self.forward_commits_pending.get()),
             ("forward_partitions_assigned", self.forward_partitions_assigned.get()),

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use histd::forward::format::{compress, BatchId, BatchWriter};
 
-use crate::harness::{eventually, free_port, http, peak_rss_kib, spooled_batches, temp_dir, Carbon, Daemon};
+use crate::harness::{
+    eventually, free_port, http, peak_rss_kib, spooled_batches, temp_dir, wait_until, Carbon, Daemon,
+};
 
 const BATCH_HEADERS: &str = "Content-Type: application/x-histd-forward\r\nContent-Encoding: snappy\r\n";
 
@@ -1249,4 +1251,38 @@ fn a_busy_global_keeps_its_series_and_gets_their_batches_once_it_takes_them() {
     }
     assert_eq!(seen(&carbon_a), owned_by_a, "a received only its own series");
     assert!(local.terminate() && a.terminate() && b.terminate());
+}
+
+/// Issue 35: a forwarded batch is merged into the flush of the interval it belongs to. One
+/// that comes after that flush (a spool replayed, a partition read again by another global)
+/// is flushed in a late interval of its own, stamped with that flush's time: the store's
+/// answer for a range holds that range's samples and nothing from outside it, and Graphite
+/// gets its points at that time, not in whatever interval was open when it came.
+#[test]
+fn a_late_batch_is_placed_in_the_interval_it_belongs_to() {
+    let carbon = Carbon::start();
+    let daemon = global("late-batches", &carbon, "backends: ['graphite', 'store'], store: { dataDir: '$DIR/data' },");
+    let late_end_ms = now_ms() / 1000 * 1000 - 60_000;
+    let mut late = BatchWriter::new(BatchId { interval_start_ms: late_end_ms - 1_000, ..id("web-1", 0) });
+    late.counter("placed.hits", 7.0);
+    assert_eq!(post(&daemon, &compress(&late.finish()), "").0, 200);
+    let mut on_time = BatchWriter::new(id("web-1", 1));
+    on_time.counter("placed.hits", 5.0);
+    assert_eq!(post(&daemon, &compress(&on_time.finish()), "").0, 200);
+    let stored = |from: u64, to: u64| {
+        let query = format!("/api/v1/query?expr=count(placed.hits)&from={from}&to={to}&step=1");
+        points_total(&daemon.http_get(&query).1)
+    };
+    let (late_s, now_s) = (late_end_ms / 1000, now_ms() / 1000);
+    wait_until(|| stored(late_s - 30, now_s + 30) == 12.0, "both batches stored");
+    // Its flush: the first grid point at or after its end and global.batchWaitMs (2 s).
+    assert_eq!(stored(late_s + 1, late_s + 4), 7.0, "the late batch at the time it belongs to");
+    assert_eq!(stored(now_s - 20, now_s + 30), 5.0, "the interval open when it came holds none of it");
+    let late_lines: Vec<String> =
+        carbon.lines().into_iter().filter(|line| line.starts_with("stats_counts.placed.hits 7 ")).collect();
+    let [line] = &late_lines[..] else { panic!("one late line: {late_lines:?}") };
+    let stamped: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((late_s + 2..=late_s + 3).contains(&stamped), "{line} (the interval ended at {late_s})");
+    assert_eq!(daemon.stat("messages.forward_batches_late"), 1.0);
+    assert!(daemon.terminate());
 }

@@ -20,6 +20,13 @@ pub const DEFAULT_SPOOL_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_SET_MEMBERS_LIMIT: usize = 1000;
 /// The default `global.maxBatchBytes`: 64 MiB decompressed (a local cuts its parts at 8 MiB).
 pub const DEFAULT_MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
+/// The default `global.batchWaitMs`: how long past its interval's end a batch may come and
+/// still be in the flush it belongs to.
+pub const DEFAULT_BATCH_WAIT_MS: u64 = 2_000;
+
+/// The default `global.maxLateIntervals`.
+pub const DEFAULT_MAX_LATE_INTERVALS: usize = 16;
+
 /// The default `global.maxBytesInFlight`: 512 MiB of bodies, their decompressed batches and
 /// what those decode to, across every forwarded request at once.
 pub const DEFAULT_MAX_BYTES_IN_FLIGHT: usize = 512 * 1024 * 1024;
@@ -333,6 +340,14 @@ pub struct GlobalConfig {
     /// `global.kafka` (none): consume the batches locals produce to a Kafka topic, as a member
     /// of a consumer group.
     pub kafka: Option<ConsumerSettings>,
+    /// `global.batchWaitMs` (2000): a batch whose interval ends at `e` belongs to this
+    /// global's flush at the first grid point at or after `e` + this wait (see placement.rs);
+    /// one that comes after that flush is late, flushed in an interval of its own.
+    pub batch_wait_ms: u64,
+    /// `global.maxLateIntervals` (16): late intervals held at once until the next flush;
+    /// a batch that would start one more is answered 503 with `Retry-After` (HTTP) or read
+    /// after the next flush (Kafka), counted in `forward_batches_busy`.
+    pub max_late_intervals: usize,
 }
 
 impl Default for GlobalConfig {
@@ -346,6 +361,8 @@ impl Default for GlobalConfig {
             max_bytes_in_flight: DEFAULT_MAX_BYTES_IN_FLIGHT,
             journal_dir: None,
             kafka: None,
+            batch_wait_ms: DEFAULT_BATCH_WAIT_MS,
+            max_late_intervals: DEFAULT_MAX_LATE_INTERVALS,
         }
     }
 }
@@ -358,6 +375,7 @@ impl GlobalConfig {
             "dedupBatches": self.dedup_batches, "dedupBytes": self.dedup_bytes,
             "maxBatchBytes": self.max_batch_bytes, "maxBytesInFlight": self.max_bytes_in_flight,
             "journalDir": self.journal_dir,
+            "batchWaitMs": self.batch_wait_ms, "maxLateIntervals": self.max_late_intervals,
             "kafka": self.kafka.as_ref().map(ConsumerSettings::effective),
         })
     }
@@ -391,6 +409,8 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
         max_batch_bytes,
         max_bytes_in_flight,
         journal_dir: section.string("journalDir")?.map(PathBuf::from),
+        batch_wait_ms: section.whole("batchWaitMs", defaults.batch_wait_ms, 0)?,
+        max_late_intervals: section.whole("maxLateIntervals", defaults.max_late_intervals as u64, 1)? as usize,
         kafka: match section.raw("kafka") {
             None => None,
             Some(_) => Some(super::kafka::consumer(&section.object("kafka")?)?),

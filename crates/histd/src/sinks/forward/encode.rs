@@ -79,15 +79,21 @@ struct Parts<'a> {
 impl<'a> Parts<'a> {
     fn new(snapshot: &Snapshot, settings: &'a CutSettings, ring: &'a Ring, previous_start_ms: u64) -> Self {
         let interval_ms = snapshot.interval.as_millis() as u64;
-        let start_ms = snapshot.flushed_at_ms.saturating_sub(interval_ms).max(previous_start_ms + 1);
         let nodes = ring.nodes().len();
+        // A late interval (this histd is a global forwarding on) keeps its own interval;
+        // its chunks are numbered from when it is cut, so they never take the identity of
+        // that interval's first batches, nor of another late cut of it.
+        let (start_ms, first_chunk) = match snapshot.late {
+            true => (snapshot.flushed_at_ms.saturating_sub(interval_ms), crate::clock::unix_now_ms() << 16),
+            false => (snapshot.flushed_at_ms.saturating_sub(interval_ms).max(previous_start_ms + 1), 0),
+        };
         Parts {
             ring,
             settings,
             interval_start_ms: start_ms,
             interval_ms,
             writers: (0..nodes).map(|_| None).collect(),
-            chunks: vec![0; nodes],
+            chunks: vec![first_chunk; nodes],
             current: 0,
             done: Vec::new(),
         }

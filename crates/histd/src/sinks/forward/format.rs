@@ -56,6 +56,13 @@ pub struct BatchId {
     pub chunk: u64,
 }
 
+impl BatchId {
+    /// Unix milliseconds of the interval's end.
+    pub fn end_ms(&self) -> u64 {
+        self.interval_start_ms.saturating_add(self.interval_ms)
+    }
+}
+
 /// A decoded batch.
 #[derive(Debug)]
 pub struct Batch {

@@ -148,7 +148,10 @@ impl GraphiteNames {
         for set in &snapshot.sets {
             self.line(out.line(), &self.set, &set.key, ".count", set.count as f64, ts);
         }
-        self.plain_line(out.line(), &self.num_stats, snapshot.num_stats() as f64, ts);
+        if !snapshot.late {
+            // A late interval's lines join a second that already has its numStats.
+            self.plain_line(out.line(), &self.num_stats, snapshot.num_stats() as f64, ts);
+        }
     }
 
     /// Appends `<prefixStats>.<name>` (prefixed as the namespace mode wants).

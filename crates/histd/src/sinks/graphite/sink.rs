@@ -72,7 +72,7 @@ impl GraphiteSink {
     }
 
     async fn flush(&mut self, snapshot: Arc<Snapshot>) {
-        let (ts, processing_ms) = (snapshot.timestamp, snapshot.processing_time_ms);
+        let (ts, processing_ms, late) = (snapshot.timestamp, snapshot.processing_time_ms, snapshot.late);
         let started = Instant::now();
         let (chunks, mut ready) = mpsc::channel::<String>(CHUNKS_IN_FLIGHT);
         let names = self.names.clone();
@@ -106,6 +106,11 @@ impl GraphiteSink {
             tracing::error!(%error, "graphite encoding failed: this flush is incomplete");
             0.0
         });
+        if late {
+            // A late interval (forwarded batches placed at the flush they belong to) has no
+            // timing or delivery lines of its own: that second has them already.
+            return;
+        }
         let mut tail = String::new();
         let mut out = Chunked::new(|chunk: String| tail.push_str(&chunk));
         self.names.internal_line(out.line(), "graphiteStats.calculationtime", calculation_ms, ts);

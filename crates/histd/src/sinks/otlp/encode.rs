@@ -106,6 +106,10 @@ impl Encoder {
     pub fn encode(&self, snapshot: &Snapshot, running: &mut Running) -> Vec<Request> {
         let time_ns = snapshot.flushed_at_ms.saturating_mul(1_000_000);
         let start_ns = time_ns.saturating_sub(snapshot.interval.as_nanos().min(u128::from(u64::MAX)) as u64);
+        if snapshot.late && self.temporality == Temporality::Cumulative {
+            self.fold(snapshot, running, start_ns);
+            return Vec::new();
+        }
         let mut metrics: BTreeMap<(Kind, &str), Points> = BTreeMap::new();
         let mut flush = running.flush();
         for counter in &snapshot.counters {
@@ -150,6 +154,18 @@ impl Encoder {
             requests.add(&self.metric(kind, name, points), count);
         }
         requests.finish()
+    }
+
+    /// A late interval into the running totals (cumulative temporality): its points would go
+    /// back in time, so the flushes that next report its series carry it. With delta
+    /// temporality a late interval is sent as it is, stamped with its own time.
+    fn fold(&self, snapshot: &Snapshot, running: &mut Running, start_ns: u64) {
+        for counter in &snapshot.counters {
+            running.fold_counter(counter.key, counter.count, start_ns);
+        }
+        for timer in &snapshot.timers {
+            running.fold_timer(&timer.key, HistogramValues::of_interval(timer, self.histograms, self.scale), start_ns);
+        }
     }
 
     /// A `Metric` field (tagged for `ScopeMetrics.metrics`) holding `points`.

@@ -6,7 +6,7 @@
 //! that comes back is a new one to OTLP too. Exponential buckets are kept as running counts
 //! (each interval re-binned on its own and added), so no bucket count ever goes down.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use agg::TimerPoint;
 use circllhist::Histogram;
@@ -76,6 +76,9 @@ struct Since<T> {
 pub struct Running {
     counters: HashMap<CompactString, Since<f64>>,
     timers: HashMap<CompactString, Since<HistogramValues>>,
+    /// Series a late interval added to that no flush has reported since: kept until one
+    /// does (a flush forgets the series it does not touch).
+    folded: HashSet<CompactString>,
 }
 
 /// Running totals of one flush, read while the next flush's are built.
@@ -91,8 +94,28 @@ impl Running {
         let next = Running {
             counters: HashMap::with_capacity(self.counters.len()),
             timers: HashMap::with_capacity(self.timers.len()),
+            folded: HashSet::new(),
         };
         Flush { previous: self, next }
+    }
+
+    /// Adds a late interval's counter (forwarded batches that came after their flush) to its
+    /// running total: the total grows when it comes, and the next flush that reports the
+    /// series carries it (`start_ns`: the late interval's start, for a series new here).
+    pub fn fold_counter(&mut self, key: &str, count: f64, start_ns: u64) {
+        self.counters.entry(key.into()).or_insert(Since { start_ns, value: 0.0 }).value += count;
+        self.folded.insert(key.into());
+    }
+
+    /// Adds a late interval's timer to its running values, as [`Running::fold_counter`].
+    pub fn fold_timer(&mut self, key: &str, interval: HistogramValues, start_ns: u64) {
+        match self.timers.get_mut(key) {
+            Some(running) => running.value.add(&interval),
+            None => {
+                self.timers.insert(key.into(), Since { start_ns, value: interval });
+            }
+        }
+        self.folded.insert(key.into());
     }
 }
 
@@ -100,6 +123,7 @@ impl Flush<'_> {
     /// The counter `key`'s total with this interval's `count` added, and its start time
     /// (`interval_start_ns` for a series new in this flush).
     pub fn counter(&mut self, key: &str, count: f64, interval_start_ns: u64) -> (f64, u64) {
+        self.previous.folded.remove(key);
         let mut running =
             self.previous.counters.remove(key).unwrap_or(Since { start_ns: interval_start_ns, value: 0.0 });
         running.value += count;
@@ -110,6 +134,7 @@ impl Flush<'_> {
 
     /// The timer `key`'s running values with `interval` added, and its start time.
     pub fn timer(&mut self, key: &str, interval: HistogramValues, interval_start_ns: u64) -> (&HistogramValues, u64) {
+        self.previous.folded.remove(key);
         let running = match self.previous.timers.remove(key) {
             Some(mut running) => {
                 running.value.add(&interval);
@@ -124,6 +149,17 @@ impl Flush<'_> {
 
 impl Drop for Flush<'_> {
     fn drop(&mut self) {
+        // What a late interval added and this flush did not report is kept for a later one.
+        let folded = std::mem::take(&mut self.previous.folded);
+        for key in &folded {
+            if let Some(running) = self.previous.counters.remove(key) {
+                self.next.counters.insert(key.clone(), running);
+            }
+            if let Some(running) = self.previous.timers.remove(key) {
+                self.next.timers.insert(key.clone(), running);
+            }
+        }
+        self.next.folded = folded;
         *self.previous = std::mem::take(&mut self.next);
     }
 }

@@ -91,7 +91,7 @@ async fn run(
             tracing::error!("the prometheus backend failed to apply a flush");
             continue;
         };
-        for (queue, batch) in queues.iter().zip(batches) {
+        for (queue, batch) in queues.iter().zip(batches).filter(|(_, batch)| !batch.is_empty()) {
             let samples: u64 = batch.iter().map(|request| request.points).sum();
             if queue.batches.try_send(batch.to_vec()).is_err() {
                 queue.telemetry.queue_full_drops.add(1);
@@ -116,6 +116,10 @@ fn apply(
 ) -> Vec<Arc<Vec<Request>>> {
     let mut registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     registry.apply(snapshot);
+    if snapshot.late {
+        // Folded into the totals: the next flush's remote write carries them.
+        return modes.iter().map(|_| Arc::new(Vec::new())).collect();
+    }
     let forgotten = registry.expire(snapshot.timestamp, config.ttl.map(|ttl| ttl.as_secs()));
     let timestamp_ms = snapshot.timestamp as i64 * 1000;
     let start_ms = timestamp_ms - snapshot.interval.min(Duration::from_secs(3600)).as_millis() as i64;

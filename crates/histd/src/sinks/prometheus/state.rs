@@ -274,9 +274,14 @@ impl Registry {
         self
     }
 
-    /// Adds one flush.
+    /// Adds one flush. A late interval (forwarded batches that came after their flush) is
+    /// folded into the totals as of now: its counters and histograms count from when it
+    /// came; its gauges and set counts are an older interval's, and left out.
     pub fn apply(&mut self, snapshot: &Snapshot) {
-        let now = snapshot.timestamp;
+        let now = match snapshot.late {
+            true => self.now_unix_s.max(snapshot.timestamp),
+            false => snapshot.timestamp,
+        };
         self.now_unix_s = now;
         for counter in snapshot.counters.iter() {
             if let Some(series) = self.series(counter.key, Kind::Counter, now, || Value::Number(0.0)) {
@@ -288,10 +293,11 @@ impl Registry {
                 }
             }
         }
-        for gauge in &snapshot.gauges {
+        let current = (!snapshot.late).then_some(snapshot);
+        for gauge in current.iter().flat_map(|snapshot| &snapshot.gauges) {
             self.set_gauge(&gauge.key, gauge.value, now);
         }
-        for set in &snapshot.sets {
+        for set in current.iter().flat_map(|snapshot| &snapshot.sets) {
             self.set_gauge(&set.key, set.count as f64, now);
         }
         let bounds = std::mem::take(&mut self.classic_bounds);

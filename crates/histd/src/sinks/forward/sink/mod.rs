@@ -152,7 +152,8 @@ impl Delivery {
             unreachable!("cutting a flush does not panic");
         };
         self.spool = Some(spool);
-        self.last_start_ms = start_ms.unwrap_or(self.last_start_ms);
+        // A late interval's start is earlier: the next cut still starts after the last one.
+        self.last_start_ms = start_ms.unwrap_or(self.last_start_ms).max(self.last_start_ms);
         match result {
             Ok(dropped) => self.count_dropped(dropped),
             Err(error) => {

@@ -1,0 +1,367 @@
+//! Where a global puts a forwarded batch on its own flush grid: in the flush of the interval
+//! the batch belongs to, not whichever interval is open when it comes.
+//!
+//! A batch whose interval ends at `e` belongs to the global's flush at the first grid point at
+//! or after `e + global.batchWaitMs` (the grid is `start + k × flushInterval`, as every flush
+//! is). Batches come a little after their interval ends; the wait lets the usual ones reach
+//! the flush they belong to even when the local's grid runs just ahead of the global's:
+//!
+//! - its flush is the one open now: merged into the current interval;
+//! - a later one (it came within the wait, before the global's next grid point): held, and
+//!   merged into the interval that flush takes as soon as the one before it is done;
+//! - an earlier one, already flushed (a local's spool replayed after an outage, a partition
+//!   read again by the member that took it over): **late**. Late batches of one interval are
+//!   merged into an interval of their own, flushed with the next regular flush as a
+//!   [`Snapshot`] marked `late`, stamped with the time of the flush they belong to. The
+//!   store merges it into the points already written there, so a range's answer holds
+//!   exactly the samples of that range; see [`Snapshot::late`] for the other sinks.
+//!
+//! Where each batch came from ([`Receipt`]) travels with it, and a flush lets go only of what
+//! it carried. A Kafka offset is committed as "everything before it": a flush never lets go of
+//! an offset past one still held for a later flush (it is held with that one instead).
+
+use std::collections::{BTreeMap, HashMap};
+
+use agg::{Aggregator, Mergeable, Snapshot};
+
+/// Where a forwarded batch came from, when its source must know once a flush carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// The file of `global.journalDir` it was written to, removed then.
+    Journal(u64),
+    /// A Kafka message: its offset is committed then (`generation`: the consumer's assignment
+    /// it was read under; an older one's offsets were committed when it ended).
+    Log {
+        /// Its partition.
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+        /// The assignment it was read under.
+        generation: u64,
+    },
+}
+
+/// A global's flush grid and how long it waits for batches past their interval's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grid {
+    /// Unix milliseconds of the grid's origin (the daemon's start).
+    pub start_ms: u64,
+    /// `flushInterval`, in milliseconds.
+    pub interval_ms: u64,
+    /// `global.batchWaitMs`.
+    pub wait_ms: u64,
+}
+
+impl Grid {
+    /// The flush (a grid point, unix milliseconds) that a batch whose interval ends at
+    /// `end_ms` belongs to: the first at or after `end_ms + wait`, before the origin too.
+    pub fn home(&self, end_ms: u64) -> u64 {
+        let due = end_ms.saturating_add(self.wait_ms);
+        let interval = self.interval_ms.max(1);
+        if due <= self.start_ms {
+            self.start_ms - (self.start_ms - due) / interval * interval
+        } else {
+            self.start_ms + (due - self.start_ms).div_ceil(interval) * interval
+        }
+    }
+
+    /// The flush that takes the interval open at `now_ms`: the first grid point after it.
+    pub fn next_after(&self, now_ms: u64) -> u64 {
+        crate::clock::next_grid_point(self.start_ms, self.interval_ms.max(1), now_ms)
+    }
+}
+
+/// Where a batch went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The interval open now.
+    Current,
+    /// Held for the later flush at this grid point.
+    Ahead(u64),
+    /// A late interval of its own: the flush at this grid point was done before it came.
+    Late(u64),
+}
+
+/// Batches held for a later flush.
+#[derive(Debug, Default)]
+struct Held {
+    batches: Vec<Mergeable>,
+    receipts: Vec<Receipt>,
+}
+
+/// Late batches of one flush that was done before they came.
+#[derive(Debug)]
+struct LateInterval {
+    aggregator: Aggregator,
+    receipts: Vec<Receipt>,
+}
+
+/// What a global holds of forwarded batches outside its current interval.
+#[derive(Debug, Default)]
+pub struct Placement {
+    grid: Option<Grid>,
+    /// The grid point of the flush that takes the current interval.
+    current: u64,
+    ahead: BTreeMap<u64, Held>,
+    late: BTreeMap<u64, LateInterval>,
+}
+
+/// What one flush gives the sinks besides its own snapshot.
+#[derive(Debug, Default)]
+pub struct Flushed {
+    /// The late intervals, oldest first, each stamped with its own flush's time.
+    pub late: Vec<Snapshot>,
+    /// Where what this flush carried (its own interval's batches and the late ones) came
+    /// from, less what must wait for a later flush.
+    pub receipts: Vec<Receipt>,
+}
+
+impl Placement {
+    /// Places batches on `grid`; the interval open at `now_ms` is the current one.
+    pub fn set_grid(&mut self, grid: Grid, now_ms: u64) {
+        self.current = grid.next_after(now_ms);
+        self.grid = Some(grid);
+    }
+
+    /// Where a batch whose interval ends at `end_ms` goes (the current interval when no grid
+    /// was set).
+    pub fn place(&self, end_ms: u64) -> Place {
+        let Some(grid) = self.grid else { return Place::Current };
+        let home = grid.home(end_ms);
+        match home.cmp(&self.current) {
+            std::cmp::Ordering::Equal => Place::Current,
+            std::cmp::Ordering::Greater => Place::Ahead(home),
+            std::cmp::Ordering::Less => Place::Late(home),
+        }
+    }
+
+    /// Late intervals held now.
+    pub fn late_intervals(&self) -> usize {
+        self.late.len()
+    }
+
+    /// True when a batch ending at `end_ms` would start a late interval past `max` held.
+    pub fn would_pass(&self, end_ms: u64, max: usize) -> bool {
+        match self.place(end_ms) {
+            Place::Late(home) => !self.late.contains_key(&home) && self.late.len() >= max,
+            _ => false,
+        }
+    }
+
+    /// Keeps a batch that does not belong to the current interval (`place` said where).
+    /// A late batch's gauges go to `current` too: a gauge is a state, and the newest one
+    /// stays whatever interval its batch belongs to.
+    pub fn keep(&mut self, place: Place, batch: Mergeable, receipt: Option<Receipt>, current: &mut Aggregator) {
+        match place {
+            Place::Current => current.absorb_mergeable(batch),
+            Place::Ahead(home) => {
+                let held = self.ahead.entry(home).or_default();
+                held.batches.push(batch);
+                held.receipts.extend(receipt);
+            }
+            Place::Late(home) => {
+                if !batch.gauges.is_empty() {
+                    current.absorb_mergeable(Mergeable { gauges: batch.gauges.clone(), ..Mergeable::default() });
+                }
+                let late = self.late.entry(home).or_insert_with(|| LateInterval {
+                    aggregator: Aggregator::for_forwarded(current.config().clone()),
+                    receipts: Vec::new(),
+                });
+                late.aggregator.absorb_mergeable(batch);
+                late.receipts.extend(receipt);
+            }
+        }
+    }
+
+    /// Before the final flush: what is held for later flushes goes into the current interval
+    /// (those flushes will not come); their receipts into `receipts`.
+    pub fn bring_forward(&mut self, current: &mut Aggregator, receipts: &mut Vec<Receipt>) {
+        for (_, held) in std::mem::take(&mut self.ahead) {
+            held.batches.into_iter().for_each(|batch| current.absorb_mergeable(batch));
+            receipts.extend(held.receipts);
+        }
+    }
+
+    /// Right after the flush at `now_ms` took `carried` (its interval's receipts): the late
+    /// intervals flushed, the batches held for the interval now open merged into `current`
+    /// (their receipts into `receipts`, what the open interval carries), and what this flush
+    /// lets go of.
+    pub fn after_flush(
+        &mut self,
+        now_ms: u64,
+        mut carried: Vec<Receipt>,
+        current: &mut Aggregator,
+        receipts: &mut Vec<Receipt>,
+    ) -> Flushed {
+        let mut late = Vec::with_capacity(self.late.len());
+        for (home, mut interval) in std::mem::take(&mut self.late) {
+            let mut snapshot = interval.aggregator.flush(home);
+            snapshot.late = true;
+            late.push(snapshot);
+            carried.append(&mut interval.receipts);
+        }
+        if let Some(grid) = self.grid {
+            self.current = grid.next_after(now_ms);
+        }
+        while let Some(entry) = self.ahead.first_entry().filter(|entry| *entry.key() <= self.current) {
+            let held = entry.remove();
+            held.batches.into_iter().for_each(|batch| current.absorb_mergeable(batch));
+            receipts.extend(held.receipts);
+        }
+        self.hold_back(&mut carried, receipts);
+        Flushed { late, receipts: carried }
+    }
+
+    /// Moves the Kafka receipts of `carried` past the lowest offset of their partition still
+    /// held (in `open`, the interval now open, or for a later flush) to where that one is:
+    /// committing them now would commit it too, and a global killed before its flush would
+    /// lose it.
+    fn hold_back(&mut self, carried: &mut Vec<Receipt>, open: &mut Vec<Receipt>) {
+        let mut lowest: HashMap<i32, (i64, Option<u64>)> = HashMap::new();
+        let held = open.iter().map(|receipt| (receipt, None));
+        let ahead = self.ahead.iter().flat_map(|(&home, held)| held.receipts.iter().map(move |r| (r, Some(home))));
+        for (receipt, place) in held.chain(ahead) {
+            if let Receipt::Log { partition, offset, .. } = *receipt {
+                let entry = lowest.entry(partition).or_insert((offset, place));
+                if offset < entry.0 {
+                    *entry = (offset, place);
+                }
+            }
+        }
+        if lowest.is_empty() {
+            return;
+        }
+        let mut kept = Vec::with_capacity(carried.len());
+        for receipt in carried.drain(..) {
+            let wait = match receipt {
+                Receipt::Log { partition, offset, .. } => lowest.get(&partition).filter(|(low, _)| offset > *low),
+                Receipt::Journal(_) => None,
+            };
+            match wait {
+                None => kept.push(receipt),
+                Some((_, None)) => open.push(receipt),
+                Some((_, Some(home))) => self.ahead.entry(*home).or_default().receipts.push(receipt),
+            }
+        }
+        *carried = kept;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agg::AggConfig;
+
+    const GRID: Grid = Grid { start_ms: 1_000_000, interval_ms: 10_000, wait_ms: 2_000 };
+
+    #[test]
+    fn a_batch_belongs_to_the_first_grid_point_after_its_end_and_the_wait() {
+        let cases = [
+            // (end of the batch's interval, its flush)
+            (1_000_000, 1_010_000),
+            (1_007_999, 1_010_000),
+            (1_008_000, 1_010_000),
+            (1_008_001, 1_020_000),
+            (1_015_000, 1_020_000),
+            (990_000, 1_000_000),
+            (988_000, 990_000),
+            (987_999, 990_000),
+            (977_999, 980_000),
+        ];
+        for (end, home) in cases {
+            assert_eq!(GRID.home(end), home, "end {end}");
+        }
+        assert_eq!(Grid { wait_ms: 0, ..GRID }.home(1_010_000), 1_010_000, "a grid point is its own flush");
+    }
+
+    fn counter(key: &str, value: f64) -> Mergeable {
+        Mergeable { counters: vec![(key.into(), value)], ..Mergeable::default() }
+    }
+
+    fn log(partition: i32, offset: i64) -> Receipt {
+        Receipt::Log { partition, offset, generation: 1 }
+    }
+
+    fn count(snapshot: &Snapshot, key: &str) -> Option<f64> {
+        snapshot.counters.iter().find(|counter| counter.key == key).map(|counter| counter.count)
+    }
+
+    #[test]
+    fn batches_go_to_the_flush_they_belong_to() {
+        let mut placement = Placement::default();
+        placement.set_grid(GRID, 1_013_000); // the interval open is the one flushed at 1_020_000
+        let cases = [
+            (1_016_000, Place::Current),
+            (1_018_000, Place::Current),
+            (1_018_001, Place::Ahead(1_030_000)),
+            (1_007_000, Place::Late(1_010_000)),
+            (985_000, Place::Late(990_000)),
+        ];
+        for (end, want) in cases {
+            assert_eq!(placement.place(end), want, "end {end}");
+        }
+        assert_eq!(Placement::default().place(0), Place::Current, "no grid: the current interval");
+    }
+
+    /// A late batch is flushed on its own, stamped with its flush's time, and one held ahead
+    /// is in the flush after: neither is in the current one.
+    #[test]
+    fn late_and_early_batches_are_flushed_at_their_own_time() {
+        let mut current = Aggregator::new(AggConfig::default());
+        let mut placement = Placement::default();
+        placement.set_grid(GRID, 1_013_000);
+        let (mut open, carried) = (Vec::new(), Vec::new());
+        for (end, key) in [(1_016_000, "now"), (1_019_000, "early"), (1_005_000, "late"), (1_004_000, "late")] {
+            let place = placement.place(end);
+            placement.keep(place, counter(key, 1.0), None, &mut current);
+        }
+        assert_eq!(placement.late_intervals(), 1);
+        assert!(placement.would_pass(985_000, 1) && !placement.would_pass(1_005_000, 1));
+        let snapshot = current.flush(1_020_000);
+        let flushed = placement.after_flush(1_020_000, carried, &mut current, &mut open);
+        assert_eq!(
+            (count(&snapshot, "now"), count(&snapshot, "early"), count(&snapshot, "late")),
+            (Some(1.0), None, None)
+        );
+        let [late] = &flushed.late[..] else { panic!("one late interval: {:?}", flushed.late.len()) };
+        assert!(late.late);
+        assert_eq!(
+            (late.timestamp, count(late, "late"), late.counters.len()),
+            (1_010, Some(2.0), 1),
+            "its series alone"
+        );
+        let next = current.flush(1_030_000);
+        assert_eq!(count(&next, "early"), Some(1.0), "merged into the interval it belongs to");
+    }
+
+    #[test]
+    fn a_flush_never_lets_go_of_an_offset_past_one_still_held() {
+        let mut current = Aggregator::new(AggConfig::default());
+        let mut placement = Placement::default();
+        placement.set_grid(GRID, 1_013_000);
+        // Partition 0: offset 5 held two flushes ahead; partition 1: nothing held.
+        placement.keep(Place::Ahead(1_040_000), counter("a", 1.0), Some(log(0, 5)), &mut current);
+        placement.keep(Place::Late(1_000_000), counter("b", 1.0), Some(log(0, 7)), &mut current);
+        let carried = vec![log(0, 4), log(0, 6), log(1, 9), Receipt::Journal(3)];
+        let mut open = Vec::new();
+        let flushed = placement.after_flush(1_020_000, carried, &mut current, &mut open);
+        assert_eq!(flushed.receipts, vec![log(0, 4), log(1, 9), Receipt::Journal(3)]);
+        // At the next flush the interval 5 belongs to opens: it joins it, with 6 and 7.
+        let flushed = placement.after_flush(1_030_000, Vec::new(), &mut current, &mut open);
+        assert!(flushed.receipts.is_empty());
+        open.sort_by_key(|receipt| format!("{receipt:?}"));
+        assert_eq!(open, vec![log(0, 5), log(0, 6), log(0, 7)]);
+    }
+
+    #[test]
+    fn the_final_flush_takes_what_was_held_for_later() {
+        let mut current = Aggregator::new(AggConfig::default());
+        let mut placement = Placement::default();
+        placement.set_grid(GRID, 1_013_000);
+        placement.keep(Place::Ahead(1_030_000), counter("early", 2.0), Some(Receipt::Journal(1)), &mut current);
+        let mut receipts = Vec::new();
+        placement.bring_forward(&mut current, &mut receipts);
+        assert_eq!(receipts, vec![Receipt::Journal(1)]);
+        assert_eq!(count(&current.flush(1_014_000), "early"), Some(2.0));
+    }
+}
