@@ -71,6 +71,13 @@ impl Grid {
     }
 }
 
+/// The second a flush at `home_ms` is stamped with (rounded, as every flush's), in
+/// milliseconds: late intervals are kept per second, so that a sub-second `flushInterval`
+/// never gives two of them the same second (Graphite keeps one value a second).
+fn stamped_ms(home_ms: u64) -> u64 {
+    home_ms.saturating_add(500) / 1000 * 1000
+}
+
 /// Where a batch went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
@@ -143,7 +150,7 @@ impl Placement {
     /// True when a batch ending at `end_ms` would start a late interval past `max` held.
     pub fn would_pass(&self, end_ms: u64, max: usize) -> bool {
         match self.place(end_ms) {
-            Place::Late(home) => !self.late.contains_key(&home) && self.late.len() >= max,
+            Place::Late(home) => !self.late.contains_key(&stamped_ms(home)) && self.late.len() >= max,
             _ => false,
         }
     }
@@ -160,6 +167,7 @@ impl Placement {
                 held.receipts.extend(receipt);
             }
             Place::Late(home) => {
+                let home = stamped_ms(home);
                 if !batch.gauges.is_empty() {
                     current.absorb_mergeable(Mergeable { gauges: batch.gauges.clone(), ..Mergeable::default() });
                 }

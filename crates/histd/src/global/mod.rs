@@ -1,6 +1,8 @@
 //! The global tier: batches forwarded by local histd (the `forward` backend) are merged into
-//! this histd's own aggregation, so its backends, store, `/metrics`, web page and query API
-//! show the fleet's series. `POST /api/v1/forward` (http/forward.rs) hands bodies here.
+//! this histd's own aggregation, each into the flush of the interval it belongs to
+//! (placement.rs: late ones into a late interval of their own), so its backends, store,
+//! `/metrics`, web page and query API show the fleet's series. `POST /api/v1/forward`
+//! (http/forward.rs) hands bodies here.
 //!
 //! Each batch identity (source, interval start, part, chunk) is merged once per credential
 //! that sent it (the name of the `write` token, or none on an open port): a copy (a retry

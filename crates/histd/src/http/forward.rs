@@ -1,5 +1,5 @@
-//! `POST /api/v1/forward`: a batch from a local histd's forward backend, merged once into this
-//! histd's current interval (`global/`).
+//! `POST /api/v1/forward`: a batch from a local histd's forward backend, merged once into the
+//! flush of the interval it belongs to (`global/`, `placement.rs`).
 //!
 //! What a request may cost is settled before it costs it: nothing is read while `global.accept`
 //! is off or the content type or encoding is not the batch's; the body's bytes are reserved

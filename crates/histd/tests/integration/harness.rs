@@ -408,9 +408,17 @@ impl Carbon {
     pub fn flushes(&self) -> Vec<Flush> {
         let mut flushes = Vec::new();
         let mut current = Flush::default();
+        let mut stamped = String::new();
         for line in self.lines() {
             let mut parts = line.split(' ');
             let (name, value) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+            let time = parts.next().unwrap_or_default();
+            if time != stamped && !current.lines.is_empty() {
+                // A global's late interval: lines of their own second, without the timing and
+                // `flush_length` lines of a flush.
+                flushes.push(std::mem::take(&mut current));
+            }
+            stamped = time.to_string();
             current.values.insert(name.to_string(), value.to_string());
             current.lines.push(line.clone());
             if name.contains("graphiteStats.flush_length") {

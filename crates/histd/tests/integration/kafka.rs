@@ -726,3 +726,69 @@ fn open_transaction(
     producer.flush(Duration::from_secs(30)).unwrap();
     producer
 }
+
+/// Issue 35, "a batch is merged into the interval it belongs to": a global that starts after
+/// its local flushed five intervals into the topic reads them all at once, yet stores each
+/// in the interval it belongs to (a late interval each, stamped with the global's flush at
+/// the first grid point at or after its end + `global.batchWaitMs`), never all in the one
+/// open when it read them: the global's points are the local's, one for one, each 2 to 4 s
+/// later.
+#[test]
+fn a_backlog_read_at_once_is_stored_in_the_intervals_it_belongs_to() {
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-placed";
+    create_topic(&cluster.bootstrap, topic, 3);
+    let (local_dir, global_dir) = (temp_dir("kafka-placed-local"), temp_dir("kafka-placed-global"));
+    let local = Daemon::start_process(
+        "kafka-placed-local",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+               flushInterval: 1000, backends: ['forward', 'store'], store: {{ dataDir: '{}' }}, \
+               forward: {{ source: 'placed', spoolDir: '{}', kafka: {{ brokers: [{}], topic: '{topic}' }} }} }}",
+            local_dir.join("store").display(),
+            local_dir.join("spool").display(),
+            brokers_list()
+        ),
+    );
+    for round in 0..5 {
+        local.send_tcp(&format!("placed.hits:{}|c\n", 1 << round));
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    let points = |address: &str| -> Vec<(u64, f64)> {
+        let path =
+            format!("/api/v1/query?expr={}&from=-10m&to=now&step=1", crate::harness::url_encode("sum(placed.hits)"));
+        let (status, body) = http(address, "GET", &path, &[], "");
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let points = answer["points"].as_array().unwrap().iter();
+        points.filter_map(|p| Some((p[0].as_u64()?, p[1].as_f64()?))).filter(|(_, v)| *v != 0.0).collect()
+    };
+    let total = |points: &[(u64, f64)]| points.iter().map(|(_, v)| v).sum::<f64>();
+    let local_address = local.address("http");
+    wait_until(|| total(&points(&local_address)) == 31.0, "the local stored every round");
+    wait_spool_empty_within(&local, SPOOL_DRAIN);
+    // Past the wait: every batch's flush is before the global's first.
+    std::thread::sleep(Duration::from_millis(2500));
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+           flushInterval: 1000, backends: ['store'], store: {{ dataDir: '{}' }}, \
+           global: {{ kafka: {{ brokers: [{}], topic: '{topic}', group: 'placed' }} }} }}",
+        global_dir.join("store").display(),
+        brokers_list()
+    );
+    let global = Daemon::start_process("kafka-placed-global", &config);
+    let global_address = global.address("http");
+    let read = within(Duration::from_secs(60), || total(&points(&global_address)) == 31.0);
+    assert!(read, "{:?}; {}", points(&global_address), consumer_log(&global.stderr()));
+    let (sent, merged) = (points(&local_address), points(&global_address));
+    assert_eq!(
+        sent.iter().map(|(_, v)| *v).collect::<Vec<_>>(),
+        merged.iter().map(|(_, v)| *v).collect::<Vec<_>>(),
+        "one point for each of the local's: {sent:?} {merged:?}"
+    );
+    for ((at, _), (placed_at, _)) in sent.iter().zip(&merged) {
+        assert!((at + 2..=at + 4).contains(placed_at), "{sent:?} {merged:?}");
+    }
+    assert_eq!(global.stat("messages.forward_batches_late"), sent.len() as f64);
+}
