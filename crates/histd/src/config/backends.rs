@@ -29,6 +29,7 @@ static LIST: &[&dyn Listed] = &[
     &Entry::<otlp::Otlp>::NEW,
     &Entry::<file::File>::NEW,
     &Entry::<circonus::Circonus>::NEW,
+    &Entry::<crate::sinks::influx::Influx>::NEW,
 ];
 
 /// Every backend's settings, as its own code read them, found by its type.

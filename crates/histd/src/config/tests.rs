@@ -214,7 +214,7 @@ fn typos_get_a_suggestion() {
 
 /// Configs that set every documented key between them (`servers` and the top-level listener
 /// keys are each read only when the other form is absent, an address only without a socket).
-const EVERY_KEY: [&str; 7] = [
+const EVERY_KEY: [&str; 8] = [
     "{ servers: [ { server: './servers/udp', address: '127.0.0.1', port: 0, recvBufferSize: 4096 }, \
                   { server: 'tcp', address_ipv6: true }, { server: 'udp', socket: '/tmp/s', socket_mod: '0660' } ], \
        mgmt_address: '127.0.0.1', mgmt_port: 0, backends: ['graphite', 'console', 'repeater', 'store'], \
@@ -251,6 +251,8 @@ const EVERY_KEY: [&str; 7] = [
                    accountId: 2, checkBundleId: 3, target: 't', module: 'm', headers: { a: 'b' }, timeoutMs: 1000, \
                    retryBufferBytes: 1048576, maxRequestBytes: 65536 } }",
     "{ circonus: { url: 'http://127.0.0.1:43191/module/httptrap/x/y', format: 'httptrap' } }",
+    "{ backends: ['influx'], influx: { url: 'http://127.0.0.1:8086/write?db=a', headers: { a: 'b' }, separator: '.', \
+                tags: { host: 'h' }, timeoutMs: 1000, retryBufferBytes: 1048576, maxRequestBytes: 65536 } }",
     "{ forward: { kafka: { brokers: ['127.0.0.1:9092'], topic: 't', clientId: 'c', acks: 'all', compression: 'lz4', \
                            maxMessageBytes: 1000000, deliveryTimeoutMs: 1000, \
                            tls: { caFile: '/a', certFile: '/b', keyFile: '/c' }, \

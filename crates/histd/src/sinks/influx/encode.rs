@@ -1,0 +1,245 @@
+//! A flush as InfluxDB line protocol, pure, in the schema Telegraf's statsd input writes (so
+//! its dashboards read histd's points as they are):
+//!
+//! ```text
+//! api_hits,metric_type=counter,route=login value=3 1700000000
+//! api_latency,metric_type=timing count=4,lower=1,mean=2.5,median=2.5,stddev=1.118,sum=10,upper=4,90_percentile=4 1700000000
+//! temperature,metric_type=gauge value=21.5 1700000000
+//! visitors,metric_type=set value=2 1700000000
+//! ```
+//!
+//! The measurement is the series name with `.` replaced by `influx.separator` (`_`, as
+//! Telegraf's `metric_separator`); its tags (`;k=v`), `metric_type` and `influx.tags` are the
+//! point's tags, sorted by key. Counters are the interval's total of `value / rate`; timers and
+//! `h`/`d` histograms carry the statistics histd derives for Graphite, named as Telegraf names
+//! them where it has a name (`stddev`, `<P>_percentile`), else as Etsy does (`count_ps`,
+//! `mean_90`, ...). Every value is a float; one that is not finite is left out, and a point
+//! left without fields is not written. Times are the flush's unix seconds (`precision=s`).
+
+use std::fmt::Write as _;
+
+use agg::jsfmt::{js_number, write_js_number};
+use agg::{PercentileStat, Snapshot, TimerStat};
+use bytes::Bytes;
+
+use crate::sinks::delivery::Request;
+
+/// How points are named and packed.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// What `.` in a series name becomes in its measurement.
+    pub separator: String,
+    /// Tags added to every point (`influx.tags`), a series' own taking precedence.
+    pub tags: Vec<(String, String)>,
+    /// One request's size: a flush larger than this is split.
+    pub max_request_bytes: usize,
+}
+
+/// The requests of a flush, each at most `max_request_bytes` (a single line larger than that
+/// goes alone).
+pub fn encode(snapshot: &Snapshot, layout: &Layout) -> Vec<Request> {
+    let mut requests = Requests { max: layout.max_request_bytes, body: String::new(), points: 0, done: Vec::new() };
+    let time = snapshot.timestamp;
+    let mut line = String::new();
+    let mut fields: Vec<(String, f64)> = Vec::new();
+    let mut point = |key: &str, kind: &str, fields: &[(String, f64)]| {
+        line.clear();
+        if write_line(&mut line, layout, key, kind, fields, time) {
+            requests.add(&line);
+        }
+    };
+    for counter in &snapshot.counters {
+        point(counter.key, "counter", &[("value".into(), counter.count)]);
+    }
+    for gauge in &snapshot.gauges {
+        point(&gauge.key, "gauge", &[("value".into(), gauge.value)]);
+    }
+    for set in &snapshot.sets {
+        point(&set.key, "set", &[("value".into(), set.count as f64)]);
+    }
+    let names = snapshot.stat_names();
+    for timer in snapshot.timers.iter().filter(|timer| timer.totals.received > 0) {
+        fields.clear();
+        for &(stat, value) in &timer.stats {
+            fields.push((field_name(stat, &names, snapshot), value));
+        }
+        point(&timer.key, "timing", &fields);
+    }
+    requests.finish()
+}
+
+/// A timer statistic's field: Telegraf's name where it has one, else Etsy's.
+fn field_name(stat: TimerStat, names: &agg::StatNames, snapshot: &Snapshot) -> String {
+    match stat {
+        TimerStat::Std => "stddev".into(),
+        TimerStat::Percentile(PercentileStat::Bound, index) => {
+            match snapshot.thresholds.get(usize::from(index)).map(|threshold| threshold.percent) {
+                Some(percent) if percent > 0.0 => format!("{}_percentile", js_number(percent)),
+                _ => names.of(stat).to_string(),
+            }
+        }
+        other => names.of(other).to_string(),
+    }
+}
+
+/// Appends one point's line; false (nothing kept) when none of its fields is finite.
+fn write_line(out: &mut String, layout: &Layout, key: &str, kind: &str, fields: &[(String, f64)], time: u64) -> bool {
+    let (name, series_tags) = proto::key::split_series_key(key);
+    escape(out, &name.replace('.', &layout.separator), Part::Measurement);
+    let mut tags: Vec<(&str, &str)> = vec![("metric_type", kind)];
+    tags.extend(series_tags.filter(|(tag, value)| !tag.is_empty() && !value.is_empty()));
+    tags.extend(layout.tags.iter().map(|(tag, value)| (tag.as_str(), value.as_str())));
+    // The first of a key wins: metric_type, then the series' own, then influx.tags.
+    tags.sort_by(|a, b| a.0.cmp(b.0));
+    tags.dedup_by(|later, first| later.0 == first.0);
+    for (tag, value) in tags {
+        out.push(',');
+        escape(out, tag, Part::Key);
+        out.push('=');
+        escape(out, value, Part::Key);
+    }
+    let mut separator = ' ';
+    for (field, value) in fields.iter().filter(|(_, value)| value.is_finite()) {
+        out.push(separator);
+        separator = ',';
+        escape(out, field, Part::Key);
+        out.push('=');
+        write_js_number(out, *value);
+    }
+    if separator == ' ' {
+        return false;
+    }
+    let _ = writeln!(out, " {time}");
+    true
+}
+
+/// Where a name goes in a line: the measurement escapes commas and spaces; tag keys, tag
+/// values and field keys escape equal signs too.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Measurement,
+    Key,
+}
+
+fn escape(out: &mut String, text: &str, part: Part) {
+    for c in text.chars() {
+        match c {
+            ',' | ' ' | '\\' => out.push('\\'),
+            '=' if part == Part::Key => out.push('\\'),
+            _ => {}
+        }
+        out.push(c);
+    }
+}
+
+/// Lines packed into requests under a byte budget.
+struct Requests {
+    max: usize,
+    body: String,
+    points: u64,
+    done: Vec<Request>,
+}
+
+impl Requests {
+    fn add(&mut self, line: &str) {
+        if self.points > 0 && self.body.len() + line.len() > self.max {
+            self.cut();
+        }
+        self.body.push_str(line);
+        self.points += 1;
+    }
+
+    fn cut(&mut self) {
+        if self.points > 0 {
+            self.done.push(Request { body: Bytes::from(std::mem::take(&mut self.body)), points: self.points });
+            self.points = 0;
+        }
+    }
+
+    fn finish(mut self) -> Vec<Request> {
+        self.cut();
+        self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agg::{AggConfig, Threshold};
+
+    fn layout(max_request_bytes: usize) -> Layout {
+        Layout { separator: "_".into(), tags: vec![("host".into(), "web 1".into())], max_request_bytes }
+    }
+
+    fn flush(lines: &str) -> Snapshot {
+        let thresholds = [90.0, 99.9, -10.0].map(Threshold::new);
+        let config = AggConfig { thresholds: thresholds.into(), ..AggConfig::default() };
+        crate::sinks::test_flushes(&[lines], 1_700_000_000_000, config).remove(0)
+    }
+
+    fn text(requests: &[Request]) -> String {
+        requests.iter().map(|request| String::from_utf8(request.body.to_vec()).unwrap()).collect()
+    }
+
+    #[test]
+    fn each_kind_is_a_point_in_telegrafs_schema() {
+        let snapshot = flush(
+            "api.hits:3|c|#route:login\napi.latency:1|ms\napi.latency:2|ms\napi.latency:3|ms\napi.latency:4|ms\n\
+             temp:21.5|g\nvisitors:x|s\nvisitors:y|s\n",
+        );
+        let out = text(&encode(&snapshot, &layout(1 << 20)));
+        let cases = [
+            "api_hits,host=web\\ 1,metric_type=counter,route=login value=3 1700000000\n",
+            "visitors,host=web\\ 1,metric_type=set value=2 1700000000\n",
+            "temp,host=web\\ 1,metric_type=gauge value=21.5 1700000000\n",
+        ];
+        for want in cases {
+            assert!(out.contains(want), "{want:?} in\n{out}");
+        }
+        let timer = out.lines().find(|line| line.starts_with("api_latency,")).unwrap();
+        let cases = [
+            "api_latency,host=web\\ 1,metric_type=timing ",
+            "count=4,",
+            "lower=1,",
+            "upper=4,",
+            "mean=2.5,",
+            "sum=10,",
+            "90_percentile=4,",
+            "99.9_percentile=4,",
+            "mean_90=",
+            " 1700000000",
+        ];
+        for want in cases {
+            assert!(timer.contains(want), "{want:?} in {timer}");
+        }
+        assert!(timer.contains(",stddev="), "{timer}");
+    }
+
+    #[test]
+    fn names_and_tags_are_escaped_and_non_finite_values_left_out() {
+        let cases: [(&str, &[(String, f64)], Option<&str>); 4] = [
+            ("a.b;k=v w", &[("value".into(), 1.0)], Some("a_b,k=v\\ w,metric_type=gauge value=1 7\n")),
+            ("x,y z;a=b=c", &[("value".into(), 2.0)], Some("x\\,y\\ z,a=b\\=c,metric_type=gauge value=2 7\n")),
+            ("n;metric_type=mine", &[("value".into(), 3.0)], Some("n,metric_type=gauge value=3 7\n")),
+            ("nan", &[("value".into(), f64::NAN)], None),
+        ];
+        let layout = Layout { tags: Vec::new(), ..layout(1 << 20) };
+        for (key, fields, want) in cases {
+            let mut out = String::new();
+            let kept = write_line(&mut out, &layout, key, "gauge", fields, 7);
+            assert_eq!(kept.then_some(out.as_str()), want, "{key}");
+        }
+    }
+
+    #[test]
+    fn large_flushes_are_split_at_line_ends() {
+        let lines: String = (0..200).map(|n| format!("c{n}:1|c\n")).collect();
+        let requests = encode(&flush(&lines), &layout(1000));
+        assert!(requests.len() > 5, "{}", requests.len());
+        for request in &requests {
+            assert!(request.body.len() <= 1000 && request.body.ends_with(b"\n"));
+        }
+        let points: u64 = requests.iter().map(|request| request.points).sum();
+        assert_eq!(points as usize, text(&requests).lines().count());
+    }
+}

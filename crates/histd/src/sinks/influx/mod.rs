@@ -1,0 +1,70 @@
+//! The influx backend: each flush as InfluxDB line protocol (encode.rs: Telegraf's statsd
+//! schema) to a write endpoint: InfluxDB 1.x `/write`, 2.x and 3.x `/api/v2/write`, or any
+//! receiver of line protocol. Deliveries go through the delivery engine: 5xx, 429 and failed
+//! connections retried (`Retry-After` obeyed), other answers dropped and counted (a 400 is a
+//! point InfluxDB refused, e.g. a field whose type another writer fixed), held in a retry
+//! buffer bounded in bytes, and the last flush sent at shutdown.
+//!
+//! Adding this backend was this folder and one line in `config/backends.rs`'s list (and the
+//! `mod` line every Rust module needs).
+
+pub mod config;
+pub mod encode;
+
+use hyper::Method;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+pub use config::InfluxConfig;
+
+use super::delivery::{plain_judge, spawn_http_sink, Destination};
+use super::{Backend, Context, Shared, Started};
+use crate::config_reader::keys::KeyDoc;
+use crate::config_reader::{ConfigError, Reader};
+
+/// The influx backend: line protocol to InfluxDB.
+pub struct Influx;
+
+impl Backend for Influx {
+    const NAME: &'static str = "influx";
+    const KEYS: &'static [KeyDoc] = config::KEYS;
+    /// `None` unless `backends` lists it (then `influx.url` is required).
+    type Settings = Option<InfluxConfig>;
+
+    fn read(top: &Reader<'_>, listed: bool) -> Result<Option<InfluxConfig>, ConfigError> {
+        config::influx(top, listed)
+    }
+
+    fn effective(settings: &Option<InfluxConfig>) -> Value {
+        settings.as_ref().map_or(Value::Null, InfluxConfig::effective)
+    }
+
+    fn identity(settings: &Option<InfluxConfig>, shared: &Shared) -> Value {
+        json!({
+            "influx": settings.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
+            "sinkQueueBytes": shared.sink_queue_bytes,
+        })
+    }
+
+    fn start(settings: &Option<InfluxConfig>, context: Context) -> anyhow::Result<Started> {
+        let settings = settings.clone().ok_or_else(|| anyhow::anyhow!("influx.url: the influx backend needs a URL"))?;
+        Ok(Started::task(spawn(settings, context)))
+    }
+}
+
+/// Starts the influx backend's task.
+fn spawn(config: InfluxConfig, context: Context) -> JoinHandle<()> {
+    let mut headers = vec![("content-type".to_string(), "text/plain; charset=utf-8".to_string())];
+    headers.extend(config.headers.iter().cloned());
+    let destination = Destination {
+        name: "influx".to_string(),
+        url: config.url.clone(),
+        method: Method::POST,
+        headers,
+        timeout: config.timeout,
+        retry_buffer_bytes: config.retry_buffer_bytes,
+        judge: plain_judge,
+    };
+    let layout = config.layout();
+    spawn_http_sink(move |snapshot| encode::encode(snapshot, &layout), destination, context)
+}
