@@ -113,12 +113,40 @@ fn own_prometheus_project(name: &str, config: &str, flags: &[&str]) -> Service {
     service
 }
 
+/// An InfluxDB 1.x of the caller's (`influxd`, Debian's `influxdb`) on `port`, its data in
+/// `dir` (a second one started on the same `dir` and `port` finds the first one's data),
+/// stopped when dropped; returned once it answers `/ping`.
+pub fn own_influxdb(dir: &std::path::Path, port: u16) -> Service {
+    let config = format!(
+        "reporting-disabled = true\nbind-address = \"127.0.0.1:{rpc}\"\n\
+         [meta]\n  dir = \"{dir}/meta\"\n\
+         [data]\n  dir = \"{dir}/data\"\n  wal-dir = \"{dir}/wal\"\n  query-log-enabled = false\n\
+         [http]\n  bind-address = \"127.0.0.1:{port}\"\n  log-enabled = false\n\
+         [logging]\n  level = \"error\"\n[monitor]\n  store-enabled = false\n\
+         [continuous_queries]\n  enabled = false\n",
+        rpc = free_port(),
+        dir = dir.display()
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("influxdb.conf"), config).unwrap();
+    let child = Command::new(binary("influxd", "influxdb"))
+        .arg("-config")
+        .arg(dir.join("influxdb.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("influxd starts");
+    let service = Service { address: format!("127.0.0.1:{port}"), _dir: dir.to_path_buf(), child: Some(child) };
+    service.wait_ready("/ping");
+    service
+}
+
 impl Service {
     fn wait_ready(&self, path: &str) {
         let deadline = Instant::now() + WAIT;
         while Instant::now() < deadline {
             let ready = std::net::TcpStream::connect(&self.address).is_ok()
-                && http(&self.address, "GET", path, &[], "").0 == 200;
+                && (200..300).contains(&http(&self.address, "GET", path, &[], "").0);
             if ready {
                 return;
             }

@@ -14,6 +14,7 @@ mod faults;
 mod forwarding;
 mod graphite_output;
 mod harness;
+mod influx;
 mod kafka;
 mod lifecycle;
 mod listeners;

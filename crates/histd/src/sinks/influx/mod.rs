@@ -1,9 +1,11 @@
 //! The influx backend: each flush as InfluxDB line protocol (encode.rs: Telegraf's statsd
 //! schema) to a write endpoint: InfluxDB 1.x `/write`, 2.x and 3.x `/api/v2/write`, or any
 //! receiver of line protocol. Deliveries go through the delivery engine: 5xx, 429 and failed
-//! connections retried (`Retry-After` obeyed), other answers dropped and counted (a 400 is a
-//! point InfluxDB refused, e.g. a field whose type another writer fixed), held in a retry
-//! buffer bounded in bytes, and the last flush sent at shutdown.
+//! connections retried (`Retry-After` obeyed), other answers dropped and counted, held in a
+//! retry buffer bounded in bytes, and the last flush sent at shutdown. A partial write (400 or
+//! 422 `partial write: ... dropped=N`: points InfluxDB refused, e.g. a field whose type another
+//! writer fixed, the rest written) is delivered with its N points counted in
+//! `dropped_points.rejected`.
 //!
 //! Adding this backend was this folder and one line in `config/backends.rs`'s list (and the
 //! `mod` line every Rust module needs).
@@ -17,10 +19,11 @@ use tokio::task::JoinHandle;
 
 pub use config::InfluxConfig;
 
-use super::delivery::{plain_judge, spawn_http_sink, Destination};
+use super::delivery::{plain_judge, spawn_http_sink, Destination, Verdict};
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
+use crate::http_client::Answer;
 
 /// The influx backend: line protocol to InfluxDB.
 pub struct Influx;
@@ -63,8 +66,52 @@ fn spawn(config: InfluxConfig, context: Context) -> JoinHandle<()> {
         headers,
         timeout: config.timeout,
         retry_buffer_bytes: config.retry_buffer_bytes,
-        judge: plain_judge,
+        judge,
     };
     let layout = config.layout();
     spawn_http_sink(move |snapshot| encode::encode(snapshot, &layout), destination, context)
+}
+
+/// InfluxDB's reading of an answer: a partial write is delivered less the points it dropped;
+/// the rest as plain HTTP.
+fn judge(answer: &Answer) -> Verdict {
+    match answer.status {
+        400 | 422 => match partial_write(&answer.body) {
+            Some(rejected) => Verdict::Delivered { rejected, reason: Some(answer.summary()) },
+            None => plain_judge(answer),
+        },
+        _ => plain_judge(answer),
+    }
+}
+
+/// The points a partial write dropped: `{"error":"partial write: ... dropped=N"}`.
+fn partial_write(body: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(body).ok()?;
+    let (_, after) = text.split_once("partial write")?.1.rsplit_once("dropped=")?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partial_write;
+
+    #[test]
+    fn partial_writes_name_the_points_dropped() {
+        let cases: [(&str, Option<u64>); 4] = [
+            (
+                r#"{"error":"partial write: field type conflict: input field \"value\" on measurement \"c\" is type float, already exists as type integer dropped=1"}"#,
+                Some(1),
+            ),
+            (
+                r#"{"code":"unprocessable entity","message":"failure writing points to database: partial write: points beyond retention policy dropped=12"}"#,
+                Some(12),
+            ),
+            (r#"{"error":"unable to parse 'x': missing fields"}"#, None),
+            ("", None),
+        ];
+        for (body, want) in cases {
+            assert_eq!(partial_write(body.as_bytes()), want, "{body}");
+        }
+    }
 }
