@@ -308,7 +308,10 @@ fn write_flush(
     let started = Instant::now();
     let count = store::FlushRows::len(snapshot) as u64;
     let failures_before = store.usage().upkeep_failures;
-    let written = store.write(snapshot.timestamp as i64, snapshot);
+    // A late interval's rows keep their own time; the upkeep after them runs as of now, not
+    // as of that older time (which would trim and checkpoint again for a period gone by).
+    let now = if snapshot.late { crate::clock::unix_now_s() } else { snapshot.timestamp };
+    let written = store.write(now as i64, snapshot);
     if store.usage().upkeep_failures > failures_before {
         let error = store.usage().last_upkeep_error.as_deref().unwrap_or("unknown");
         tracing::error!(error, "store upkeep (compaction, retention, budget) failed; retried at the next flush");
