@@ -153,12 +153,6 @@ impl Client {
         self
     }
 
-    /// POSTs `body` to the URL's path.
-    pub async fn post(&mut self, body: Bytes) -> Outcome {
-        let path = self.url.path.clone();
-        self.request(Method::POST, &path, body).await
-    }
-
     /// GETs `path` on the URL's host (a health check).
     pub async fn get(&mut self, path: &str) -> Outcome {
         self.request(Method::GET, path, Bytes::new()).await

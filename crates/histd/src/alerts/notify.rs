@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use super::config::{Alerting, WebhookFormat};
 use super::notice::Notice;
-use crate::http_client::{Client, HttpUrl, Outcome};
-use crate::sinks::delivery::{Limits, Outbox, Parcel, Transport, Verdict};
+use crate::http_client::{Client, HttpUrl};
+use crate::sinks::delivery::{plain_judge, Limits, Outbox, Parcel, Transport, Verdict};
 use crate::telemetry::{EtsyStatus, SinkTelemetry};
 
 /// The pauses between two tries of one notice: 1 s, doubling up to 30 s (with the jitter every
@@ -66,11 +66,14 @@ struct Poster(Client);
 impl Transport for Poster {
     type Parcel = Notification;
 
+    /// Read as every HTTP destination's answers are: a 429 or 503's `Retry-After` is obeyed.
     async fn send(&mut self, notification: &Notification) -> Verdict {
-        match self.0.post(notification.body.clone()).await {
-            Outcome::Delivered => Verdict::DELIVERED,
-            Outcome::Retry(reason) => Verdict::retry(reason),
-            Outcome::Rejected(reason) => Verdict::Rejected(format!("{} ({reason})", notification.rule)),
+        match self.0.send(hyper::Method::POST, notification.body.clone()).await {
+            Ok(answer) => match plain_judge(&answer) {
+                Verdict::Rejected(reason) => Verdict::Rejected(format!("{} ({reason})", notification.rule)),
+                verdict => verdict,
+            },
+            Err(reason) => Verdict::retry(reason),
         }
     }
 }

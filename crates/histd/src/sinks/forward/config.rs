@@ -345,8 +345,8 @@ pub struct GlobalConfig {
     /// one that comes after that flush is late, flushed in an interval of its own.
     pub batch_wait_ms: u64,
     /// `global.maxLateIntervals` (16): late intervals held at once until the next flush;
-    /// a batch that would start one more is answered 503 with `Retry-After` (HTTP) or read
-    /// after the next flush (Kafka), counted in `forward_batches_busy`.
+    /// a batch that would start one more is answered 503 with `Retry-After` (HTTP, counted in
+    /// `forward_batches_busy`); a Kafka global pauses fetching until the next flush.
     pub max_late_intervals: usize,
 }
 

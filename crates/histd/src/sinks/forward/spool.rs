@@ -13,7 +13,7 @@
 //! aside as `*.corrupt` and its series counted as `dropped_points.corrupt`, at start or when it
 //! is read to be sent. Version 1 files (written before checksums) are read unverified.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -51,6 +51,8 @@ pub struct Spool {
     /// Why the last batch could not be written to `dir` (it was kept in memory instead),
     /// until the sink takes it to log it.
     write_failure: Option<io::Error>,
+    /// Batches being sent now: never dropped to make room (their outcome is not known yet).
+    sending: HashSet<u64>,
 }
 
 /// Batches the spool gave up: dropped to stay within its bytes, or found damaged.
@@ -67,7 +69,15 @@ impl Spool {
     /// left there by an earlier run wait first). Files that cannot be read are renamed
     /// `*.corrupt` and counted.
     pub fn open(dir: Option<PathBuf>, limit: u64) -> io::Result<(Spool, Dropped)> {
-        let mut spool = Spool { dir, waiting: VecDeque::new(), bytes: 0, limit, next_sequence: 0, write_failure: None };
+        let mut spool = Spool {
+            dir,
+            waiting: VecDeque::new(),
+            bytes: 0,
+            limit,
+            next_sequence: 0,
+            write_failure: None,
+            sending: HashSet::new(),
+        };
         let mut dropped = Dropped::default();
         if let Some(dir) = spool.dir.clone() {
             std::fs::create_dir_all(&dir)?;
@@ -124,7 +134,8 @@ impl Spool {
     }
 
     /// Queues a batch (written and synced first on disk), then drops the oldest while over the
-    /// limit (never the newest). A batch the directory cannot take (a full disk, an I/O error)
+    /// limit (never the newest, nor one being sent: the spool may pass its limit by the
+    /// batches in flight until their answers come). A batch the directory cannot take (a full disk, an I/O error)
     /// is kept in memory instead, within the same limit, and sent as the others are: the
     /// network path does not depend on the disk ([`Spool::take_write_failure`] says why).
     pub fn push(&mut self, part: &str, series: u64, body: Vec<u8>) -> io::Result<Dropped> {
@@ -147,13 +158,32 @@ impl Spool {
         self.waiting.push_back(Waiting { sequence, part: part.to_string(), series, bytes, body });
         self.bytes += bytes;
         let mut dropped = Dropped::default();
-        while self.bytes > self.limit && self.waiting.len() > 1 {
-            if let Some(oldest) = self.pop_front()? {
+        while self.bytes > self.limit {
+            let older = self.waiting.iter().take(self.waiting.len() - 1);
+            let Some(oldest) = older.map(|batch| batch.sequence).find(|sequence| !self.sending.contains(sequence))
+            else {
+                break;
+            };
+            if let Some(gone) = self.remove(oldest)? {
                 dropped.batches += 1;
-                dropped.series += oldest.series;
+                dropped.series += gone.series;
             }
         }
         Ok(dropped)
+    }
+
+    /// Marks a batch as being sent (or, `false`, as answered): a batch in flight is not dropped
+    /// to make room, so it is never counted both dropped and delivered.
+    pub fn set_sending(&mut self, sequence: u64, sending: bool) {
+        match sending {
+            true => self.sending.insert(sequence),
+            false => self.sending.remove(&sequence),
+        };
+    }
+
+    /// True while the batch numbered `sequence` waits (it was not sent, dropped or set aside).
+    pub fn holds(&self, sequence: u64) -> bool {
+        self.waiting.iter().any(|batch| batch.sequence == sequence)
     }
 
     /// Why a batch could not be written to the directory since the last call (it is held in
@@ -171,7 +201,12 @@ impl Spool {
 
     /// What waits, oldest first (bodies in memory are shared, not copied).
     pub fn waiting(&self) -> Vec<Waiting> {
-        self.waiting.iter().cloned().collect()
+        self.oldest(usize::MAX)
+    }
+
+    /// The `count` oldest batches waiting (a Kafka send takes 64 of a spool of thousands).
+    pub fn oldest(&self, count: usize) -> Vec<Waiting> {
+        self.waiting.iter().take(count).cloned().collect()
     }
 
     /// The compressed body of a waiting batch. A file found damaged is an error of kind
@@ -212,6 +247,7 @@ impl Spool {
         let Some(at) = self.waiting.iter().position(|batch| batch.sequence == sequence) else { return Ok(None) };
         let Some(batch) = self.waiting.remove(at) else { return Ok(None) };
         self.bytes -= batch.bytes;
+        self.sending.remove(&sequence);
         if let Some(dir) = &self.dir {
             match std::fs::remove_file(file_path(dir, sequence)) {
                 Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
@@ -396,6 +432,28 @@ mod tests {
                 std::fs::remove_dir_all(dir).unwrap();
             }
         }
+    }
+
+    /// A batch in flight is never dropped to make room (it was counted both dropped and
+    /// delivered when its answer came): the oldest one not in flight goes; with every older
+    /// one in flight, the spool passes its limit until an answer comes.
+    #[test]
+    fn a_batch_being_sent_is_not_dropped_for_room() {
+        let (mut spool, _) = Spool::open(None, 250).unwrap();
+        for i in 0..2 {
+            spool.push("n", 7, vec![i; 100]).unwrap();
+        }
+        let first = spool.waiting()[0].sequence;
+        spool.set_sending(first, true);
+        assert_eq!(spool.push("n", 7, vec![2; 100]).unwrap(), Dropped { batches: 1, series: 7 });
+        assert!(spool.holds(first), "the one in flight stays");
+        assert_eq!(&spool.body(&spool.waiting()[1]).unwrap()[..], &[2u8; 100][..], "the next oldest went");
+        spool.set_sending(spool.waiting()[1].sequence, true);
+        assert_eq!(spool.push("n", 7, vec![3; 100]).unwrap(), Dropped::default(), "every older one in flight");
+        assert_eq!(spool.bytes(), 300);
+        spool.set_sending(first, false);
+        assert_eq!(spool.push("n", 7, vec![4; 100]).unwrap(), Dropped { batches: 2, series: 14 });
+        assert!(!spool.holds(first));
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl Delivery {
         if transactional && !self.settle_uncommitted(&mut flushes, wait_until).await {
             return Pass::Left { asked: None };
         }
-        let waiting: Vec<Waiting> = self.spool().waiting().into_iter().take(KAFKA_IN_FLIGHT).collect();
+        let waiting: Vec<Waiting> = self.spool().oldest(KAFKA_IN_FLIGHT);
         if waiting.is_empty() {
             return Pass::Done;
         }
@@ -220,6 +220,9 @@ impl Delivery {
                 pass.left(None);
             }
         }
+        // A commit not answered yet: its batches are still in flight (never dropped for room).
+        let unknown: Vec<u64> = self.producing().uncommitted.iter().map(|batch| batch.sequence).collect();
+        unknown.into_iter().for_each(|sequence| self.spool().set_sending(sequence, true));
         pass
     }
 
@@ -236,6 +239,7 @@ impl Delivery {
         for batch in waiting {
             let partition = self.node_of(&batch.part);
             let Some(body) = self.body(&batch) else { continue };
+            self.spool().set_sending(batch.sequence, true);
             match self.producing().producer.produce(partition, &batch.part, &body) {
                 Ok(acknowledged) => produced.push((batch, acknowledged)),
                 Err(reason) => {

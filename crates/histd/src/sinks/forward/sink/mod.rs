@@ -250,6 +250,7 @@ impl Delivery {
     /// Counts what became of `batch` (its series as points) and removes it from the spool
     /// unless it waits for a retry; true when it is gone.
     fn settle(&mut self, batch: &Waiting, verdict: &Verdict) -> bool {
+        self.spool().set_sending(batch.sequence, false);
         let gone = self.sender.record(verdict, batch.series, batch.bytes);
         if gone {
             self.remove(batch.sequence);

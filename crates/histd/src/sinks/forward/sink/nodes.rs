@@ -109,6 +109,9 @@ impl Delivery {
         let mut pass = Pass::Done;
         let mut busy = vec![false; self.ring.nodes().len()];
         for batch in self.spool().waiting() {
+            if !self.spool().holds(batch.sequence) {
+                continue; // set aside while an earlier batch of this pass was posted
+            }
             let Way::Nodes { redirect_after, .. } = &self.way else { unreachable!("posting to nodes") };
             let owner = self.node_of(&batch.part);
             let destination = self.ring.destination(owner, *redirect_after).filter(|&node| !busy[node]);
@@ -117,6 +120,7 @@ impl Delivery {
                 continue;
             };
             let Some(body) = self.body(&batch) else { continue };
+            self.spool().set_sending(batch.sequence, true);
             let answered = self.post(destination, body, &mut flushes).await;
             let node = &self.ring.nodes()[destination];
             let verdict = match judge(answered) {
