@@ -28,6 +28,8 @@ pub struct Aggregation {
     /// began.
     pub last_flush_unix_ms: Gauge,
     gathered: Mutex<Gathered>,
+    /// Told when late intervals are due to the sinks before the next flush.
+    late_due: tokio::sync::Notify,
 }
 
 /// The aggregator, and for each live reader the map from its counter ids to the
@@ -59,6 +61,7 @@ impl Aggregation {
             last_flush_us: Gauge::default(),
             last_flush_unix_ms: Gauge::default(),
             gathered: Mutex::new(gathered),
+            late_due: tokio::sync::Notify::new(),
         }
     }
 
@@ -78,10 +81,11 @@ impl Aggregation {
 }
 
 impl Aggregation {
-    /// Places forwarded batches on the flush grid `grid` (a global), the interval open at
-    /// `now_ms` being the current one; until then every batch merges into the current one.
-    pub fn set_grid(&self, grid: Grid, now_ms: u64) {
-        lock(&self.gathered).placement.set_grid(grid, now_ms);
+    /// Places forwarded batches on the flush grid `grid` (a global), at most `max_late` late
+    /// intervals at once (`global.maxLateIntervals`), the interval open at `now_ms` being the
+    /// current one; until then every batch merges into the current one.
+    pub fn set_grid(&self, grid: Grid, max_late: usize, now_ms: u64) {
+        lock(&self.gathered).placement.set_grid(grid, max_late, now_ms);
     }
 
     /// Merges another histd's forwarded interval (which ended at `end_ms`) into the flush it
@@ -99,18 +103,38 @@ impl Aggregation {
             }
             _ => placement.keep(place, interval, receipt, aggregator),
         }
+        if placement.late_due() {
+            self.late_due.notify_one();
+        }
         place
     }
 
-    /// True when a batch that ended at `end_ms` would start a late interval past `max`
-    /// held (`global.maxLateIntervals`).
-    pub fn late_would_pass(&self, end_ms: u64, max: usize) -> bool {
-        lock(&self.gathered).placement.would_pass(end_ms, max)
+    /// True when a batch that ended at `end_ms` would start a late interval past
+    /// `global.maxLateIntervals`.
+    pub fn late_would_pass(&self, end_ms: u64) -> bool {
+        lock(&self.gathered).placement.would_pass(end_ms)
     }
 
-    /// Late intervals held for the next flush.
-    pub fn late_intervals(&self) -> usize {
-        lock(&self.gathered).placement.late_intervals()
+    /// True while no late interval can start (`global.maxLateIntervals` held or in the
+    /// sinks' hands).
+    pub fn late_full(&self) -> bool {
+        lock(&self.gathered).placement.late_full()
+    }
+
+    /// Resolves when late intervals are due to the sinks before the next flush
+    /// ([`crate::placement::Placement::late_due`]).
+    pub async fn late_due(&self) {
+        self.late_due.notified().await;
+    }
+
+    /// The late intervals held, flushed now (the open interval and the batches held for later
+    /// flushes stay); `count`: called with how many, to count them handed over.
+    pub fn take_late(&self) -> (Flushed, Arc<std::sync::atomic::AtomicUsize>) {
+        let mut gathered = lock(&self.gathered);
+        let Gathered { receipts, placement, .. } = &mut *gathered;
+        let flushed = placement.take_late(receipts);
+        let in_flight = placement.hand_over(flushed.late.len());
+        (flushed, in_flight)
     }
 
     /// Notes a message that merged nothing (refused, a duplicate) for the next flush, so that
@@ -135,7 +159,7 @@ impl Gathered {
     /// Flushes the current interval at `now_ms` with the late intervals held, and opens the
     /// next with what was held for it (`last`: the final flush, which takes everything held
     /// for later flushes too).
-    pub fn flush_all(&mut self, now_ms: u64, last: bool) -> (Snapshot, Flushed) {
+    pub fn flush_all(&mut self, now_ms: u64, last: bool) -> (Snapshot, Flushed, Arc<std::sync::atomic::AtomicUsize>) {
         let Gathered { aggregator, receipts, placement, .. } = self;
         if last {
             placement.bring_forward(aggregator, receipts);
@@ -143,7 +167,8 @@ impl Gathered {
         let snapshot = aggregator.flush(now_ms);
         let carried = std::mem::take(receipts);
         let flushed = placement.after_flush(now_ms, carried, aggregator, receipts);
-        (snapshot, flushed)
+        let in_flight = placement.hand_over(flushed.late.len());
+        (snapshot, flushed, in_flight)
     }
 }
 

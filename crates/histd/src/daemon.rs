@@ -117,7 +117,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         interval_ms: config.agg.flush_interval.as_millis() as u64,
         wait_ms: config.global.batch_wait_ms,
     };
-    aggregation.set_grid(grid, unix_now_ms()); // a global places forwarded batches on it
+    aggregation.set_grid(grid, config.global.max_late_intervals, unix_now_ms()); // a global places forwarded batches on it
     ingress.start(opened)?;
     let (stop_sender, stop) = watch::channel(false);
     let bound = Bound {

@@ -12,7 +12,8 @@
 //! - an earlier one, already flushed (a local's spool replayed after an outage, a partition
 //!   read again by the member that took it over): **late**. Late batches of one interval are
 //!   merged into an interval of their own, flushed with the next regular flush as a
-//!   [`Snapshot`] marked `late`, stamped with the time of the flush they belong to. The
+//!   [`Snapshot`] marked `late`, stamped with the time of the flush they belong to (or at
+//!   once, when `global.maxLateIntervals` are held or in the sinks' hands). The
 //!   store merges it into the points already written there, so a range's answer holds
 //!   exactly the samples of that range; see [`Snapshot::late`] for the other sinks.
 //!
@@ -21,6 +22,8 @@
 //! an offset past one still held for a later flush (it is held with that one instead).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use agg::{Aggregator, Mergeable, Snapshot};
 
@@ -104,13 +107,30 @@ struct LateInterval {
 }
 
 /// What a global holds of forwarded batches outside its current interval.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Placement {
     grid: Option<Grid>,
     /// The grid point of the flush that takes the current interval.
     current: u64,
     ahead: BTreeMap<u64, Held>,
     late: BTreeMap<u64, LateInterval>,
+    /// `global.maxLateIntervals`: late intervals held and in the sinks' hands at once.
+    max_late: usize,
+    /// Late intervals handed to the sinks that not every sink has taken yet.
+    late_in_flight: Arc<AtomicUsize>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            grid: None,
+            current: 0,
+            ahead: BTreeMap::new(),
+            late: BTreeMap::new(),
+            max_late: usize::MAX,
+            late_in_flight: Arc::default(),
+        }
+    }
 }
 
 /// What one flush gives the sinks besides its own snapshot.
@@ -124,10 +144,12 @@ pub struct Flushed {
 }
 
 impl Placement {
-    /// Places batches on `grid`; the interval open at `now_ms` is the current one.
-    pub fn set_grid(&mut self, grid: Grid, now_ms: u64) {
+    /// Places batches on `grid`, at most `max_late` late intervals held or in the sinks'
+    /// hands at once; the interval open at `now_ms` is the current one.
+    pub fn set_grid(&mut self, grid: Grid, max_late: usize, now_ms: u64) {
         self.current = grid.next_after(now_ms);
         self.grid = Some(grid);
+        self.max_late = max_late.max(1);
     }
 
     /// Where a batch whose interval ends at `end_ms` goes (the current interval when no grid
@@ -142,17 +164,37 @@ impl Placement {
         }
     }
 
-    /// Late intervals held now.
-    pub fn late_intervals(&self) -> usize {
-        self.late.len()
+    /// Late intervals held now and handed to sinks that have not all taken them.
+    fn late_taken(&self) -> usize {
+        self.late.len() + self.late_in_flight.load(Ordering::Relaxed)
     }
 
-    /// True when a batch ending at `end_ms` would start a late interval past `max` held.
-    pub fn would_pass(&self, end_ms: u64, max: usize) -> bool {
+    /// True while no late interval can start: `global.maxLateIntervals` are held or in the
+    /// sinks' hands.
+    pub fn late_full(&self) -> bool {
+        self.late_taken() >= self.max_late
+    }
+
+    /// True when a batch ending at `end_ms` would start a late interval past the bound.
+    pub fn would_pass(&self, end_ms: u64) -> bool {
         match self.place(end_ms) {
-            Place::Late(home) => !self.late.contains_key(&stamped_ms(home)) && self.late.len() >= max,
+            Place::Late(home) => !self.late.contains_key(&stamped_ms(home)) && self.late_full(),
             _ => false,
         }
+    }
+
+    /// True when the late intervals held should go to the sinks now rather than at the next
+    /// flush: with those in the sinks' hands they fill the bound (a replayed backlog then
+    /// goes as fast as the slowest sink takes it, not one bound's worth a flush).
+    pub fn late_due(&self) -> bool {
+        !self.late.is_empty() && self.late_full()
+    }
+
+    /// Counts `count` late intervals handed to the sinks; each calls the returned hook's
+    /// copy when every sink has taken it.
+    pub fn hand_over(&self, count: usize) -> Arc<AtomicUsize> {
+        self.late_in_flight.fetch_add(count, Ordering::Relaxed);
+        self.late_in_flight.clone()
     }
 
     /// Keeps a batch that does not belong to the current interval (`place` said where).
@@ -201,13 +243,7 @@ impl Placement {
         current: &mut Aggregator,
         receipts: &mut Vec<Receipt>,
     ) -> Flushed {
-        let mut late = Vec::with_capacity(self.late.len());
-        for (home, mut interval) in std::mem::take(&mut self.late) {
-            let mut snapshot = interval.aggregator.flush(home);
-            snapshot.late = true;
-            late.push(snapshot);
-            carried.append(&mut interval.receipts);
-        }
+        let late = self.flush_late(&mut carried);
         if let Some(grid) = self.grid {
             self.current = grid.next_after(now_ms);
         }
@@ -218,6 +254,29 @@ impl Placement {
         }
         self.hold_back(&mut carried, receipts);
         Flushed { late, receipts: carried }
+    }
+
+    /// The late intervals flushed now, between two flushes ([`Placement::late_due`]): what
+    /// they carried, less what must wait for the open interval's flush or a later one
+    /// (`open`: the open interval's receipts).
+    pub fn take_late(&mut self, open: &mut Vec<Receipt>) -> Flushed {
+        let mut carried = Vec::new();
+        let late = self.flush_late(&mut carried);
+        self.hold_back(&mut carried, open);
+        Flushed { late, receipts: carried }
+    }
+
+    /// Every late interval held, flushed at its own time, oldest first; their receipts into
+    /// `carried`.
+    fn flush_late(&mut self, carried: &mut Vec<Receipt>) -> Vec<Snapshot> {
+        let mut late = Vec::with_capacity(self.late.len());
+        for (home, mut interval) in std::mem::take(&mut self.late) {
+            let mut snapshot = interval.aggregator.flush(home);
+            snapshot.late = true;
+            late.push(snapshot);
+            carried.append(&mut interval.receipts);
+        }
+        late
     }
 
     /// Moves the Kafka receipts of `carried` past the lowest offset of their partition still
@@ -297,7 +356,7 @@ mod tests {
     #[test]
     fn batches_go_to_the_flush_they_belong_to() {
         let mut placement = Placement::default();
-        placement.set_grid(GRID, 1_013_000); // the interval open is the one flushed at 1_020_000
+        placement.set_grid(GRID, 16, 1_013_000); // the interval open is the one flushed at 1_020_000
         let cases = [
             (1_016_000, Place::Current),
             (1_018_000, Place::Current),
@@ -317,14 +376,13 @@ mod tests {
     fn late_and_early_batches_are_flushed_at_their_own_time() {
         let mut current = Aggregator::new(AggConfig::default());
         let mut placement = Placement::default();
-        placement.set_grid(GRID, 1_013_000);
+        placement.set_grid(GRID, 16, 1_013_000);
         let (mut open, carried) = (Vec::new(), Vec::new());
         for (end, key) in [(1_016_000, "now"), (1_019_000, "early"), (1_005_000, "late"), (1_004_000, "late")] {
             let place = placement.place(end);
             placement.keep(place, counter(key, 1.0), None, &mut current);
         }
-        assert_eq!(placement.late_intervals(), 1);
-        assert!(placement.would_pass(985_000, 1) && !placement.would_pass(1_005_000, 1));
+        assert_eq!(placement.late.len(), 1);
         let snapshot = current.flush(1_020_000);
         let flushed = placement.after_flush(1_020_000, carried, &mut current, &mut open);
         assert_eq!(
@@ -342,11 +400,35 @@ mod tests {
         assert_eq!(count(&next, "early"), Some(1.0), "merged into the interval it belongs to");
     }
 
+    /// At most `max_late` late intervals are held or in the sinks' hands: past it a batch
+    /// that would start one more waits; with some held, they are due to the sinks at once;
+    /// each one a sink has taken makes room again.
+    #[test]
+    fn late_intervals_are_bounded_with_those_the_sinks_have_not_taken() {
+        let mut current = Aggregator::new(AggConfig::default());
+        let mut placement = Placement::default();
+        placement.set_grid(GRID, 2, 1_013_000);
+        for end in [995_000, 985_000] {
+            assert!(!placement.would_pass(end) && !placement.late_due());
+            placement.keep(placement.place(end), counter("late", 1.0), None, &mut current);
+        }
+        assert!(placement.would_pass(975_000), "a third interval waits");
+        assert!(!placement.would_pass(985_500), "one held takes more batches");
+        assert!(placement.late_due(), "the two held go to the sinks now");
+        let mut open = vec![log(0, 1)];
+        let flushed = placement.take_late(&mut open);
+        assert_eq!(flushed.late.len(), 2);
+        let in_flight = placement.hand_over(2);
+        assert!(placement.would_pass(975_000) && !placement.late_due(), "still in the sinks' hands");
+        in_flight.fetch_sub(1, Ordering::Relaxed);
+        assert!(!placement.would_pass(975_000), "a sink took one");
+    }
+
     #[test]
     fn a_flush_never_lets_go_of_an_offset_past_one_still_held() {
         let mut current = Aggregator::new(AggConfig::default());
         let mut placement = Placement::default();
-        placement.set_grid(GRID, 1_013_000);
+        placement.set_grid(GRID, 16, 1_013_000);
         // Partition 0: offset 5 held two flushes ahead; partition 1: nothing held.
         placement.keep(Place::Ahead(1_040_000), counter("a", 1.0), Some(log(0, 5)), &mut current);
         placement.keep(Place::Late(1_000_000), counter("b", 1.0), Some(log(0, 7)), &mut current);
@@ -365,7 +447,7 @@ mod tests {
     fn the_final_flush_takes_what_was_held_for_later() {
         let mut current = Aggregator::new(AggConfig::default());
         let mut placement = Placement::default();
-        placement.set_grid(GRID, 1_013_000);
+        placement.set_grid(GRID, 16, 1_013_000);
         placement.keep(Place::Ahead(1_030_000), counter("early", 2.0), Some(Receipt::Journal(1)), &mut current);
         let mut receipts = Vec::new();
         placement.bring_forward(&mut current, &mut receipts);

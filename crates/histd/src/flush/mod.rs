@@ -11,6 +11,7 @@ use agg::Snapshot;
 use tokio::sync::mpsc;
 
 use crate::aggregation::Aggregation;
+use crate::aggregation::Receipt;
 use crate::placement::Flushed;
 
 use crate::telemetry::SinkTelemetry;
@@ -62,10 +63,10 @@ impl Flusher {
 
     fn flush_at(&self, now_ms: u64, last: bool) {
         let started = Instant::now();
-        let (mut snapshot, released, flushed) = {
+        let (mut snapshot, released, flushed, in_flight) = {
             let mut gathered = self.aggregation.current();
-            let (snapshot, flushed) = gathered.flush_all(now_ms, last);
-            (snapshot, gathered.take_released(), flushed)
+            let (snapshot, flushed, in_flight) = gathered.flush_all(now_ms, last);
+            (snapshot, gathered.take_released(), flushed, in_flight)
         };
         let trim_asked =
             TRIM_FLUSHES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok();
@@ -79,36 +80,79 @@ impl Flusher {
         self.aggregation.last_flush_unix_ms.set(now_ms);
         snapshot.queue_bytes = snapshot.estimate_bytes() as u64;
         let Flushed { late, receipts } = flushed;
-        if let Some(global) = self.global.clone().filter(|_| !receipts.is_empty()) {
-            // Let go of once the store has written the flush, forward spooled it, ...: a
-            // global killed before then reads those batches again, not never. The late
-            // intervals go first, so this one is let go of last.
-            snapshot.released = agg::Released::with(move || global.carried(&receipts));
+        // The late intervals go first, so this flush is let go of last: it carries the
+        // receipts of all of them.
+        snapshot.released = self.letting_go(receipts, None);
+        let mut outgoing = self.late_snapshots(late, &in_flight, Vec::new());
+        outgoing.push(Arc::new(snapshot));
+        self.offer(&outgoing);
+    }
+
+    /// Hands the late intervals held to the sinks now, between two flushes (they are due:
+    /// `global.maxLateIntervals` are held or in the sinks' hands).
+    pub fn flush_late(&self) {
+        let (Flushed { late, receipts }, in_flight) = self.aggregation.take_late();
+        self.offer(&self.late_snapshots(late, &in_flight, receipts));
+    }
+
+    /// Late intervals ready for the sinks, each counting itself out of `in_flight` once every
+    /// sink has taken it; the last one also lets go of `receipts` (a hand-over between two
+    /// flushes; with a flush, that flush carries them).
+    fn late_snapshots(
+        &self,
+        late: Vec<Snapshot>,
+        in_flight: &Arc<AtomicUsize>,
+        mut receipts: Vec<Receipt>,
+    ) -> Vec<Arc<Snapshot>> {
+        let count = late.len();
+        let ready = late.into_iter().enumerate().map(|(index, mut late)| {
+            late.queue_bytes = late.estimate_bytes() as u64;
+            let carried = if index + 1 == count { std::mem::take(&mut receipts) } else { Vec::new() };
+            late.released = self.letting_go(carried, Some(in_flight.clone()));
+            Arc::new(late)
+        });
+        ready.collect()
+    }
+
+    /// What runs when the flush that carried `receipts` is let go of by every sink: a global
+    /// lets go of them (journal files removed, Kafka offsets committed) and, for a late
+    /// interval, counts it out of `in_flight`. A global killed before then reads those
+    /// batches again, not never.
+    fn letting_go(&self, receipts: Vec<Receipt>, in_flight: Option<Arc<AtomicUsize>>) -> agg::Released {
+        let global = self.global.clone().filter(|_| !receipts.is_empty());
+        if global.is_none() && in_flight.is_none() {
+            return agg::Released::default();
         }
-        let late: Vec<Arc<Snapshot>> = late
-            .into_iter()
-            .map(|mut late| {
-                late.queue_bytes = late.estimate_bytes() as u64;
-                Arc::new(late)
-            })
-            .collect();
-        let snapshot = Arc::new(snapshot);
-        for (telemetry, queue) in &self.sinks.current() {
-            for late in &late {
-                crate::sinks::offer(queue, telemetry, late);
+        agg::Released::with(move || {
+            if let Some(global) = global {
+                global.carried(&receipts);
             }
-            crate::sinks::offer(queue, telemetry, &snapshot);
+            if let Some(in_flight) = in_flight {
+                in_flight.fetch_sub(1, Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// Offers `outgoing` to every sink in force, in order.
+    fn offer(&self, outgoing: &[Arc<Snapshot>]) {
+        for (telemetry, queue) in &self.sinks.current() {
+            for snapshot in outgoing {
+                crate::sinks::offer(queue, telemetry, snapshot);
+            }
         }
     }
 
     /// Flushes on the grid `start_ms + k × interval` (k ≥ 1) until the future is dropped.
+    /// Between two, a global's late intervals go to the sinks as soon as they are due.
     pub async fn run_on_grid(&self, start_ms: u64, interval: Duration) {
         let interval_ms = interval.as_millis().max(1) as u64;
         loop {
             let now = unix_now_ms();
             let next = next_grid_point(start_ms, interval_ms, now);
-            tokio::time::sleep(Duration::from_millis(next - now)).await;
-            self.flush(unix_now_ms().max(next));
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(next - now)) => self.flush(unix_now_ms().max(next)),
+                () = self.aggregation.late_due() => self.flush_late(),
+            }
         }
     }
 }
@@ -150,6 +194,40 @@ mod tests {
 
     use super::{Aggregation, Flusher, Outlets};
     use crate::telemetry::{EtsyStatus, SinkTelemetry};
+
+    /// A global's late intervals go to the sinks at once when they fill
+    /// `global.maxLateIntervals` (the flusher is told), each stamped with its own flush's
+    /// time, and count against the bound until every sink has taken them.
+    #[tokio::test]
+    async fn late_intervals_due_go_at_once_and_count_until_the_sinks_take_them() {
+        use crate::placement::{Grid, Place};
+        let aggregation = Arc::new(Aggregation::new(AggConfig::default()));
+        let now = crate::clock::unix_now_ms();
+        aggregation.set_grid(Grid { start_ms: now - now % 1000, interval_ms: 1000, wait_ms: 0 }, 2, now);
+        for ago in [20_000, 10_000] {
+            let batch = agg::Mergeable { counters: vec![("late".into(), 1.0)], ..Default::default() };
+            assert!(matches!(aggregation.absorb_forwarded(now - ago, batch, None), Place::Late(_)));
+        }
+        assert!(aggregation.late_full() && aggregation.late_would_pass(now - 30_000));
+        let told = tokio::time::timeout(std::time::Duration::from_secs(1), aggregation.late_due()).await;
+        assert!(told.is_ok(), "the flusher is told they are due");
+        let telemetry = Arc::new(SinkTelemetry::new("store", EtsyStatus::None, 0));
+        let (sender, mut receiver) = mpsc::channel(8);
+        let flusher = Flusher {
+            aggregation: aggregation.clone(),
+            sinks: Arc::new(Outlets(std::sync::Mutex::new(vec![(telemetry, sender)]))),
+            global: None,
+        };
+        flusher.flush_late();
+        let (first, second) = (receiver.try_recv().unwrap(), receiver.try_recv().unwrap());
+        assert!(first.late && second.late);
+        assert_eq!(second.timestamp - first.timestamp, 10, "each at its own time, oldest first");
+        assert!(aggregation.late_would_pass(now - 30_000), "both still in the sink's hands");
+        drop(first);
+        assert!(!aggregation.late_would_pass(now - 30_000), "the sink took one: room for one");
+        drop(second);
+        assert!(!aggregation.late_full());
+    }
 
     #[test]
     fn counts_the_flushes_a_full_queue_refused() {

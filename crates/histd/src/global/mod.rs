@@ -100,8 +100,8 @@ pub enum Refusal {
     Journal(std::io::Error),
     /// Its interval is not a time this histd believes (HTTP 400).
     Interval(String),
-    /// It is late and `global.maxLateIntervals` late intervals are held (HTTP 503 with
-    /// `Retry-After`: after the next flush there is room).
+    /// It is late and `global.maxLateIntervals` late intervals are held or in the sinks'
+    /// hands (HTTP 503 with `Retry-After`: there is room once a sink has taken one).
     LateIntervalsHeld(usize),
 }
 
@@ -113,7 +113,7 @@ impl std::fmt::Display for Refusal {
             Refusal::Interval(why) => write!(f, "{why}"),
             Refusal::LateIntervalsHeld(max) => write!(
                 f,
-                "busy: {max} late intervals (global.maxLateIntervals) wait for the next flush; send it again after it"
+                "busy: {max} late intervals (global.maxLateIntervals) wait for the backends to take them; send it again shortly"
             ),
         }
     }
@@ -180,10 +180,10 @@ impl Global {
         }
     }
 
-    /// True while `global.maxLateIntervals` late intervals wait for the next flush (the
-    /// Kafka reader waits too).
+    /// True while `global.maxLateIntervals` late intervals are held or in the sinks' hands
+    /// (the Kafka reader pauses fetching).
     pub fn late_intervals_held(&self) -> bool {
-        self.aggregation.late_intervals() >= self.config.max_late_intervals
+        self.aggregation.late_full()
     }
 
     /// The settings it was made with.
@@ -248,7 +248,7 @@ impl Global {
     /// counted and merges nothing.
     pub fn receive(&self, body: &[u8], credential: &str) -> Result<Received, Refusal> {
         let Some(batch) = self.admit(body, credential)? else { return Ok(Received::Duplicate) };
-        if self.aggregation.late_would_pass(batch.id.end_ms(), self.config.max_late_intervals) {
+        if self.aggregation.late_would_pass(batch.id.end_ms()) {
             crate::clock::lock(&self.seen).forget(credential, &batch.id);
             self.edges.forward_batches_busy.add(1);
             return Err(Refusal::LateIntervalsHeld(self.config.max_late_intervals));

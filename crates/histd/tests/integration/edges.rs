@@ -1286,3 +1286,59 @@ fn a_late_batch_is_placed_in_the_interval_it_belongs_to() {
     assert_eq!(daemon.stat("messages.forward_batches_late"), 1.0);
     assert!(daemon.terminate());
 }
+
+/// Issue 35: late batches are bounded by `global.maxLateIntervals` held or in the backends'
+/// hands, and when they fill it those held go to the backends at once: a local's replayed
+/// backlog of eight intervals is taken and stored, each at its own time, in seconds, where
+/// waiting for the next flush (a minute away here) would let two in a minute. The last ones,
+/// short of the bound, go with the next flush (here the final one, at the stop).
+#[test]
+fn a_backlog_of_late_batches_goes_as_fast_as_the_backends_take_it() {
+    let dir = temp_dir("late-backlog");
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 60000, backends: ['store'], \
+           store: {{ dataDir: '{}' }}, global: {{ accept: true, maxLateIntervals: 2 }} }}",
+        dir.join("data").display()
+    );
+    let daemon = Daemon::start_process("late-backlog", &config);
+    // Eight of the local's minutes, the last ended ten minutes ago.
+    let first_end_ms = now_ms() / 1000 * 1000 - 17 * 60_000;
+    let started = Instant::now();
+    for minute in 0..8u64 {
+        let start = first_end_ms + minute * 60_000 - 60_000;
+        let id = BatchId { interval_start_ms: start, interval_ms: 60_000, ..id("web-1", minute) };
+        let mut batch = BatchWriter::new(id);
+        batch.counter("backlog.hits", (minute + 1) as f64);
+        let body = compress(&batch.finish());
+        // As a local's spool does: a 503 (the bound is full) is sent again shortly.
+        loop {
+            let (status, answer) = post(&daemon, &body, "");
+            match status {
+                200 => break,
+                503 if started.elapsed() < Duration::from_secs(30) => std::thread::sleep(Duration::from_millis(100)),
+                _ => panic!("minute {minute}: {status} {answer}"),
+            }
+        }
+    }
+    let points = |daemon: &Daemon| -> Vec<(u64, f64)> {
+        let answer = daemon.http_json("/api/v1/query?expr=count(backlog.hits)&from=-30m&to=now&step=1");
+        let points = answer["points"].as_array().cloned().unwrap_or_default();
+        points.iter().filter_map(|p| Some((p[0].as_u64()?, p[1].as_f64()?))).filter(|(_, v)| *v != 0.0).collect()
+    };
+    // Minutes 1 to 7 (1 + ... + 7 = 28) at least: only the last may wait for a flush.
+    let total = |daemon: &Daemon| points(daemon).iter().map(|(_, v)| v).sum::<f64>();
+    wait_until(|| total(&daemon) >= 28.0, "the backlog stored before the next flush");
+    assert!(started.elapsed() < Duration::from_secs(30), "taken in {:?}", started.elapsed());
+    assert_eq!(daemon.stat("messages.forward_batches_late"), 8.0);
+    assert!(daemon.terminate());
+    let again = Daemon::start_process("late-backlog-again", &config);
+    let stored = points(&again);
+    let values: Vec<f64> = stored.iter().map(|(_, v)| *v).collect();
+    assert_eq!(values, (1..=8).map(f64::from).collect::<Vec<_>>(), "one point a minute: {stored:?}");
+    for (minute, (at, _)) in stored.iter().enumerate() {
+        // Its flush: the global's first grid point at or after its end + 2 s.
+        let end = first_end_ms / 1000 + 60 * minute as u64;
+        assert!((end + 2..=end + 62).contains(at), "minute {minute} at {at}, ended {end}");
+    }
+    assert!(again.terminate());
+}

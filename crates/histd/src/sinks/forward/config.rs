@@ -344,9 +344,10 @@ pub struct GlobalConfig {
     /// global's flush at the first grid point at or after `e` + this wait (see placement.rs);
     /// one that comes after that flush is late, flushed in an interval of its own.
     pub batch_wait_ms: u64,
-    /// `global.maxLateIntervals` (16): late intervals held at once until the next flush;
-    /// a batch that would start one more is answered 503 with `Retry-After` (HTTP, counted in
-    /// `forward_batches_busy`); a Kafka global pauses fetching until the next flush.
+    /// `global.maxLateIntervals` (16): late intervals held or in the backends' hands at once;
+    /// filling it sends those held at once; a batch that would start one more is answered 503
+    /// with `Retry-After` (HTTP, counted in `forward_batches_busy`); a Kafka global pauses
+    /// fetching.
     pub max_late_intervals: usize,
 }
 
