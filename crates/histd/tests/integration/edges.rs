@@ -31,9 +31,15 @@ fn id(source: &str, chunk: u64) -> BatchId {
 
 /// A global sending its flushes to `carbon`, with `extra` keys.
 fn global(name: &str, carbon: &Carbon, extra: &str) -> Daemon {
+    global_flushing_every(300, name, carbon, extra)
+}
+
+/// A global flushing every `interval_ms` (a second or more where late intervals must not
+/// share a second with the flushes: Graphite keeps one value a second).
+fn global_flushing_every(interval_ms: u64, name: &str, carbon: &Carbon, extra: &str) -> Daemon {
     let config = format!(
         "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, \
-           flushInterval: 300, global: {{ accept: true, maxBatchBytes: 4194304, maxBytesInFlight: 12582912 }}, {extra} }}",
+           flushInterval: {interval_ms}, global: {{ accept: true, maxBatchBytes: 4194304, maxBytesInFlight: 12582912 }}, {extra} }}",
         carbon.port
     );
     Daemon::start_process(name, &config)
@@ -1202,8 +1208,10 @@ fn a_backup_killed_at_any_moment_leaves_no_file_named_as_the_backup() {
 #[test]
 fn a_busy_global_keeps_its_series_and_gets_their_batches_once_it_takes_them() {
     let (carbon_a, carbon_b) = (Carbon::start(), Carbon::start());
-    let a = global("busy-a", &carbon_a, "httpBodyTimeoutMs: 10000,");
-    let b = global("busy-b", &carbon_b, "");
+    // The batches a holds back come late (past global.batchWaitMs): their late intervals
+    // must not share a second with a's flushes.
+    let a = global_flushing_every(1000, "busy-a", &carbon_a, "httpBodyTimeoutMs: 10000,");
+    let b = global_flushing_every(1000, "busy-b", &carbon_b, "");
     let local = Daemon::start_process(
         "busy-local",
         &format!(

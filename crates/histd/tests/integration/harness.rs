@@ -413,9 +413,9 @@ impl Carbon {
             let mut parts = line.split(' ');
             let (name, value) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
             let time = parts.next().unwrap_or_default();
-            if time != stamped && !current.lines.is_empty() {
-                // A global's late interval: lines of their own second, without the timing and
-                // `flush_length` lines of a flush.
+            if !current.lines.is_empty() && (time != stamped || current.values.contains_key(name)) {
+                // A global's late interval: lines without the timing and `flush_length` lines
+                // of a flush, of their own second (or of the next flush's, a name again).
                 flushes.push(std::mem::take(&mut current));
             }
             stamped = time.to_string();
