@@ -1,13 +1,13 @@
 //! The cost per flush of 100k series (90k counters, 10k timers of 150 values each) of the
 //! backends that export flushes as they are: otlp (exponential and explicit histograms, delta,
-//! gzipped), circonus (HTTPTrap JSON and IRONdb records) and file (Net::Statsd::Server lines
-//! and JSON lines). Bytes per flush are printed once per mode.
+//! gzipped), circonus (HTTPTrap JSON and IRONdb records), influx (line protocol) and file
+//! (Net::Statsd::Server lines and JSON lines). Bytes per flush are printed once per mode.
 //! Run: `cargo bench -p histd --bench exports`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use histd::exports::circonus_config::CirconusFormat;
 use histd::exports::file_config::FileFormat;
-use histd::exports::{circonus, file};
+use histd::exports::{circonus, file, influx};
 use histd::otlp::config::{OtlpConfig, OtlpHistograms};
 use histd::otlp::encode::Encoder;
 use histd::otlp::state::Running;
@@ -42,6 +42,15 @@ fn export_costs(c: &mut Criterion) {
             b.iter(|| black_box(circonus::encode(&snapshot, &format, 4 << 20)))
         });
     }
+    let layout = influx::Layout {
+        separator: "_".into(),
+        tags: vec![("host".into(), "web-1".into())],
+        max_request_bytes: 1 << 20,
+    };
+    let requests = influx::encode(&snapshot, &layout);
+    let bytes: usize = requests.iter().map(|r| r.body.len()).sum();
+    eprintln!("influx line protocol: {} requests, {bytes} bytes", requests.len());
+    group.bench_function("influx, line protocol", |b| b.iter(|| black_box(influx::encode(&snapshot, &layout))));
     for (mode, format) in [("statsd", FileFormat::Statsd), ("jsonl", FileFormat::Jsonl)] {
         eprintln!("file {mode}: {} bytes", file::encode(&snapshot, format, "statsd").0.len());
         group.bench_function(format!("file, {mode}"), |b| {

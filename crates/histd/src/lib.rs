@@ -68,10 +68,11 @@ pub mod otlp {
     pub use crate::http_client::Answer;
     pub use crate::sinks::otlp::{config, encode, judge, partial_success, state};
 }
-/// The circonus and file backends' encoders, for benchmarks.
+/// The circonus, influx and file backends' encoders, for benchmarks.
 pub mod exports {
     pub use crate::sinks::circonus::{config as circonus_config, encode as circonus};
     pub use crate::sinks::file::{config as file_config, encode as file};
+    pub use crate::sinks::influx::encode as influx;
 }
 /// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.

@@ -41,27 +41,35 @@ pub fn encode(snapshot: &Snapshot, layout: &Layout) -> Vec<Request> {
     let mut requests = Requests { max: layout.max_request_bytes, body: String::new(), points: 0, done: Vec::new() };
     let time = snapshot.timestamp;
     let mut line = String::new();
-    let mut fields: Vec<(String, f64)> = Vec::new();
-    let mut point = |key: &str, kind: &str, fields: &[(String, f64)]| {
+    let mut point = |key: &str, kind: &str, fields: &[(&str, f64)]| {
         line.clear();
         if write_line(&mut line, layout, key, kind, fields, time) {
             requests.add(&line);
         }
     };
     for counter in &snapshot.counters {
-        point(counter.key, "counter", &[("value".into(), counter.count)]);
+        point(counter.key, "counter", &[("value", counter.count)]);
     }
     for gauge in &snapshot.gauges {
-        point(&gauge.key, "gauge", &[("value".into(), gauge.value)]);
+        point(&gauge.key, "gauge", &[("value", gauge.value)]);
     }
     for set in &snapshot.sets {
-        point(&set.key, "set", &[("value".into(), set.count as f64)]);
+        point(&set.key, "set", &[("value", set.count as f64)]);
     }
+    // Field names are made once a flush: every timer has the same statistics.
     let names = snapshot.stat_names();
+    let mut field_names: Vec<(TimerStat, String)> = Vec::new();
+    for &(stat, _) in snapshot.timers.iter().flat_map(|timer| &timer.stats) {
+        if !field_names.iter().any(|(known, _)| *known == stat) {
+            field_names.push((stat, field_name(stat, &names, snapshot)));
+        }
+    }
+    let mut fields: Vec<(&str, f64)> = Vec::new();
     for timer in snapshot.timers.iter().filter(|timer| timer.totals.received > 0) {
         fields.clear();
         for &(stat, value) in &timer.stats {
-            fields.push((field_name(stat, &names, snapshot), value));
+            let name = field_names.iter().find(|(known, _)| *known == stat).map_or("", |(_, name)| name.as_str());
+            fields.push((name, value));
         }
         point(&timer.key, "timing", &fields);
     }
@@ -83,7 +91,7 @@ fn field_name(stat: TimerStat, names: &agg::StatNames, snapshot: &Snapshot) -> S
 }
 
 /// Appends one point's line; false (nothing kept) when none of its fields is finite.
-fn write_line(out: &mut String, layout: &Layout, key: &str, kind: &str, fields: &[(String, f64)], time: u64) -> bool {
+fn write_line(out: &mut String, layout: &Layout, key: &str, kind: &str, fields: &[(&str, f64)], time: u64) -> bool {
     let (name, series_tags) = proto::key::split_series_key(key);
     escape(out, &name.replace('.', &layout.separator), Part::Measurement);
     let mut tags: Vec<(&str, &str)> = vec![("metric_type", kind)];
@@ -226,7 +234,7 @@ mod tests {
         let layout = Layout { tags: Vec::new(), ..layout(1 << 20) };
         for (key, value, want) in cases {
             let mut out = String::new();
-            let kept = write_line(&mut out, &layout, key, "gauge", &[("value".into(), value)], 7);
+            let kept = write_line(&mut out, &layout, key, "gauge", &[("value", value)], 7);
             assert_eq!(kept.then_some(out.as_str()), want, "{key}");
         }
     }
