@@ -128,7 +128,8 @@ impl Aggregation {
     }
 
     /// The late intervals held, flushed now (the open interval and the batches held for later
-    /// flushes stay); `count`: called with how many, to count them handed over.
+    /// flushes stay), counted as handed to the sinks: with the counter each counts itself
+    /// out of once every sink has taken it.
     pub fn take_late(&self) -> (Flushed, Arc<std::sync::atomic::AtomicUsize>) {
         let mut gathered = lock(&self.gathered);
         let Gathered { receipts, placement, .. } = &mut *gathered;

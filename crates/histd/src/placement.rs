@@ -190,8 +190,8 @@ impl Placement {
         !self.late.is_empty() && self.late_full()
     }
 
-    /// Counts `count` late intervals handed to the sinks; each calls the returned hook's
-    /// copy when every sink has taken it.
+    /// Counts `count` late intervals handed to the sinks; the counter returned is what each
+    /// counts itself out of once every sink has taken it.
     pub fn hand_over(&self, count: usize) -> Arc<AtomicUsize> {
         self.late_in_flight.fetch_add(count, Ordering::Relaxed);
         self.late_in_flight.clone()
