@@ -96,13 +96,7 @@ impl Aggregation {
         let mut gathered = lock(&self.gathered);
         let Gathered { aggregator, receipts, placement, .. } = &mut *gathered;
         let place = placement.place(end_ms);
-        match place {
-            Place::Current => {
-                aggregator.absorb_mergeable(interval);
-                receipts.extend(receipt);
-            }
-            _ => placement.keep(place, interval, receipt, aggregator),
-        }
+        placement.keep(place, interval, receipt, aggregator, receipts);
         if placement.late_due() {
             self.late_due.notify_one();
         }

@@ -197,12 +197,22 @@ impl Placement {
         self.late_in_flight.clone()
     }
 
-    /// Keeps a batch that does not belong to the current interval (`place` said where).
-    /// A late batch's gauges go to `current` too: a gauge is a state, and the newest one
-    /// stays whatever interval its batch belongs to.
-    pub fn keep(&mut self, place: Place, batch: Mergeable, receipt: Option<Receipt>, current: &mut Aggregator) {
+    /// Merges a batch where `place` says, with its receipt (`open`: the current interval's
+    /// receipts). A late batch's gauges go to `current` too: a gauge is a state, and the
+    /// newest one stays whatever interval its batch belongs to.
+    pub fn keep(
+        &mut self,
+        place: Place,
+        batch: Mergeable,
+        receipt: Option<Receipt>,
+        current: &mut Aggregator,
+        open: &mut Vec<Receipt>,
+    ) {
         match place {
-            Place::Current => current.absorb_mergeable(batch),
+            Place::Current => {
+                current.absorb_mergeable(batch);
+                open.extend(receipt);
+            }
             Place::Ahead(home) => {
                 let held = self.ahead.entry(home).or_default();
                 held.batches.push(batch);
@@ -380,7 +390,7 @@ mod tests {
         let (mut open, carried) = (Vec::new(), Vec::new());
         for (end, key) in [(1_016_000, "now"), (1_019_000, "early"), (1_005_000, "late"), (1_004_000, "late")] {
             let place = placement.place(end);
-            placement.keep(place, counter(key, 1.0), None, &mut current);
+            placement.keep(place, counter(key, 1.0), None, &mut current, &mut Vec::new());
         }
         assert_eq!(placement.late.len(), 1);
         let snapshot = current.flush(1_020_000);
@@ -410,7 +420,7 @@ mod tests {
         placement.set_grid(GRID, 2, 1_013_000);
         for end in [995_000, 985_000] {
             assert!(!placement.would_pass(end) && !placement.late_due());
-            placement.keep(placement.place(end), counter("late", 1.0), None, &mut current);
+            placement.keep(placement.place(end), counter("late", 1.0), None, &mut current, &mut Vec::new());
         }
         assert!(placement.would_pass(975_000), "a third interval waits");
         assert!(!placement.would_pass(985_500), "one held takes more batches");
@@ -430,8 +440,8 @@ mod tests {
         let mut placement = Placement::default();
         placement.set_grid(GRID, 16, 1_013_000);
         // Partition 0: offset 5 held two flushes ahead; partition 1: nothing held.
-        placement.keep(Place::Ahead(1_040_000), counter("a", 1.0), Some(log(0, 5)), &mut current);
-        placement.keep(Place::Late(1_000_000), counter("b", 1.0), Some(log(0, 7)), &mut current);
+        placement.keep(Place::Ahead(1_040_000), counter("a", 1.0), Some(log(0, 5)), &mut current, &mut Vec::new());
+        placement.keep(Place::Late(1_000_000), counter("b", 1.0), Some(log(0, 7)), &mut current, &mut Vec::new());
         let carried = vec![log(0, 4), log(0, 6), log(1, 9), Receipt::Journal(3)];
         let mut open = Vec::new();
         let flushed = placement.after_flush(1_020_000, carried, &mut current, &mut open);
@@ -448,7 +458,13 @@ mod tests {
         let mut current = Aggregator::new(AggConfig::default());
         let mut placement = Placement::default();
         placement.set_grid(GRID, 16, 1_013_000);
-        placement.keep(Place::Ahead(1_030_000), counter("early", 2.0), Some(Receipt::Journal(1)), &mut current);
+        placement.keep(
+            Place::Ahead(1_030_000),
+            counter("early", 2.0),
+            Some(Receipt::Journal(1)),
+            &mut current,
+            &mut Vec::new(),
+        );
         let mut receipts = Vec::new();
         placement.bring_forward(&mut current, &mut receipts);
         assert_eq!(receipts, vec![Receipt::Journal(1)]);

@@ -91,7 +91,7 @@ async fn run(
             tracing::error!("the prometheus backend failed to apply a flush");
             continue;
         };
-        for (queue, batch) in queues.iter().zip(batches).filter(|(_, batch)| !batch.is_empty()) {
+        for (queue, batch) in queues.iter().zip(batches) {
             let samples: u64 = batch.iter().map(|request| request.points).sum();
             if queue.batches.try_send(batch.to_vec()).is_err() {
                 queue.telemetry.queue_full_drops.add(1);
@@ -107,7 +107,7 @@ async fn run(
 }
 
 /// Adds a flush to the registry, forgets expired series, and encodes the requests for each
-/// target's mode (once per mode).
+/// target's mode (once per mode); a late interval is only added (nothing to send).
 fn apply(
     exposed: &Exposed,
     config: &PrometheusConfig,
@@ -118,7 +118,7 @@ fn apply(
     registry.apply(snapshot);
     if snapshot.late {
         // Folded into the totals: the next flush's remote write carries them.
-        return modes.iter().map(|_| Arc::new(Vec::new())).collect();
+        return Vec::new();
     }
     let forgotten = registry.expire(snapshot.timestamp, config.ttl.map(|ttl| ttl.as_secs()));
     let timestamp_ms = snapshot.timestamp as i64 * 1000;
