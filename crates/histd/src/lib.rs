@@ -68,11 +68,13 @@ pub mod otlp {
     pub use crate::http_client::Answer;
     pub use crate::sinks::otlp::{config, encode, judge, partial_success, state};
 }
-/// The circonus, influx and file backends' encoders, for benchmarks.
+/// The circonus, influx and file backends' encoders (for benchmarks) and InfluxDB's answers
+/// as the influx backend reads them (for fuzzing).
 pub mod exports {
     pub use crate::sinks::circonus::{config as circonus_config, encode as circonus};
     pub use crate::sinks::file::{config as file_config, encode as file};
     pub use crate::sinks::influx::encode as influx;
+    pub use crate::sinks::influx::{judge as influx_judge, partial_write as influx_partial_write};
 }
 /// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.

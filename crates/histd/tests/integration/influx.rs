@@ -33,7 +33,8 @@ fn flushes_are_telegrafs_points_in_influxdb_through_a_conflict_and_an_outage() {
     let config = format!(
         "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 1000, backends: ['influx'], \
            percentThreshold: [90, 99.9], \
-           influx: {{ url: 'http://{address}/write?db=histd', tags: {{ host: 'web-1' }}, timeoutMs: 2000 }} }}"
+           influx: {{ url: 'http://{address}/write?db=histd', tags: {{ host: 'web-1', site: 'web 1,a=b\\\\c' }}, \
+                      timeoutMs: 2000 }} }}"
     );
     let daemon = Daemon::start("influx-daemon", &config);
     daemon.send_udp("api.hits:3|c|#route:login\napi.hits:3|c|#route:login\ntemp:21.5|g\nvisitors:a|s\nvisitors:b|s\n");
@@ -48,6 +49,9 @@ fn flushes_are_telegrafs_points_in_influxdb_through_a_conflict_and_an_outage() {
     let values: Vec<f64> = timer[0].as_array().unwrap()[1..].iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(values, [4.0, 100.0, 400.0, 250.0, 1000.0, 400.0, 400.0], "{timer:?}");
     assert_eq!(one(&address, "SELECT last(\"value\") FROM temp WHERE metric_type = 'gauge'"), Some(21.5));
+    // A tag value with a space, a comma, an equal sign and a backslash, as InfluxDB reads it.
+    let site = select(&address, "SHOW TAG VALUES FROM api_hits WITH KEY = \"site\"");
+    assert_eq!(site.first().and_then(|row| row[1].as_str()), Some("web 1,a=b\\c"), "{site:?}");
     assert_eq!(one(&address, "SELECT max(\"value\") FROM visitors WHERE metric_type = 'set'"), Some(2.0));
     // The conflicting point is refused (400, partial write) and counted, never retried.
     wait_until(|| daemon.stat("influx.dropped_points.rejected") >= 1.0, "the refused write counted");

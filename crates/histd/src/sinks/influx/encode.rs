@@ -91,7 +91,14 @@ fn field_name(stat: TimerStat, names: &agg::StatNames, snapshot: &Snapshot) -> S
 }
 
 /// Appends one point's line; false (nothing kept) when none of its fields is finite.
-fn write_line(out: &mut String, layout: &Layout, key: &str, kind: &str, fields: &[(&str, f64)], time: u64) -> bool {
+pub(super) fn write_line(
+    out: &mut String,
+    layout: &Layout,
+    key: &str,
+    kind: &str,
+    fields: &[(&str, f64)],
+    time: u64,
+) -> bool {
     let (name, series_tags) = proto::key::split_series_key(key);
     escape(out, &name.replace('.', &layout.separator), Part::Measurement);
     let mut tags: Vec<(&str, &str)> = vec![("metric_type", kind)];
@@ -129,14 +136,26 @@ enum Part {
     Key,
 }
 
+impl Part {
+    fn escapes(self, c: char) -> bool {
+        matches!(c, ',' | ' ') || (c == '=' && self == Part::Key)
+    }
+}
+
+/// Appends `text` escaped for `part`. InfluxDB reads a backslash as it is (it undoes only
+/// `\,`, `\=` and `\ `; the real one keeps `\\` as two): one that would stand before an
+/// escaped character or at the end, where it would escape the delimiter, is written `/`.
 fn escape(out: &mut String, text: &str, part: Part) {
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
-            ',' | ' ' | '\\' => out.push('\\'),
-            '=' if part == Part::Key => out.push('\\'),
-            _ => {}
+            '\\' if chars.peek().is_none_or(|&next| part.escapes(next)) => out.push('/'),
+            c if part.escapes(c) => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
         }
-        out.push(c);
     }
 }
 
@@ -167,87 +186,5 @@ impl Requests {
     fn finish(mut self) -> Vec<Request> {
         self.cut();
         self.done
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use agg::{AggConfig, Threshold};
-
-    fn layout(max_request_bytes: usize) -> Layout {
-        Layout { separator: "_".into(), tags: vec![("host".into(), "web 1".into())], max_request_bytes }
-    }
-
-    fn flush(lines: &str) -> Snapshot {
-        let thresholds = [90.0, 99.9, -10.0].map(Threshold::new);
-        let config = AggConfig { thresholds: thresholds.into(), ..AggConfig::default() };
-        crate::sinks::test_flushes(&[lines], 1_700_000_000_000, config).remove(0)
-    }
-
-    fn text(requests: &[Request]) -> String {
-        requests.iter().map(|request| String::from_utf8(request.body.to_vec()).unwrap()).collect()
-    }
-
-    #[test]
-    fn each_kind_is_a_point_in_telegrafs_schema() {
-        let snapshot = flush(
-            "api.hits:3|c|#route:login\napi.latency:1|ms\napi.latency:2|ms\napi.latency:3|ms\napi.latency:4|ms\n\
-             temp:21.5|g\nvisitors:x|s\nvisitors:y|s\n",
-        );
-        let out = text(&encode(&snapshot, &layout(1 << 20)));
-        let cases = [
-            "api_hits,host=web\\ 1,metric_type=counter,route=login value=3 1700000000\n",
-            "visitors,host=web\\ 1,metric_type=set value=2 1700000000\n",
-            "temp,host=web\\ 1,metric_type=gauge value=21.5 1700000000\n",
-        ];
-        for want in cases {
-            assert!(out.contains(want), "{want:?} in\n{out}");
-        }
-        let timer = out.lines().find(|line| line.starts_with("api_latency,")).unwrap();
-        let cases = [
-            "api_latency,host=web\\ 1,metric_type=timing ",
-            "count=4,",
-            "lower=1,",
-            "upper=4,",
-            "mean=2.5,",
-            "sum=10,",
-            "90_percentile=4,",
-            "99.9_percentile=4,",
-            "mean_90=",
-            " 1700000000",
-        ];
-        for want in cases {
-            assert!(timer.contains(want), "{want:?} in {timer}");
-        }
-        assert!(timer.contains(",stddev="), "{timer}");
-    }
-
-    #[test]
-    fn names_and_tags_are_escaped_and_non_finite_values_left_out() {
-        let cases = [
-            ("a.b;k=v w", 1.0, Some("a_b,k=v\\ w,metric_type=gauge value=1 7\n")),
-            ("x,y z;a=b=c", 2.0, Some("x\\,y\\ z,a=b\\=c,metric_type=gauge value=2 7\n")),
-            ("n;metric_type=mine", 3.0, Some("n,metric_type=gauge value=3 7\n")),
-            ("nan", f64::NAN, None),
-        ];
-        let layout = Layout { tags: Vec::new(), ..layout(1 << 20) };
-        for (key, value, want) in cases {
-            let mut out = String::new();
-            let kept = write_line(&mut out, &layout, key, "gauge", &[("value", value)], 7);
-            assert_eq!(kept.then_some(out.as_str()), want, "{key}");
-        }
-    }
-
-    #[test]
-    fn large_flushes_are_split_at_line_ends() {
-        let lines: String = (0..200).map(|n| format!("c{n}:1|c\n")).collect();
-        let requests = encode(&flush(&lines), &layout(1000));
-        assert!(requests.len() > 5, "{}", requests.len());
-        for request in &requests {
-            assert!(request.body.len() <= 1000 && request.body.ends_with(b"\n"));
-        }
-        let points: u64 = requests.iter().map(|request| request.points).sum();
-        assert_eq!(points as usize, text(&requests).lines().count());
     }
 }

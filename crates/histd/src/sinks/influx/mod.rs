@@ -12,6 +12,8 @@
 
 pub mod config;
 pub mod encode;
+#[cfg(test)]
+mod tests;
 
 use hyper::Method;
 use serde_json::{json, Value};
@@ -74,7 +76,7 @@ fn spawn(config: InfluxConfig, context: Context) -> JoinHandle<()> {
 
 /// InfluxDB's reading of an answer: a partial write is delivered less the points it dropped;
 /// the rest as plain HTTP.
-fn judge(answer: &Answer) -> Verdict {
+pub fn judge(answer: &Answer) -> Verdict {
     match answer.status {
         400 | 422 => match partial_write(&answer.body) {
             Some(rejected) => Verdict::Delivered { rejected, reason: Some(answer.summary()) },
@@ -85,33 +87,9 @@ fn judge(answer: &Answer) -> Verdict {
 }
 
 /// The points a partial write dropped: `{"error":"partial write: ... dropped=N"}`.
-fn partial_write(body: &[u8]) -> Option<u64> {
+pub fn partial_write(body: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(body).ok()?;
     let (_, after) = text.split_once("partial write")?.1.rsplit_once("dropped=")?;
     let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::partial_write;
-
-    #[test]
-    fn partial_writes_name_the_points_dropped() {
-        let cases: [(&str, Option<u64>); 4] = [
-            (
-                r#"{"error":"partial write: field type conflict: input field \"value\" on measurement \"c\" is type float, already exists as type integer dropped=1"}"#,
-                Some(1),
-            ),
-            (
-                r#"{"code":"unprocessable entity","message":"failure writing points to database: partial write: points beyond retention policy dropped=12"}"#,
-                Some(12),
-            ),
-            (r#"{"error":"unable to parse 'x': missing fields"}"#, None),
-            ("", None),
-        ];
-        for (body, want) in cases {
-            assert_eq!(partial_write(body.as_bytes()), want, "{body}");
-        }
-    }
 }
