@@ -183,7 +183,13 @@ impl Spool {
 
     /// True while the batch numbered `sequence` waits (it was not sent, dropped or set aside).
     pub fn holds(&self, sequence: u64) -> bool {
-        self.waiting.iter().any(|batch| batch.sequence == sequence)
+        self.position(sequence).is_some()
+    }
+
+    /// Where the batch numbered `sequence` waits: batches wait in the order of their numbers
+    /// (a pass over a spool of thousands asks once a batch).
+    fn position(&self, sequence: u64) -> Option<usize> {
+        self.waiting.binary_search_by_key(&sequence, |batch| batch.sequence).ok()
     }
 
     /// Why a batch could not be written to the directory since the last call (it is held in
@@ -244,7 +250,7 @@ impl Spool {
 
     /// Removes the batch numbered `sequence` (its file too).
     pub fn remove(&mut self, sequence: u64) -> io::Result<Option<Waiting>> {
-        let Some(at) = self.waiting.iter().position(|batch| batch.sequence == sequence) else { return Ok(None) };
+        let Some(at) = self.position(sequence) else { return Ok(None) };
         let Some(batch) = self.waiting.remove(at) else { return Ok(None) };
         self.bytes -= batch.bytes;
         self.sending.remove(&sequence);
