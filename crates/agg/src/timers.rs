@@ -74,8 +74,8 @@ pub struct ReaderTimers {
 struct Interval {
     /// The id at each place.
     ids: Vec<u32>,
-    /// Each place's values moved out of the log, in arrival order (4 bytes a value while
-    /// they are whole thousandths).
+    /// Each place's values moved out of the log, in arrival order (2 bytes a value while
+    /// they are whole milliseconds, 4 while whole thousandths).
     lists: Vec<Values>,
     /// The rates other than 1 of listed values, by place: (index in the list, rate), in order.
     rated: HashMap<u32, Vec<(usize, f64)>>,

@@ -1,17 +1,21 @@
-//! A timer's raw values in arrival order, 4 bytes a value while every value is a whole number
-//! of thousandths between 0 and 4,294,967.295 (whole milliseconds, and fractions to the
-//! microsecond: what statsd clients send), 8 bytes from the first one that is not.
+//! A timer's raw values in arrival order, as compact as they allow: 2 bytes a value while every
+//! value is a whole number of milliseconds below 65,536 (what most statsd clients send), 4
+//! bytes while every value is a whole number of thousandths between 0 and 4,294,967.295
+//! (fractions to the microsecond), 8 bytes from the first one that is neither.
 //!
-//! A value is kept in 4 bytes only when it reads back exactly: `thousandths / 1000.0` (one
-//! correctly rounded division) is the very double that arrived, so every statistic computed
-//! from the values is the one the doubles give. The order of the thousandths is the order of
-//! the values (the mapping is monotonic), so sorting them sorts the values.
+//! A value is kept compact only when it reads back exactly: `milliseconds as f64`, or
+//! `thousandths / 1000.0` (one correctly rounded division), is the very double that arrived,
+//! so every statistic computed from the values is the one the doubles give. Both mappings are
+//! monotonic, so sorting the compact values sorts the values; a list moves to a wider form
+//! once, at the first value its form cannot hold, keeping every value it had.
 
 use std::borrow::Cow;
 
 /// A timer's raw values, compact while they allow it (see the module's documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Values {
+    /// Every value is a whole number of milliseconds.
+    Milliseconds(Vec<u16>),
     /// Every value is `thousandths / 1000.0`.
     Thousandths(Vec<u32>),
     /// The values as they arrived.
@@ -20,8 +24,18 @@ pub enum Values {
 
 impl Default for Values {
     fn default() -> Self {
-        Values::Thousandths(Vec::new())
+        Values::Milliseconds(Vec::new())
     }
+}
+
+/// `value` as whole milliseconds, when it is one between 0 and 65,535 (not -0.0).
+#[inline]
+fn milliseconds(value: f64) -> Option<u16> {
+    if !(value >= 0.0 && value <= f64::from(u16::MAX)) || value.is_sign_negative() {
+        return None;
+    }
+    let candidate = value as u16;
+    (f64::from(candidate) == value).then_some(candidate)
 }
 
 /// `value` as a whole number of thousandths, when it reads back exactly as `value` (and is
@@ -46,11 +60,14 @@ fn value_of(thousandths: u32) -> f64 {
 impl Values {
     /// Empty, with room for `capacity` compact values.
     pub fn with_capacity(capacity: usize) -> Values {
-        Values::Thousandths(Vec::with_capacity(capacity))
+        Values::Milliseconds(Vec::with_capacity(capacity))
     }
 
-    /// Compact when every value allows it.
+    /// As compact as every value allows.
     pub fn from_doubles(values: Vec<f64>) -> Values {
+        if let Some(compact) = values.iter().map(|&value| milliseconds(value)).collect::<Option<Vec<u16>>>() {
+            return Values::Milliseconds(compact);
+        }
         match values.iter().map(|&value| thousandths(value)).collect::<Option<Vec<u32>>>() {
             Some(compact) => Values::Thousandths(compact),
             None => Values::Doubles(values),
@@ -61,31 +78,59 @@ impl Values {
     #[inline]
     pub fn push(&mut self, value: f64) {
         match self {
+            Values::Milliseconds(list) => match milliseconds(value) {
+                Some(compact) => list.push(compact),
+                None => self.push_widened(value),
+            },
             Values::Thousandths(list) => match thousandths(value) {
                 Some(compact) => list.push(compact),
-                None => self.widen().push(value),
+                None => self.widen_to_doubles().push(value),
             },
             Values::Doubles(list) => list.push(value),
         }
     }
 
-    /// The values as doubles from now on (the first that does not fit arrived).
+    /// Appends `value`, which whole milliseconds cannot hold, to a list of them made wider.
     #[cold]
-    fn widen(&mut self) -> &mut Vec<f64> {
-        if let Values::Thousandths(list) = self {
-            let mut doubles = Vec::with_capacity(list.capacity().max(list.len() + 1));
-            doubles.extend(list.iter().map(|&compact| value_of(compact)));
+    fn push_widened(&mut self, value: f64) {
+        match thousandths(value) {
+            Some(compact) => self.widen_to_thousandths().push(compact),
+            None => self.widen_to_doubles().push(value),
+        }
+    }
+
+    /// Whole milliseconds as thousandths from now on (with the room they had).
+    fn widen_to_thousandths(&mut self) -> &mut Vec<u32> {
+        if let Values::Milliseconds(list) = self {
+            let mut wider = Vec::with_capacity(list.capacity().max(list.len() + 1));
+            wider.extend(list.iter().map(|&ms| u32::from(ms) * 1000));
+            *self = Values::Thousandths(wider);
+        }
+        match self {
+            Values::Thousandths(list) => list,
+            _ => unreachable!("widen_to_thousandths is only asked of whole milliseconds"),
+        }
+    }
+
+    /// The values as doubles from now on (with the room they had): the first that does not
+    /// fit the compact form arrived.
+    #[cold]
+    fn widen_to_doubles(&mut self) -> &mut Vec<f64> {
+        if !matches!(self, Values::Doubles(_)) {
+            let mut doubles = Vec::with_capacity(self.capacity().max(self.len() + 1));
+            doubles.extend(self.iter());
             *self = Values::Doubles(doubles);
         }
         match self {
             Values::Doubles(list) => list,
-            Values::Thousandths(_) => unreachable!("widened above"),
+            _ => unreachable!("made doubles above"),
         }
     }
 
     /// How many values.
     pub fn len(&self) -> usize {
         match self {
+            Values::Milliseconds(list) => list.len(),
             Values::Thousandths(list) => list.len(),
             Values::Doubles(list) => list.len(),
         }
@@ -99,6 +144,7 @@ impl Values {
     /// How many values fit without growing.
     pub fn capacity(&self) -> usize {
         match self {
+            Values::Milliseconds(list) => list.capacity(),
             Values::Thousandths(list) => list.capacity(),
             Values::Doubles(list) => list.capacity(),
         }
@@ -110,6 +156,7 @@ impl Values {
         let (len, capacity) = (self.len(), self.capacity());
         if capacity > len + len / 4 + 4 {
             match self {
+                Values::Milliseconds(list) => list.shrink_to_fit(),
                 Values::Thousandths(list) => list.shrink_to_fit(),
                 Values::Doubles(list) => list.shrink_to_fit(),
             }
@@ -120,6 +167,7 @@ impl Values {
     #[inline]
     pub fn end_address(&self) -> *const u8 {
         match self {
+            Values::Milliseconds(list) => list.as_ptr().wrapping_add(list.len()).cast(),
             Values::Thousandths(list) => list.as_ptr().wrapping_add(list.len()).cast(),
             Values::Doubles(list) => list.as_ptr().wrapping_add(list.len()).cast(),
         }
@@ -127,11 +175,13 @@ impl Values {
 
     /// The values in order.
     pub fn iter(&self) -> impl Iterator<Item = f64> + '_ {
-        let (compact, doubles): (&[u32], &[f64]) = match self {
-            Values::Thousandths(list) => (list, &[]),
-            Values::Doubles(list) => (&[], list),
+        let (milliseconds, thousandths, doubles): (&[u16], &[u32], &[f64]) = match self {
+            Values::Milliseconds(list) => (list, &[], &[]),
+            Values::Thousandths(list) => (&[], list, &[]),
+            Values::Doubles(list) => (&[], &[], list),
         };
-        compact.iter().map(|&compact| value_of(compact)).chain(doubles.iter().copied())
+        let milliseconds = milliseconds.iter().map(|&ms| f64::from(ms));
+        milliseconds.chain(thousandths.iter().map(|&compact| value_of(compact))).chain(doubles.iter().copied())
     }
 
     /// The first `count` values in order.
@@ -142,28 +192,38 @@ impl Values {
     /// The values as doubles: borrowed when they are.
     pub fn doubles(&self) -> Cow<'_, [f64]> {
         match self {
-            Values::Thousandths(list) => Cow::Owned(list.iter().map(|&compact| value_of(compact)).collect()),
             Values::Doubles(list) => Cow::Borrowed(list),
+            compact => Cow::Owned(compact.iter().collect()),
         }
     }
 
     /// The values as doubles.
     pub fn into_doubles(self) -> Vec<f64> {
         match self {
-            Values::Thousandths(list) => list.into_iter().map(value_of).collect(),
             Values::Doubles(list) => list,
+            compact => compact.iter().collect(),
         }
     }
 
-    /// Appends `other`'s values after these.
+    /// Appends `other`'s values after these (made as wide as `other`'s need).
     pub fn extend(&mut self, other: Values) {
         match (&mut *self, other) {
+            (Values::Milliseconds(list), Values::Milliseconds(more)) => list.extend(more),
             (Values::Thousandths(list), Values::Thousandths(more)) => list.extend(more),
             (Values::Doubles(list), more) => list.extend(more.iter()),
-            (Values::Thousandths(_), Values::Doubles(more)) => {
-                let list = self.widen();
-                list.extend(more);
+            (_, more) => {
+                self.reserve(more.len());
+                more.iter().for_each(|value| self.push(value));
             }
+        }
+    }
+
+    /// Room for `more` values past these.
+    fn reserve(&mut self, more: usize) {
+        match self {
+            Values::Milliseconds(list) => list.reserve(more),
+            Values::Thousandths(list) => list.reserve(more),
+            Values::Doubles(list) => list.reserve(more),
         }
     }
 
@@ -171,6 +231,7 @@ impl Values {
     /// arrival order.
     pub fn sort_prefix_like_etsy(&mut self, count: usize) {
         match self {
+            Values::Milliseconds(list) => list[..count].sort_unstable(),
             Values::Thousandths(list) => list[..count].sort_unstable(),
             Values::Doubles(list) => sort_doubles_like_etsy(&mut list[..count]),
         }
@@ -195,39 +256,64 @@ mod tests {
 
     #[test]
     fn a_value_is_compact_only_when_it_reads_back_exactly() {
-        let cases: [(f64, Option<u32>); 14] = [
-            (0.0, Some(0)),
-            (1.0, Some(1000)),
-            (12.345, Some(12345)),
-            (0.001, Some(1)),
-            (997.0, Some(997_000)),
-            (4_294_967.295, Some(u32::MAX)),
-            (4_294_967.296, None),
-            (0.0005, None),
-            (1.0 / 3.0, None),
-            (12.3456, None),
-            (-1.0, None),
-            (-0.0, None),
-            (f64::NAN, None),
-            (f64::INFINITY, None),
+        // (value, as whole milliseconds, as thousandths)
+        let cases: [(f64, Option<u16>, Option<u32>); 17] = [
+            (0.0, Some(0), Some(0)),
+            (1.0, Some(1), Some(1000)),
+            (12.345, None, Some(12345)),
+            (0.001, None, Some(1)),
+            (997.0, Some(997), Some(997_000)),
+            (65_535.0, Some(u16::MAX), Some(65_535_000)),
+            (65_536.0, None, Some(65_536_000)),
+            (65_535.5, None, Some(65_535_500)),
+            (4_294_967.295, None, Some(u32::MAX)),
+            (4_294_967.296, None, None),
+            (0.0005, None, None),
+            (1.0 / 3.0, None, None),
+            (12.3456, None, None),
+            (-1.0, None, None),
+            (-0.0, None, None),
+            (f64::NAN, None, None),
+            (f64::INFINITY, None, None),
         ];
-        for (value, want) in cases {
-            assert_eq!(thousandths(value), want, "{value}");
-            if let Some(compact) = want {
+        for (value, want_ms, want_thousandths) in cases {
+            assert_eq!(milliseconds(value), want_ms, "{value}");
+            assert_eq!(thousandths(value), want_thousandths, "{value}");
+            if let Some(compact) = want_ms {
+                assert_eq!(f64::from(compact).to_bits(), value.to_bits(), "{value} reads back");
+            }
+            if let Some(compact) = want_thousandths {
                 assert_eq!(value_of(compact).to_bits(), value.to_bits(), "{value} reads back");
             }
         }
     }
 
+    /// The form a list of `arrival` takes: 0 whole milliseconds, 1 thousandths, 2 doubles.
+    fn form(values: &Values) -> u8 {
+        match values {
+            Values::Milliseconds(_) => 0,
+            Values::Thousandths(_) => 1,
+            Values::Doubles(_) => 2,
+        }
+    }
+
     #[test]
     fn the_first_value_that_does_not_fit_widens_the_list_and_keeps_every_value() {
-        let arrivals: &[&[f64]] =
-            &[&[1.0, 2.5, 3.0], &[1.0, 2.5, 0.1 + 0.2, 4.0], &[-1.0, 7.0], &[5.0, 1e300, 0.0], &[]];
-        for arrival in arrivals {
+        // (values in arrival order, the form they end in)
+        let arrivals: &[(&[f64], u8)] = &[
+            (&[1.0, 2.0, 65_535.0], 0),
+            (&[1.0, 2.5, 3.0], 1),
+            (&[1.0, 70_000.0, 3.0], 1),
+            (&[1.0, 2.5, 0.1 + 0.2, 4.0], 2),
+            (&[1.0, 0.1 + 0.2, 2.5], 2),
+            (&[-1.0, 7.0], 2),
+            (&[5.0, 1e300, 0.0], 2),
+            (&[], 0),
+        ];
+        for &(arrival, want) in arrivals {
             let mut values = Values::with_capacity(2);
             arrival.iter().for_each(|&value| values.push(value));
-            let compact = arrival.iter().all(|&value| thousandths(value).is_some());
-            assert_eq!(matches!(values, Values::Thousandths(_)), compact, "{arrival:?}");
+            assert_eq!(form(&values), want, "{arrival:?}");
             let bits = |list: &[f64]| list.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&values.iter().collect::<Vec<_>>()), bits(arrival), "{arrival:?}");
             assert_eq!(bits(&values.doubles()), bits(arrival), "{arrival:?}");
@@ -254,25 +340,24 @@ mod tests {
 
     #[test]
     fn lists_extend_and_sort_as_doubles_would() {
-        let (first, second): (&[f64], &[f64]) = (&[3.0, 1.5, 2.0], &[0.25, 3.0]);
-        for widen_second in [false, true] {
-            let mut values = Values::from_doubles(first.to_vec());
-            let mut more = Values::from_doubles(second.to_vec());
-            if widen_second {
-                more.push(1.0 / 3.0);
+        // Lists in each form; every pair is extended one by the other.
+        let lists: [&[f64]; 3] = [&[3.0, 1.0, 2.0, 3.0], &[0.25, 3.0, 1.5], &[1.0 / 3.0, 2.0, 0.5]];
+        for first in lists {
+            for second in lists {
+                let mut values = Values::from_doubles(first.to_vec());
+                let more = Values::from_doubles(second.to_vec());
+                let wider = form(&values).max(form(&more));
+                let mut want: Vec<f64> = first.iter().chain(second).copied().collect();
+                values.extend(more);
+                assert_eq!(form(&values), wider, "{first:?} + {second:?}");
+                assert_eq!(values.iter().collect::<Vec<_>>(), want);
+                values.sort_prefix_like_etsy(3);
+                want[..3].sort_by(f64::total_cmp);
+                assert_eq!(values.iter().collect::<Vec<_>>(), want, "the first three sorted");
+                values.sort_prefix_like_etsy(values.len());
+                want.sort_by(f64::total_cmp);
+                assert_eq!(values.into_doubles(), want);
             }
-            let mut want: Vec<f64> = first.iter().chain(second).copied().collect();
-            if widen_second {
-                want.push(1.0 / 3.0);
-            }
-            values.extend(more);
-            assert_eq!(values.iter().collect::<Vec<_>>(), want);
-            values.sort_prefix_like_etsy(3);
-            want[..3].sort_by(f64::total_cmp);
-            assert_eq!(values.iter().collect::<Vec<_>>(), want, "the first three sorted");
-            values.sort_prefix_like_etsy(values.len());
-            want.sort_by(f64::total_cmp);
-            assert_eq!(values.into_doubles(), want);
         }
     }
 }
