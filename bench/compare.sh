@@ -97,3 +97,4 @@ workload "25 lines/datagram, 1M counter names" --lines 25 --names 1000000 --rate
 workload "25 lines/datagram, 1k timer names" --lines 25 --names 1000 --mix timers --rate 1M,2M,4M,0
 workload "25 lines/datagram, 1k names, timer-heavy (90% ms, 10% c)" --lines 25 --names 1000 --mix timer-heavy --rate 2M,4M,5M,0
 workload "25 lines/datagram, 100k names, timer-heavy (90% ms, 10% c)" --lines 25 --names 100000 --mix timer-heavy --rate 2M,4M
+workload "25 lines/datagram, 1M names, timer-heavy (90% ms, 10% c)" --lines 25 --names 1000000 --mix timer-heavy --rate 1M

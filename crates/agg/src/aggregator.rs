@@ -17,7 +17,7 @@ use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
 use crate::metric_type::MetricType;
-use crate::snapshot::{GaugePoint, Released, SetPoint, Snapshot, TimerPoint, TimerTotals};
+use crate::snapshot::{GaugePoint, Released, SetPoint, Snapshot, TimerPoint, TimerStats, TimerTotals};
 use crate::table::{IngestCounts, Table, TakenInterval};
 use crate::timer::{bin_counts, timer_stats};
 use crate::timer_samples::TimerSamples;
@@ -429,6 +429,7 @@ impl Aggregator {
             false => Some(config.calculated_timer_metrics.iter().map(String::as_str).collect()),
         };
         let mut points = Vec::with_capacity(self.timers.len());
+        let mut stat_lists = Vec::new();
         self.timers.for_each_sorted(|key, samples| {
             let mut stats = timer_stats(samples, config);
             let mut bins = bin_counts(key, samples, config);
@@ -448,7 +449,7 @@ impl Aggregator {
             };
             points.push(TimerPoint {
                 key: key.clone(),
-                stats,
+                stats: TimerStats::shared(&stats, &mut stat_lists),
                 bins,
                 histogram,
                 values,
@@ -880,7 +881,10 @@ mod tests {
         assert_eq!(first.sets[0].count, 2);
         let second = aggregator.flush(20_000);
         assert_eq!(second.sets[0].count, 0);
-        assert_eq!(second.timers[0].stats, [(crate::TimerStat::Count, 0.0), (crate::TimerStat::CountPs, 0.0)]);
+        assert_eq!(
+            second.timers[0].stats.iter().collect::<Vec<_>>(),
+            [(crate::TimerStat::Count, 0.0), (crate::TimerStat::CountPs, 0.0)]
+        );
     }
 
     #[test]
@@ -896,7 +900,7 @@ mod tests {
         let mut names = Vec::new();
         for (stat, _) in &snapshot.timers[0].stats {
             let mut name = String::new();
-            snapshot.write_stat_name(*stat, &mut name);
+            snapshot.write_stat_name(stat, &mut name);
             names.push(name);
         }
         assert_eq!(names, ["mean_90", "mean_99_9", "count_ps"]);

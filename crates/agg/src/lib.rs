@@ -36,7 +36,8 @@ pub use distinct::{Distinct, Hll};
 pub use mergeable::{ForwardedGauge, Mergeable};
 pub use metric_type::MetricType;
 pub use snapshot::{
-    BinCounts, GaugePoint, PercentileStat, Released, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerTotals,
+    BinCounts, GaugePoint, PercentileStat, Released, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerStats,
+    TimerStatsIter, TimerTotals,
 };
 pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
 pub use timer_samples::{LazyHistogram, TimerSamples};

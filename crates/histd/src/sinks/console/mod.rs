@@ -78,7 +78,7 @@ pub fn render(snapshot: &Snapshot, aligned: bool) -> String {
     }
     for timer in &snapshot.timers {
         let mut text = String::new();
-        for (index, &(stat, value)) in timer.stats.iter().enumerate() {
+        for (index, (stat, value)) in timer.stats.iter().enumerate() {
             if index > 0 {
                 text.push(' ');
             }

@@ -83,7 +83,7 @@ fn statsd(snapshot: &Snapshot, prefix_stats: &str) -> (String, u64) {
     let names = snapshot.stat_names();
     let mut name = String::new();
     for timer in snapshot.timers.iter().filter(|t| !own(&t.key, prefix_stats)) {
-        for &(stat, value) in &timer.stats {
+        for (stat, value) in &timer.stats {
             name.clear();
             let _ = write!(name, "{}.{}", timer.key, names.of(stat));
             line(&mut out, 't', &name, &|out| write_js_number(out, value));
@@ -162,7 +162,7 @@ fn jsonl(snapshot: &Snapshot) -> (String, u64) {
         object.insert("min".into(), number(totals.min));
         object.insert("max".into(), number(totals.max));
         let stats: Map<String, Value> =
-            timer.stats.iter().map(|&(stat, value)| (names.of(stat).to_string(), number(value))).collect();
+            timer.stats.iter().map(|(stat, value)| (names.of(stat).to_string(), number(value))).collect();
         object.insert("stats".into(), Value::Object(stats));
         if let Some(bins) = &timer.bins {
             let rule = &snapshot.histograms[bins.rule];

@@ -46,7 +46,7 @@ fn host_lines(host: u32) -> String {
 }
 
 fn stats(snapshot: &Snapshot, key: &str) -> Vec<(TimerStat, f64)> {
-    snapshot.timers.iter().find(|t| t.key == key).unwrap().stats.clone()
+    snapshot.timers.iter().find(|t| t.key == key).unwrap().stats.iter().collect()
 }
 
 fn forward_into(global: &mut Aggregator, host: u32, nodes: &Ring) {

@@ -125,7 +125,7 @@ impl GraphiteNames {
             // The name and tags are the same for every statistic: built once per timer.
             head.clear();
             let tags = self.push_name(&mut head, &self.timer, &timer.key);
-            for &(which, value) in &timer.stats {
+            for (which, value) in &timer.stats {
                 let line = out.line();
                 line.push_str(&head);
                 line.push('.');

@@ -59,7 +59,7 @@ pub fn encode(snapshot: &Snapshot, layout: &Layout) -> Vec<Request> {
     // Field names are made once a flush: every timer has the same statistics.
     let names = snapshot.stat_names();
     let mut field_names: Vec<(TimerStat, String)> = Vec::new();
-    for &(stat, _) in snapshot.timers.iter().flat_map(|timer| &timer.stats) {
+    for (stat, _) in snapshot.timers.iter().flat_map(|timer| &timer.stats) {
         if !field_names.iter().any(|(known, _)| *known == stat) {
             field_names.push((stat, field_name(stat, &names, snapshot)));
         }
@@ -67,7 +67,7 @@ pub fn encode(snapshot: &Snapshot, layout: &Layout) -> Vec<Request> {
     let mut fields: Vec<(&str, f64)> = Vec::new();
     for timer in snapshot.timers.iter().filter(|timer| timer.totals.received > 0) {
         fields.clear();
-        for &(stat, value) in &timer.stats {
+        for (stat, value) in &timer.stats {
             let name = field_names.iter().find(|(known, _)| *known == stat).map_or("", |(_, name)| name.as_str());
             fields.push((name, value));
         }

@@ -154,7 +154,7 @@ fn every_point_reads_back_as_the_snapshot_holds_it() {
     let read = find("api_latency").2;
     assert_eq!(read.len(), timer.stats.len(), "one field a statistic");
     for ((_, value), (_, want)) in read.iter().zip(&timer.stats) {
-        assert_eq!(value, want);
+        assert_eq!(*value, want);
     }
     assert_eq!(points.len(), snapshot.counters.len() + snapshot.gauges.len() + snapshot.sets.len() + 1);
 }
