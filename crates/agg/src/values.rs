@@ -231,11 +231,74 @@ impl Values {
     /// arrival order.
     pub fn sort_prefix_like_etsy(&mut self, count: usize) {
         match self {
-            Values::Milliseconds(list) => list[..count].sort_unstable(),
-            Values::Thousandths(list) => list[..count].sort_unstable(),
+            Values::Milliseconds(list) => sort_compact(&mut list[..count]),
+            Values::Thousandths(list) => sort_compact(&mut list[..count]),
             Values::Doubles(list) => sort_doubles_like_etsy(&mut list[..count]),
         }
     }
+}
+
+/// Lists at least this long are sorted by radix (a pass a byte that varies) rather than by
+/// comparisons: a timer at the sample limit (8192 values) sorts in a third of the time.
+const RADIX_SORT_FROM: usize = 256;
+
+/// Whole milliseconds or thousandths: sorted by their bytes.
+trait RadixKey: Copy + Default + Ord {
+    /// How many bytes a value has.
+    const BYTES: u32;
+    /// The value's byte at `index` (0 the lowest).
+    fn byte(self, index: u32) -> usize;
+}
+
+impl RadixKey for u16 {
+    const BYTES: u32 = 2;
+    #[inline]
+    fn byte(self, index: u32) -> usize {
+        usize::from((self >> (8 * index)) as u8)
+    }
+}
+
+impl RadixKey for u32 {
+    const BYTES: u32 = 4;
+    #[inline]
+    fn byte(self, index: u32) -> usize {
+        usize::from((self >> (8 * index)) as u8)
+    }
+}
+
+/// Sorts compact values ascending: by comparisons when few, else by each byte from the lowest
+/// (a byte every value shares, as the high bytes of small values, is skipped).
+fn sort_compact<T: RadixKey>(list: &mut [T]) {
+    if list.len() < RADIX_SORT_FROM {
+        list.sort_unstable();
+        return;
+    }
+    let mut scratch = vec![T::default(); list.len()];
+    for index in 0..T::BYTES {
+        if sort_by_byte(list, &mut scratch, index) {
+            list.copy_from_slice(&scratch);
+        }
+    }
+}
+
+/// One pass of a radix sort: `from`'s values into `to`, in order of their byte `index`
+/// (stable). False, leaving `to` as it was, when every value has the same byte there.
+fn sort_by_byte<T: RadixKey>(from: &[T], to: &mut [T], index: u32) -> bool {
+    let mut starts = [0usize; 256];
+    from.iter().for_each(|&value| starts[value.byte(index)] += 1);
+    if starts.contains(&from.len()) {
+        return false;
+    }
+    let mut next = 0;
+    for start in starts.iter_mut() {
+        (*start, next) = (next, next + *start);
+    }
+    for &value in from {
+        let slot = &mut starts[value.byte(index)];
+        to[*slot] = value;
+        *slot += 1;
+    }
+    true
 }
 
 /// Etsy's order (`values.sort((a, b) => a - b)`, a stable sort): ascending, equal values (0 and
@@ -336,6 +399,40 @@ mod tests {
         wide.push(0.5);
         wide.shrink_spare();
         assert_eq!(wide.capacity(), 1);
+    }
+
+    #[test]
+    fn compact_values_sort_ascending_whatever_their_spread() {
+        // (length, largest value): short lists by comparisons, long ones by radix, with bytes
+        // that all values share (their passes skipped) or not.
+        let cases = [
+            (0, 10),
+            (5, 10),
+            (255, 65_535),
+            (256, 200),
+            (1000, 255),
+            (1000, 65_535),
+            (8192, 997),
+            (3000, 0),
+            (4000, 997_000),
+            (4000, u32::MAX),
+        ];
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = |largest: u32| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 20) % (u64::from(largest) + 1)) as u32
+        };
+        for (length, largest) in cases {
+            let mut wide: Vec<u32> = (0..length).map(|_| next(largest)).collect();
+            let mut narrow: Vec<u16> = wide.iter().map(|&value| value as u16).collect();
+            let (mut want_wide, mut want_narrow) = (wide.clone(), narrow.clone());
+            want_wide.sort_unstable();
+            want_narrow.sort_unstable();
+            sort_compact(&mut wide);
+            sort_compact(&mut narrow);
+            assert_eq!(wide, want_wide, "{length} values up to {largest}");
+            assert_eq!(narrow, want_narrow, "{length} values up to {largest}, as u16");
+        }
     }
 
     #[test]
