@@ -136,6 +136,7 @@ impl Ports {
 }
 
 fn main() -> ExitCode {
+    histd::malloc::limit_arenas();
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),

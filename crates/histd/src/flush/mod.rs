@@ -71,7 +71,7 @@ impl Flusher {
         let trim_asked =
             TRIM_FLUSHES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(1)).is_ok();
         if released || trim_asked {
-            return_freed_memory();
+            crate::malloc::return_freed_memory();
         }
         log_bad_lines(&snapshot.ingest);
         snapshot.processing_time_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -171,17 +171,6 @@ fn log_bad_lines(interval: &agg::IngestCounts) {
     if let Some((reason, line)) = interval.bad_examples.latest().filter(|_| count > 0) {
         let source = line.source.map_or_else(|| "a datagram".to_string(), |ip| ip.to_string());
         tracing::warn!(count, reason = reason.as_str(), line = %line.text(), %source, "bad lines this interval; the latest");
-    }
-}
-
-/// Asks the allocator to give freed memory back to the system (after a burst's tables were
-/// emptied, glibc would otherwise keep it in its heaps for good).
-pub(crate) fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps and arenas;
-    // no live allocation is touched.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

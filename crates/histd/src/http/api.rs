@@ -167,7 +167,7 @@ pub(super) fn give_back_after(bytes: usize) {
     tokio::task::spawn_blocking(|| {
         // Give the answers in flight a moment to be sent and freed.
         std::thread::sleep(std::time::Duration::from_millis(200));
-        crate::flush::return_freed_memory();
+        crate::malloc::return_freed_memory();
     });
 }
 
