@@ -79,8 +79,21 @@ struct Interval {
     lists: Vec<Values>,
     /// The rates other than 1 of listed values, by place: (index in the list, rate), in order.
     rated: HashMap<u32, Vec<(usize, f64)>>,
-    /// Values past the limit, binned on arrival, by place.
-    past_limit: HashMap<u32, TimerSamples>,
+    /// Values past the limit, binned on arrival, by place (as long as the last place that had
+    /// one): found by index for every value past the limit, a third of a 1k-timer load's at
+    /// 6M lines/s.
+    past_limit: Vec<Option<Box<TimerSamples>>>,
+}
+
+impl Interval {
+    /// The samples binned past the limit of the timer at `place`, made at its first.
+    fn past_limit_of(&mut self, place: u32) -> &mut TimerSamples {
+        let place = place as usize;
+        if place >= self.past_limit.len() {
+            self.past_limit.resize_with(place + 1, || None);
+        }
+        self.past_limit[place].get_or_insert_with(Box::default)
+    }
 }
 
 /// Values not yet in their lists, in arrival order.
@@ -162,7 +175,7 @@ impl ReaderTimers {
                 self.log.drain_into(&mut self.interval.lists);
             }
         } else {
-            self.interval.past_limit.entry(place).or_default().add(value, rate, 0);
+            self.interval.past_limit_of(place).add(value, rate, 0);
         }
         self.states[id] = u64::from(place) << 32 | u64::from(flag | (received + 1).min(RECEIVED));
     }
@@ -248,8 +261,8 @@ impl TimerDelta {
                     None => TimerSamples::waiting(values),
                     Some(rates) => replayed(&values, &rates),
                 };
-                if let Some(past) = past_limit.remove(&place) {
-                    samples.merge(past, usize::MAX);
+                if let Some(past) = past_limit.get_mut(place as usize).and_then(Option::take) {
+                    samples.merge(*past, usize::MAX);
                 }
                 samples.milliseconds = ms;
                 (id, samples)
