@@ -450,7 +450,7 @@ impl Aggregator {
             points.push(TimerPoint {
                 key: key.clone(),
                 stats: TimerStats::shared(&stats, &mut stat_lists),
-                bins,
+                bins: bins.map(Box::new),
                 histogram,
                 values,
                 totals,
