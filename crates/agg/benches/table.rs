@@ -1,7 +1,8 @@
 //! Table throughput: parse + aggregate, per line, for series already seen (the steady state),
-//! at 1k and 100k names; and a flush of 100k counters. Run: `cargo bench -p agg --bench table`.
+//! at 1k and 100k names; a flush of 100k counters; and sorting a timer's values at the sample
+//! limit as the flush does. Run: `cargo bench -p agg --bench table`.
 
-use agg::{AggConfig, Aggregator, Table};
+use agg::{AggConfig, Aggregator, Table, Values};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 /// `datagrams` datagrams of 25 lines cycling through `names` names of `kind`.
@@ -61,5 +62,33 @@ fn flush(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, inserts, flush);
+/// 8192 whole-millisecond values (1 to 997, the generator's), sorted as a flush sorts a timer
+/// at the sample limit (`Values`: by radix), against comparison sorting of the same values.
+fn sort(c: &mut Criterion) {
+    let values: Vec<u16> = (0..8192u32).map(|i| (1 + i.wrapping_mul(2_654_435_761) % 997) as u16).collect();
+    let mut group = c.benchmark_group("sort 8192 timer values");
+    group.bench_function("Values::sort_prefix_like_etsy", |b| {
+        b.iter_batched(
+            || Values::Milliseconds(values.clone()),
+            |mut list| {
+                list.sort_prefix_like_etsy(list.len());
+                list
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("slice::sort_unstable", |b| {
+        b.iter_batched(
+            || values.clone(),
+            |mut list| {
+                list.sort_unstable();
+                list
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, inserts, flush, sort);
 criterion_main!(benches);
