@@ -258,7 +258,7 @@ fn run(
     for key in &config.ignored_keys {
         tracing::warn!(key, "config key ignored: {}", config::keys::why_unused(key));
     }
-    return_large_blocks_to_the_system();
+    histd::malloc::return_large_blocks_to_the_system();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(2).on_thread_start(yield_to_readers);
     serve_until_signal("histd", builder, |shutdown, hangups| histd::run(config, source, shutdown, hangups))
@@ -321,18 +321,6 @@ fn yield_to_readers() {
     // on Linux) has no memory effects; a failure leaves the priority as it was.
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-    }
-}
-
-/// Serves every allocation of 1 MiB or more (reader tables, flush snapshots, payload chunks)
-/// with its own mapping, returned to the system when freed. glibc otherwise raises that
-/// threshold after the first large free, so tables rebuilt every interval come from the heap
-/// and their freed pages stay in the resident set.
-fn return_large_blocks_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes malloc's tuning; it is called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

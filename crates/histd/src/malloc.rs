@@ -1,5 +1,6 @@
 //! glibc's allocator, set for a daemon whose memory is what an operator budgets: one arena
-//! unless the environment asks otherwise, and freed memory given back after bursts.
+//! unless the environment asks otherwise, blocks of 1 MiB or more in mappings of their own, and
+//! freed memory given back after bursts.
 //!
 //! glibc gives each thread that allocates an arena of its own (up to 8 per core), and memory
 //! freed in one arena serves only the threads of that arena. histd's flush runs on whichever
@@ -32,6 +33,18 @@ pub fn limit_arenas() {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     let _ = limit;
+}
+
+/// Serves every allocation of 1 MiB or more (reader tables, flush snapshots' arrays) with its
+/// own mapping, returned to the system when freed. glibc otherwise raises that threshold after
+/// the first large free, so tables rebuilt every interval come from the heap and their freed
+/// pages stay in the resident set. Called by `histd run` before any other thread exists.
+pub fn return_large_blocks_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes malloc's tuning; it is called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// Asks the allocator to give freed memory back to the system (after a burst's tables were
