@@ -65,6 +65,12 @@ impl ReaderCounters {
         self.index.prefetch(hash);
     }
 
+    /// True when the counters' slots are too many to stay in the nearest caches.
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.index.is_large()
+    }
+
     /// Second stage, after [`ReaderCounters::prefetch`]: starts loading the key and value the
     /// first probed slot points at.
     #[inline]

@@ -198,6 +198,12 @@ impl<K: KeyStore> KeyIndex<K> {
         self.slots.prefetch(hash);
     }
 
+    /// True when the slots are too many to stay in the nearest caches (see [`Slots::is_large`]).
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.slots.is_large()
+    }
+
     /// The id found in the first slot probed for `hash`, if any: the likely id of its key (read
     /// after [`KeyIndex::prefetch`], to prefetch what the id points at).
     #[inline]

@@ -133,6 +133,12 @@ impl<V> SeriesMap<V> {
         self.slots.prefetch(hash);
     }
 
+    /// True when the slots are too many to stay in the nearest caches.
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.slots.is_large()
+    }
+
     /// The state of `key` (whose hash is `hash`), inserted by `make` if absent; the key is
     /// copied only then.
     #[inline]

@@ -137,6 +137,12 @@ impl ReaderTimers {
         self.index.prefetch(hash);
     }
 
+    /// True when the timers' slots are too many to stay in the nearest caches.
+    #[inline]
+    pub fn is_large(&self) -> bool {
+        self.index.is_large()
+    }
+
     /// Second stage, after [`ReaderTimers::prefetch`]: starts loading the key and the state
     /// the first probed slot points at.
     #[inline]
