@@ -285,7 +285,7 @@ impl Table {
             Value::Member(_) => unreachable!("the scanner reads no set lines"),
         };
         match metric.kind {
-            Kind::Counter => self.counters.add(hash, key, number / metric.sample_rate),
+            Kind::Counter => self.counters.add(hash, key, unsampled(number, metric.sample_rate)),
             Kind::Gauge => {
                 let gauge = self.gauges.get_or_insert_with(hash, key, GaugeInterval::default);
                 gauge.last_unix_s = self.now_unix_s;
@@ -346,7 +346,7 @@ impl Table {
         let hash = hash_key(key);
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
-                self.counters.add(hash, key, number / metric.sample_rate);
+                self.counters.add(hash, key, unsampled(number, metric.sample_rate));
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
                 let (rate, limit) = (metric.sample_rate, self.timer_sample_limit);
@@ -385,6 +385,18 @@ pub struct TakenInterval {
     pub(crate) gauges: SeriesMap<GaugeInterval>,
     pub(crate) sets: SeriesMap<HashSet<Box<[u8]>>>,
     pub(crate) ingest: IngestCounts,
+}
+
+/// A counter's `number` sent at `sample_rate`, scaled back: `number / sample_rate`, without
+/// the division (a dozen cycles on the line's path) for the rate nearly every line has, 1,
+/// where it changes nothing.
+#[inline(always)]
+fn unsampled(number: f64, sample_rate: f64) -> f64 {
+    if sample_rate == 1.0 {
+        number
+    } else {
+        number / sample_rate
+    }
 }
 
 /// The metric's series key, borrowed from the line when it needs no change.

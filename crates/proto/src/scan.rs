@@ -149,8 +149,57 @@ fn plain_tags(bytes: &[u8], start: usize) -> Option<(&str, usize)> {
 /// The position of the `:` ending a non-empty name made only of characters kept as they are.
 #[inline]
 fn name_end(bytes: &[u8]) -> Option<usize> {
-    let colon = bytes.iter().position(|&byte| !is_kept_byte(byte))?;
+    let colon = first_unkept(bytes)?;
     (colon > 0 && bytes[colon] == b':').then_some(colon)
+}
+
+/// The position of the first byte that is not one keys keep as it is (`[A-Za-z0-9_.;=-]`).
+/// Sixteen bytes at a time where the bytes allow (a name's end found without a branch per
+/// byte, whose last one the CPU mispredicts as names vary in length), then byte by byte.
+#[inline]
+fn first_unkept(bytes: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    #[cfg(target_arch = "x86_64")]
+    while let Some(block) = bytes.get(start..start + 16) {
+        match sixteen::unkept_mask(block.try_into().expect("16 bytes")) {
+            0 => start += 16,
+            mask => return Some(start + mask.trailing_zeros() as usize),
+        }
+    }
+    bytes[start..].iter().position(|&byte| !is_kept_byte(byte)).map(|at| start + at)
+}
+
+/// Sixteen bytes classified at once with SSE2 (every x86-64 CPU has it).
+#[cfg(target_arch = "x86_64")]
+mod sixteen {
+    use std::arch::x86_64::*;
+
+    /// Bit `i` set when `block[i]` is not a byte keys keep (`[A-Za-z0-9_.;=-]`).
+    #[inline(always)]
+    pub(super) fn unkept_mask(block: &[u8; 16]) -> u32 {
+        // SAFETY: SSE2 is part of x86-64; the load reads exactly the 16 bytes of `block`.
+        unsafe {
+            let bytes = _mm_loadu_si128(block.as_ptr().cast());
+            let letters = within(_mm_or_si128(bytes, _mm_set1_epi8(0x20)), b'a', 26);
+            let digits = within(bytes, b'0', 10);
+            let dash_dot = within(bytes, b'-', 2);
+            let underscore = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'_' as i8));
+            let semicolon = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b';' as i8));
+            let equals = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'=' as i8));
+            let kept = _mm_or_si128(
+                _mm_or_si128(_mm_or_si128(letters, digits), _mm_or_si128(dash_dot, underscore)),
+                _mm_or_si128(semicolon, equals),
+            );
+            !(_mm_movemask_epi8(kept) as u32) & 0xFFFF
+        }
+    }
+
+    /// All ones in each byte of `bytes` from `low` to `low + count - 1`, compared unsigned.
+    #[inline(always)]
+    unsafe fn within(bytes: __m128i, low: u8, count: u8) -> __m128i {
+        let offset = _mm_sub_epi8(bytes, _mm_set1_epi8(low as i8));
+        _mm_cmpeq_epi8(_mm_min_epu8(offset, _mm_set1_epi8((count - 1) as i8)), offset)
+    }
 }
 
 /// A plain decimal (`-`? digits, at most one `.`, at most 15 digits) from `start`: the value
@@ -227,6 +276,25 @@ mod tests {
 
     fn tagged(name: &'static str, tags: &'static str, value: f64, sample_rate: f64) -> Scanned<'static> {
         Scanned::Simple(SimpleMetric { name, tags, kind: Kind::Counter, value: Value::Number(value), sample_rate })
+    }
+
+    #[test]
+    fn finds_the_first_byte_keys_do_not_keep_at_every_place() {
+        // Every byte value at every place of names of 0 to 40 kept bytes (one block of 16,
+        // two, and the bytes after the last block), against the byte-by-byte table.
+        let kept = b"azAZ09_.;=-mM5";
+        for length in 0..40 {
+            let name: Vec<u8> = (0..length).map(|at| kept[at % kept.len()]).collect();
+            assert_eq!(first_unkept(&name), None, "{length} kept bytes");
+            for at in 0..length {
+                for byte in 0..=255u8 {
+                    let mut bytes = name.clone();
+                    bytes[at] = byte;
+                    let want = bytes.iter().position(|&b| !is_kept_byte(b));
+                    assert_eq!(first_unkept(&bytes), want, "byte {byte:#x} at {at} of {length}");
+                }
+            }
+        }
     }
 
     #[test]
