@@ -113,6 +113,16 @@ proptest! {
     }
 
     #[test]
+    fn the_one_pass_scanner_reads_long_and_short_decimals_as_the_parser(
+        values in prop::collection::vec("-?[0-9]{0,10}(\\.[0-9]{0,10})?(\\.[0-9]{0,2})?", 1..6),
+    ) {
+        // Up to 10 digits on each side of a point: read from one look at sixteen bytes when
+        // there are at most 8 on each side and the packet goes on long enough, else byte by byte.
+        let lines: Vec<String> = values.iter().map(|value| format!("n:{value}|ms")).collect();
+        assert_scan_agrees(lines.join("\n").as_bytes());
+    }
+
+    #[test]
     fn decimal_numbers_read_exactly(text in "-?[0-9]{0,12}(\\.[0-9]{0,8})?") {
         let got = proto::number::js_number(text.as_bytes());
         let want: Option<f64> = text.parse().ok().filter(|_| text.bytes().any(|b| b.is_ascii_digit()));
