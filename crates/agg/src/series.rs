@@ -12,7 +12,7 @@
 
 use compact_str::CompactString;
 use hashbrown::DefaultHashBuilder;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 
 /// The hasher every series map of this process uses (randomly seeded once): tables and the
 /// flusher's maps that hash alike can be merged in hash order, which walks memory in order.
@@ -21,10 +21,14 @@ pub(crate) fn shared_hasher() -> DefaultHashBuilder {
     *SHARED.get_or_init(DefaultHashBuilder::default)
 }
 
-/// The hash of a series key, the one every map of the process places keys by.
-#[inline]
+/// The hash of a series key, the one every map of the process places keys by: the key's
+/// bytes alone (no terminator as `str`'s `Hash` adds: a key is never part of a longer tuple),
+/// inlined into the reader's line path.
+#[inline(always)]
 pub(crate) fn hash_key(key: &str) -> u64 {
-    shared_hasher().hash_one(key)
+    let mut hasher = shared_hasher().build_hasher();
+    hasher.write(key.as_bytes());
+    hasher.finish()
 }
 
 /// The slots of an open-addressing table (none, or a power of two of them), placed by
