@@ -7,7 +7,7 @@
 #        bench/ab.sh /tmp/before/target/release/histd target/release/histd 5
 set -euo pipefail
 cd "$(dirname "$0")/.."
-a=$1 b=$2 seconds=${3:-5}
+a=$1 b=$2 seconds=${3:-5} rounds=${4:-1} only=${5:-}
 generator=$b
 port=18125
 mgmt=18126
@@ -31,14 +31,29 @@ CONFIG
 
 workload() { # TITLE BENCH-ARGS...
   local title=$1; shift
+  [[ -z $only || $title == *"$only"* ]] || return 0
   echo; echo "## $title"
   echo "    target     sent/s     received    loss % kernel drops    ns/metric    µs/datagram  RSS MB peak"
-  for side in A B; do
-    local bin=$a; [[ $side == B ]] && bin=$b
-    run "$bin" "$@" | sed "s/^/$side /"
+  for _ in $(seq "$rounds"); do
+    for side in A B; do
+      local bin=$a; [[ $side == B ]] && bin=$b
+      run "$bin" "$@" | sed "s/^/$side /"
+    done
   done
 }
 
 workload "25 lines/datagram, 1k counter names" --lines 25 --names 1000 --rate 6M,0
 workload "25 lines/datagram, 1k timer names (all ms)" --lines 25 --names 1000 --mix timers --rate 4M,6M,0
 workload "25 lines/datagram, 100k timer names (all ms)" --lines 25 --names 100000 --mix timers --rate 4M,0
+workload "100 lines/datagram, 1k counter names" --lines 100 --names 1000 --rate 0
+workload "25 lines/datagram, 1k names, timer-heavy (90% ms, 10% c)" --lines 25 --names 1000 --mix timer-heavy --rate 4M,6M,0
+
+if [[ -z $only || bare == *"$only"* ]]; then
+  echo; echo "## bare receiver (B's binary), 1k names"
+  for _ in $(seq "$rounds"); do
+    for lines in 100 25; do
+      taskset -c 1 "$b" bench --baseline --baseline-cpu 0 --lines "$lines" --names 1000 --duration "$seconds" \
+        --quiet --rate 0 | tail -n +3 | sed "s/^/$lines lines /"
+    done
+  done
+fi
