@@ -43,6 +43,7 @@ workload() { # TITLE BENCH-ARGS...
 }
 
 workload "25 lines/datagram, 1k counter names" --lines 25 --names 1000 --rate 6M,0
+workload "25 lines/datagram, 100k counter names" --lines 25 --names 100000 --rate 5M,0
 workload "25 lines/datagram, 1k timer names (all ms)" --lines 25 --names 1000 --mix timers --rate 4M,6M,0
 workload "25 lines/datagram, 100k timer names (all ms)" --lines 25 --names 100000 --mix timers --rate 4M,0
 workload "100 lines/datagram, 1k counter names" --lines 100 --names 1000 --rate 0
