@@ -551,6 +551,15 @@ mod tests {
         (0..8000).for_each(|id| table.insert_line(format!("warm.{id}:1|ms").as_bytes()));
         assert!(!table.is_cached(Kind::Timer) && !table.is_cached(Kind::Histogram));
         assert!(table.is_cached(Kind::Counter) && table.is_cached(Kind::Gauge));
+        // What README says: up to 2,048 counter names (slots at most half full), 3,584 gauges
+        // (at most 7/8 full) stay applied at once.
+        let mut table = Table::new(true, 4);
+        (0..2048).for_each(|id| table.insert_line(format!("c.{id}:1|c").as_bytes()));
+        (0..3584).for_each(|id| table.insert_line(format!("g.{id}:1|g").as_bytes()));
+        assert!(table.is_cached(Kind::Counter) && table.is_cached(Kind::Gauge));
+        table.insert_line(b"c.2048:1|c");
+        table.insert_line(b"g.3584:1|g");
+        assert!(!table.is_cached(Kind::Counter) && !table.is_cached(Kind::Gauge));
     }
 
     #[test]
