@@ -116,8 +116,8 @@ proptest! {
     fn the_one_pass_scanner_reads_long_and_short_decimals_as_the_parser(
         values in prop::collection::vec("-?[0-9]{0,10}(\\.[0-9]{0,10})?(\\.[0-9]{0,2})?", 1..6),
     ) {
-        // Up to 10 digits on each side of a point: read from one look at sixteen bytes when
-        // there are at most 8 on each side and the packet goes on long enough, else byte by byte.
+        // Up to 10 digits on each side of a point, a second point, a sign: the scanner reads
+        // (or hands over) every one of them as the parser does, whatever follows in the packet.
         let lines: Vec<String> = values.iter().map(|value| format!("n:{value}|ms")).collect();
         assert_scan_agrees(lines.join("\n").as_bytes());
     }
