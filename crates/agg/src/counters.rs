@@ -146,6 +146,9 @@ pub struct ReaderMap {
 #[derive(Debug, Default)]
 pub(crate) struct CounterStore {
     ids: Numbered,
+    /// This interval's count by id, as long as the ids once a count arrives (else empty): a
+    /// flush moves the array into its snapshot rather than copying the counts, and the next
+    /// interval's costs nothing until its first count.
     values: Vec<f64>,
     /// Whether each counter was added to this interval.
     updated: Vec<bool>,
@@ -171,16 +174,18 @@ impl CounterStore {
         id
     }
 
-    /// Grows the arrays by id when `id` was just numbered.
+    /// Grows the array by id when `id` was just numbered (the counts grow as they arrive).
     fn grow_to(&mut self, id: u32) {
-        if id as usize == self.values.len() {
-            self.values.push(0.0);
+        if id as usize == self.updated.len() {
             self.updated.push(false);
         }
     }
 
     /// Adds to counter `id`, making it live.
     pub(crate) fn add(&mut self, id: u32, amount: f64) {
+        if id as usize >= self.values.len() {
+            self.values.resize(self.ids.len(), 0.0);
+        }
         self.values[id as usize] += amount;
         self.updated[id as usize] = true;
         self.ids.set_live(id, true);
@@ -215,7 +220,13 @@ impl CounterStore {
         map.follow(&self.ids);
         debug_assert!(map.ids.is_empty() || map.ids.len() == first_new, "a reader's ids are mapped in order");
         map.ids.truncate(first_new);
-        for reader_id in map.ids.len()..keys.len() {
+        let unmapped = map.ids.len()..keys.len();
+        // Counted first, so that the store's index and arrays grow once, to their size.
+        let unknown = unmapped.clone().filter(|&at| self.ids.find(&keys[at]).is_none()).count();
+        self.ids.reserve(unknown);
+        self.updated.reserve(unknown);
+        map.ids.reserve(unmapped.len());
+        for reader_id in unmapped {
             let key = &keys[reader_id];
             let id = match self.ids.find(key) {
                 Some(id) => id,
@@ -246,27 +257,31 @@ impl CounterStore {
     ) -> (bool, usize) {
         let updated = &self.updated;
         let (expired, renumbered) = self.ids.age(delete, ttl, STALE_COUNTERS, |id| updated[id], keep);
-        if renumbered {
-            let count = self.ids.len();
-            (self.values, self.updated) = (vec![0.0; count], vec![false; count]);
-        } else {
-            self.values.fill(0.0);
-            self.updated.fill(false);
+        self.values = Vec::new();
+        match renumbered {
+            true => self.updated = vec![false; self.ids.len()],
+            false => self.updated.fill(false),
         }
         (renumbered, expired)
     }
 
-    /// The live counters, sorted by key, sharing the key list.
+    /// The live counters, sorted by key, sharing the key list and taking this interval's
+    /// counts (every count is 0 until the next one arrives).
     pub(crate) fn flush_points(&mut self, interval_seconds: f64) -> Counters {
         let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
-        let counts = ids.iter().map(|&id| self.values[id as usize]).collect();
+        let counts = std::mem::take(&mut self.values);
         Counters { keys: self.ids.keys().clone(), ids, counts, interval_seconds }
+    }
+
+    /// This interval's count of counter `id` (0 before any).
+    fn count(&self, id: u32) -> f64 {
+        self.values.get(id as usize).copied().unwrap_or(0.0)
     }
 
     /// Live keys and counts, sorted by key.
     pub(crate) fn live_values(&mut self) -> Vec<(CompactString, f64)> {
         let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
-        ids.into_iter().map(|id| (self.ids.keys()[id as usize].clone(), self.values[id as usize])).collect()
+        ids.into_iter().map(|id| (self.ids.keys()[id as usize].clone(), self.count(id))).collect()
     }
 
     /// Stops reporting `key`; true when it was live.
@@ -274,7 +289,9 @@ impl CounterStore {
         match self.ids.live_id(key) {
             Some(id) => {
                 self.ids.set_live(id, false);
-                self.values[id as usize] = 0.0;
+                if let Some(count) = self.values.get_mut(id as usize) {
+                    *count = 0.0;
+                }
                 true
             }
             None => false,
@@ -292,7 +309,9 @@ impl CounterStore {
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
     keys: SharedKeys,
+    /// The live counters' ids, in key order.
     ids: Vec<u32>,
+    /// The interval's counts by id (the store's array, moved here): an id past its end counts 0.
     counts: Vec<f64>,
     interval_seconds: f64,
 }
@@ -321,8 +340,14 @@ impl Counters {
 
     /// The counter at `index` in key order.
     pub fn get(&self, index: usize) -> Option<CounterPoint<'_>> {
-        let (id, count) = (*self.ids.get(index)?, self.counts[index]);
-        Some(CounterPoint { key: &self.keys[id as usize], count, rate: count / self.interval_seconds })
+        let id = *self.ids.get(index)? as usize;
+        let count = self.counts.get(id).copied().unwrap_or(0.0);
+        Some(CounterPoint { key: &self.keys[id], count, rate: count / self.interval_seconds })
+    }
+
+    /// The bytes its arrays hold (the keys are shared with the flusher).
+    pub fn heap_bytes(&self) -> usize {
+        self.ids.len() * std::mem::size_of::<u32>() + self.counts.len() * std::mem::size_of::<f64>()
     }
 
     /// True when there is no counter.
@@ -423,6 +448,27 @@ mod tests {
     }
 
     #[test]
+    fn a_flush_takes_the_counts_and_the_next_interval_starts_without_an_array() {
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
+        add(&mut reader, "a", 1.0);
+        add(&mut reader, "b", 2.0);
+        cycle(&mut reader, &mut store, &mut map, false);
+        let taken = store.flush_points(1.0);
+        assert_eq!((store.values.len(), taken.heap_bytes()), (0, 2 * 4 + 2 * 8), "moved, not copied");
+        store.reset_after_flush(false, None, |_| true);
+        // Nothing counted: live counters report 0 from a flush that has no array of counts.
+        let idle = store.flush_points(1.0);
+        let points: Vec<(&str, f64)> = idle.iter().map(|p| (p.key, p.count)).collect();
+        assert_eq!((points, idle.heap_bytes()), (vec![("a", 0.0), ("b", 0.0)], 2 * 4));
+        store.reset_after_flush(false, None, |_| true);
+        // A count for a key new to the store sizes the array to every id.
+        add(&mut reader, "c", 3.0);
+        cycle(&mut reader, &mut store, &mut map, false);
+        assert_eq!(store.values.len(), 3);
+        assert_eq!(flushed(&mut store), [("a".into(), 0.0), ("b".into(), 0.0), ("c".into(), 3.0)]);
+    }
+
+    #[test]
     fn the_flusher_keeps_a_readers_keys_by_reference_except_the_last_partial_chunk() {
         let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
         let keys: Vec<String> = (0..5000).map(|i| format!("many.{i}")).collect();
@@ -464,7 +510,7 @@ mod tests {
             store.reset_after_flush(true, None, keep_none);
             add(&mut reader, "kept", 1.0);
         }
-        assert_eq!((store.generation(), store.values.len()), (1, 1), "only the counter in use is left");
+        assert_eq!((store.generation(), store.ids.len(), store.updated.len()), (1, 1, 1), "only the counter in use is left");
         add(&mut reader, "new", 2.0);
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 2.0)], "the map was rebuilt");
@@ -489,7 +535,7 @@ mod tests {
             expired.push(went);
         }
         assert_eq!(expired, [0, 0, CHURN_SLACK + 10, 0, 0], "reported at flushes 1 to 3, gone after the third");
-        assert_eq!((store.generation(), store.values.len()), (1, 1), "only the counter in use is left");
+        assert_eq!((store.generation(), store.ids.len(), store.updated.len()), (1, 1, 1), "only the counter in use is left");
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 0.0)], "idle once: reported as zero");
     }

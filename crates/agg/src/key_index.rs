@@ -88,10 +88,18 @@ impl KeyStore for KeyList {
 }
 
 /// The mark of a reference to a copy (the rest is the copy's number); without it, a reference
-/// is a reader's chunk's number << 32 | the key's place in it.
-const COPY: u64 = 1 << 63;
+/// is a reader's chunk's number << [`PLACE_BITS`] | the key's place in it.
+const COPY: u32 = 1 << 31;
 
-/// The flusher's keys by id, each an 8-byte reference: to a key in a reader's full chunk (held
+/// The bits of a reference that give a key's place in its chunk.
+const PLACE_BITS: u32 = CHUNK.trailing_zeros();
+
+/// Readers' chunks a [`SharedKeys`] can refer to: past them, keys are copied.
+const MOST_CHUNKS: usize = 1 << (31 - PLACE_BITS);
+
+const _: () = assert!(CHUNK.is_power_of_two(), "a reference splits into chunk and place by bits");
+
+/// The flusher's keys by id, each a 4-byte reference: to a key in a reader's full chunk (held
 /// here, never changed), or to a copy of its own.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SharedKeys {
@@ -102,26 +110,32 @@ pub(crate) struct SharedKeys {
     /// Keys copied here, in order.
     copies: KeyList,
     /// By id.
-    refs: Chunked<u64>,
+    refs: Chunked<u32>,
 }
 
 impl SharedKeys {
-    /// Refers the next id to the key at `place` in a reader's full `chunk`.
+    /// Refers the next id to the key at `place` in a reader's full `chunk` (or copies the key
+    /// when [`MOST_CHUNKS`] chunks are referred to already).
     pub(crate) fn push_shared(&mut self, chunk: &Arc<[CompactString]>, place: u32) {
         let address = Arc::as_ptr(chunk).cast::<CompactString>() as usize;
-        let chunks = &mut self.chunks;
-        let number = *self.registered.entry(address).or_insert_with(|| {
-            chunks.push(chunk.clone());
-            chunks.len() as u32 - 1
-        });
-        self.refs.push(u64::from(number) << 32 | u64::from(place));
+        let number = match self.registered.get(&address) {
+            Some(&number) => number,
+            None if self.chunks.len() < MOST_CHUNKS => {
+                self.chunks.push(chunk.clone());
+                let number = self.chunks.len() as u32 - 1;
+                self.registered.insert(address, number);
+                number
+            }
+            None => return self.push_copy(&chunk[place as usize]),
+        };
+        self.refs.push(number << PLACE_BITS | place);
     }
 
     /// The number of the reader's chunk key `id` refers to and its place there; `None` for a
     /// copy.
     pub(crate) fn reference(&self, id: usize) -> Option<(usize, u32)> {
         let reference = self.refs[id];
-        (reference & COPY == 0).then_some(((reference >> 32) as usize, reference as u32))
+        (reference & COPY == 0).then_some(((reference >> PLACE_BITS) as usize, reference & (CHUNK as u32 - 1)))
     }
 
     /// The readers' chunks referred to, by number.
@@ -155,7 +169,7 @@ impl KeyStore for SharedKeys {
     }
 
     fn push_copy(&mut self, key: &str) {
-        self.refs.push(COPY | self.copies.len() as u64);
+        self.refs.push(COPY | self.copies.len() as u32);
         self.copies.push_copy(key);
     }
 }
@@ -278,10 +292,24 @@ impl<K: KeyStore> KeyIndex<K> {
         }
     }
 
+    /// Makes room for `additional` keys at once (the slots grown once to their final size,
+    /// not doubled step by step with every step's slots placed again).
+    pub fn reserve(&mut self, additional: usize) {
+        let wanted = ((self.keys.len() + additional) * 2).next_power_of_two().max(16);
+        if wanted > self.slots.len() {
+            self.grow_to(wanted);
+        }
+    }
+
     /// Doubles the slots (16 at first) and places every id again.
     #[cold]
     fn grow(&mut self) {
-        let capacity = (self.slots.len() * 2).max(16);
+        self.grow_to((self.slots.len() * 2).max(16));
+    }
+
+    /// Replaces the slots with `capacity` (a power of two) and places every id again.
+    #[cold]
+    fn grow_to(&mut self, capacity: usize) {
         self.slots.replace_with(capacity, || 0);
         for id in 0..self.keys.len() {
             let key = &self.keys[id];
@@ -312,6 +340,11 @@ impl KeyIndex<SharedKeys> {
 pub(crate) fn place_new_ids<K: KeyStore>(order: &mut Vec<u32>, keys: &K, count: usize) {
     let placed = order.len();
     if placed == count {
+        return;
+    }
+    if placed == 0 {
+        order.extend(0..count as u32);
+        order.sort_unstable_by(|&a, &b| keys[a as usize].cmp(&keys[b as usize]));
         return;
     }
     let mut new: Vec<u32> = (placed as u32..count as u32).collect();
@@ -349,6 +382,22 @@ mod tests {
         assert_eq!(index.len(), keys.len());
         assert_eq!((index.id("series.number.17"), index.id("nope")), (Some(17), None));
         assert_eq!(index.key(2999), "series.number.2999");
+    }
+
+    #[test]
+    fn a_reserve_grows_the_slots_once_to_their_final_size() {
+        let mut index = KeyIndex::<KeyList>::default();
+        let keys: Vec<String> = (0..1003).map(|i| format!("k.{i}")).collect();
+        keys[..3].iter().for_each(|key| _ = index.id_or_insert(hash_key(key), key));
+        // (keys to come, slots after): at most half full, a power of two; never shrunk.
+        for (additional, slots) in [(1000, 2048), (10, 2048), (0, 2048)] {
+            index.reserve(additional);
+            assert_eq!(index.slots.len(), slots, "{additional}");
+        }
+        for (id, key) in keys.iter().enumerate() {
+            assert_eq!(index.id_or_insert(hash_key(key), key), id as u32, "{key}");
+        }
+        assert_eq!(index.slots.len(), 2048, "no growth while the reserve lasts");
     }
 
     #[test]

@@ -90,6 +90,13 @@ impl Numbered {
         id
     }
 
+    /// Makes room for `additional` new ids at once.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.index.reserve(additional);
+        self.live.reserve(additional);
+        self.idle_flushes.reserve(additional);
+    }
+
     /// Grows the per-id state when `id` was just numbered.
     fn note_new(&mut self, id: u32) {
         if id as usize == self.live.len() {

@@ -107,7 +107,7 @@ impl Snapshot {
                 std::mem::size_of::<SetPoint>() + heap(&s.key) + s.distinct.as_ref().map_or(0, Distinct::heap_bytes)
             })
             .sum();
-        std::mem::size_of::<Snapshot>() + self.counters.len() * 12 + timers + gauges + sets
+        std::mem::size_of::<Snapshot>() + self.counters.heap_bytes() + timers + gauges + sets
     }
 
     /// Etsy's `numStats`: the number of keys of every type in this flush.

@@ -1,5 +1,5 @@
 //! glibc's allocator, set for a daemon whose memory is what an operator budgets: one arena
-//! unless the environment asks otherwise, blocks of 1 MiB or more in mappings of their own, and
+//! unless the environment asks otherwise, blocks of 128 KiB or more in mappings of their own, and
 //! freed memory given back after bursts.
 //!
 //! glibc gives each thread that allocates an arena of its own (up to 8 per core), and memory
@@ -35,15 +35,18 @@ pub fn limit_arenas() {
     let _ = limit;
 }
 
-/// Serves every allocation of 1 MiB or more (reader tables, flush snapshots' arrays) with its
-/// own mapping, returned to the system when freed. glibc otherwise raises that threshold after
-/// the first large free, so tables rebuilt every interval come from the heap and their freed
-/// pages stay in the resident set. Called by `histd run` before any other thread exists.
+/// Serves every allocation of 128 KiB or more (reader tables and their arrays by id, the
+/// flusher's, flush snapshots' arrays) with its own mapping, returned to the system when freed:
+/// glibc otherwise raises that threshold after the first large free, so arrays rebuilt every
+/// interval come from the heap and the holes they leave stay in the resident set. A mapping
+/// of its own also grows in place (`mremap`: no copy, no old and new block at once), and a
+/// zeroed one costs only the pages written. Called by `histd run` before any other thread
+/// exists.
 pub fn return_large_blocks_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes malloc's tuning; it is called before any other thread exists.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 17);
     }
 }
 
