@@ -448,7 +448,7 @@ impl Aggregator {
                 false => Vec::new(),
             };
             points.push(TimerPoint {
-                key: key.clone(),
+                key: CompactString::from(key),
                 stats: TimerStats::shared(&stats, &mut stat_lists),
                 bins: bins.map(Box::new),
                 histogram,

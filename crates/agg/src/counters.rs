@@ -20,7 +20,7 @@
 
 use compact_str::CompactString;
 
-use crate::key_index::{KeyIndex, KeyList, SharedKeys};
+use crate::key_index::{KeyIndex, KeyList, KeyStore, SharedKeys};
 use crate::numbered::{IdMap, Numbered, Staleness};
 
 /// How many points ahead a walk of a flush's counters loads their keys.
@@ -126,7 +126,7 @@ impl ReaderCounters {
     #[cfg(test)]
     pub fn interval_values(&self) -> Vec<(CompactString, f64)> {
         let mut all: Vec<_> =
-            set_bits(&self.touched).map(|id| (self.index.keys()[id].clone(), self.values[id])).collect();
+            set_bits(&self.touched).map(|id| (CompactString::from(&self.index.keys()[id]), self.values[id])).collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     }
@@ -231,7 +231,7 @@ impl CounterStore {
             let id = match self.ids.find(key) {
                 Some(id) => id,
                 None => match admit(key) {
-                    admitted if admitted == key.as_str() => self.id_from(&keys, reader_id),
+                    admitted if admitted == key => self.id_from(&keys, reader_id),
                     admitted => self.id(&admitted),
                 },
             };
@@ -281,7 +281,7 @@ impl CounterStore {
     /// Live keys and counts, sorted by key.
     pub(crate) fn live_values(&mut self) -> Vec<(CompactString, f64)> {
         let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
-        ids.into_iter().map(|id| (self.ids.keys()[id as usize].clone(), self.count(id))).collect()
+        ids.into_iter().map(|id| (CompactString::from(&self.ids.keys()[id as usize]), self.count(id))).collect()
     }
 
     /// Stops reporting `key`; true when it was live.
@@ -510,7 +510,11 @@ mod tests {
             store.reset_after_flush(true, None, keep_none);
             add(&mut reader, "kept", 1.0);
         }
-        assert_eq!((store.generation(), store.ids.len(), store.updated.len()), (1, 1, 1), "only the counter in use is left");
+        assert_eq!(
+            (store.generation(), store.ids.len(), store.updated.len()),
+            (1, 1, 1),
+            "only the counter in use is left"
+        );
         add(&mut reader, "new", 2.0);
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 1.0), ("new".into(), 2.0)], "the map was rebuilt");
@@ -535,7 +539,11 @@ mod tests {
             expired.push(went);
         }
         assert_eq!(expired, [0, 0, CHURN_SLACK + 10, 0, 0], "reported at flushes 1 to 3, gone after the third");
-        assert_eq!((store.generation(), store.ids.len(), store.updated.len()), (1, 1, 1), "only the counter in use is left");
+        assert_eq!(
+            (store.generation(), store.ids.len(), store.updated.len()),
+            (1, 1, 1),
+            "only the counter in use is left"
+        );
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(flushed(&mut store), [("kept".into(), 0.0)], "idle once: reported as zero");
     }

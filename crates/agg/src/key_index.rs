@@ -5,19 +5,16 @@
 //! Open addressing over `u32` slots (0 empty, else id + 1), at most half full. A reader's keys
 //! live in a [`KeyList`] of fixed-size chunks that never change once full, so a reader can hand
 //! its new keys to the flusher by sharing chunks, not copying. The flusher's keys are a
-//! [`SharedKeys`]: each id refers, in 8 bytes, to a key in a reader's full chunk (the flusher
+//! [`SharedKeys`]: each id refers, in 4 bytes, to a key in a reader's full chunk (the flusher
 //! holds the chunk), or to a copy of its own (keys from a reader's partial last chunk, and keys
 //! that come from elsewhere); a flush's snapshot shares those chunks and references in turn.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use compact_str::CompactString;
-
+pub(crate) use crate::key_list::KeyList;
+use crate::key_list::{KeyChunk, CHUNK};
 use crate::series::{hash_key, prefetch_read, same_key, Slots};
-
-/// Entries per chunk of a [`Chunked`] list.
-const CHUNK: usize = 4096;
 
 /// A list by index in chunks of [`CHUNK`]: full chunks are shared and never change; the last,
 /// partial one is copied when the list is cloned.
@@ -26,9 +23,6 @@ pub(crate) struct Chunked<T> {
     full: Vec<Arc<[T]>>,
     tail: Vec<T>,
 }
-
-/// A reader's keys by id.
-pub(crate) type KeyList = Chunked<CompactString>;
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
@@ -48,12 +42,6 @@ impl<T> Chunked<T> {
             self.full.push(std::mem::take(&mut self.tail).into());
         }
     }
-
-    /// The full chunk entry `id` is in, and its place there; `None` while it is in the last,
-    /// partial chunk (which a clone copies).
-    pub(crate) fn full_chunk(&self, id: usize) -> Option<(&Arc<[T]>, u32)> {
-        Some((self.full.get(id / CHUNK)?, (id % CHUNK) as u32))
-    }
 }
 
 impl<T> std::ops::Index<usize> for Chunked<T> {
@@ -70,20 +58,27 @@ impl<T> std::ops::Index<usize> for Chunked<T> {
 }
 
 /// Where a [`KeyIndex`] keeps its keys by id.
-pub(crate) trait KeyStore: std::ops::Index<usize, Output = CompactString> + Default {
+pub(crate) trait KeyStore: std::ops::Index<usize, Output = str> + Default {
     /// The number of keys.
     fn len(&self) -> usize;
     /// Keeps a copy of `key` as the next id's.
     fn push_copy(&mut self, key: &str);
+    /// Starts loading what key `id` is first read from (without waiting for anything).
+    fn prefetch_key(&self, id: usize);
 }
 
 impl KeyStore for KeyList {
     fn len(&self) -> usize {
-        Chunked::len(self)
+        KeyList::len(self)
     }
 
     fn push_copy(&mut self, key: &str) {
-        self.push(CompactString::from(key));
+        self.push(key);
+    }
+
+    #[inline(always)]
+    fn prefetch_key(&self, id: usize) {
+        self.prefetch(id);
     }
 }
 
@@ -104,7 +99,7 @@ const _: () = assert!(CHUNK.is_power_of_two(), "a reference splits into chunk an
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SharedKeys {
     /// Readers' full key chunks referred to.
-    chunks: Vec<Arc<[CompactString]>>,
+    chunks: Vec<Arc<KeyChunk>>,
     /// Their numbers in `chunks`, by the chunk's address.
     registered: HashMap<usize, u32>,
     /// Keys copied here, in order.
@@ -116,8 +111,8 @@ pub(crate) struct SharedKeys {
 impl SharedKeys {
     /// Refers the next id to the key at `place` in a reader's full `chunk` (or copies the key
     /// when [`MOST_CHUNKS`] chunks are referred to already).
-    pub(crate) fn push_shared(&mut self, chunk: &Arc<[CompactString]>, place: u32) {
-        let address = Arc::as_ptr(chunk).cast::<CompactString>() as usize;
+    pub(crate) fn push_shared(&mut self, chunk: &Arc<KeyChunk>, place: u32) {
+        let address = Arc::as_ptr(chunk) as usize;
         let number = match self.registered.get(&address) {
             Some(&number) => number,
             None if self.chunks.len() < MOST_CHUNKS => {
@@ -126,7 +121,7 @@ impl SharedKeys {
                 self.registered.insert(address, number);
                 number
             }
-            None => return self.push_copy(&chunk[place as usize]),
+            None => return self.push_copy(chunk.key(place as usize)),
         };
         self.refs.push(number << PLACE_BITS | place);
     }
@@ -139,7 +134,7 @@ impl SharedKeys {
     }
 
     /// The readers' chunks referred to, by number.
-    pub(crate) fn chunks(&self) -> &[Arc<[CompactString]>] {
+    pub(crate) fn chunks(&self) -> &[Arc<KeyChunk>] {
         &self.chunks
     }
 
@@ -148,12 +143,6 @@ impl SharedKeys {
     #[inline]
     pub(crate) fn prefetch_reference(&self, id: usize) {
         prefetch_read(&self.refs[id]);
-    }
-
-    /// Starts loading key `id` itself (second stage, once its reference has likely arrived).
-    #[inline]
-    pub(crate) fn prefetch_key(&self, id: usize) {
-        prefetch_read(&self[id]);
     }
 
     /// How many keys are copies.
@@ -172,16 +161,25 @@ impl KeyStore for SharedKeys {
         self.refs.push(COPY | self.copies.len() as u32);
         self.copies.push_copy(key);
     }
+
+    /// Starts loading key `id`'s entry (second stage, once its reference has likely arrived).
+    #[inline]
+    fn prefetch_key(&self, id: usize) {
+        match self.reference(id) {
+            Some((chunk, place)) => self.chunks[chunk].prefetch(place as usize),
+            None => self.copies.prefetch((self.refs[id] & !COPY) as usize),
+        }
+    }
 }
 
 impl std::ops::Index<usize> for SharedKeys {
-    type Output = CompactString;
+    type Output = str;
 
     /// The key numbered `id`.
     #[inline]
-    fn index(&self, id: usize) -> &CompactString {
+    fn index(&self, id: usize) -> &str {
         match self.reference(id) {
-            Some((chunk, place)) => &self.chunks[chunk][place as usize],
+            Some((chunk, place)) => self.chunks[chunk].key(place as usize),
             None => &self.copies[(self.refs[id] & !COPY) as usize],
         }
     }
@@ -228,7 +226,7 @@ impl<K: KeyStore> KeyIndex<K> {
     /// Starts loading the key numbered `id`.
     #[inline]
     pub fn prefetch_key(&self, id: u32) {
-        prefetch_read(&self.keys[id as usize]);
+        self.keys.prefetch_key(id as usize);
     }
 
     /// The id of `key` (whose hash is `hash`), numbering it next if it is new.
@@ -322,8 +320,8 @@ impl<K: KeyStore> KeyIndex<K> {
 impl KeyIndex<SharedKeys> {
     /// The id of the key at `place` in a reader's full `chunk` (whose hash is `hash`), numbered
     /// next, as a reference to it, if it is new.
-    pub(crate) fn id_or_refer(&mut self, hash: u64, chunk: &Arc<[CompactString]>, place: u32) -> u32 {
-        let key = &chunk[place as usize];
+    pub(crate) fn id_or_refer(&mut self, hash: u64, chunk: &Arc<KeyChunk>, place: u32) -> u32 {
+        let key = chunk.key(place as usize);
         match self.slots.is_empty() {
             false => {
                 self.find(hash, key).unwrap_or_else(|_| self.place(hash, key, |keys| keys.push_shared(chunk, place)))
@@ -432,11 +430,8 @@ mod tests {
             index.id_or_insert(hash_key(key), key);
         }
         assert_eq!((held.len(), index.keys().len()), (CHUNK + 5, CHUNK + 10));
-        assert!(Arc::ptr_eq(&held.full[0], &index.keys().full[0]));
-        assert_eq!(
-            (&held[CHUNK + 4], &index.keys()[CHUNK + 9]),
-            (&keys[CHUNK + 4].as_str().into(), &keys[CHUNK + 9].as_str().into())
-        );
+        assert!(Arc::ptr_eq(held.full_chunk(0).unwrap().0, index.keys().full_chunk(0).unwrap().0));
+        assert_eq!((&held[CHUNK + 4], &index.keys()[CHUNK + 9]), (keys[CHUNK + 4].as_str(), keys[CHUNK + 9].as_str()));
     }
 
     fn reader_keys(count: usize) -> KeyList {
@@ -464,10 +459,10 @@ mod tests {
         assert_eq!(flusher.keys().chunks().len(), 2, "the reader's two full chunks");
         let snapshot = flusher.keys().clone();
         for at in 0..reader.len() {
-            assert_eq!(flusher.id(&reader[at]), Some(at as u32 + 1), "{}", reader[at]);
-            assert_eq!(snapshot[at + 1], reader[at]);
+            assert_eq!(flusher.id(&reader[at]), Some(at as u32 + 1), "{}", &reader[at]);
+            assert_eq!(&snapshot[at + 1], &reader[at]);
         }
-        assert_eq!(snapshot[0], "own.first");
+        assert_eq!(&snapshot[0], "own.first");
         let again = flusher.id_or_refer(hash_key(&reader[5]), reader.full_chunk(5).unwrap().0, 5);
         assert_eq!(again, 6, "a key known already keeps its id");
     }

@@ -15,6 +15,7 @@ mod counters;
 pub mod distinct;
 pub mod jsfmt;
 mod key_index;
+mod key_list;
 mod mergeable;
 mod metric_type;
 mod numbered;

@@ -221,7 +221,7 @@ impl<V> std::ops::Index<&str> for SeriesMap<V> {
 
 /// Key equality without a call to `memcmp` for the short keys most series have.
 #[inline(always)]
-pub(crate) fn same_key(stored: &CompactString, key: &str) -> bool {
+pub(crate) fn same_key(stored: &str, key: &str) -> bool {
     let (a, b) = (stored.as_bytes(), key.as_bytes());
     if a.len() != b.len() {
         return false;

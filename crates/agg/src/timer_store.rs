@@ -11,8 +11,6 @@
 
 use std::borrow::Cow;
 
-use compact_str::CompactString;
-
 use crate::key_index::KeyList;
 use crate::numbered::{IdMap, Numbered, Staleness};
 use crate::timer_samples::TimerSamples;
@@ -104,9 +102,7 @@ impl TimerStore {
                     let (id, own) = match self.contains(key) {
                         true => (self.live_id(key), true),
                         false => match admit(key) {
-                            admitted if admitted == key.as_str() => {
-                                (self.live_id_from(&keys, reader_id as usize), true)
-                            }
+                            admitted if admitted == key => (self.live_id_from(&keys, reader_id as usize), true),
                             admitted => (self.live_id(&admitted), false),
                         },
                     };
@@ -122,7 +118,7 @@ impl TimerStore {
     }
 
     /// Calls `visit` with each live timer's key and samples, in key order.
-    pub(crate) fn for_each_sorted(&mut self, mut visit: impl FnMut(&CompactString, &mut TimerSamples)) {
+    pub(crate) fn for_each_sorted(&mut self, mut visit: impl FnMut(&str, &mut TimerSamples)) {
         let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
         let keys = self.ids.keys();
         for id in ids {

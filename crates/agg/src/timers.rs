@@ -279,7 +279,7 @@ impl TimerDelta {
     /// Each timer's key and samples, in order of first arrival.
     fn samples(self) -> impl Iterator<Item = (CompactString, TimerSamples)> {
         let (keys, _, samples) = self.into_parts();
-        samples.map(move |(id, samples)| (keys[id as usize].clone(), samples))
+        samples.map(move |(id, samples)| (CompactString::from(&keys[id as usize]), samples))
     }
 }
 
