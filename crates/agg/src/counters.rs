@@ -18,6 +18,8 @@
 //! reader's keys at its next take. Without `deleteCounters` counters are never deleted (Etsy
 //! keeps reporting them as 0), so only readers start over.
 
+use std::sync::Arc;
+
 use compact_str::CompactString;
 
 use crate::key_index::{KeyIndex, KeyList, KeyStore, SharedKeys};
@@ -268,7 +270,7 @@ impl CounterStore {
     /// The live counters, sorted by key, sharing the key list and taking this interval's
     /// counts (every count is 0 until the next one arrives).
     pub(crate) fn flush_points(&mut self, interval_seconds: f64) -> Counters {
-        let ids: Vec<u32> = self.ids.sorted_live_ids().collect();
+        let ids = self.ids.live_order();
         let counts = std::mem::take(&mut self.values);
         Counters { keys: self.ids.keys().clone(), ids, counts, interval_seconds }
     }
@@ -309,8 +311,8 @@ impl CounterStore {
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
     keys: SharedKeys,
-    /// The live counters' ids, in key order.
-    ids: Vec<u32>,
+    /// The live counters' ids, in key order (the store's order itself when all are live).
+    ids: Arc<Vec<u32>>,
     /// The interval's counts by id (the store's array, moved here): an id past its end counts 0.
     counts: Vec<f64>,
     interval_seconds: f64,
@@ -345,7 +347,8 @@ impl Counters {
         Some(CounterPoint { key: &self.keys[id], count, rate: count / self.interval_seconds })
     }
 
-    /// The bytes its arrays hold (the keys are shared with the flusher).
+    /// The bytes its arrays hold (the keys, and the ids when all are live, are shared with
+    /// the flusher but counted: they stay while the flush is held).
     pub fn heap_bytes(&self) -> usize {
         self.ids.len() * std::mem::size_of::<u32>() + self.counts.len() * std::mem::size_of::<f64>()
     }
@@ -466,6 +469,31 @@ mod tests {
         cycle(&mut reader, &mut store, &mut map, false);
         assert_eq!(store.values.len(), 3);
         assert_eq!(flushed(&mut store), [("a".into(), 0.0), ("b".into(), 0.0), ("c".into(), 3.0)]);
+    }
+
+    #[test]
+    fn a_flush_shares_the_key_order_while_every_counter_is_live() {
+        let (mut reader, mut store, mut map) = (ReaderCounters::default(), CounterStore::default(), IdMap::default());
+        let keys = |counters: &Counters| -> Vec<String> { counters.iter().map(|p| p.key.to_string()).collect() };
+        ["b", "a", "c"].iter().for_each(|key| add(&mut reader, key, 1.0));
+        cycle(&mut reader, &mut store, &mut map, false);
+        let held = store.flush_points(1.0);
+        assert!(Arc::ptr_eq(&held.ids, &store.ids.live_order()), "all live: shared");
+        store.reset_after_flush(false, None, |_| true);
+        // A key placed while the flush is held: the store's order is copied, the flush's kept.
+        add(&mut reader, "0", 1.0);
+        cycle(&mut reader, &mut store, &mut map, false);
+        let next = store.flush_points(1.0);
+        assert_eq!(
+            (keys(&held), keys(&next)),
+            (vec!["a".into(), "b".into(), "c".into()], vec!["0".into(), "a".into(), "b".into(), "c".into()])
+        );
+        store.reset_after_flush(false, None, |_| true);
+        // One removed: the flush gets the live ids alone, in a list of its own.
+        assert!(store.remove("b"));
+        let without = store.flush_points(1.0);
+        assert!(!Arc::ptr_eq(&without.ids, &store.ids.live_order()));
+        assert_eq!(keys(&without), ["0", "a", "c"]);
     }
 
     #[test]

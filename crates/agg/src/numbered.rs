@@ -10,6 +10,8 @@
 //! flushes) outnumber the others and a slack, the ids are numbered again in a new generation:
 //! every reader's map of an older one is rebuilt at its next take.
 
+use std::sync::Arc;
+
 use crate::key_index::{place_new_ids, KeyIndex, KeyList, SharedKeys};
 use crate::series::hash_key;
 
@@ -54,8 +56,9 @@ pub(crate) struct Numbered {
     live: Vec<bool>,
     /// Flushes since each series last had a value (0: it had one in the last flushed interval).
     idle_flushes: Vec<u32>,
-    /// Ids sorted by key; ids from `order.len()` on are not placed yet.
-    order: Vec<u32>,
+    /// Ids sorted by key; ids from `order.len()` on are not placed yet. Shared with the
+    /// flush that took it whole (copied if it changes while that flush is held).
+    order: Arc<Vec<u32>>,
     /// Bumped by every renumbering.
     generation: u64,
 }
@@ -142,8 +145,25 @@ impl Numbered {
 
     /// The live ids in key order (placing the ids numbered since the last call first).
     pub(crate) fn sorted_live_ids(&mut self) -> impl Iterator<Item = u32> + '_ {
-        place_new_ids(&mut self.order, self.index.keys(), self.live.len());
+        self.place_new_ids();
         self.order.iter().copied().filter(|&id| self.live[id as usize])
+    }
+
+    /// The live ids in key order, as [`Numbered::sorted_live_ids`]: when every id is live (as
+    /// counters are unless deleted) the order itself, shared rather than copied.
+    pub(crate) fn live_order(&mut self) -> Arc<Vec<u32>> {
+        self.place_new_ids();
+        match self.live.iter().all(|&live| live) {
+            true => Arc::clone(&self.order),
+            false => Arc::new(self.sorted_live_ids().collect()),
+        }
+    }
+
+    /// Brings `order` up to date with the ids numbered since.
+    fn place_new_ids(&mut self) {
+        if self.order.len() < self.live.len() {
+            place_new_ids(Arc::make_mut(&mut self.order), self.index.keys(), self.live.len());
+        }
     }
 
     /// After a flush: counts a flush for every series (`had_value`: it had one in the flushed
@@ -181,7 +201,7 @@ impl Numbered {
     /// kept key that refers to a reader's chunk still does when at least [`KEPT_SHARE`] of that
     /// chunk's keys are kept: otherwise it is copied, and the chunk let go.
     fn renumber(&mut self, stale_after: u32) {
-        place_new_ids(&mut self.order, self.index.keys(), self.live.len());
+        self.place_new_ids();
         let kept = |id: usize| self.live[id] || self.idle_flushes[id] < stale_after;
         let keys = self.index.keys();
         let mut kept_per_chunk = vec![0usize; keys.chunks().len()];
@@ -203,7 +223,7 @@ impl Numbered {
             renumbered.live[new as usize] = self.live[id];
             renumbered.idle_flushes[new as usize] = self.idle_flushes[id];
         }
-        renumbered.order = (0..renumbered.len() as u32).collect();
+        renumbered.order = Arc::new((0..renumbered.len() as u32).collect());
         *self = renumbered;
     }
 }
