@@ -2,7 +2,10 @@
 //! over an interval of counter values as one array, and the flusher find its own entry for each
 //! with an array lookup instead of a hash lookup.
 //!
-//! Open addressing over `u32` slots (0 empty, else id + 1), at most half full. A reader's keys
+//! A reader's [`KeyIndex`]: open addressing over `u32` slots (0 empty, else id + 1), at most
+//! half full, each lookup split into stages a run of lines prefetches. The flusher's
+//! [`SharedIndex`]: hashbrown's table of ids, up to 7/8 full (it is not on the readers' path,
+//! and it holds every reader's keys). A reader's keys
 //! live in a [`KeyList`] of fixed-size chunks that never change once full, so a reader can hand
 //! its new keys to the flusher by sharing chunks, not copying. The flusher's keys are a
 //! [`SharedKeys`]: each id refers, in 4 bytes, to a key in a reader's full chunk (the flusher
@@ -259,6 +262,7 @@ impl<K: KeyStore> KeyIndex<K> {
     }
 
     /// The id of `key`, if it has one.
+    #[cfg(test)]
     pub fn id(&self, key: &str) -> Option<u32> {
         if self.slots.is_empty() {
             return None;
@@ -267,6 +271,7 @@ impl<K: KeyStore> KeyIndex<K> {
     }
 
     /// The key numbered `id`.
+    #[cfg(test)]
     pub fn key(&self, id: u32) -> &str {
         &self.keys[id as usize]
     }
@@ -290,24 +295,10 @@ impl<K: KeyStore> KeyIndex<K> {
         }
     }
 
-    /// Makes room for `additional` keys at once (the slots grown once to their final size,
-    /// not doubled step by step with every step's slots placed again).
-    pub fn reserve(&mut self, additional: usize) {
-        let wanted = ((self.keys.len() + additional) * 2).next_power_of_two().max(16);
-        if wanted > self.slots.len() {
-            self.grow_to(wanted);
-        }
-    }
-
     /// Doubles the slots (16 at first) and places every id again.
     #[cold]
     fn grow(&mut self) {
-        self.grow_to((self.slots.len() * 2).max(16));
-    }
-
-    /// Replaces the slots with `capacity` (a power of two) and places every id again.
-    #[cold]
-    fn grow_to(&mut self, capacity: usize) {
+        let capacity = (self.slots.len() * 2).max(16);
         self.slots.replace_with(capacity, || 0);
         for id in 0..self.keys.len() {
             let key = &self.keys[id];
@@ -317,17 +308,60 @@ impl<K: KeyStore> KeyIndex<K> {
     }
 }
 
-impl KeyIndex<SharedKeys> {
+/// The flusher's keys and their ids: hashbrown's table of ids (a control byte holding 7 bits
+/// of the hash and 4 bytes a slot, up to 7/8 full) over a [`SharedKeys`]. The flusher looks
+/// keys up off the readers' path, once for each key new to it: a table a third the size of a
+/// reader's (no prefetching, and a probe compares a key only when its control byte matches).
+#[derive(Debug, Default)]
+pub(crate) struct SharedIndex {
+    table: hashbrown::HashTable<u32>,
+    keys: SharedKeys,
+}
+
+impl SharedIndex {
+    /// The id of `key`, if it has one.
+    pub(crate) fn id(&self, key: &str) -> Option<u32> {
+        self.table.find(hash_key(key), |&id| same_key(&self.keys[id as usize], key)).copied()
+    }
+
+    /// The id of `key` (whose hash is `hash`), numbering it next, as a copy, if it is new.
+    pub(crate) fn id_or_insert(&mut self, hash: u64, key: &str) -> u32 {
+        self.id_or_keep(hash, key, |keys| keys.push_copy(key))
+    }
+
     /// The id of the key at `place` in a reader's full `chunk` (whose hash is `hash`), numbered
     /// next, as a reference to it, if it is new.
     pub(crate) fn id_or_refer(&mut self, hash: u64, chunk: &Arc<KeyChunk>, place: u32) -> u32 {
-        let key = chunk.key(place as usize);
-        match self.slots.is_empty() {
-            false => {
-                self.find(hash, key).unwrap_or_else(|_| self.place(hash, key, |keys| keys.push_shared(chunk, place)))
-            }
-            true => self.place(hash, key, |keys| keys.push_shared(chunk, place)),
+        self.id_or_keep(hash, chunk.key(place as usize), |keys| keys.push_shared(chunk, place))
+    }
+
+    /// The id of `key`, or the next one, its key kept by `keep`.
+    fn id_or_keep(&mut self, hash: u64, key: &str, keep: impl FnOnce(&mut SharedKeys)) -> u32 {
+        let (id, keys) = (self.keys.len() as u32, &self.keys);
+        let same = |stored: &u32| same_key(&keys[*stored as usize], key);
+        match self.table.entry(hash, same, |stored| hash_key(&keys[*stored as usize])) {
+            hashbrown::hash_table::Entry::Occupied(found) => return *found.get(),
+            hashbrown::hash_table::Entry::Vacant(empty) => _ = empty.insert(id),
         }
+        keep(&mut self.keys);
+        debug_assert_eq!(self.keys.len(), id as usize + 1, "one key kept");
+        id
+    }
+
+    /// Makes room for `additional` keys at once.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        let keys = &self.keys;
+        self.table.reserve(additional, |stored| hash_key(&keys[*stored as usize]));
+    }
+
+    /// The key numbered `id`.
+    pub(crate) fn key(&self, id: u32) -> &str {
+        &self.keys[id as usize]
+    }
+
+    /// Every key, by id (a clone shares every chunk referred to).
+    pub(crate) fn keys(&self) -> &SharedKeys {
+        &self.keys
     }
 }
 
@@ -383,19 +417,16 @@ mod tests {
     }
 
     #[test]
-    fn a_reserve_grows_the_slots_once_to_their_final_size() {
-        let mut index = KeyIndex::<KeyList>::default();
-        let keys: Vec<String> = (0..1003).map(|i| format!("k.{i}")).collect();
-        keys[..3].iter().for_each(|key| _ = index.id_or_insert(hash_key(key), key));
-        // (keys to come, slots after): at most half full, a power of two; never shrunk.
-        for (additional, slots) in [(1000, 2048), (10, 2048), (0, 2048)] {
-            index.reserve(additional);
-            assert_eq!(index.slots.len(), slots, "{additional}");
+    fn the_flusher_numbers_keys_past_a_reserve_and_after_growing() {
+        let mut flusher = SharedIndex::default();
+        let keys: Vec<String> = (0..3000).map(|i| format!("series.{i}")).collect();
+        flusher.reserve(1000);
+        for round in 0..2 {
+            for (id, key) in keys.iter().enumerate() {
+                assert_eq!(flusher.id_or_insert(hash_key(key), key), id as u32, "{key} in round {round}");
+            }
         }
-        for (id, key) in keys.iter().enumerate() {
-            assert_eq!(index.id_or_insert(hash_key(key), key), id as u32, "{key}");
-        }
-        assert_eq!(index.slots.len(), 2048, "no growth while the reserve lasts");
+        assert_eq!((flusher.keys().len(), flusher.id("series.2999"), flusher.id("nope")), (3000, Some(2999), None));
     }
 
     #[test]
@@ -446,7 +477,7 @@ mod tests {
     #[test]
     fn the_flusher_refers_to_a_readers_full_chunks_and_copies_its_last_keys() {
         let reader = reader_keys(2 * CHUNK + 10);
-        let mut flusher = KeyIndex::<SharedKeys>::default();
+        let mut flusher = SharedIndex::default();
         flusher.id_or_insert(hash_key("own.first"), "own.first");
         for at in 0..reader.len() {
             let id = match reader.full_chunk(at) {
@@ -469,7 +500,7 @@ mod tests {
 
     #[test]
     fn copies_past_a_chunk_stay_readable_from_every_clone() {
-        let mut flusher = KeyIndex::<SharedKeys>::default();
+        let mut flusher = SharedIndex::default();
         let keys: Vec<String> = (0..CHUNK * 2 + 3).map(|i| format!("copied.{i}")).collect();
         let mut clones = Vec::new();
         for (i, key) in keys.iter().enumerate() {

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::key_index::{place_new_ids, KeyIndex, KeyList, SharedKeys};
+use crate::key_index::{place_new_ids, KeyList, SharedIndex, SharedKeys};
 use crate::series::hash_key;
 
 /// The flusher's map from one reader's ids (counter or timer) to a [`Numbered`]'s, kept
@@ -52,7 +52,7 @@ pub(crate) struct Staleness {
 /// and the ids in key order.
 #[derive(Debug, Default)]
 pub(crate) struct Numbered {
-    index: KeyIndex<SharedKeys>,
+    index: SharedIndex,
     live: Vec<bool>,
     /// Flushes since each series last had a value (0: it had one in the last flushed interval).
     idle_flushes: Vec<u32>,
@@ -204,13 +204,15 @@ impl Numbered {
         self.place_new_ids();
         let kept = |id: usize| self.live[id] || self.idle_flushes[id] < stale_after;
         let keys = self.index.keys();
-        let mut kept_per_chunk = vec![0usize; keys.chunks().len()];
+        let (mut kept_per_chunk, mut kept_count) = (vec![0usize; keys.chunks().len()], 0);
         for id in (0..self.len()).filter(|&id| kept(id)) {
             if let Some((chunk, _)) = keys.reference(id) {
                 kept_per_chunk[chunk] += 1;
             }
+            kept_count += 1;
         }
         let mut renumbered = Numbered { generation: self.generation + 1, ..Numbered::default() };
+        renumbered.reserve(kept_count);
         for &id in self.order.iter().filter(|&&id| kept(id as usize)) {
             let (id, key) = (id as usize, &keys[id as usize]);
             let new = match keys.reference(id) {
