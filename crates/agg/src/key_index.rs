@@ -161,6 +161,7 @@ impl KeyStore for SharedKeys {
     }
 
     fn push_copy(&mut self, key: &str) {
+        debug_assert!(self.copies.len() < COPY as usize, "a copy's number fits beside the mark");
         self.refs.push(COPY | self.copies.len() as u32);
         self.copies.push_copy(key);
     }
