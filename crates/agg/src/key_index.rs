@@ -60,31 +60,6 @@ impl<T> std::ops::Index<usize> for Chunked<T> {
     }
 }
 
-/// Where a [`KeyIndex`] keeps its keys by id.
-pub(crate) trait KeyStore: std::ops::Index<usize, Output = str> + Default {
-    /// The number of keys.
-    fn len(&self) -> usize;
-    /// Keeps a copy of `key` as the next id's.
-    fn push_copy(&mut self, key: &str);
-    /// Starts loading what key `id` is first read from (without waiting for anything).
-    fn prefetch_key(&self, id: usize);
-}
-
-impl KeyStore for KeyList {
-    fn len(&self) -> usize {
-        KeyList::len(self)
-    }
-
-    fn push_copy(&mut self, key: &str) {
-        self.push(key);
-    }
-
-    #[inline(always)]
-    fn prefetch_key(&self, id: usize) {
-        self.prefetch(id);
-    }
-}
-
 /// The mark of a reference to a copy (the rest is the copy's number); without it, a reference
 /// is a reader's chunk's number << [`PLACE_BITS`] | the key's place in it.
 const COPY: u32 = 1 << 31;
@@ -153,22 +128,22 @@ impl SharedKeys {
     pub(crate) fn copies(&self) -> usize {
         self.copies.len()
     }
-}
 
-impl KeyStore for SharedKeys {
-    fn len(&self) -> usize {
+    /// The number of keys.
+    pub(crate) fn len(&self) -> usize {
         self.refs.len()
     }
 
-    fn push_copy(&mut self, key: &str) {
+    /// Keeps a copy of `key` as the next id's.
+    pub(crate) fn push_copy(&mut self, key: &str) {
         debug_assert!(self.copies.len() < COPY as usize, "a copy's number fits beside the mark");
         self.refs.push(COPY | self.copies.len() as u32);
-        self.copies.push_copy(key);
+        self.copies.push(key);
     }
 
     /// Starts loading key `id`'s entry (second stage, once its reference has likely arrived).
     #[inline]
-    fn prefetch_key(&self, id: usize) {
+    pub(crate) fn prefetch_key(&self, id: usize) {
         match self.reference(id) {
             Some((chunk, place)) => self.chunks[chunk].prefetch(place as usize),
             None => self.copies.prefetch((self.refs[id] & !COPY) as usize),
@@ -189,20 +164,20 @@ impl std::ops::Index<usize> for SharedKeys {
     }
 }
 
-/// Keys and their ids.
+/// A reader's keys and their ids.
 #[derive(Debug, Clone)]
-pub(crate) struct KeyIndex<K = KeyList> {
+pub(crate) struct KeyIndex {
     slots: Slots<u32>,
-    keys: K,
+    keys: KeyList,
 }
 
-impl<K: KeyStore> Default for KeyIndex<K> {
+impl Default for KeyIndex {
     fn default() -> Self {
-        KeyIndex { slots: Slots::empty(), keys: K::default() }
+        KeyIndex { slots: Slots::empty(), keys: KeyList::default() }
     }
 }
 
-impl<K: KeyStore> KeyIndex<K> {
+impl KeyIndex {
     /// The number of keys (the next id).
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -230,7 +205,7 @@ impl<K: KeyStore> KeyIndex<K> {
     /// Starts loading the key numbered `id`.
     #[inline]
     pub fn prefetch_key(&self, id: u32) {
-        self.keys.prefetch_key(id as usize);
+        self.keys.prefetch(id as usize);
     }
 
     /// The id of `key` (whose hash is `hash`), numbering it next if it is new.
@@ -242,22 +217,16 @@ impl<K: KeyStore> KeyIndex<K> {
         }
     }
 
-    /// Numbers a key not seen yet, keeping a copy of it.
+    /// Numbers a key not seen yet (growing the slots first when half full), keeping a copy.
     #[cold]
     #[inline(never)]
     fn insert(&mut self, hash: u64, key: &str) -> u32 {
-        self.place(hash, key, |keys| keys.push_copy(key))
-    }
-
-    /// Numbers a key not seen yet (growing the slots first when half full), kept by `keep`.
-    fn place(&mut self, hash: u64, key: &str, keep: impl FnOnce(&mut K)) -> u32 {
         if (self.keys.len() + 1) * 2 > self.slots.len() {
             self.grow();
         }
         let Err(empty) = self.find(hash, key) else { unreachable!("the key was not found") };
         let id = self.keys.len() as u32;
-        keep(&mut self.keys);
-        debug_assert_eq!(self.keys.len(), id as usize + 1, "one key kept");
+        self.keys.push(key);
         self.slots[empty] = id + 1;
         id
     }
@@ -278,7 +247,7 @@ impl<K: KeyStore> KeyIndex<K> {
     }
 
     /// Every key, by id (a clone shares every full chunk).
-    pub(crate) fn keys(&self) -> &K {
+    pub(crate) fn keys(&self) -> &KeyList {
         &self.keys
     }
 
@@ -370,7 +339,7 @@ impl SharedIndex {
 /// `order.len()` to `count`) into it, keeping it sorted by key: the new ids sorted, then one
 /// merge. A store that numbers keys in order of first sight reports them in key order
 /// without sorting all of them at every flush.
-pub(crate) fn place_new_ids<K: KeyStore>(order: &mut Vec<u32>, keys: &K, count: usize) {
+pub(crate) fn place_new_ids<K: std::ops::Index<usize, Output = str>>(order: &mut Vec<u32>, keys: &K, count: usize) {
     let placed = order.len();
     if placed == count {
         return;
@@ -403,7 +372,7 @@ mod tests {
 
     #[test]
     fn numbers_keys_in_order_of_first_sight() {
-        let mut index = KeyIndex::<KeyList>::default();
+        let mut index = KeyIndex::default();
         let keys: Vec<String> = (0..3000).map(|i| format!("series.number.{i}")).collect();
         for round in 0..2 {
             for (i, key) in keys.iter().enumerate() {
@@ -432,7 +401,7 @@ mod tests {
 
     #[test]
     fn new_ids_are_merged_into_key_order() {
-        let mut index = KeyIndex::<KeyList>::default();
+        let mut index = KeyIndex::default();
         let mut order = Vec::new();
         // (keys numbered next, all keys in key order after placing them)
         let steps: [(&[&str], &[&str]); 3] = [
@@ -452,7 +421,7 @@ mod tests {
 
     #[test]
     fn a_cloned_key_list_shares_full_chunks_and_stays_as_it_was() {
-        let mut index = KeyIndex::<KeyList>::default();
+        let mut index = KeyIndex::default();
         let keys: Vec<String> = (0..CHUNK + 10).map(|i| format!("k{i}")).collect();
         for key in &keys[..CHUNK + 5] {
             index.id_or_insert(hash_key(key), key);
@@ -467,7 +436,7 @@ mod tests {
     }
 
     fn reader_keys(count: usize) -> KeyList {
-        let mut index = KeyIndex::<KeyList>::default();
+        let mut index = KeyIndex::default();
         for i in 0..count {
             let key = format!("reader.key.{i}");
             index.id_or_insert(hash_key(&key), &key);

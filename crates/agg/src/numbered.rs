@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_renumbering_keeps_referring_to_chunks_mostly_kept_and_copies_the_others() {
-        let mut reader = crate::key_index::KeyIndex::<KeyList>::default();
+        let mut reader = crate::key_index::KeyIndex::default();
         let keys: Vec<String> = (0..2 * 4096).map(|i| format!("k{i:05}")).collect();
         keys.iter().for_each(|key| _ = reader.id_or_insert(hash_key(key), key));
         let mut numbered = Numbered::default();
