@@ -732,7 +732,10 @@ fn open_transaction(
 /// in the interval it belongs to (a late interval each, stamped with the global's flush at
 /// the first grid point at or after its end + `global.batchWaitMs`), never all in the one
 /// open when it read them: the global's points are the local's, one for one, each 2 to 4 s
-/// later.
+/// later. The local flushes every 2 s, the global every second: a local flush delayed by a
+/// busy machine (its interval's end moves with it) then still ends in another of the global's
+/// intervals than the next one (at 1 s each, a flush late by a few hundred ms put two local
+/// intervals' ends in one global interval, and the global rightly merged them).
 #[test]
 fn a_backlog_read_at_once_is_stored_in_the_intervals_it_belongs_to() {
     let _serial = serial();
@@ -744,7 +747,7 @@ fn a_backlog_read_at_once_is_stored_in_the_intervals_it_belongs_to() {
         "kafka-placed-local",
         &format!(
             "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
-               flushInterval: 1000, backends: ['forward', 'store'], store: {{ dataDir: '{}' }}, \
+               flushInterval: 2000, backends: ['forward', 'store'], store: {{ dataDir: '{}' }}, \
                forward: {{ source: 'placed', spoolDir: '{}', kafka: {{ brokers: [{}], topic: '{topic}' }} }} }}",
             local_dir.join("store").display(),
             local_dir.join("spool").display(),
