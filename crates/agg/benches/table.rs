@@ -7,12 +7,23 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 
 /// `datagrams` datagrams of 25 lines cycling through `names` names of `kind`.
 fn traffic(names: usize, kind: &str, datagrams: usize) -> Vec<Vec<u8>> {
+    datagrams_of(names, datagrams, 25, |next| format!("{}|{kind}", 1 + next % 997))
+}
+
+/// `datagrams` datagrams of `lines` lines cycling through `names` names, each line's value
+/// and type given by `value_and_type` (of the line's number).
+fn datagrams_of(
+    names: usize,
+    datagrams: usize,
+    lines: usize,
+    value_and_type: impl Fn(usize) -> String,
+) -> Vec<Vec<u8>> {
     let mut next = 0;
     (0..datagrams)
         .map(|_| {
             let mut packet = String::new();
-            for _ in 0..25 {
-                packet.push_str(&format!("bench.{}:{}|{kind}\n", next % names, 1 + next % 997));
+            for _ in 0..lines {
+                packet.push_str(&format!("bench.{}:{}\n", next % names, value_and_type(next)));
                 next += 1;
             }
             packet.into_bytes()
@@ -44,6 +55,19 @@ fn inserts(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+    // What `histd bench --lines 100 --names 1000` sends: `bench.N:1|c`, 100 lines a datagram.
+    let mut group = c.benchmark_group("table insert (100-line datagram)");
+    let packets = datagrams_of(1_000, 1024, 100, |_| "1|c".to_string());
+    let mut table = warmed(1_000, &packets);
+    let mut index = 0;
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("1k counters, bench tool's lines", |b| {
+        b.iter(|| {
+            index = (index + 1) % packets.len();
+            table.insert_packet(1, black_box(&packets[index]));
+        })
+    });
     group.finish();
 }
 

@@ -26,7 +26,14 @@ pub(crate) fn shared_hasher() -> DefaultHashBuilder {
 /// inlined into the reader's line path.
 #[inline(always)]
 pub(crate) fn hash_key(key: &str) -> u64 {
-    let mut hasher = shared_hasher().build_hasher();
+    hash_key_with(&shared_hasher(), key)
+}
+
+/// [`hash_key`] with the shared hasher already at hand (a reader keeps a copy, so a line
+/// does not ask the process-wide cell for it).
+#[inline(always)]
+pub(crate) fn hash_key_with(shared: &DefaultHashBuilder, key: &str) -> u64 {
+    let mut hasher = shared.build_hasher();
     hasher.write(key.as_bytes());
     hasher.finish()
 }

@@ -17,7 +17,7 @@ use proto::{Kind, Line, Metric, ParseError, Scanned, SimpleMetric, Value};
 
 use crate::counters::{CounterDelta, ReaderCounters};
 use crate::run::{Pending, Run};
-use crate::series::{hash_key, SeriesMap};
+use crate::series::{hash_key_with, shared_hasher, SeriesMap};
 use crate::timers::ReaderTimers;
 
 /// Counts about the input itself, for the internal metrics.
@@ -136,6 +136,8 @@ pub struct Table {
     run_keys: String,
     /// Who sends to this table (a stream connection's peer), for the bad lines' examples.
     source: Option<std::net::IpAddr>,
+    /// The process's series hasher ([`crate::series::hash_key`]'s), copied once.
+    hasher: hashbrown::DefaultHashBuilder,
 }
 
 impl Table {
@@ -154,6 +156,7 @@ impl Table {
             key_scratch: String::new(),
             run_keys: String::new(),
             source: None,
+            hasher: shared_hasher(),
         }
     }
 
@@ -195,7 +198,7 @@ impl Table {
                 }
                 Scanned::Simple(metric) => {
                     let built = (!metric.tags.is_empty()).then(|| run.build_key(&metric));
-                    let hash = hash_key(run.key_of(metric.name, built));
+                    let hash = hash_key_with(&self.hasher, run.key_of(metric.name, built));
                     self.prefetch(metric.kind, hash);
                     if let Some(earlier) = run.lines().len().checked_sub(SECOND_STAGE_LAG) {
                         // Its slot was asked for SECOND_STAGE_LAG lines ago: likely arrived.
@@ -220,6 +223,9 @@ impl Table {
     /// it gains nothing from waiting in a run to be prefetched, and is applied at once.
     #[inline]
     fn is_cached(&self, kind: Kind) -> bool {
+        if kind == Kind::Counter {
+            return !self.counters.is_large(); // the common case, without a jump table
+        }
         match kind {
             Kind::Counter => !self.counters.is_large(),
             Kind::Gauge => !self.gauges.is_large(),
@@ -234,7 +240,7 @@ impl Table {
     fn apply_now(&mut self, run: &mut Run<'_>, metric: &SimpleMetric<'_>) {
         let built = (!metric.tags.is_empty()).then(|| run.build_key(metric));
         let key = run.key_of(metric.name, built);
-        self.apply_line(metric, hash_key(key), key);
+        self.apply_line(metric, hash_key_with(&self.hasher, key), key);
         if built.is_some() {
             run.clear();
         }
@@ -343,7 +349,7 @@ impl Table {
         if key.is_empty() {
             return Err(ParseError::EmptyName);
         }
-        let hash = hash_key(key);
+        let hash = hash_key_with(&self.hasher, key);
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
                 self.counters.add(hash, key, unsampled(number, metric.sample_rate));

@@ -62,14 +62,38 @@ impl SimpleMetric<'_> {
 /// The lines of `packet` in order: split on `\n`, one `\r` before it dropped, empty lines
 /// skipped (as [`crate::lines`]).
 pub fn scan_lines(packet: &[u8]) -> ScanLines<'_> {
-    ScanLines { packet, position: 0 }
+    ScanLines { packet, position: 0, block: 0, newlines: newline_mask(packet) }
 }
 
-/// The iterator of [`scan_lines`].
+/// The iterator of [`scan_lines`]. The packet's `\n`s are found first, 64 bytes at a time,
+/// and each line is read between its start and its `\n`: where the next line starts never
+/// waits for this one's parsing, so the CPU reads several lines at once.
 #[derive(Debug, Clone)]
 pub struct ScanLines<'a> {
     packet: &'a [u8],
+    /// Where the next line starts.
     position: usize,
+    /// Where the 64 bytes `newlines` describes start.
+    block: usize,
+    /// Bit `i` set for a `\n` at `block + i` not yet returned as a line's end.
+    newlines: u64,
+}
+
+impl ScanLines<'_> {
+    /// The position of the next line's `\n` (the packet's length when it has none).
+    #[inline(always)]
+    fn next_newline(&mut self) -> usize {
+        while self.newlines == 0 {
+            self.block += 64;
+            match self.packet.get(self.block..) {
+                Some(rest) if !rest.is_empty() => self.newlines = newline_mask(rest),
+                _ => return self.packet.len(),
+            }
+        }
+        let at = self.block + self.newlines.trailing_zeros() as usize;
+        self.newlines &= self.newlines - 1;
+        at
+    }
 }
 
 impl<'a> Iterator for ScanLines<'a> {
@@ -78,14 +102,14 @@ impl<'a> Iterator for ScanLines<'a> {
     #[inline]
     fn next(&mut self) -> Option<Scanned<'a>> {
         loop {
-            let rest = self.packet.get(self.position..).filter(|rest| !rest.is_empty())?;
-            if let Some((metric, consumed)) = scan_simple(rest) {
-                self.position += consumed;
+            let start = self.position;
+            let rest = self.packet.get(start..).filter(|rest| !rest.is_empty())?;
+            let length = self.next_newline() - start;
+            self.position += length + 1;
+            if let Some(metric) = scan_simple(rest, length) {
                 return Some(Scanned::Simple(metric));
             }
-            let end = rest.iter().position(|&byte| byte == b'\n').unwrap_or(rest.len());
-            self.position += end + 1;
-            let line = &rest[..end];
+            let line = &rest[..length];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if !line.is_empty() {
                 return Some(Scanned::Other(line));
@@ -94,11 +118,158 @@ impl<'a> Iterator for ScanLines<'a> {
     }
 }
 
-/// Reads `name:value|type[|@rate][|#tags]` at the start of `bytes`, up to and including the
-/// line's `\n`; `None` when the line is anything else.
-#[inline]
-fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
+/// Bit `i` set where `bytes[i]` is `\n`, for the first 64 bytes.
+#[inline(always)]
+fn newline_mask(bytes: &[u8]) -> u64 {
+    match bytes.first_chunk::<64>() {
+        Some(block) => newline_mask_64(block),
+        None => {
+            let mut block = [0u8; 64];
+            block[..bytes.len()].copy_from_slice(bytes);
+            newline_mask_64(&block)
+        }
+    }
+}
+
+/// Bit `i` set where `block[i]` is `\n`.
+#[inline(always)]
+fn newline_mask_64(block: &[u8; 64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        block.chunks_exact(16).enumerate().fold(0, |mask, (at, sixteen)| {
+            mask | u64::from(sixteen::equal_mask(sixteen.try_into().expect("16 bytes"), b'\n')) << (16 * at)
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        block.iter().enumerate().fold(0, |mask, (at, &byte)| mask | u64::from(byte == b'\n') << at)
+    }
+}
+
+/// Reads `name:value|type[|@rate][|#tags]` as the whole of `bytes[..length]` (a line, which
+/// may end in `\r`; `bytes` goes on past it); `None` when the line is anything else.
+#[inline(always)]
+fn scan_simple(bytes: &[u8], length: usize) -> Option<SimpleMetric<'_>> {
     let colon = name_end(bytes)?;
+    // SAFETY: `name_end` accepted only ASCII bytes before the colon.
+    let name = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
+    let end = match bytes.get(..length)? {
+        [.., b'\r'] => length - 1,
+        _ => length,
+    };
+    let short = match integer_tail(bytes, colon + 1, end) {
+        Some(found) => Some(found),
+        None => short_tail(bytes.get(colon + 1..end)?),
+    };
+    match short {
+        Some((value, kind)) => Some(SimpleMetric { name, tags: "", kind, value, sample_rate: 1.0 }),
+        None => scan_tail(bytes, colon, length),
+    }
+}
+
+/// The value and type of `bytes[start..end]` when it is `digits|type`, up to 7 digits and no
+/// sample rate or tags (most lines): the 8 bytes from `start` read as one word, the digits
+/// found and converted without a loop. `None` for anything else, which
+/// [`short_tail`] or [`scan_tail`] then reads.
+#[inline(always)]
+fn integer_tail(bytes: &[u8], start: usize, end: usize) -> Option<(Value<'static>, Kind)> {
+    let word = u64::from_le_bytes(*bytes.get(start..)?.first_chunk::<8>()?);
+    let digits = leading_digits(word);
+    if digits == 0 || digits == 8 || (word >> (8 * digits)) as u8 != b'|' {
+        return None;
+    }
+    let kind = match bytes.get(start + digits + 1..end)? {
+        b"c" => Kind::Counter,
+        b"ms" => Kind::Timer,
+        b"g" => Kind::Gauge,
+        b"h" => Kind::Histogram,
+        b"d" => Kind::Distribution,
+        _ => return None,
+    };
+    let value = match digits {
+        1 => u64::from(word as u8 - b'0'), // a counter's usual `1`
+        _ => digits_value(word, digits),
+    };
+    Some((Value::Number(value as f64), kind))
+}
+
+/// How many of the 8 bytes of `word` (first byte lowest) are ASCII digits before the first
+/// that is not.
+#[inline(always)]
+fn leading_digits(word: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let offsets = word ^ (0x30 * ONES); // a digit's byte becomes its value 0-9
+                                        // High bit of each byte set unless its offset is below 10 (no carry between bytes: the
+                                        // low seven bits plus 0x76 stay under 0x100).
+    let not_digits = (((offsets & (0x7F * ONES)) + 0x76 * ONES) | offsets) & (0x80 * ONES);
+    (not_digits.trailing_zeros() / 8) as usize
+}
+
+/// The integer that the first `digits` bytes of `word` (1 to 7 ASCII digits, first byte
+/// lowest and most significant) spell.
+#[inline(always)]
+fn digits_value(word: u64, digits: usize) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // The digits' values as the last `digits` of eight, zeros before them.
+    let values = (word ^ (0x30 * ONES)) << (8 * (8 - digits));
+    // Neighbouring lanes summed, twice as wide each time (what spills past a lane is masked).
+    let pairs = values.wrapping_mul(10).wrapping_add(values >> 8) & 0x00FF_00FF_00FF_00FF;
+    let quads = pairs.wrapping_mul(100).wrapping_add(pairs >> 16) & 0x0000_FFFF_0000_FFFF;
+    quads.wrapping_mul(10_000).wrapping_add(quads >> 32) & 0xFFFF_FFFF
+}
+
+/// The value and type of a tail `value|type` with neither a sample rate nor tags, read from
+/// its ends, the number known to end where the type's `|` is.
+#[inline(always)]
+fn short_tail(tail: &[u8]) -> Option<(Value<'static>, Kind)> {
+    let (number, kind) = match tail {
+        [number @ .., b'|', b'c'] => (number, Kind::Counter),
+        [number @ .., b'|', b'm', b's'] => (number, Kind::Timer),
+        [number @ .., b'|', b'g'] => (number, Kind::Gauge),
+        [number @ .., b'|', b'h'] => (number, Kind::Histogram),
+        [number @ .., b'|', b'd'] => (number, Kind::Distribution),
+        _ => return None,
+    };
+    let value = exact_number(number)?;
+    let value = match number[0] {
+        b'-' if kind == Kind::Timer => return None,
+        b'-' if kind == Kind::Gauge => Value::GaugeDelta(value),
+        _ => Value::Number(value),
+    };
+    Some((value, kind))
+}
+
+/// `bytes`, all of it, as a plain decimal (what [`plain_number`] reads): its length known, the
+/// digits are read without looking for where they end.
+#[inline(always)]
+fn exact_number(bytes: &[u8]) -> Option<f64> {
+    let (negative, unsigned) = match bytes {
+        [digit @ b'0'..=b'9'] => return Some(f64::from(digit - b'0')),
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, bytes),
+    };
+    if unsigned.is_empty() || unsigned.len() > 16 {
+        return None; // no digit, or more than 15 of them
+    }
+    let (mut mantissa, mut point) = (0u64, None::<usize>);
+    for (at, &byte) in unsigned.iter().enumerate() {
+        match byte.wrapping_sub(b'0') {
+            digit @ 0..=9 => mantissa = mantissa * 10 + u64::from(digit),
+            _ if byte == b'.' && point.is_none() => point = Some(at),
+            _ => return None,
+        }
+    }
+    let digits = unsigned.len() - usize::from(point.is_some());
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let value = decimal(mantissa, digits, point);
+    Some(if negative { -value } else { value })
+}
+
+/// The rest of [`scan_simple`] for any line after its name (a sample rate, tags).
+#[inline]
+fn scan_tail(bytes: &[u8], colon: usize, length: usize) -> Option<SimpleMetric<'_>> {
     let (number, bar) = plain_number(bytes, colon + 1)?;
     if bytes.get(bar) != Some(&b'|') {
         return None;
@@ -112,7 +283,9 @@ fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
         Some(b"|#") => plain_tags(bytes, after_rate + 2)?,
         _ => ("", after_rate),
     };
-    let end = line_end(bytes, after_tags)?;
+    if after_tags != length && (after_tags + 1 != length || bytes[after_tags] != b'\r') {
+        return None;
+    }
     let negative = bytes[colon + 1] == b'-';
     let value = match kind {
         Kind::Timer if negative => return None,
@@ -121,7 +294,7 @@ fn scan_simple(bytes: &[u8]) -> Option<(SimpleMetric<'_>, usize)> {
     };
     // SAFETY: `name_end` accepted only ASCII bytes before the colon.
     let name = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
-    Some((SimpleMetric { name, tags, kind, value, sample_rate }, end))
+    Some(SimpleMetric { name, tags, kind, value, sample_rate })
 }
 
 /// Tags from `start` that need no change but `:` to `=`: non-empty, comma-separated, each with
@@ -194,6 +367,16 @@ mod sixteen {
         }
     }
 
+    /// Bit `i` set when `block[i]` is `byte`.
+    #[inline(always)]
+    pub(super) fn equal_mask(block: &[u8; 16], byte: u8) -> u32 {
+        // SAFETY: SSE2 is part of x86-64; the load reads exactly the 16 bytes of `block`.
+        unsafe {
+            let bytes = _mm_loadu_si128(block.as_ptr().cast());
+            _mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8(byte as i8))) as u32
+        }
+    }
+
     /// All ones in each byte of `bytes` from `low` to `low + count - 1`, compared unsigned.
     #[inline(always)]
     unsafe fn within(bytes: __m128i, low: u8, count: u8) -> __m128i {
@@ -206,7 +389,6 @@ mod sixteen {
 /// read exactly as JavaScript reads it, and the position of the first byte after it.
 #[inline]
 fn plain_number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
-    const POWERS: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     let negative = bytes.get(start) == Some(&b'-');
     let mut position = start + usize::from(negative);
     let (mut mantissa, mut digits, mut point) = (0u64, 0usize, None::<usize>);
@@ -225,14 +407,23 @@ fn plain_number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
     if digits == 0 || digits > 15 {
         return None;
     }
+    let value = decimal(mantissa, digits, point);
+    Some((if negative { -value } else { value }, position))
+}
+
+/// The value of `digits` decimal digits read as the integer `mantissa` (at most 15 of them),
+/// with a point after the first `point` of them when there is one: exactly as JavaScript
+/// reads it.
+#[inline(always)]
+fn decimal(mantissa: u64, digits: usize, point: Option<usize>) -> f64 {
+    const POWERS: [f64; 16] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
     // Both the integer (under 2^53) and 10^places are exact in an f64, so one division
     // rounds correctly; integers need none.
     let whole = mantissa as i64 as f64;
-    let value = match point {
+    match point {
         Some(at) if at < digits => whole / POWERS[digits - at],
         _ => whole,
-    };
-    Some((if negative { -value } else { value }, position))
+    }
 }
 
 /// The type at `start` (never a set) and the position after it.
@@ -247,19 +438,6 @@ fn kind(bytes: &[u8], start: usize) -> Option<(Kind, usize)> {
         _ => return None,
     };
     Some((kind, start + length))
-}
-
-/// The position after the line ending at `at` (past its `\n` or `\r\n`, or the packet's
-/// end); `None` when the line goes on.
-#[inline]
-fn line_end(bytes: &[u8], at: usize) -> Option<usize> {
-    match bytes.get(at..)? {
-        [] => Some(at),
-        [b'\n', ..] => Some(at + 1),
-        [b'\r', b'\n', ..] => Some(at + 2),
-        [b'\r'] => Some(at + 1),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -294,6 +472,39 @@ mod tests {
                     assert_eq!(first_unkept(&bytes), want, "byte {byte:#x} at {at} of {length}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn reads_up_to_seven_leading_digits_from_a_word() {
+        let cases: &[(&[u8; 8], usize, u64)] = &[
+            (b"1|c\nbenc", 1, 1),
+            (b"0|ms\nabc", 1, 0),
+            (b"42|c\r\nxy", 2, 42),
+            (b"007|g\nzz", 3, 7),
+            (b"9999999|", 7, 9_999_999),
+            (b"1234567|", 7, 1_234_567),
+            (b"12345678", 8, 0),
+            (b"|1234567", 0, 0),
+            (b"-5|g\nabc", 0, 0),
+            (b"12.5|ms\n", 2, 12),
+            (b"3/|c\n\n\n\n", 1, 3),
+            (b"5:|c\n\n\n\n", 1, 5),
+            (b"8\xb9|c\n\n\n\n", 1, 8),
+            (b"8\xff\xff\xff\xff\xff\xff\xff", 1, 8),
+        ];
+        for &(word, digits, value) in cases {
+            let word64 = u64::from_le_bytes(*word);
+            assert_eq!(leading_digits(word64), digits, "{:?}", String::from_utf8_lossy(word));
+            if (1..8).contains(&digits) {
+                assert_eq!(digits_value(word64, digits), value, "{:?}", String::from_utf8_lossy(word));
+            }
+        }
+        // Every byte after one digit: a digit only when it is one.
+        for byte in 0..=255u8 {
+            let word = u64::from_le_bytes([b'7', byte, b'|', b'c', b'\n', b'a', b'b', b'c']);
+            let want = if byte.is_ascii_digit() { 2 } else { 1 };
+            assert_eq!(leading_digits(word), want, "byte {byte:#x}");
         }
     }
 
