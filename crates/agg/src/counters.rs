@@ -85,12 +85,13 @@ impl ReaderCounters {
         }
     }
 
-    /// Adds `amount` to the counter `key` (whose hash is `hash`). Always inlined: a call of its
+    /// Adds `amount` to the counter `key` (whose hash is `hash`; `short` its short form, when
+    /// the caller has it). Always inlined: a call of its
     /// own cost a stack frame and spills on every counter line (the line's scan keeps its
     /// state in registers around it).
     #[inline(always)]
-    pub fn add(&mut self, hash: u64, key: &str, amount: f64) {
-        let id = self.index.id_or_insert(hash, key) as usize;
+    pub fn add(&mut self, hash: u64, key: &str, short: Option<proto::ShortKey>, amount: f64) {
+        let id = self.index.id_or_insert(hash, key, short) as usize;
         if id >= self.values.len() {
             self.values.resize(id + 1, 0.0);
             self.touched.resize(id / 64 + 1, 0);
@@ -420,7 +421,7 @@ mod tests {
     use super::*;
 
     fn add(reader: &mut ReaderCounters, key: &str, amount: f64) {
-        reader.add(crate::series::hash_key(key), key, amount);
+        reader.add(crate::series::hash_key(key), key, None, amount);
     }
 
     fn cycle(reader: &mut ReaderCounters, store: &mut CounterStore, map: &mut IdMap, reset: bool) {

@@ -208,13 +208,18 @@ impl KeyIndex {
         self.keys.prefetch(id as usize);
     }
 
-    /// The id of `key` (whose hash is `hash`), numbering it next if it is new.
+    /// The id of `key` (whose hash is `hash`; `short` its short form, when the caller has it),
+    /// numbering it next if it is new.
     #[inline(always)]
-    pub fn id_or_insert(&mut self, hash: u64, key: &str) -> u32 {
-        match self.slots.is_empty() {
-            false => self.find(hash, key).unwrap_or_else(|_| self.insert(hash, key)),
-            true => self.insert(hash, key),
+    pub fn id_or_insert(&mut self, hash: u64, key: &str, short: Option<proto::ShortKey>) -> u32 {
+        if self.slots.is_empty() {
+            return self.insert(hash, key);
         }
+        let found = match short {
+            Some(short) => self.find_by(hash, |keys, id| keys.holds_short(id, short)),
+            None => self.find(hash, key),
+        };
+        found.unwrap_or_else(|_| self.insert(hash, key))
     }
 
     /// Numbers a key not seen yet (growing the slots first when half full), keeping a copy.
@@ -254,12 +259,19 @@ impl KeyIndex {
     /// `Ok(id)` of `key`, or `Err(slot)` of the empty slot where it goes.
     #[inline(always)]
     fn find(&self, hash: u64, key: &str) -> Result<u32, usize> {
+        self.find_by(hash, |keys, id| same_key(&keys[id], key))
+    }
+
+    /// `Ok(id)` of the key whose hash is `hash` and for which `is_it` holds, or `Err(slot)` of
+    /// the empty slot where it goes.
+    #[inline(always)]
+    fn find_by(&self, hash: u64, is_it: impl Fn(&KeyList, usize) -> bool) -> Result<u32, usize> {
         let mask = self.slots.len() - 1;
         let mut index = self.slots.home(hash);
         loop {
             match self.slots[index] {
                 0 => return Err(index),
-                stored if same_key(&self.keys[stored as usize - 1], key) => return Ok(stored - 1),
+                stored if is_it(&self.keys, stored as usize - 1) => return Ok(stored - 1),
                 _ => index = (index + 1) & mask,
             }
         }
@@ -378,7 +390,9 @@ mod tests {
             for (i, key) in keys.iter().enumerate() {
                 let hash = hash_key(key);
                 index.prefetch(hash);
-                assert_eq!(index.id_or_insert(hash, key), i as u32, "{key} in round {round}");
+                assert_eq!(index.id_or_insert(hash, key, None), i as u32, "{key} in round {round}");
+                let short = proto::ShortKey::new(key.as_bytes());
+                assert_eq!(index.id_or_insert(hash, key, short), i as u32, "{key} in round {round}, short");
             }
         }
         assert_eq!(index.len(), keys.len());
@@ -411,7 +425,7 @@ mod tests {
         ];
         for (new, sorted) in steps {
             for key in new {
-                index.id_or_insert(hash_key(key), key);
+                index.id_or_insert(hash_key(key), key, None);
             }
             place_new_ids(&mut order, index.keys(), index.len());
             let keys: Vec<&str> = order.iter().map(|&id| index.key(id)).collect();
@@ -424,11 +438,11 @@ mod tests {
         let mut index = KeyIndex::default();
         let keys: Vec<String> = (0..CHUNK + 10).map(|i| format!("k{i}")).collect();
         for key in &keys[..CHUNK + 5] {
-            index.id_or_insert(hash_key(key), key);
+            index.id_or_insert(hash_key(key), key, None);
         }
         let held = index.keys().clone();
         for key in &keys[CHUNK + 5..] {
-            index.id_or_insert(hash_key(key), key);
+            index.id_or_insert(hash_key(key), key, None);
         }
         assert_eq!((held.len(), index.keys().len()), (CHUNK + 5, CHUNK + 10));
         assert!(Arc::ptr_eq(held.full_chunk(0).unwrap().0, index.keys().full_chunk(0).unwrap().0));
@@ -439,7 +453,7 @@ mod tests {
         let mut index = KeyIndex::default();
         for i in 0..count {
             let key = format!("reader.key.{i}");
-            index.id_or_insert(hash_key(&key), &key);
+            index.id_or_insert(hash_key(&key), &key, None);
         }
         index.keys().clone()
     }

@@ -73,6 +73,13 @@ impl KeyChunk {
         unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 
+    /// True when the key at `place` is `short` (one 16-byte comparison: a short key's entry is
+    /// its short form).
+    #[inline(always)]
+    pub(crate) fn holds_short(&self, place: usize, short: proto::ShortKey) -> bool {
+        short.is(&self.entries[place].0)
+    }
+
     /// Starts loading the entry at `place` (which is the key itself when it is short).
     #[inline(always)]
     pub(crate) fn prefetch(&self, place: usize) {
@@ -130,6 +137,17 @@ impl KeyList {
     }
 }
 
+impl KeyList {
+    /// True when key `id` is `short`.
+    #[inline(always)]
+    pub(crate) fn holds_short(&self, id: usize, short: proto::ShortKey) -> bool {
+        match self.full.get(id / CHUNK) {
+            Some(chunk) => chunk.holds_short(id % CHUNK, short),
+            None => self.tail.holds_short(id - self.full.len() * CHUNK, short),
+        }
+    }
+}
+
 impl std::ops::Index<usize> for KeyList {
     type Output = str;
 
@@ -177,6 +195,19 @@ mod tests {
             Some(wanted[CHUNK + 3].as_str())
         );
         assert!(list.full_chunk(2 * CHUNK).is_none());
+    }
+
+    #[test]
+    fn a_short_key_entry_is_its_short_form() {
+        let mut chunk = KeyChunk::default();
+        let keys = ["a", "bench.1", "bench.12", "fifteen.bytes.x"];
+        keys.iter().for_each(|key| chunk.push(key));
+        for (place, key) in keys.iter().enumerate() {
+            for (other_place, other) in keys.iter().enumerate() {
+                let short = proto::ShortKey::new(other.as_bytes()).expect("short");
+                assert_eq!(chunk.holds_short(place, short), place == other_place, "{key} against {other}");
+            }
+        }
     }
 
     #[test]

@@ -284,7 +284,7 @@ mod tests {
     fn a_renumbering_keeps_referring_to_chunks_mostly_kept_and_copies_the_others() {
         let mut reader = crate::key_index::KeyIndex::default();
         let keys: Vec<String> = (0..2 * 4096).map(|i| format!("k{i:05}")).collect();
-        keys.iter().for_each(|key| _ = reader.id_or_insert(hash_key(key), key));
+        keys.iter().for_each(|key| _ = reader.id_or_insert(hash_key(key), key, None));
         let mut numbered = Numbered::default();
         for at in 0..keys.len() {
             let id = numbered.id_from(reader.keys(), at);

@@ -33,8 +33,22 @@ pub(crate) fn hash_key(key: &str) -> u64 {
 /// does not ask the process-wide cell for it).
 #[inline(always)]
 pub(crate) fn hash_key_with(shared: &DefaultHashBuilder, key: &str) -> u64 {
+    match proto::ShortKey::new(key.as_bytes()) {
+        Some(short) => hash_short(shared, short),
+        None => {
+            let mut hasher = shared.build_hasher();
+            hasher.write(key.as_bytes());
+            hasher.finish()
+        }
+    }
+}
+
+/// [`hash_key`] of a key of at most 15 bytes, from its short form: one multiplication of its
+/// two halves, each mixed with a seed, folded (what the hasher does for a 128-bit number).
+#[inline(always)]
+pub(crate) fn hash_short(shared: &DefaultHashBuilder, short: proto::ShortKey) -> u64 {
     let mut hasher = shared.build_hasher();
-    hasher.write(key.as_bytes());
+    hasher.write_u128(short.get());
     hasher.finish()
 }
 

@@ -17,7 +17,7 @@ use proto::{Kind, Line, Metric, ParseError, Scanned, SimpleMetric, Value};
 
 use crate::counters::{CounterDelta, ReaderCounters};
 use crate::run::{Pending, Run};
-use crate::series::{hash_key_with, shared_hasher, SeriesMap};
+use crate::series::{hash_key_with, hash_short, shared_hasher, SeriesMap};
 use crate::timers::ReaderTimers;
 
 /// Counts about the input itself, for the internal metrics.
@@ -107,6 +107,12 @@ impl Default for GaugeUpdate {
     }
 }
 
+/// A kind's bit in a set of kinds.
+#[inline(always)]
+fn kind_bit(kind: Kind) -> u8 {
+    1 << kind as u8
+}
+
 /// Etsy's rule: a signed value moves a gauge whose value is truthy (not 0, not NaN) and sets
 /// any other, which is the same as adding it to 0. A sum past the largest double stays at it
 /// (Etsy's becomes Infinity, which no later delta brings back).
@@ -190,15 +196,16 @@ impl Table {
         self.ingest.last_packet_unix_s = now_unix_s;
         self.now_unix_s = now_unix_s;
         let mut run = Run::new(std::mem::take(&mut self.run_keys));
+        let cached = self.cached_kinds();
         for line in proto::scan_lines(packet) {
             self.ingest.lines += 1;
             match line {
-                Scanned::Simple(metric) if run.lines().is_empty() && self.is_cached(metric.kind) => {
+                Scanned::Simple(metric) if run.lines().is_empty() && cached & kind_bit(metric.kind) != 0 => {
                     self.apply_now(&mut run, &metric);
                 }
                 Scanned::Simple(metric) => {
                     let built = (!metric.tags.is_empty()).then(|| run.build_key(&metric));
-                    let hash = hash_key_with(&self.hasher, run.key_of(metric.name, built));
+                    let hash = self.line_hash(&metric, run.key_of(metric.name, built));
                     self.prefetch(metric.kind, hash);
                     if let Some(earlier) = run.lines().len().checked_sub(SECOND_STAGE_LAG) {
                         // Its slot was asked for SECOND_STAGE_LAG lines ago: likely arrived.
@@ -219,19 +226,18 @@ impl Table {
         self.run_keys = run.into_keys();
     }
 
-    /// True when the map of `kind` is small enough to stay in the nearest caches: a line of
-    /// it gains nothing from waiting in a run to be prefetched, and is applied at once.
-    #[inline]
-    fn is_cached(&self, kind: Kind) -> bool {
-        if kind == Kind::Counter {
-            return !self.counters.is_large(); // the common case, without a jump table
-        }
-        match kind {
-            Kind::Counter => !self.counters.is_large(),
-            Kind::Gauge => !self.gauges.is_large(),
-            Kind::Set => !self.sets.is_large(),
-            Kind::Timer | Kind::Histogram | Kind::Distribution => !self.timers.is_large(),
-        }
+    /// The kinds ([`kind_bit`]) whose map is small enough to stay in the nearest caches: a
+    /// line of one gains nothing from waiting in a run to be prefetched, and is applied at
+    /// once. Asked once a packet (a bit test a line, where a `match` a line became a jump).
+    fn cached_kinds(&self) -> u8 {
+        let maps = [
+            (!self.counters.is_large(), &[Kind::Counter][..]),
+            (!self.gauges.is_large(), &[Kind::Gauge]),
+            (!self.sets.is_large(), &[Kind::Set]),
+            (!self.timers.is_large(), &[Kind::Timer, Kind::Histogram, Kind::Distribution]),
+        ];
+        let cached = maps.iter().filter(|(cached, _)| *cached).flat_map(|(_, kinds)| kinds.iter());
+        cached.fold(0, |bits, &kind| bits | kind_bit(kind))
     }
 
     /// Aggregates a scanned line at once (the run is empty: nothing waits before it), its key
@@ -240,9 +246,18 @@ impl Table {
     fn apply_now(&mut self, run: &mut Run<'_>, metric: &SimpleMetric<'_>) {
         let built = (!metric.tags.is_empty()).then(|| run.build_key(metric));
         let key = run.key_of(metric.name, built);
-        self.apply_line(metric, hash_key_with(&self.hasher, key), key);
+        self.apply_line(metric, self.line_hash(metric, key), key);
         if built.is_some() {
             run.clear();
+        }
+    }
+
+    /// The hash of a scanned line's series `key`: from its short form when the scanner gave it.
+    #[inline(always)]
+    fn line_hash(&self, metric: &SimpleMetric<'_>, key: &str) -> u64 {
+        match metric.short_key {
+            Some(short) => hash_short(&self.hasher, short),
+            None => hash_key_with(&self.hasher, key),
         }
     }
 
@@ -291,7 +306,7 @@ impl Table {
             Value::Member(_) => unreachable!("the scanner reads no set lines"),
         };
         match metric.kind {
-            Kind::Counter => self.counters.add(hash, key, unsampled(number, metric.sample_rate)),
+            Kind::Counter => self.counters.add(hash, key, metric.short_key, unsampled(number, metric.sample_rate)),
             Kind::Gauge => {
                 let gauge = self.gauges.get_or_insert_with(hash, key, GaugeInterval::default);
                 gauge.last_unix_s = self.now_unix_s;
@@ -301,8 +316,8 @@ impl Table {
                 }
             }
             Kind::Timer | Kind::Histogram | Kind::Distribution => {
-                let (rate, limit) = (metric.sample_rate, self.timer_sample_limit);
-                self.timers.add(hash, key, number, rate, limit, metric.kind == Kind::Timer);
+                let (rate, limit, short) = (metric.sample_rate, self.timer_sample_limit, metric.short_key);
+                self.timers.add_short(hash, key, short, number, rate, limit, metric.kind == Kind::Timer);
             }
             Kind::Set => unreachable!("the scanner reads no set lines"),
         }
@@ -352,7 +367,7 @@ impl Table {
         let hash = hash_key_with(&self.hasher, key);
         match (metric.kind, metric.value) {
             (Kind::Counter, Value::Number(number)) => {
-                self.counters.add(hash, key, unsampled(number, metric.sample_rate));
+                self.counters.add(hash, key, None, unsampled(number, metric.sample_rate));
             }
             (Kind::Timer | Kind::Histogram | Kind::Distribution, Value::Number(number)) => {
                 let (rate, limit) = (metric.sample_rate, self.timer_sample_limit);
@@ -552,20 +567,22 @@ mod tests {
 
     #[test]
     fn a_large_map_is_one_that_leaves_the_nearest_caches() {
+        let cached = |table: &Table, kind: Kind| table.cached_kinds() & kind_bit(kind) != 0;
         let mut table = Table::new(true, 4);
-        assert!(table.is_cached(Kind::Counter) && table.is_cached(Kind::Timer) && table.is_cached(Kind::Gauge));
+        assert!(cached(&table, Kind::Counter) && cached(&table, Kind::Timer) && cached(&table, Kind::Gauge));
         (0..8000).for_each(|id| table.insert_line(format!("warm.{id}:1|ms").as_bytes()));
-        assert!(!table.is_cached(Kind::Timer) && !table.is_cached(Kind::Histogram));
-        assert!(table.is_cached(Kind::Counter) && table.is_cached(Kind::Gauge));
+        assert!(!cached(&table, Kind::Timer) && !cached(&table, Kind::Histogram));
+        assert!(cached(&table, Kind::Counter) && cached(&table, Kind::Gauge));
         // What README says: up to 2,048 counter names (slots at most half full), 3,584 gauges
         // (at most 7/8 full) stay applied at once.
         let mut table = Table::new(true, 4);
         (0..2048).for_each(|id| table.insert_line(format!("c.{id}:1|c").as_bytes()));
         (0..3584).for_each(|id| table.insert_line(format!("g.{id}:1|g").as_bytes()));
-        assert!(table.is_cached(Kind::Counter) && table.is_cached(Kind::Gauge));
+        assert!(cached(&table, Kind::Counter) && cached(&table, Kind::Gauge));
         table.insert_line(b"c.2048:1|c");
         table.insert_line(b"g.3584:1|g");
-        assert!(!table.is_cached(Kind::Counter) && !table.is_cached(Kind::Gauge));
+        assert!(!cached(&table, Kind::Counter) && !cached(&table, Kind::Gauge));
+        assert!(cached(&table, Kind::Set) && cached(&table, Kind::Distribution));
     }
 
     #[test]

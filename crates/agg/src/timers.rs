@@ -160,7 +160,23 @@ impl ReaderTimers {
     /// statsd timer (`ms`).
     #[inline]
     pub fn add(&mut self, hash: u64, key: &str, value: f64, rate: f64, limit: usize, milliseconds: bool) {
-        let id = self.index.id_or_insert(hash, key) as usize;
+        self.add_short(hash, key, None, value, rate, limit, milliseconds);
+    }
+
+    /// [`ReaderTimers::add`] with the key's short form, when the caller has it.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_short(
+        &mut self,
+        hash: u64,
+        key: &str,
+        short: Option<proto::ShortKey>,
+        value: f64,
+        rate: f64,
+        limit: usize,
+        milliseconds: bool,
+    ) {
+        let id = self.index.id_or_insert(hash, key, short) as usize;
         if id >= self.states.len() {
             self.states.resize(id + 1, 0);
             self.expected.resize(id + 1, 0);

@@ -15,6 +15,8 @@ pub mod key;
 mod line;
 pub mod number;
 mod scan;
+mod short_key;
 
 pub use line::{lines, parse_line, Kind, Line, Metric, ParseError, Tags, Value, Values};
 pub use scan::{scan_lines, ScanLines, Scanned, SimpleMetric};
+pub use short_key::ShortKey;

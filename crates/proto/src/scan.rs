@@ -8,7 +8,7 @@
 //! what `parse_line` and [`crate::key::push_series_key`] give (a property test checks this).
 
 use crate::key::is_kept_byte;
-use crate::{Kind, Value};
+use crate::{Kind, ShortKey, Value};
 
 /// One non-empty line of a packet.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,6 +34,9 @@ pub struct SimpleMetric<'a> {
     pub value: Value<'a>,
     /// The sample rate, greater than 0 (1 when not given).
     pub sample_rate: f64,
+    /// The series key in short form, when it is the name (no tags) and the name has at most
+    /// [`ShortKey::LONGEST`] bytes (and the packet 16 bytes from the line's start); else `None`.
+    pub short_key: Option<ShortKey>,
 }
 
 impl SimpleMetric<'_> {
@@ -157,13 +160,15 @@ fn scan_simple(bytes: &[u8], length: usize) -> Option<SimpleMetric<'_>> {
         [.., b'\r'] => length - 1,
         _ => length,
     };
+    let short_key = bytes.first_chunk::<16>().filter(|_| colon <= ShortKey::LONGEST);
+    let short_key = short_key.map(|block| ShortKey::from_prefix(block, colon));
     let short = match integer_tail(bytes, colon + 1, end) {
         Some(found) => Some(found),
         None => short_tail(bytes.get(colon + 1..end)?),
     };
     match short {
-        Some((value, kind)) => Some(SimpleMetric { name, tags: "", kind, value, sample_rate: 1.0 }),
-        None => scan_tail(bytes, colon, length),
+        Some((value, kind)) => Some(SimpleMetric { name, tags: "", kind, value, sample_rate: 1.0, short_key }),
+        None => scan_tail(bytes, colon, length, short_key),
     }
 }
 
@@ -269,7 +274,7 @@ fn exact_number(bytes: &[u8]) -> Option<f64> {
 
 /// The rest of [`scan_simple`] for any line after its name (a sample rate, tags).
 #[inline]
-fn scan_tail(bytes: &[u8], colon: usize, length: usize) -> Option<SimpleMetric<'_>> {
+fn scan_tail(bytes: &[u8], colon: usize, length: usize, short_key: Option<ShortKey>) -> Option<SimpleMetric<'_>> {
     let (number, bar) = plain_number(bytes, colon + 1)?;
     if bytes.get(bar) != Some(&b'|') {
         return None;
@@ -294,7 +299,8 @@ fn scan_tail(bytes: &[u8], colon: usize, length: usize) -> Option<SimpleMetric<'
     };
     // SAFETY: `name_end` accepted only ASCII bytes before the colon.
     let name = unsafe { std::str::from_utf8_unchecked(&bytes[..colon]) };
-    Some(SimpleMetric { name, tags, kind, value, sample_rate })
+    let short_key = short_key.filter(|_| tags.is_empty());
+    Some(SimpleMetric { name, tags, kind, value, sample_rate, short_key })
 }
 
 /// Tags from `start` that need no change but `:` to `=`: non-empty, comma-separated, each with
@@ -449,11 +455,18 @@ mod tests {
     }
 
     fn sampled(name: &'static str, kind: Kind, value: Value<'static>, sample_rate: f64) -> Scanned<'static> {
-        Scanned::Simple(SimpleMetric { name, tags: "", kind, value, sample_rate })
+        Scanned::Simple(SimpleMetric { name, tags: "", kind, value, sample_rate, short_key: None })
     }
 
     fn tagged(name: &'static str, tags: &'static str, value: f64, sample_rate: f64) -> Scanned<'static> {
-        Scanned::Simple(SimpleMetric { name, tags, kind: Kind::Counter, value: Value::Number(value), sample_rate })
+        Scanned::Simple(SimpleMetric {
+            name,
+            tags,
+            kind: Kind::Counter,
+            value: Value::Number(value),
+            sample_rate,
+            short_key: None,
+        })
     }
 
     #[test]
@@ -567,8 +580,40 @@ mod tests {
             ("", vec![]),
         ];
         for (packet, want) in cases {
-            let got: Vec<_> = scan_lines(packet.as_bytes()).collect();
+            let got: Vec<_> = scan_lines(packet.as_bytes()).map(without_short_key).collect();
             assert_eq!(&got, want, "packet {packet:?}");
+        }
+    }
+
+    /// A scanned line with its short key checked against its name, then dropped.
+    fn without_short_key(scanned: Scanned<'_>) -> Scanned<'_> {
+        match scanned {
+            Scanned::Simple(metric) => {
+                if let Some(short) = metric.short_key {
+                    assert!(metric.tags.is_empty(), "{metric:?}: a short key only for a name alone");
+                    assert_eq!(Some(short), ShortKey::new(metric.name.as_bytes()), "{metric:?}");
+                }
+                Scanned::Simple(SimpleMetric { short_key: None, ..metric })
+            }
+            other => other,
+        }
+    }
+
+    #[test]
+    fn a_short_name_comes_in_short_form_where_sixteen_bytes_follow() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("bench.1:1|c\nbench.2:1|c\n", Some("bench.1")),
+            ("a:1|c\n", None), // fewer than 16 bytes from the line's start
+            ("fifteen.bytes.x:1|c\n", Some("fifteen.bytes.x")),
+            ("sixteen.bytes.xy:1|c\n", None),
+            ("a.b:1|c|#env:prod\n", None),
+            ("a.b:1|c|@0.5\nbench.2:1|c", Some("a.b")),
+            ("a.b:1.5|ms\n\n\n\n\n\n", Some("a.b")),
+        ];
+        for &(packet, want) in cases {
+            let Some(Scanned::Simple(metric)) = scan_lines(packet.as_bytes()).next() else { panic!("{packet:?}") };
+            let want = want.and_then(|name| ShortKey::new(name.as_bytes()));
+            assert_eq!(metric.short_key, want, "{packet:?}");
         }
     }
 }

@@ -60,6 +60,9 @@ fn assert_scan_agrees(packet: &[u8]) {
         assert_eq!(got, want, "line {:?}", line_text(line));
         let mut fast_key = String::new();
         simple.push_key(&mut fast_key);
+        if let Some(short) = simple.short_key {
+            assert_eq!(Some(short), proto::ShortKey::new(fast_key.as_bytes()), "line {:?}", line_text(line));
+        }
         for sanitize in [true, false] {
             let mut key = String::new();
             proto::key::push_series_key(&mut key, metric.name, metric.tags, sanitize);
