@@ -2,7 +2,9 @@
 # A/B ingest comparison of two histd builds in one run, same settings for both: each daemon
 # pinned to CPU 0, the generator to CPU 1, the same workloads, alternating A and B per
 # workload so that machine noise hits both alike. Prints a table per workload.
-# Usage: bench/ab.sh BINARY_A BINARY_B [seconds-per-run]
+# Usage: bench/ab.sh BINARY_A BINARY_B [seconds-per-run] [rounds] [workload-title-pattern]
+#   AB_BARE=1: each round also runs the bare receiver (B's binary) on the workload's datagrams,
+#   so a ratio to it compares runs made side by side.
 #   e.g. git worktree add /tmp/before HEAD~1 && (cd /tmp/before && cargo build --release -p histd)
 #        bench/ab.sh /tmp/before/target/release/histd target/release/histd 5
 set -euo pipefail
@@ -39,7 +41,16 @@ workload() { # TITLE BENCH-ARGS...
       local bin=$a; [[ $side == B ]] && bin=$b
       run "$bin" "$@" | sed "s/^/$side /"
     done
+    if [[ -n ${AB_BARE:-} ]]; then bare "$@"; fi
   done
+}
+
+bare() { # BENCH-ARGS... (of a workload: its --lines and --names)
+  local lines names
+  lines=$(sed -n 's/.*--lines \([0-9]*\).*/\1/p' <<< "$*")
+  names=$(sed -n 's/.*--names \([0-9]*\).*/\1/p' <<< "$*")
+  taskset -c 1 "$b" bench --baseline --baseline-cpu 0 --lines "$lines" --names "$names" --duration "$seconds" \
+    --quiet --rate 0 | tail -n +3 | sed "s/^/bare /"
 }
 
 workload "25 lines/datagram, 1k counter names" --lines 25 --names 1000 --rate 6M,0

@@ -1,5 +1,6 @@
 //! Any bytes: the readers' one-pass scanner splits a packet into the same lines as `lines`,
-//! and every line it reads itself gives exactly the full parser's one metric and series key.
+//! and every line it reads itself gives exactly the full parser's one metric and series key
+//! (and, when it gives the key in short form, that form is the key's).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -24,6 +25,9 @@ fuzz_target!(|packet: &[u8]| {
         assert!(metric.timestamp.is_none());
         let mut fast_key = String::new();
         simple.push_key(&mut fast_key);
+        if let Some(short) = simple.short_key {
+            assert_eq!(Some(short), proto::ShortKey::new(fast_key.as_bytes()));
+        }
         for sanitize in [true, false] {
             let mut key = String::new();
             push_series_key(&mut key, metric.name, metric.tags, sanitize);
