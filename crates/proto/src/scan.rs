@@ -604,6 +604,31 @@ mod tests {
     }
 
     #[test]
+    fn lines_across_the_64_byte_blocks_split_as_lines_does() {
+        // Names of every length from 1 to 150 (lines within one block, across two, over
+        // several), endings `\n`, `\r\n` and empty lines between, and the last line without
+        // its newline: the scanner's lines are `lines()`'s, each read as the full parser reads it.
+        let mut packet = String::new();
+        for length in 1..=150 {
+            let name: String = (0..length).map(|at| (b'a' + (at % 26) as u8) as char).collect();
+            let ending = ["\n", "\r\n", "\n\n", "\r\n\r\n\n"][length % 4];
+            packet.push_str(&format!("{name}:{length}|c{ending}"));
+        }
+        packet.push_str("last:7|ms");
+        let scanned: Vec<_> = scan_lines(packet.as_bytes()).map(without_short_key).collect();
+        let split: Vec<&[u8]> = crate::lines(packet.as_bytes()).collect();
+        assert_eq!(scanned.len(), split.len());
+        for (line, (scanned, text)) in scanned.iter().zip(&split).enumerate() {
+            let Scanned::Simple(metric) = scanned else { panic!("line {line}: {scanned:?}") };
+            let text = std::str::from_utf8(text).expect("ASCII");
+            let (name, rest) = text.split_once(':').expect("a colon");
+            assert_eq!(metric.name, name, "line {line}");
+            let value: f64 = rest.split('|').next().and_then(|v| v.parse().ok()).expect("a number");
+            assert_eq!(metric.value, Value::Number(value), "line {line}");
+        }
+    }
+
+    #[test]
     fn a_short_name_comes_in_short_form_where_sixteen_bytes_follow() {
         let cases: &[(&str, Option<&str>)] = &[
             ("bench.1:1|c\nbench.2:1|c\n", Some("bench.1")),
