@@ -207,9 +207,10 @@ fn integer_tail(bytes: &[u8], start: usize, end: usize) -> Option<(Value<'static
 #[inline(always)]
 fn leading_digits(word: u64) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    let offsets = word ^ (0x30 * ONES); // a digit's byte becomes its value 0-9
-                                        // High bit of each byte set unless its offset is below 10 (no carry between bytes: the
-                                        // low seven bits plus 0x76 stay under 0x100).
+    // A digit's byte becomes its value 0-9.
+    let offsets = word ^ (0x30 * ONES);
+    // High bit of each byte set unless its offset is below 10 (no carry between bytes: the low
+    // seven bits plus 0x76 stay under 0x100).
     let not_digits = (((offsets & (0x7F * ONES)) + 0x76 * ONES) | offsets) & (0x80 * ONES);
     (not_digits.trailing_zeros() / 8) as usize
 }
