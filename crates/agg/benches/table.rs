@@ -1,5 +1,6 @@
 //! Table throughput: parse + aggregate, per line, for series already seen (the steady state),
-//! at 1k and 100k names; a flush of 100k counters; and sorting a timer's values at the sample
+//! at 1k and 100k names, and 100-line datagrams of exactly what `histd bench --lines 100` sends;
+//! a flush of 100k counters; and sorting a timer's values at the sample
 //! limit as the flush does. Run: `cargo bench -p agg --bench table`.
 
 use agg::{AggConfig, Aggregator, Table, Values};
