@@ -92,13 +92,7 @@ impl TimerSamples {
     #[inline]
     pub fn add(&mut self, value: f64, rate: f64, limit: usize) {
         let complete = self.is_complete();
-        self.received += 1;
-        self.count += 1.0 / rate;
-        (self.min, self.max) =
-            if self.received == 1 { (value, value) } else { (self.min.min(value), self.max.max(value)) };
-        self.sum += value;
-        self.sum_squares += value * value;
-        let whole = self.carry_weight(rate);
+        let whole = self.tally(value, rate);
         if complete && self.values.len() < limit {
             // A value of weight 1 can wait for the flush, which bins it at weight 1.
             let waits = whole == 1.0 && self.waiting == self.values.len();
@@ -113,10 +107,26 @@ impl TimerSamples {
         }
     }
 
+    /// Counts `value`, sampled at `rate`, in the totals (received, weighted count, extremes,
+    /// sums); returns the weight it is binned with ([`TimerSamples::carry_weight`]).
+    #[inline]
+    fn tally(&mut self, value: f64, rate: f64) -> f64 {
+        self.received += 1;
+        self.count += 1.0 / rate;
+        (self.min, self.max) =
+            if self.received == 1 { (value, value) } else { (self.min.min(value), self.max.max(value)) };
+        self.sum += value;
+        self.sum_squares += value * value;
+        self.carry_weight(rate)
+    }
+
     /// Adds `1 / rate` to the carried weight and takes its whole part: the weight this value
     /// is binned with (at rate 1, 1: the carry stays below 1).
     #[inline]
     fn carry_weight(&mut self, rate: f64) -> f64 {
+        if rate == 1.0 && self.weight_carry == 0.0 {
+            return 1.0; // nothing carried: what the sum below gives, without a conversion
+        }
         let next = self.weight_carry + 1.0 / rate;
         let whole = floor_of_non_negative(next);
         self.weight_carry = next - whole;
@@ -248,6 +258,33 @@ impl TimerSamples {
             self.bin_waiting_sorted();
             self.values = Values::default();
         }
+    }
+}
+
+/// A timer's values past the sample limit of an interval, none of them kept: their totals, and
+/// their bins counted by decade ([`circllhist::DecadeCounts`]), which values arriving in no
+/// order fill without the searches and moves a histogram's sorted bins take.
+#[derive(Debug, Default)]
+pub(crate) struct PastLimit {
+    totals: TimerSamples,
+    bins: circllhist::DecadeCounts,
+}
+
+impl PastLimit {
+    /// Adds one value sampled at `rate`: what [`TimerSamples::add`] with a limit of 0 does.
+    #[inline]
+    pub(crate) fn add(&mut self, value: f64, rate: f64) {
+        let whole = self.totals.tally(value, rate);
+        if whole >= 1.0 {
+            self.bins.insert_bucket(bucket_exactly(value), whole as u64);
+        }
+    }
+
+    /// The samples of every value added (none kept raw).
+    pub(crate) fn into_samples(self) -> TimerSamples {
+        let PastLimit { mut totals, bins } = self;
+        totals.histogram = bins.into_histogram().into();
+        totals
     }
 }
 

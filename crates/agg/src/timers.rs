@@ -26,7 +26,7 @@ use hashbrown::HashMap;
 
 use crate::counters::CHURN_SLACK;
 use crate::key_index::{KeyIndex, KeyList};
-use crate::timer_samples::TimerSamples;
+use crate::timer_samples::{PastLimit, TimerSamples};
 use crate::values::Values;
 
 /// A state's count of values received this interval (saturating: past `timerSampleLimit`
@@ -82,12 +82,12 @@ struct Interval {
     /// Values past the limit, binned on arrival, by place (as long as the last place that had
     /// one): found by index for every value past the limit, a third of a 1k-timer load's at
     /// 6M lines/s.
-    past_limit: Vec<Option<Box<TimerSamples>>>,
+    past_limit: Vec<Option<Box<PastLimit>>>,
 }
 
 impl Interval {
-    /// The samples binned past the limit of the timer at `place`, made at its first.
-    fn past_limit_of(&mut self, place: u32) -> &mut TimerSamples {
+    /// The values past the limit of the timer at `place`, made at its first.
+    fn past_limit_of(&mut self, place: u32) -> &mut PastLimit {
         let place = place as usize;
         if place >= self.past_limit.len() {
             self.past_limit.resize_with(place + 1, || None);
@@ -197,7 +197,7 @@ impl ReaderTimers {
                 self.log.drain_into(&mut self.interval.lists);
             }
         } else {
-            self.interval.past_limit_of(place).add(value, rate, 0);
+            self.interval.past_limit_of(place).add(value, rate);
         }
         self.states[id] = u64::from(place) << 32 | u64::from(flag | (received + 1).min(RECEIVED));
     }
@@ -284,7 +284,7 @@ impl TimerDelta {
                     Some(rates) => replayed(&values, &rates),
                 };
                 if let Some(past) = past_limit.get_mut(place as usize).and_then(Option::take) {
-                    samples.merge(*past, usize::MAX);
+                    samples.merge(past.into_samples(), usize::MAX);
                 }
                 samples.milliseconds = ms;
                 (id, samples)

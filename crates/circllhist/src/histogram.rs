@@ -63,7 +63,7 @@ impl Directory {
 
 /// The block of a key (one per sign and decade, plus NaN and zero) and the block's first key.
 #[inline]
-fn block_of(key: u16) -> (usize, u16) {
+pub(crate) fn block_of(key: u16) -> (usize, u16) {
     const ZERO: u16 = 1 + 256 * 90;
     match key {
         0 => (0, 0),

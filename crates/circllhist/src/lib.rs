@@ -20,11 +20,13 @@
 
 mod bucket;
 mod codec;
+mod decade_counts;
 mod histogram;
 mod pow10;
 mod stats;
 
 pub use bucket::Bucket;
 pub use codec::{decode_base64, encode_base64, DecodeError};
+pub use decade_counts::DecadeCounts;
 pub use histogram::{Histogram, Underflow};
 pub use stats::{QuantileType, QueryError};

@@ -1,6 +1,6 @@
 //! Property tests: merge laws, codec round trip, monotone quantiles, counts that add up.
 
-use circllhist::{Histogram, QuantileType};
+use circllhist::{DecadeCounts, Histogram, QuantileType};
 use proptest::prelude::*;
 
 /// Values across signs and many decades, plus zero and non-finite ones.
@@ -51,6 +51,19 @@ proptest! {
         prop_assert_eq!(&sorted, &arrival);
         prop_assert_eq!(&mixed, &twice_rest);
         prop_assert_eq!(arrival.count(), values.len() as u64);
+    }
+
+    /// Counting by decade gives the histogram inserting gives, whatever the counts, the order
+    /// and the decades spanned (past eight decades the counts find theirs through an index).
+    #[test]
+    fn decade_counts_make_the_inserted_histogram(inserts in prop::collection::vec((value(), 0u64..5), 0..300)) {
+        let (mut counted, mut inserted) = (DecadeCounts::default(), Histogram::new());
+        for &(v, count) in &inserts {
+            counted.insert_bucket(circllhist::Bucket::of_f64(v), count);
+            inserted.insert(v, count);
+        }
+        prop_assert_eq!(counted.is_empty(), inserted.is_empty());
+        prop_assert_eq!(counted.into_histogram(), inserted);
     }
 
     #[test]
