@@ -53,10 +53,13 @@ proptest! {
         prop_assert_eq!(arrival.count(), values.len() as u64);
     }
 
-    /// Counting by decade gives the histogram inserting gives, whatever the counts, the order
-    /// and the decades spanned (past eight decades the counts find theirs through an index).
+    /// Counting by decade gives the histogram inserting gives, whatever the counts (small, and
+    /// some large), the order and the decades spanned (past eight decades the counts find
+    /// theirs through an index).
     #[test]
-    fn decade_counts_make_the_inserted_histogram(inserts in prop::collection::vec((value(), 0u64..5), 0..300)) {
+    fn decade_counts_make_the_inserted_histogram(
+        inserts in prop::collection::vec((value(), prop_oneof![8 => 0u64..5, 1 => (1u64 << 31)..(1u64 << 33)]), 0..300),
+    ) {
         let (mut counted, mut inserted) = (DecadeCounts::default(), Histogram::new());
         for &(v, count) in &inserts {
             counted.insert_bucket(circllhist::Bucket::of_f64(v), count);
