@@ -12,10 +12,11 @@
 //!
 //! Values within `timerSampleLimit` go to the lists, whatever their sample rate (a rate is kept
 //! beside its value's place, rare enough to cost the common line nothing); a value past the
-//! limit is binned on arrival into its timer's circllhist, so memory stays bounded by the limit
-//! however many values arrive. Taking an interval moves the lists out ([`TimerDelta`]); the
-//! flusher then makes each timer's samples, the ones adding its values one by one in arrival
-//! order gives ([`TimerSamples::add`], tested below).
+//! limit is counted on arrival in its timer's bins, a decade's counts side by side
+//! (`PastLimit`), so memory stays bounded by the limit however many values arrive. Taking an
+//! interval moves the lists out ([`TimerDelta`]); the flusher then makes each timer's
+//! samples, the ones adding its values one by one in arrival order gives
+//! ([`TimerSamples::add`], tested below).
 //!
 //! Like the counters' readers ([`crate::counters`]), a reader whose keys outnumber twice those
 //! it saw in the interval plus [`CHURN_SLACK`] starts over, so names that churn cannot grow
@@ -79,7 +80,7 @@ struct Interval {
     lists: Vec<Values>,
     /// The rates other than 1 of listed values, by place: (index in the list, rate), in order.
     rated: HashMap<u32, Vec<(usize, f64)>>,
-    /// Values past the limit, binned on arrival, by place (as long as the last place that had
+    /// Values past the limit, counted on arrival, by place (as long as the last place that had
     /// one): found by index for every value past the limit, a third of a 1k-timer load's at
     /// 6M lines/s.
     past_limit: Vec<Option<Box<PastLimit>>>,

@@ -1,15 +1,12 @@
 //! Counts by bin for values that arrive in no order, kept a decade at a time.
 
-use crate::histogram::{block_of, Histogram};
+use crate::histogram::{block_of, Histogram, BLOCKS};
 use crate::Bucket;
 
 /// Bins in a block: the buckets of one sign and decade (the NaN and zero blocks use one).
 const BLOCK_BINS: usize = 90;
 /// Blocks found by a scan of their first keys; past this many, through an index by block.
 const SCANNED_BLOCKS: usize = 8;
-/// Blocks of keys (as the histogram's directory counts them): NaN, 256 negative decades,
-/// zero, 256 positive decades.
-const BLOCKS: usize = 514;
 
 /// Counts of buckets added in any order, each decade's 90 counts side by side: an add finds
 /// its decade among the few a series spans and adds to its count, where a [`Histogram`] fed

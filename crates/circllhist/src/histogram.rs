@@ -25,7 +25,7 @@ impl Eq for Histogram {}
 /// Bins a histogram holds before it keeps a [`Directory`].
 const DIRECTORY_FROM_BINS: usize = 16;
 /// Blocks of keys: NaN, 256 negative decades, zero, 256 positive decades.
-const BLOCKS: usize = 514;
+pub(crate) const BLOCKS: usize = 514;
 
 /// The index in `keys` where each block (one sign and decade, 90 buckets) starts, so a lookup
 /// searches at most one decade's bins: C's "fast" histograms do the same job with a bigger
