@@ -26,6 +26,6 @@ VOLUME /var/lib/histd
 # statsd (UDP and TCP), management, HTTP (web page, /health, /metrics, the query API).
 EXPOSE 8125/udp 8125/tcp 8126/tcp 8127/tcp
 STOPSIGNAL SIGTERM
-HEALTHCHECK --interval=30s --timeout=5s CMD ["/usr/bin/histd", "query", "--url", "http://127.0.0.1:8127", "count(statsd.packets_received)", "--from", "-1m"]
+HEALTHCHECK --interval=30s --timeout=5s CMD ["/usr/bin/histd", "health", "--url", "http://127.0.0.1:8127"]
 ENTRYPOINT ["/usr/bin/histd"]
 CMD ["run", "--config", "/etc/histd/config.js"]

@@ -22,6 +22,7 @@ mod config_reader;
 pub mod contract;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod health_cli;
 pub mod malloc;
 pub mod proxy;
 pub mod query_cli;

@@ -57,6 +57,9 @@ enum Command {
     ConfigKeys,
     /// Evaluate an expression over the store, from a running histd or a data directory.
     Query(query_cli::QueryArgs),
+    /// Ask a running histd whether it is up (`GET /health`; exit 0: up; 1: down or no answer),
+    /// for a container's or a supervisor's health check.
+    Health(histd::health_cli::HealthArgs),
     /// The live terminal view of a running histd (`--once` for one snapshot on stdout).
     Top(histd::top::TopArgs),
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
@@ -153,6 +156,7 @@ fn main() -> ExitCode {
                 ExitCode::from(failure.exit_code())
             }
         },
+        Command::Health(args) => histd::health_cli::run(&args),
         Command::Top(args) => match histd::top::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

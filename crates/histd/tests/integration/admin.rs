@@ -16,11 +16,23 @@ fn help_health_and_errors() {
         line("help\n"),
         "Commands: stats, counters, timers, gauges, delcounters, deltimers, delgauges, health, config, quit\n\n"
     );
+    // `histd health` (the container's check) says what the management command set.
+    let url = format!("http://{}", daemon.address("http"));
+    let histd_health = || {
+        let output =
+            std::process::Command::new(env!("CARGO_BIN_EXE_histd")).args(["health", "--url", &url]).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).to_string())
+    };
+    let (code, said) = histd_health();
+    assert!(code == Some(0) && said.starts_with("up (") && said.contains(" s running"), "{code:?} {said}");
     assert_eq!(line("health\n"), "health: up\n");
     assert_eq!(line("health DOWN\n"), "health: down\n");
+    let (code, said) = histd_health();
+    assert!(code == Some(1) && said.starts_with("down ("), "{code:?} {said}");
     assert_eq!(line("health\n"), "health: down\n");
     assert_eq!(line("health sideways\n"), "health: down\n");
     assert_eq!(line("health up\r\n"), "health: up\n");
+    assert_eq!(histd_health().0, Some(0));
     assert_eq!(line("bogus\n"), "ERROR\n");
     assert_eq!(line("\n"), "ERROR\n");
     // Line framed: two commands in one segment both run.

@@ -94,7 +94,7 @@ fn run_without_a_config_prints_help() {
 }
 
 #[test]
-fn histd_query_exits_one_when_it_cannot_ask_and_two_for_bad_input() {
+fn histd_query_and_health_exit_one_when_they_cannot_ask_and_two_for_bad_input() {
     let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", unused.local_addr().unwrap());
     drop(unused); // nothing listens there now
@@ -109,6 +109,13 @@ fn histd_query_exits_one_when_it_cannot_ask_and_two_for_bad_input() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    // `histd health` alike: nothing answering is unhealthy (1), a URL it cannot use is 2.
+    for (url, code, message) in [(url.as_str(), 1, "cannot reach histd"), ("https://x", 2, "only http://")] {
+        let output = Command::new(env!("CARGO_BIN_EXE_histd")).args(["health", "--url", url]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "health {url}: {stderr}");
+        assert!(stderr.contains(message), "health {url}: {stderr}");
     }
 }
 
@@ -129,7 +136,9 @@ fn the_command_line_suggests_and_lists_everything() {
         );
     }
     let help = String::from_utf8_lossy(&histd(&["--help"]).stdout).to_string();
-    for subcommand in ["run", "proxy", "check-config", "config-keys", "query", "top", "bench", "man", "completions"] {
+    for subcommand in
+        ["run", "proxy", "check-config", "config-keys", "query", "health", "top", "bench", "man", "completions"]
+    {
         assert!(help.contains(&format!("  {subcommand}")), "--help lists {subcommand}: {help}");
     }
     let check = String::from_utf8_lossy(&histd(&["check-config", "--help"]).stdout).to_string();

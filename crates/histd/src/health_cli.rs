@@ -1,0 +1,92 @@
+//! `histd health`: whether a running histd says it is up (`GET /health`), for a container's
+//! or a supervisor's health check: one line, and an exit code.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::query_cli::http_get;
+
+/// The arguments of `histd health`.
+#[derive(Debug, clap::Args)]
+pub struct HealthArgs {
+    /// A running histd's HTTP API.
+    #[arg(long, default_value = "http://127.0.0.1:8127")]
+    url: String,
+}
+
+/// What `/health` said, in one line, and whether it said up.
+fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
+    let health: serde_json::Value = serde_json::from_str(body)
+        .with_context(|| format!("not the answer of histd's /health (HTTP {status}): {body}"))?;
+    let said = health["status"].as_str().with_context(|| format!("no status in /health's answer: {body}"))?;
+    let number = |key: &str| health[key].as_u64().unwrap_or(0);
+    let line = format!(
+        "{said} ({} s running, {} packets, {} metrics, {} bad lines, {} kernel drops)",
+        number("uptime_s"),
+        number("packets_received"),
+        number("metrics_received"),
+        number("bad_lines"),
+        number("kernel_drops"),
+    );
+    Ok((status == 200 && said == "up", line))
+}
+
+/// Asks a running histd's `/health` and prints its answer: exit 0 when it is up; 1 when it is
+/// down (the management command `health down`) or does not answer; 2 for a `--url` that is
+/// not `http://`.
+pub fn run(args: &HealthArgs) -> ExitCode {
+    let Some(host) = args.url.strip_prefix("http://") else {
+        eprintln!("histd health: --url {}: only http:// URLs are supported", args.url);
+        return ExitCode::from(2);
+    };
+    let answer = http_get(host.trim_end_matches('/'), "/health")
+        .with_context(|| format!("cannot reach histd at {} (is it running? --url)", args.url))
+        .and_then(|(status, body)| verdict(status, &body));
+    match answer {
+        Ok((up, line)) => {
+            println!("{line}");
+            if up {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("histd health: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTTP status and body, and what they make: up or not and the line's start, or
+    /// `None` for an answer that is not histd's.
+    type Case<'a> = (u16, &'a str, Option<(bool, &'a str)>);
+
+    #[test]
+    fn up_only_when_the_answer_is_200_and_says_up() {
+        let up =
+            r#"{"status":"up","uptime_s":12,"packets_received":3,"metrics_received":7,"bad_lines":1,"kernel_drops":0}"#;
+        let cases: &[Case] = &[
+            (200, up, Some((true, "up (12 s running, 3 packets, 7 metrics, 1 bad lines, 0 kernel drops)"))),
+            (503, &up.replace("\"up\"", "\"down\""), Some((false, "down (12 s running, 3 packets"))),
+            (503, up, Some((false, "up ("))),
+            (200, "<html>a proxy's page</html>", None),
+            (200, r#"{"uptime_s":1}"#, None),
+        ];
+        for (status, body, expected) in cases {
+            match (verdict(*status, body), expected) {
+                (Ok((up, line)), Some((want_up, starts))) => {
+                    assert_eq!(up, *want_up, "{body}");
+                    assert!(line.starts_with(starts), "{line}");
+                }
+                (Err(_), None) => {}
+                (got, _) => panic!("{status} {body}: {got:?}"),
+            }
+        }
+    }
+}
