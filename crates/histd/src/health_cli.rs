@@ -15,8 +15,9 @@ pub struct HealthArgs {
     url: String,
 }
 
-/// What `/health` said, in one line, and whether it said up.
-fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
+/// What a `/health` answer (HTTP `status`, `body`) says: whether histd is up (200 and
+/// `"status": "up"`), and one line for a person; an error for an answer that is not histd's.
+pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
     let health: serde_json::Value = serde_json::from_str(body)
         .with_context(|| format!("not the answer of histd's /health (HTTP {status}): {body}"))?;
     let said = health["status"].as_str().with_context(|| format!("no status in /health's answer: {body}"))?;
