@@ -2,7 +2,7 @@
 //! directly against a data directory, printed as a table, CSV or JSON.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -187,8 +187,9 @@ fn from_http(url: &str, request: &QueryRequest) -> Result<QueryResult, QueryFail
 /// A plain HTTP/1.1 GET: status and body. With `HISTD_TOKEN` in the environment it is sent as
 /// `Authorization: Bearer` (a daemon whose `read` role has tokens: `http.tokens.read`).
 pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(host)?;
+    let mut stream = connect(host)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(30)))?;
     let authorization = match std::env::var("HISTD_TOKEN") {
         Ok(token) if !token.trim().is_empty() => format!("Authorization: Bearer {}\r\n", token.trim()),
         _ => String::new(),
@@ -199,6 +200,19 @@ pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> 
     let (head, body) = response.split_once("\r\n\r\n").context("a malformed HTTP response")?;
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("a malformed HTTP status line")?;
     Ok((status, body.to_string()))
+}
+
+/// A connection to `host` (`name:port`), trying each of its addresses for at most 5 s (a host
+/// that drops packets would otherwise hold the command for the kernel's SYN retries, minutes).
+fn connect(host: &str) -> anyhow::Result<TcpStream> {
+    let mut failure = None;
+    for address in host.to_socket_addrs().with_context(|| format!("cannot resolve {host}"))? {
+        match TcpStream::connect_timeout(&address, Duration::from_secs(5)) {
+            Ok(stream) => return Ok(stream),
+            Err(error) => failure = Some(anyhow::Error::new(error).context(format!("connecting to {address}"))),
+        }
+    }
+    Err(failure.unwrap_or_else(|| anyhow::anyhow!("{host} has no address")))
 }
 
 fn render(answer: &QueryResult, format: Format) -> String {
