@@ -261,13 +261,20 @@ impl TimerSamples {
     }
 }
 
+/// Bins a timer's values past the limit fill in a plain histogram before the rest are counted
+/// by decade: below the histogram's directory (16 bins), so a timer a few values past its limit
+/// holds a few bytes, not a decade's 720.
+const FEW_BINS: usize = 16;
+
 /// A timer's values past the sample limit of an interval, none of them kept: their totals, and
-/// their bins counted by decade ([`circllhist::DecadeCounts`]), which values arriving in no
-/// order fill without the searches and moves a histogram's sorted bins take.
+/// their bins: the first [`FEW_BINS`] in a histogram, then every value counted by decade
+/// ([`circllhist::DecadeCounts`]), which values arriving in no order fill without the searches
+/// and moves a histogram's sorted bins take.
 #[derive(Debug, Default)]
 pub(crate) struct PastLimit {
     totals: TimerSamples,
-    bins: circllhist::DecadeCounts,
+    few: circllhist::Histogram,
+    many: circllhist::DecadeCounts,
 }
 
 impl PastLimit {
@@ -276,14 +283,22 @@ impl PastLimit {
     pub(crate) fn add(&mut self, value: f64, rate: f64) {
         let whole = self.totals.tally(value, rate);
         if whole >= 1.0 {
-            self.bins.insert_bucket(bucket_exactly(value), whole as u64);
+            let bucket = bucket_exactly(value);
+            if self.few.bin_count() < FEW_BINS {
+                self.few.insert_bucket(bucket, whole as u64);
+            } else {
+                self.many.insert_bucket(bucket, whole as u64);
+            }
         }
     }
 
     /// The samples of every value added (none kept raw).
     pub(crate) fn into_samples(self) -> TimerSamples {
-        let PastLimit { mut totals, bins } = self;
-        totals.histogram = bins.into_histogram().into();
+        let PastLimit { mut totals, mut few, many } = self;
+        if !many.is_empty() {
+            few.merge(&many.into_histogram());
+        }
+        totals.histogram = few.into();
         totals
     }
 }
@@ -332,6 +347,29 @@ fn bucket_exactly(value: f64) -> circllhist::Bucket {
 mod tests {
     use super::*;
     use crate::values::sort_doubles_like_etsy;
+
+    /// Values past the limit give the samples adding them with a limit of 0 gives, whether they
+    /// stay within a few bins or spill into the decades; a timer a few bins past its limit
+    /// counts nothing by decade.
+    #[test]
+    fn past_the_limit_is_adding_with_no_room() {
+        let spread: Vec<(f64, f64)> = (0..3000u32).map(|i| (f64::from(1 + i * 7 % 997), 1.0)).collect();
+        let cases: &[(&str, &[(f64, f64)], bool)] = &[
+            ("nothing", &[], false),
+            ("a few values, a few bins", &[(3.0, 1.0), (5.5, 1.0), (3.0, 1.0), (1e6, 1.0)], false),
+            ("at a rate", &[(3.0, 0.1), (5.0, 0.3), (5.0, 0.3), (5.0, 0.3), (-2.0, 1.0)], false),
+            ("many bins", &spread, true),
+        ];
+        for &(case, values, spills) in cases {
+            let (mut past, mut added) = (PastLimit::default(), TimerSamples::default());
+            for &(value, rate) in values {
+                past.add(value, rate);
+                added.add(value, rate, 0);
+            }
+            assert_eq!(!past.many.is_empty(), spills, "{case}");
+            assert_eq!(past.into_samples(), added, "{case}");
+        }
+    }
 
     #[test]
     fn values_sort_as_etsys_stable_sort_does() {
