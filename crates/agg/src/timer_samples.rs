@@ -348,13 +348,16 @@ mod tests {
     use super::*;
     use crate::values::sort_doubles_like_etsy;
 
+    /// A case: its name, its (value, rate) pairs, whether they spill into the decade counts.
+    type Case<'a> = (&'a str, &'a [(f64, f64)], bool);
+
     /// Values past the limit give the samples adding them with a limit of 0 gives, whether they
     /// stay within a few bins or spill into the decades; a timer a few bins past its limit
     /// counts nothing by decade.
     #[test]
     fn past_the_limit_is_adding_with_no_room() {
         let spread: Vec<(f64, f64)> = (0..3000u32).map(|i| (f64::from(1 + i * 7 % 997), 1.0)).collect();
-        let cases: &[(&str, &[(f64, f64)], bool)] = &[
+        let cases: &[Case] = &[
             ("nothing", &[], false),
             ("a few values, a few bins", &[(3.0, 1.0), (5.5, 1.0), (3.0, 1.0), (1e6, 1.0)], false),
             ("at a rate", &[(3.0, 0.1), (5.0, 0.3), (5.0, 0.3), (5.0, 0.3), (-2.0, 1.0)], false),
