@@ -18,6 +18,9 @@ pub struct HealthArgs {
 /// What a `/health` answer (HTTP `status`, `body`) says: whether histd is up (200 and
 /// `"status": "up"`), and one line for a person; an error for an answer that is not histd's.
 pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
+    if matches!(status, 401 | 403) {
+        anyhow::bail!("/health answered HTTP {status}: histd asks for a token (set HISTD_TOKEN to one): {body}");
+    }
     let health: serde_json::Value = serde_json::from_str(body)
         .with_context(|| format!("not the answer of histd's /health (HTTP {status}): {body}"))?;
     let said = health["status"].as_str().with_context(|| format!("no status in /health's answer: {body}"))?;
@@ -78,6 +81,7 @@ mod tests {
             (503, up, Some((false, "up ("))),
             (200, "<html>a proxy's page</html>", None),
             (200, r#"{"uptime_s":1}"#, None),
+            (401, r#"{"error":"a token is needed"}"#, None),
         ];
         for (status, body, expected) in cases {
             match (verdict(*status, body), expected) {
