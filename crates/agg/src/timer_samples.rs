@@ -295,9 +295,7 @@ impl PastLimit {
     /// The samples of every value added (none kept raw).
     pub(crate) fn into_samples(self) -> TimerSamples {
         let PastLimit { mut totals, mut few, many } = self;
-        if !many.is_empty() {
-            few.merge(&many.into_histogram());
-        }
+        few.merge(&many.into_histogram()); // nothing to do when none spilled
         totals.histogram = few.into();
         totals
     }
