@@ -78,6 +78,27 @@ impl Aggregation {
         });
         gathered
     }
+
+    /// Absorbs the last tables of readers that are gone (closed connections) whenever
+    /// `CLOSED_PILE` (ingest/shards.rs) of them wait, rather than at the next flush,
+    /// until `stop`. A pile met while a flush or a reader holds the aggregator is left to it.
+    pub async fn absorb_closed_until(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                _ = self.shards.closed_piled_up() => self.absorb_closed(),
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    fn absorb_closed(&self) {
+        let Ok(mut gathered) = self.gathered.try_lock() else { return };
+        let Gathered { aggregator, reader_maps, .. } = &mut *gathered;
+        self.shards.take_closed(|taken| {
+            let mut map = reader_maps.remove(&taken.shard).unwrap_or_default();
+            aggregator.absorb_taken(&mut map, taken.interval);
+        });
+    }
 }
 
 impl Aggregation {

@@ -120,6 +120,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     aggregation.set_grid(grid, config.global.max_late_intervals, unix_now_ms()); // a global places forwarded batches on it
     ingress.start(opened)?;
     let (stop_sender, stop) = watch::channel(false);
+    let stop_closed = stop.clone();
     let bound = Bound {
         listening: ingress.listening(),
         mgmt: admin_listener.local_addr()?,
@@ -190,6 +191,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     };
     let http_task =
         http_listener.map(|listener| tokio::spawn(http::serve(listener, http_state, limits, server_tls, stop.clone())));
+    let closed_shards = aggregation.clone();
+    tokio::spawn(async move { closed_shards.absorb_closed_until(stop_closed).await });
     let flusher = Flusher { aggregation, sinks: outlets, global: Some(global.clone()) };
     let serving = Serving {
         flusher,

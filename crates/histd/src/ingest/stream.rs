@@ -88,6 +88,8 @@ pub async fn serve_streams<L: Accept>(
                 },
                 Err(error) => failures.failed("statsd stream", &error).await,
             },
+            // Finished connections are reaped at once, not kept until shutdown (issue 48, P1).
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }
@@ -130,7 +132,7 @@ async fn serve_connection<S: AsyncRead + Unpin>(
         }
     }
     framer.finish(|framed| connection.deliver(framed));
-    shard.close();
+    context.shards.close(&shard);
 }
 
 /// One connection's delivery of packets.

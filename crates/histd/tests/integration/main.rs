@@ -22,6 +22,7 @@ mod otlp;
 mod prometheus;
 mod proxy;
 mod reload;
+mod soak;
 mod store_api;
 mod timer_histograms;
 mod top;
