@@ -5,12 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::query_cli::http_get;
+use crate::api_client::{printable, ApiUrl, HEALTH};
 
 /// The arguments of `histd health`.
 #[derive(Debug, clap::Args)]
 pub struct HealthArgs {
-    /// A running histd's HTTP API.
+    /// A running histd's HTTP API: http:// or https:// (a CA of your own: SSL_CERT_FILE=ca.pem).
     #[arg(long, default_value = "http://127.0.0.1:8127")]
     url: String,
 }
@@ -18,12 +18,15 @@ pub struct HealthArgs {
 /// What a `/health` answer (HTTP `status`, `body`) says: whether histd is up (200 and
 /// `"status": "up"`), and one line for a person; an error for an answer that is not histd's.
 pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
+    // What is echoed of the answer is made printable; the answer itself is read whole.
+    let shown = printable(body);
     if matches!(status, 401 | 403) {
-        anyhow::bail!("/health answered HTTP {status}: histd asks for a token (set HISTD_TOKEN to one): {body}");
+        anyhow::bail!("/health answered HTTP {status}: histd asks for a token (set HISTD_TOKEN to one): {shown}");
     }
     let health: serde_json::Value = serde_json::from_str(body)
-        .with_context(|| format!("not the answer of histd's /health (HTTP {status}): {body}"))?;
-    let said = health["status"].as_str().with_context(|| format!("no status in /health's answer: {body}"))?;
+        .with_context(|| format!("not the answer of histd's /health (HTTP {status}): {shown}"))?;
+    let said = health["status"].as_str().with_context(|| format!("no status in /health's answer: {shown}"))?;
+    let said = printable(said);
     let number = |key: &str| health[key].as_u64().unwrap_or(0);
     let line = format!(
         "{said} ({} s running, {} packets, {} metrics, {} bad lines, {} kernel drops)",
@@ -37,14 +40,18 @@ pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
 }
 
 /// Asks a running histd's `/health` and prints its answer: exit 0 when it is up; 1 when it is
-/// down (the management command `health down`) or does not answer; 2 for a `--url` that is
-/// not `http://`.
+/// down (the management command `health down`) or does not answer within 10 s (whole); 2 for
+/// a `--url` that is not `http://` or `https://`.
 pub fn run(args: &HealthArgs) -> ExitCode {
-    let Some(host) = args.url.strip_prefix("http://") else {
-        eprintln!("histd health: --url {}: only http:// URLs are supported", args.url);
-        return ExitCode::from(2);
+    let url = match ApiUrl::parse(&args.url) {
+        Ok(url) => url,
+        Err(why) => {
+            eprintln!("histd health: --url {}: {why}", printable(&args.url));
+            return ExitCode::from(2);
+        }
     };
-    let answer = http_get(host.trim_end_matches('/'), "/health")
+    let answer = url
+        .get("/health", HEALTH)
         .with_context(|| format!("cannot reach histd at {} (is it running? --url)", args.url))
         .and_then(|(status, body)| verdict(status, &body));
     match answer {

@@ -1,6 +1,12 @@
 //! What the HTTP sinks share: a target URL ([`HttpUrl`]) and a [`Client`], one HTTP/1.1
 //! connection kept open between requests and made anew when it closes or fails.
 //!
+//! An answer is bounded: its head (status line and headers) to [`MAX_HEAD_BYTES`], its body to
+//! the client's cap ([`DEFAULT_MAX_BODY_BYTES`] unless set), and the whole request, connecting
+//! included, to the client's timeout: a receiver that sends headers or a body without end, or
+//! a byte a second, costs a bounded buffer and a bounded wait, never the host's memory (issue
+//! 48, P3).
+//!
 //! `https://` URLs are reached over TLS (rustls): the server's certificate must chain to a
 //! root the system trusts (Debian's `/etc/ssl/certs`; `SSL_CERT_FILE` or `SSL_CERT_DIR` name
 //! other ones, as for OpenSSL) and name the URL's host.
@@ -18,6 +24,13 @@ use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
+
+/// The most an answer's head (status line and headers) may take.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// The most an answer's body may take unless a client says otherwise
+/// ([`Client::with_max_body`]): receivers answer a send with a status and a short message.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,13 +150,21 @@ pub struct Client {
     connection: Option<SendRequest<Full<Bytes>>>,
     /// TLS settings of its own (a CA, a client certificate); else every client's.
     tls: Option<Arc<ClientConfig>>,
+    /// The most an answer's body may take.
+    max_body: usize,
 }
 
 impl Client {
     /// A client that sends `headers` with every request (the content's type and encoding
-    /// among them) and waits `timeout` for each.
+    /// among them) and waits `timeout` for each, answer included.
     pub fn new(url: HttpUrl, headers: Vec<(String, String)>, timeout: Duration) -> Client {
-        Client { url, headers, timeout, connection: None, tls: None }
+        Client { url, headers, timeout, connection: None, tls: None, max_body: DEFAULT_MAX_BODY_BYTES }
+    }
+
+    /// This client with answers' bodies capped at `bytes` (a longer one is a failed request).
+    pub fn with_max_body(mut self, bytes: usize) -> Client {
+        self.max_body = bytes;
+        self
     }
 
     /// This client with TLS settings of its own (`https://` URLs): a CA of its own, a client
@@ -207,7 +228,13 @@ impl Client {
             .and_then(|value| value.to_str().ok())
             .and_then(|text| text.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let body = response.into_body().collect().await.map_err(|e| format!("reading the answer: {e}"))?;
+        let limit = self.max_body;
+        let body = http_body_util::Limited::new(response.into_body(), limit).collect().await.map_err(|e| {
+            match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                Some(_) => format!("the answer's body is longer than {limit} bytes"),
+                None => format!("reading the answer: {e}"),
+            }
+        })?;
         Ok(Answer { status, body: body.to_bytes(), retry_after })
     }
 
@@ -218,8 +245,7 @@ impl Client {
             }
         }
         if self.connection.is_none() {
-            let address = (self.url.host.as_str(), self.url.port);
-            let stream = TcpStream::connect(address).await.map_err(|e| format!("cannot connect: {e}"))?;
+            let stream = connect(&self.url.host, self.url.port).await?;
             let _ = stream.set_nodelay(true);
             let sender = match self.url.tls {
                 false => http1(stream).await?,
@@ -246,12 +272,33 @@ impl Client {
     }
 }
 
+/// How long one of a host's addresses may take to accept a connection before the next is
+/// tried (a host that drops packets would otherwise hold the request for the kernel's SYN
+/// retries, minutes).
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// A connection to `host`'s first address that accepts one within [`CONNECT_WAIT`].
+async fn connect(host: &str, port: u16) -> Result<TcpStream, String> {
+    let addresses = tokio::net::lookup_host((host, port)).await.map_err(|e| format!("cannot resolve {host}: {e}"))?;
+    let mut failure = format!("{host} has no address");
+    for address in addresses {
+        match tokio::time::timeout(CONNECT_WAIT, TcpStream::connect(address)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(error)) => failure = format!("cannot connect to {address}: {error}"),
+            Err(_) => failure = format!("cannot connect to {address}: no answer within {} s", CONNECT_WAIT.as_secs()),
+        }
+    }
+    Err(failure)
+}
+
 /// An HTTP/1.1 connection over `io`, driven by a task of its own; its sender.
 async fn http1<T>(io: T) -> Result<SendRequest<Full<Bytes>>, String>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+    let (sender, connection) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(MAX_HEAD_BYTES)
+        .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("HTTP handshake failed: {e}"))?;
     tokio::spawn(async move {

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod alerts;
+pub mod api_client;
 pub mod bench;
 pub mod config;
 mod config_reader;

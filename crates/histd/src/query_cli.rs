@@ -1,13 +1,11 @@
 //! `histd query`: an expression from the shell, against a running histd (its HTTP API) or
 //! directly against a data directory, printed as a table, CSV or JSON.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::api_client::{printable, ApiUrl, ANSWERS};
 use crate::clock::unix_now_s;
 use crate::contract::{finite, ErrorAnswer, QueryRequest, QueryResult, SeriesList, SeriesRequest};
 use crate::query_params::{step, time};
@@ -26,7 +24,7 @@ pub struct QueryArgs {
     /// Step width (`10s`, `1m`, `1h`); default: about 240 steps.
     #[arg(long)]
     step: Option<String>,
-    /// A running histd's HTTP API.
+    /// A running histd's HTTP API: http:// or https:// (a CA of your own: SSL_CERT_FILE=ca.pem).
     #[arg(long, default_value = "http://127.0.0.1:8127")]
     url: String,
     /// Read this data directory instead of asking a running histd.
@@ -124,11 +122,16 @@ fn series_exist_in(dir: &std::path::Path, selector: &store::Selector) -> Result<
 
 /// Whether a running histd's store has a series `selector` picks.
 fn series_exist_at(url: &str, selector: &store::Selector) -> Result<bool, QueryFailure> {
-    let host = url.strip_prefix("http://").unwrap_or(url).trim_end_matches('/');
+    let url = api_url(url)?;
     let request = SeriesRequest { selector: Some(selector.to_string()), limit: Some(1), ..SeriesRequest::default() };
-    let (_, body) = http_get(host, &request.path_and_query()).map_err(QueryFailure::Unavailable)?;
+    let (_, body) = url.get(&request.path_and_query(), ANSWERS).map_err(QueryFailure::Unavailable)?;
     // An answer that does not read as a list says nothing: the series may exist.
     Ok(serde_json::from_str::<SeriesList>(&body).map_or(true, |list| list.total > 0))
+}
+
+/// `--url` read, or why not (bad input).
+fn api_url(url: &str) -> Result<ApiUrl, QueryFailure> {
+    ApiUrl::parse(url).map_err(|why| QueryFailure::BadInput(anyhow::anyhow!("--url {}: {why}", printable(url))))
 }
 
 fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryResult, QueryFailure> {
@@ -163,56 +166,26 @@ fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryRe
 }
 
 fn from_http(url: &str, request: &QueryRequest) -> Result<QueryResult, QueryFailure> {
-    let host = url
-        .strip_prefix("http://")
-        .context("--url: only http:// URLs are supported")
-        .map_err(QueryFailure::BadInput)?
-        .trim_end_matches('/');
-    let (status, body) = http_get(host, &request.path_and_query())
-        .with_context(|| format!("cannot reach histd at {url} (is it running? --url, or --data-dir to read files)"))
+    let api = api_url(url)?;
+    let (status, body) = api
+        .get(&request.path_and_query(), ANSWERS)
+        .with_context(|| format!("cannot reach histd at {api} (is it running? --url, or --data-dir to read files)"))
         .map_err(QueryFailure::Unavailable)?;
     if status == 200 {
         return serde_json::from_str(&body)
-            .with_context(|| format!("not the answer of a query from {url}: {body}"))
+            .with_context(|| format!("not the answer of a query from {api}: {}", printable(&body)))
             .map_err(QueryFailure::Unavailable);
     }
-    let message =
-        anyhow::anyhow!("{}", serde_json::from_str::<ErrorAnswer>(&body).map_or(body.clone(), |answer| answer.error));
+    let said = serde_json::from_str::<ErrorAnswer>(&body).map_or(body.clone(), |answer| answer.error);
+    let message = anyhow::anyhow!("{}", printable(&said));
     match status {
+        // Not the query's fault: the tool needs a credential, as health and top say (exit 1).
+        401 | 403 => Err(QueryFailure::Unavailable(
+            message.context(format!("{api} answered HTTP {status}: histd asks for a token (set HISTD_TOKEN to one)")),
+        )),
         400..=499 => Err(QueryFailure::BadInput(message)),
         _ => Err(QueryFailure::Unavailable(message)),
     }
-}
-
-/// A plain HTTP/1.1 GET: status and body. With `HISTD_TOKEN` in the environment it is sent as
-/// `Authorization: Bearer` (a daemon whose `read` role has tokens: `http.tokens.read`).
-pub(crate) fn http_get(host: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    let mut stream = connect(host)?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(30)))?;
-    let authorization = match std::env::var("HISTD_TOKEN") {
-        Ok(token) if !token.trim().is_empty() => format!("Authorization: Bearer {}\r\n", token.trim()),
-        _ => String::new(),
-    };
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\n{authorization}Connection: close\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response.split_once("\r\n\r\n").context("a malformed HTTP response")?;
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("a malformed HTTP status line")?;
-    Ok((status, body.to_string()))
-}
-
-/// A connection to `host` (`name:port`), trying each of its addresses for at most 5 s (a host
-/// that drops packets would otherwise hold the command for the kernel's SYN retries, minutes).
-fn connect(host: &str) -> anyhow::Result<TcpStream> {
-    let mut failure = None;
-    for address in host.to_socket_addrs().with_context(|| format!("cannot resolve {host}"))? {
-        match TcpStream::connect_timeout(&address, Duration::from_secs(5)) {
-            Ok(stream) => return Ok(stream),
-            Err(error) => failure = Some(anyhow::Error::new(error).context(format!("connecting to {address}"))),
-        }
-    }
-    Err(failure.unwrap_or_else(|| anyhow::anyhow!("{host} has no address")))
 }
 
 fn render(answer: &QueryResult, format: Format) -> String {

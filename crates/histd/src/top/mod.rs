@@ -17,13 +17,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::api_client::{printable, ApiUrl, ANSWERS};
 use crate::contract::Live;
 use model::Model;
 
 /// `histd top`'s command line.
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
-    /// The running histd's HTTP API (default: from --config, else http://127.0.0.1:8127).
+    /// The running histd's HTTP API, http:// or https:// (default: from --config, else
+    /// http://127.0.0.1:8127; a CA of your own: SSL_CERT_FILE=ca.pem).
     #[arg(long)]
     url: Option<String>,
     /// The daemon's config file, for its HTTP address.
@@ -60,7 +62,7 @@ pub struct TopArgs {
 
 /// Runs `histd top`.
 pub fn run(args: &TopArgs) -> anyhow::Result<()> {
-    let host = host_of(args)?;
+    let url = url_of(args)?;
     let mut model = Model::new(args.threshold, args.limit.clamp(1, 1000));
     model.sort = model::Column::named(&args.sort)
         .with_context(|| format!("--sort {}: not name, rate, value, p50, p99 or above", args.sort))?;
@@ -69,7 +71,7 @@ pub fn run(args: &TopArgs) -> anyhow::Result<()> {
         model.view = model::View::Cardinality;
     }
     let interval = Duration::from_secs_f64(args.interval.clamp(0.1, 3600.0));
-    let mut poller = Poller { host, log: args.log.clone() };
+    let mut poller = Poller { url, log: args.log.clone() };
     if args.once {
         poller.poll(&mut model)?;
         std::thread::sleep(interval);
@@ -85,7 +87,7 @@ pub fn run(args: &TopArgs) -> anyhow::Result<()> {
 
 /// Asks the daemon and feeds the model.
 pub struct Poller {
-    host: String,
+    url: ApiUrl,
     log: Option<PathBuf>,
 }
 
@@ -106,20 +108,26 @@ impl Poller {
     }
 
     fn fetch(&self, path: &str) -> anyhow::Result<Live> {
-        let (status, body) = crate::query_cli::http_get(&self.host, path)
-            .with_context(|| format!("cannot reach histd at http://{} (is it running? --url)", self.host))?;
-        if status != 200 {
-            anyhow::bail!("http://{}{path}: HTTP {status}: {body}", self.host);
+        let url = &self.url;
+        let (status, body) =
+            url.get(path, ANSWERS).with_context(|| format!("cannot reach histd at {url} (is it running? --url)"))?;
+        match status {
+            200 => {}
+            401 | 403 => anyhow::bail!(
+                "{url}{path}: HTTP {status}: histd asks for a token (set HISTD_TOKEN to one): {}",
+                printable(&body)
+            ),
+            _ => anyhow::bail!("{url}{path}: HTTP {status}: {}", printable(&body)),
         }
-        serde_json::from_str(&body).with_context(|| format!("not the live view from http://{}: {body}", self.host))
+        serde_json::from_str(&body).with_context(|| format!("not the live view from {url}: {}", printable(&body)))
     }
 }
 
-/// `host:port` of the daemon: `--url`, else `--config`'s HTTP address, else 127.0.0.1:8127.
-fn host_of(args: &TopArgs) -> anyhow::Result<String> {
+/// The daemon's API: `--url`, else `--config`'s HTTP address (https when it has `http.tls`),
+/// else http://127.0.0.1:8127.
+fn url_of(args: &TopArgs) -> anyhow::Result<ApiUrl> {
     if let Some(url) = &args.url {
-        let host = url.strip_prefix("http://").context("--url: only http:// URLs are supported")?;
-        return Ok(host.trim_end_matches('/').to_string());
+        return ApiUrl::parse(url).map_err(|why| anyhow::anyhow!("--url {}: {why}", printable(url)));
     }
     match &args.config {
         Some(path) => {
@@ -129,8 +137,8 @@ fn host_of(args: &TopArgs) -> anyhow::Result<String> {
                 "{} serves no HTTP API: add http_port (or the store backend) to it",
                 path.display()
             );
-            Ok(config.http_port.address.to_string())
+            Ok(ApiUrl::of_address(config.http_port.address, config.http.tls.is_some()))
         }
-        None => Ok("127.0.0.1:8127".to_string()),
+        None => ApiUrl::parse("http://127.0.0.1:8127").map_err(|why| anyhow::anyhow!(why)),
     }
 }

@@ -243,6 +243,9 @@ fn cardinality(model: &Model, width: usize) -> Vec<Line> {
 
 /// `text` cut to `width` characters (an ellipsis marks the cut).
 pub fn fit(text: &str, width: usize) -> String {
+    // Every line is fitted: a name's control characters (keyNameSanitize: false) are shown
+    // escaped, never sent to the terminal.
+    let text = crate::api_client::printable(text);
     if text.chars().count() <= width {
         return text.to_string();
     }

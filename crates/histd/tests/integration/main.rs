@@ -6,6 +6,7 @@ mod alerts;
 mod backends;
 mod budgets;
 mod circonus;
+mod clients;
 mod concurrency;
 mod config_files;
 mod edges;
