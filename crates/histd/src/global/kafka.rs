@@ -30,14 +30,15 @@
 //! twice (a leader died before acknowledging it, past `forward.kafka.deliveryTimeoutMs`) when
 //! two members read one each.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::Global;
+use super::unreadable::{Cause, Found, Seen, Watcher};
+use super::{Global, UnreadableBatch};
 use crate::aggregation::Receipt;
 use crate::clock::lock;
 use crate::sinks::backoff::{Backoff, SENDER_STEPS};
@@ -137,6 +138,25 @@ struct Membership {
     edges: Arc<EdgeCounters>,
     /// Broker errors a person must mend, logged once.
     told: crate::sinks::forward::kafka::BrokerErrors,
+    /// Where each partition stands, as the client's last statistics said.
+    standing: Mutex<BTreeMap<i32, Standing>>,
+}
+
+/// How often the client reports where the partitions stand (librdkafka's statistics).
+const STATISTICS_EVERY: &str = "5000";
+
+/// One partition as the client's statistics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Standing {
+    /// The group's committed offset (negative: none).
+    committed: i64,
+    /// The log's start.
+    start: i64,
+    /// The last offset a `read_committed` consumer may read past: the last stable offset (an
+    /// open transaction holds it back), as the last fetch from the leader said.
+    end: i64,
+    /// Fetching runs from a known leader.
+    fetching: bool,
 }
 
 impl rdkafka::ClientContext for Membership {
@@ -146,6 +166,15 @@ impl rdkafka::ClientContext for Membership {
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
         self.told.note(&error, reason, "global.kafka");
+    }
+
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let Some(topic) = statistics.topics.get(&self.topic) else { return };
+        let standing = topic.partitions.values().filter(|p| p.partition >= 0).map(|p| {
+            let fetching = p.fetch_state == "active" && p.leader >= 0;
+            (p.partition, Standing { committed: p.committed_offset, start: p.lo_offset, end: p.ls_offset, fetching })
+        });
+        *lock(&self.standing) = standing.collect();
     }
 }
 
@@ -301,9 +330,12 @@ fn consumer(settings: &ConsumerSettings, edges: Arc<EdgeCounters>) -> Result<Bas
         offsets: Default::default(),
         edges,
         told: Default::default(),
+        standing: Default::default(),
     };
+    let mut config = settings.client_config()?;
+    config.set("statistics.interval.ms", STATISTICS_EVERY);
     let consumer: BaseConsumer<Membership> =
-        settings.client_config()?.create_with_context(membership).map_err(|error| error.to_string())?;
+        config.create_with_context(membership).map_err(|error| error.to_string())?;
     consumer.subscribe(&[&settings.cluster.topic]).map_err(|error| error.to_string())?;
     Ok(consumer)
 }
@@ -314,6 +346,7 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
     let (mut failing, mut refusing) = (false, false);
     let mut commits = Commits::default();
     let mut fetching_paused = false;
+    let mut unreadable = Unreadable::default();
     loop {
         commits.commit_carried(consumer, offsets);
         if stop.load(Ordering::Relaxed) {
@@ -327,6 +360,10 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
             fetching_paused = held;
             pause_fetching(consumer, held);
         }
+        if fetching_paused {
+            unreadable.paused();
+        }
+        unreadable.look(consumer, offsets, global);
         let polled = consumer.poll(POLL);
         if stop.load(Ordering::Relaxed) {
             break; // what was fetched is read by the next owner (it is not committed)
@@ -334,6 +371,11 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
         let message = match polled {
             None => continue,
             Some(Ok(message)) => message,
+            Some(Err(rdkafka::error::KafkaError::MessageConsumption(code))) if Cause::of(code).is_some() => {
+                // librdkafka fetches the batch again by itself: no backoff here.
+                unreadable.error(Cause::of(code).unwrap_or(Cause::Silent));
+                continue;
+            }
             Some(Err(error)) => {
                 if !failing {
                     failing = true;
@@ -345,6 +387,7 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
         };
         (failing, _) = (false, backoff.reset());
         let (partition, offset) = (message.partition(), message.offset());
+        unreadable.read(partition, global, &consumer.context().topic);
         let Some(generation) = take(offsets, partition, offset) else { continue };
         let receipt = Receipt::Log { partition, offset, generation };
         match global.receive_logged(message.payload().unwrap_or_default(), receipt) {
@@ -361,6 +404,134 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
             held.read.insert(partition, offset);
         }
     }
+}
+
+/// The reading thread's watch on record batches the client cannot read
+/// (global/unreadable.rs): a look at where the partitions stand every [`LOOK_EVERY`].
+#[derive(Debug, Default)]
+struct Unreadable {
+    watcher: Watcher,
+    looked_at: Option<std::time::Instant>,
+    /// An error of the client's about a batch was logged (once, until one is read again).
+    told: bool,
+}
+
+/// How often the partitions' positions are looked at.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a seek may wait for the client.
+const LOOK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Unreadable {
+    /// librdkafka reported a batch it cannot decode (`cause`), naming no partition.
+    fn error(&mut self, cause: Cause) {
+        if !std::mem::replace(&mut self.told, true) {
+            tracing::warn!(
+                cause = cause.describe(),
+                "global.kafka: the Kafka client cannot read a record batch; its partition is found by its stall"
+            );
+        }
+        self.watcher.error(cause, std::time::Instant::now());
+    }
+
+    /// Fetching was paused on purpose.
+    fn paused(&mut self) {
+        self.watcher.paused();
+    }
+
+    /// A message of `partition` was read: it moves.
+    fn read(&mut self, partition: i32, global: &Global, topic: &str) {
+        let held = !self.watcher.held().is_empty();
+        self.watcher.read(partition);
+        if held {
+            publish(&self.watcher, global, topic);
+        }
+    }
+
+    /// Looks at where the partitions stand (at most every [`LOOK_EVERY`]): holds those newly
+    /// stuck, skips what was stuck for `global.kafka.skipUnreadableAfterMs`.
+    fn look(&mut self, consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &Global) {
+        let now = std::time::Instant::now();
+        if self.looked_at.is_some_and(|at| now.duration_since(at) < LOOK_EVERY) {
+            return;
+        }
+        self.looked_at = Some(now);
+        let topic = consumer.context().topic.clone();
+        let assigned = lock(offsets).assigned.clone();
+        let mut changed = self.watcher.keep_assigned(|partition| assigned.contains(&partition));
+        let skip_after = global.config().kafka.as_ref().and_then(|kafka| kafka.skip_unreadable_after);
+        for found in self.watcher.look(&partitions_seen(consumer, offsets), now, skip_after) {
+            changed = true;
+            match found {
+                Found::Held { partition, offset, cause } => {
+                    global.edges.forward_batches_unreadable.add(1);
+                    tracing::error!(topic, partition, offset, cause = cause.describe(), "global.kafka: a partition stopped at a record batch this histd cannot read: held there (/health says degraded; global.kafka.skipUnreadableAfterMs reads past a damaged one)");
+                }
+                Found::Skip { partition, offset, cause } => {
+                    let batch =
+                        UnreadableBatch { topic: topic.clone(), partition, offset, reason: cause.describe().into() };
+                    skip(consumer, offsets, global, batch);
+                    self.told = false;
+                }
+            }
+        }
+        if changed {
+            publish(&self.watcher, global, &topic);
+        }
+    }
+}
+
+/// The partitions held now, for `/health`.
+fn publish(watcher: &Watcher, global: &Global, topic: &str) {
+    let held = watcher.held().into_iter().map(|(partition, offset, cause)| UnreadableBatch {
+        topic: topic.to_string(),
+        partition,
+        offset,
+        reason: cause.describe().to_string(),
+    });
+    global.hold_unreadable(held.collect());
+}
+
+/// Where each assigned partition stands, as the client's last statistics said: the next
+/// offset this member would read of it (after the last one read, else the group's committed
+/// offset, else the log's start) and the offset it may read up to. Partitions not fetching from
+/// a known leader are left out: a partition whose leader moves is not stuck.
+fn partitions_seen(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>) -> Vec<Seen> {
+    let (assigned, read) = {
+        let offsets = lock(offsets);
+        (offsets.assigned.clone(), offsets.read.clone())
+    };
+    let standing = lock(&consumer.context().standing).clone();
+    standing
+        .into_iter()
+        .filter(|(partition, standing)| standing.fetching && assigned.contains(partition))
+        .map(|(partition, standing)| {
+            let committed = (standing.committed >= 0).then_some(standing.committed);
+            let next = read.get(&partition).map(|last| last + 1).or(committed).unwrap_or(standing.start);
+            Seen { partition, next, end: standing.end }
+        })
+        .collect()
+}
+
+/// Reads past the record at `batch.offset`: counted, logged, named in `/health`, and its
+/// offset committed with the next flush.
+fn skip(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &Global, batch: UnreadableBatch) {
+    let UnreadableBatch { partition, offset, .. } = batch;
+    let topic = consumer.context().topic.as_str();
+    if let Err(error) = consumer.seek(topic, partition, Offset::Offset(offset + 1), LOOK_WAIT) {
+        tracing::warn!(topic, partition, offset, %error, "global.kafka: reading past an unreadable record failed; tried again");
+        return;
+    }
+    // Counted in forward_batches_unreadable when it was held, as every skipped one first is.
+    tracing::error!(topic, partition, offset, cause = %batch.reason, "global.kafka: an unreadable record skipped (/health names it); its offset is committed with the next flush");
+    let Some(generation) = take(offsets, partition, offset) else { return };
+    {
+        let mut held = lock(offsets);
+        if held.generation == generation {
+            held.read.insert(partition, offset);
+        }
+    }
+    global.skip_logged(Receipt::Log { partition, offset, generation }, batch);
 }
 
 /// Pauses (or resumes) fetching from every partition assigned now.

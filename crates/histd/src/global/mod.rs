@@ -22,6 +22,7 @@
 pub(crate) mod journal;
 pub mod kafka;
 pub mod screen;
+pub mod unreadable;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,34 @@ pub struct Global {
     in_flight: Arc<InFlight>,
     /// With `global.kafka`, what commits the offsets of what each flush carried.
     log: Mutex<Option<kafka::Committer>>,
+    /// With `global.kafka`, the record batches the client could not decode.
+    unreadable: Mutex<UnreadableReport>,
+}
+
+/// The Kafka record batches a global could not decode, as `/health` shows them: the
+/// partitions held at one now, and the last ones skipped.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableReport {
+    /// Partitions whose reading is held at a batch this histd cannot decode.
+    pub held: Vec<UnreadableBatch>,
+    /// The last [`SKIPPED_SHOWN`] damaged batches skipped.
+    pub skipped: VecDeque<UnreadableBatch>,
+}
+
+/// How many skipped batches `/health` names.
+pub const SKIPPED_SHOWN: usize = 16;
+
+/// One record batch the Kafka client could not decode.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableBatch {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset of the first record that could not be read.
+    pub offset: i64,
+    /// Why, for a person.
+    pub reason: String,
 }
 
 /// The bytes every forwarded request holds at once, against `global.maxBytesInFlight`.
@@ -147,7 +176,16 @@ impl Global {
                 (Some(Arc::new(journal)), left)
             }
         };
-        let global = Global { config, aggregation, edges, seen, journal, in_flight, log: Default::default() };
+        let global = Global {
+            config,
+            aggregation,
+            edges,
+            seen,
+            journal,
+            in_flight,
+            log: Default::default(),
+            unreadable: Default::default(),
+        };
         global.replay(left);
         Ok(global)
     }
@@ -279,6 +317,28 @@ impl Global {
             self.aggregation.note_receipt(receipt);
         }
         received
+    }
+
+    /// Notes a Kafka record skipped unread (a damaged batch) at `receipt`: its offset is
+    /// committed with the flush that carries the current interval, as a merged one's is.
+    pub fn skip_logged(&self, receipt: Receipt, batch: UnreadableBatch) {
+        self.aggregation.note_receipt(receipt);
+        let mut report = crate::clock::lock(&self.unreadable);
+        if report.skipped.len() == SKIPPED_SHOWN {
+            report.skipped.pop_front();
+        }
+        report.skipped.push_back(batch);
+    }
+
+    /// The partitions held now at a batch that cannot be decoded.
+    pub fn hold_unreadable(&self, held: Vec<UnreadableBatch>) {
+        self.edges.forward_partitions_held.set(held.len() as u64);
+        crate::clock::lock(&self.unreadable).held = held;
+    }
+
+    /// The Kafka batches that could not be decoded: held partitions and the last skipped.
+    pub fn unreadable(&self) -> UnreadableReport {
+        crate::clock::lock(&self.unreadable).clone()
     }
 
     /// Decodes and checks a batch sent with `credential`, remembers its identity and screens

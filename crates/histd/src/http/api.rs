@@ -27,16 +27,25 @@ type Params = Query<HashMap<String, String>>;
 /// An answer or an error, as JSON.
 type Answer = Result<Json<Value>, Failure>;
 
-/// `GET /health`: up or down (503), the counters of every stage, the sinks' telemetry, the
-/// budgets, the config in force and the latest bad lines; any token opens it.
+/// `GET /health`: up, degraded (a Kafka partition held at a batch this histd cannot decode;
+/// still 200) or down (503), the counters of every stage, the sinks' telemetry, the budgets,
+/// the config in force, the latest bad lines, damaged store blocks and unreadable Kafka
+/// batches; any token opens it.
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let up = state.admin.healthy.load(Ordering::Relaxed);
     let (totals, timers_over_sample_limit, budgets) = {
         let aggregator = state.admin.aggregation.current();
         (aggregator.totals().clone(), aggregator.timers_over_sample_limit(), BudgetState::of(&aggregator))
     };
+    // A Kafka partition held at a batch this histd cannot decode: up, but not whole.
+    let unreadable = state.global.unreadable();
+    let status = match (up, unreadable.held.is_empty()) {
+        (false, _) => "down",
+        (true, false) => "degraded",
+        (true, true) => "up",
+    };
     let body = json!({
-        "status": if up { "up" } else { "down" },
+        "status": status,
         "uptime_s": unix_now_s().saturating_sub(state.admin.started_unix_s),
         "packets_received": totals.packets,
         "metrics_received": totals.lines,
@@ -50,6 +59,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "config": state.admin.config.json(),
         "bad_line_examples": bad_line_examples(&totals.bad_examples),
         "store_corrupt_blocks": damaged_blocks(&state),
+        "kafka_unreadable_batches": unreadable,
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

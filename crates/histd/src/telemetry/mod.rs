@@ -124,6 +124,13 @@ pub struct EdgeCounters {
     pub forward_commits_pending: Gauge,
     /// The topic's partitions the consumer group gives this global now (`global.kafka`).
     pub forward_partitions_assigned: Gauge,
+    /// Kafka record batches the client could not decode (`global.kafka`): damaged ones
+    /// skipped, or one in a codec this histd lacks, where its partition is held (`/health`
+    /// names each).
+    pub forward_batches_unreadable: Counter,
+    /// Partitions whose reading is held at a batch this histd cannot decode: `/health` says
+    /// `degraded`.
+    pub forward_partitions_held: Gauge,
     /// Forwarded batches refused: an interval this histd does not believe (counted in
     /// `forward_batches_refused` too).
     pub forward_refused_intervals: Counter,
@@ -175,12 +182,16 @@ impl EdgeCounters {
     pub fn is_level(name: &str) -> bool {
         matches!(
             name,
-            "stream_pending_bytes" | "receive_buffer_bytes" | "forward_commits_pending" | "forward_partitions_assigned"
+            "stream_pending_bytes"
+                | "receive_buffer_bytes"
+                | "forward_commits_pending"
+                | "forward_partitions_assigned"
+                | "forward_partitions_held"
         )
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 39] {
+    pub fn entries(&self) -> [(&'static str, u64); 41] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -205,6 +216,8 @@ impl EdgeCounters {
             ("forward_commits_failed", self.forward_commits_failed.get()),
             ("forward_commits_pending", self.forward_commits_pending.get()),
             ("forward_partitions_assigned", self.forward_partitions_assigned.get()),
+            ("forward_batches_unreadable", self.forward_batches_unreadable.get()),
+            ("forward_partitions_held", self.forward_partitions_held.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),
             ("forward_refused_empty_keys", self.forward_refused_empty_keys.get()),

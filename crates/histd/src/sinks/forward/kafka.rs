@@ -128,7 +128,16 @@ pub struct ConsumerSettings {
     /// `sessionTimeoutMs` ([`DEFAULT_SESSION_TIMEOUT`]): how long a global may be silent before
     /// the group gives its partitions to the others.
     pub session_timeout: Duration,
+    /// `skipUnreadableAfterMs` ([`DEFAULT_SKIP_UNREADABLE_AFTER`]; 0: never): how long a
+    /// partition stays stopped at a record batch the client cannot read before that record is
+    /// read past (counted, logged, named in `/health`). A batch in a codec this histd lacks is
+    /// never skipped.
+    pub skip_unreadable_after: Option<Duration>,
 }
+
+/// The default `global.kafka.skipUnreadableAfterMs`: well past a broker's failover, so a
+/// partition whose leader is moving is never taken for one stopped at a damaged batch.
+pub const DEFAULT_SKIP_UNREADABLE_AFTER: Duration = Duration::from_secs(120);
 
 impl KafkaSettings {
     /// librdkafka's settings for this cluster; reads the SASL password file.
@@ -239,6 +248,7 @@ impl ConsumerSettings {
         let mut value = self.cluster.effective();
         value["group"] = json!(self.group);
         value["sessionTimeoutMs"] = json!(self.session_timeout.as_millis() as u64);
+        value["skipUnreadableAfterMs"] = json!(self.skip_unreadable_after.map_or(0, |after| after.as_millis() as u64));
         value
     }
 }
@@ -343,7 +353,12 @@ pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
     if session_timeout < Duration::from_secs(1) {
         return Err(section.error("sessionTimeoutMs", "at least 1000"));
     }
-    Ok(ConsumerSettings { cluster: cluster(section)?, group, session_timeout })
+    let skip_unreadable_after = section.milliseconds("skipUnreadableAfterMs", DEFAULT_SKIP_UNREADABLE_AFTER)?;
+    if !skip_unreadable_after.is_zero() && skip_unreadable_after < crate::global::unreadable::STUCK_AFTER {
+        return Err(section.error("skipUnreadableAfterMs", "0 (never) or at least 20000"));
+    }
+    let skip_unreadable_after = (!skip_unreadable_after.is_zero()).then_some(skip_unreadable_after);
+    Ok(ConsumerSettings { cluster: cluster(section)?, group, session_timeout, skip_unreadable_after })
 }
 
 /// librdkafka's own log and errors, at debug level: histd logs a run of failures once itself.
