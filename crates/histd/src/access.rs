@@ -117,13 +117,14 @@ impl HttpSecurity {
         Ok(Credentials { tokens, hostnames, cert_roles: self.cert_roles })
     }
 
-    /// `Err` when the HTTP port at `address` would let anyone on a network write series
-    /// (with `accepts_batches`) or delete data: such a port needs tokens, or says so.
+    /// `Err` when the HTTP port at `address` would let anyone on a network read every series
+    /// (the page, `/metrics`, the query API), write series (with `accepts_batches`) or delete
+    /// data: such a port needs tokens, or says so.
     pub fn check_exposure(&self, address: IpAddr, accepts_batches: bool) -> Result<(), ConfigError> {
         if address.is_loopback() || self.open_to_network {
             return Ok(());
         }
-        let open: Vec<&str> = [(Role::Admin, true), (Role::Write, accepts_batches)]
+        let open: Vec<&str> = [(Role::Admin, true), (Role::Write, accepts_batches), (Role::Read, true)]
             .into_iter()
             .filter(|(role, used)| *used && !self.guards(*role))
             .map(|(role, _)| role.name())
@@ -137,11 +138,20 @@ impl HttpSecurity {
                 "the HTTP port is on {address}, where anyone who reaches it could use the {} role{} without a \
                  credential: give http.tokens.{} a token file, or set http.openToNetwork: true (e.g. behind a \
                  firewall or a port published on the host's loopback only)",
-                open.join(" and "),
+                spoken_list(&open),
                 if open.len() > 1 { "s" } else { "" },
                 open[0],
             ),
         })
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn spoken_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -196,10 +206,15 @@ fn read_tls(section: &Reader<'_>) -> Result<(Option<crate::tls::ServerFiles>, [b
 /// The shortest token taken: guessing one must be out of reach.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
+/// The fewest different characters a token may hold (`aaaaaaaaaaaaaaaa` is 16 characters
+/// and no secret).
+pub const MIN_TOKEN_DISTINCT: usize = 8;
+
 /// Reads a token file: one token a line, `NAME TOKEN` or `TOKEN` alone (named `token<line>`);
 /// blank lines and `#` comments skipped.
 fn read_tokens(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    // The caller names the key (`http.tokens.<role>`): the reason alone here.
+    let text = crate::secret_file::read(path, "the token file")?;
     let mut tokens = Vec::new();
     for (number, line) in text.lines().enumerate().map(|(i, line)| (i + 1, line.trim())) {
         if line.is_empty() || line.starts_with('#') {
@@ -212,6 +227,13 @@ fn read_tokens(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
         if token.len() < MIN_TOKEN_BYTES || token.contains(char::is_whitespace) {
             return Err(format!(
                 "{} line {number}: a token is one word of at least {MIN_TOKEN_BYTES} characters (`NAME TOKEN` or `TOKEN`)",
+                path.display()
+            ));
+        }
+        let distinct = token.bytes().collect::<std::collections::BTreeSet<u8>>().len();
+        if distinct < MIN_TOKEN_DISTINCT {
+            return Err(format!(
+                "{} line {number}: a token of {distinct} different characters is guessed at once: use {MIN_TOKEN_DISTINCT} or more (`openssl rand -hex 16` makes one)",
                 path.display()
             ));
         }
@@ -232,8 +254,8 @@ pub struct Credentials {
     cert_roles: [bool; 3],
 }
 
-/// The verified client certificate of a connection: its subject's common name (empty when it
-/// has none). Put on every request of the connection.
+/// The verified client certificate of a connection: its subject's common name (a certificate
+/// without one is no credential). Put on every request of the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerCertificate(pub String);
 
@@ -313,7 +335,7 @@ impl Credentials {
         if !tokens && !by_certificate {
             return Ok(Caller::default());
         }
-        let presented = authorization.and_then(|value| value.strip_prefix("Bearer ")).map(str::trim);
+        let presented = authorization.and_then(bearer_token);
         let Some(presented) = presented else { return Err(Refused::Unauthorized(role)) };
         let mut found = None;
         for (name, token) in accepted {
@@ -323,6 +345,13 @@ impl Credentials {
         }
         found.map(|name| Caller { credential: name.clone() }).ok_or(Refused::Forbidden(role))
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value (the scheme's case does not matter:
+/// RFC 9110).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Compares without stopping at the first difference (the time says nothing of the token).
@@ -550,12 +579,29 @@ mod tests {
     }
 
     #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        let cases = [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER  abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearerabc", None),
+            ("", None),
+        ];
+        for (value, want) in cases {
+            assert_eq!(bearer_token(value), want, "{value:?}");
+        }
+    }
+
+    #[test]
     fn token_files_are_read_and_checked() {
         let dir = std::env::temp_dir().join(format!("histd-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let cases = [
             ("# locals\nweb-1 0123456789abcdef0123\n\nfedcba9876543210fedc\n", Ok(vec!["web-1", "token4"])),
             ("short\n", Err("at least 16")),
+            ("x aaaaaaaaaaaaaaaa\n", Err("1 different characters")),
+            ("x abababababababab\n", Err("2 different characters")),
             ("# nothing\n", Err("holds no token")),
         ];
         for (index, (text, want)) in cases.into_iter().enumerate() {
@@ -580,8 +626,13 @@ mod tests {
         let mut security = HttpSecurity::default();
         assert!(security.check_exposure(loopback, true).is_ok());
         let error = security.check_exposure(network, true).unwrap_err();
-        assert!(error.key == "http.openToNetwork" && error.message.contains("admin and write roles"), "{error:?}");
+        assert!(
+            error.key == "http.openToNetwork" && error.message.contains("admin, write and read roles"),
+            "{error:?}"
+        );
         security.token_files[Role::Admin as usize] = Some("/a".into());
+        assert!(security.check_exposure(network, false).unwrap_err().message.contains("the read role"));
+        security.token_files[Role::Read as usize] = Some("/r".into());
         assert!(security.check_exposure(network, false).is_ok(), "no intake: write is not used");
         assert!(security.check_exposure(network, true).unwrap_err().message.contains("write role"));
         security.open_to_network = true;

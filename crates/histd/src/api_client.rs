@@ -87,7 +87,7 @@ fn authorization() -> Vec<(String, String)> {
 /// `2,000` characters, the rest said to be cut.
 pub fn printable(text: &str) -> Cow<'_, str> {
     const SHOWN: usize = 2_000;
-    let unsafe_char = |c: char| (c.is_control() && c != '\n') || is_bidi_control(c);
+    let unsafe_char = |c: char| c != '\n' && crate::printable::unprintable(c);
     if !text.chars().any(unsafe_char) && text.len() <= SHOWN {
         return Cow::Borrowed(text);
     }
@@ -103,12 +103,6 @@ pub fn printable(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
-}
-
-/// The characters that reorder how a line is shown (U+202A-U+202E, U+2066-U+2069), and the
-/// marks that steer them.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]

@@ -213,13 +213,18 @@ fn write_man_pages(dir: &std::path::Path) -> std::io::Result<()> {
 fn check_config(file: &std::path::Path) -> ExitCode {
     match Config::from_file(file) {
         Ok(config) => {
-            println!("{}", serde_json::to_string_pretty(&config.effective()).unwrap_or_default());
             let problems = config.check_files();
             for problem in &problems {
                 eprintln!("histd: {problem}");
             }
             if !problems.is_empty() {
-                return ExitCode::from(2); // the daemon would not start
+                // The daemon would not start: no effective config on standard output, where
+                // a script would take it for a valid one.
+                return ExitCode::from(2);
+            }
+            println!("{}", serde_json::to_string_pretty(&config.effective()).unwrap_or_default());
+            for warning in config.warnings() {
+                eprintln!("histd: warning: {warning}");
             }
             for key in &config.ignored_keys {
                 eprintln!("histd: `{key}`: {}", config::keys::why_unused(key));
@@ -261,6 +266,9 @@ fn run(
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
     for key in &config.ignored_keys {
         tracing::warn!(key, "config key ignored: {}", config::keys::why_unused(key));
+    }
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
     }
     histd::malloc::return_large_blocks_to_the_system();
     let mut builder = tokio::runtime::Builder::new_multi_thread();

@@ -175,6 +175,20 @@ impl Config {
         Ok(config)
     }
 
+    /// What is allowed but a person should know at once: the management port on a network
+    /// address (it reads and deletes every series and sets the health check, with no
+    /// credential: Etsy's own default, kept for drop-in configs).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !self.mgmt.ip().is_loopback() {
+            warnings.push(format!(
+                "`mgmt_address`: the management port is on {}, where anyone who reaches it can read and delete every series and set `health down`, with no credential: keep it on 127.0.0.1 unless a firewall stands in front",
+                self.mgmt
+            ));
+        }
+        warnings
+    }
+
     /// Whether `backends` lists the backend named `name`.
     pub fn lists(&self, name: &str) -> bool {
         self.backends.iter().any(|backend| backend.name() == name)

@@ -383,15 +383,17 @@ fn idle_ttls_are_one_duration_or_one_per_type() {
     assert_eq!(config.effective()["idleTTL"]["timers"], 25000);
 }
 
-/// Issue 34: an HTTP port on a network address with its admin (or, on a global, write) role
-/// open refuses to start, naming the key; tokens or `openToNetwork` let it.
+/// Issue 34: an HTTP port on a network address with its admin, read (issue 48, P14: every
+/// series, `/metrics`, the page) or, on a global, write role open refuses to start, naming the
+/// key; tokens or `openToNetwork` let it.
 #[test]
 fn an_http_port_open_to_a_network_needs_tokens_or_says_so() {
     let cases: &[(&str, Option<&str>)] = &[
         ("{ backends: ['store'], http_address: '0.0.0.0' }", Some("http.openToNetwork")),
-        ("{ backends: ['store'], http_address: '0.0.0.0', http: { tokens: { admin: '/a' } } }", None),
-        ("{ backends: ['store'], http_address: '0.0.0.0', global: { accept: true }, http: { tokens: { admin: '/a' } } }", Some("http.openToNetwork")),
-        ("{ backends: ['store'], http_address: '0.0.0.0', global: { accept: true }, http: { tokens: { admin: '/a', write: '/w' } } }", None),
+        ("{ backends: ['store'], http_address: '0.0.0.0', http: { tokens: { admin: '/a' } } }", Some("read role")),
+        ("{ backends: ['store'], http_address: '0.0.0.0', http: { tokens: { admin: '/a', read: '/r' } } }", None),
+        ("{ backends: ['store'], http_address: '0.0.0.0', global: { accept: true }, http: { tokens: { admin: '/a', read: '/r' } } }", Some("http.openToNetwork")),
+        ("{ backends: ['store'], http_address: '0.0.0.0', global: { accept: true }, http: { tokens: { admin: '/a', write: '/w', read: '/r' } } }", None),
         ("{ backends: ['store'], http_address: '10.0.0.5', http: { openToNetwork: true } }", None),
         ("{ backends: ['store'], http_address: '127.0.0.1' }", None),
         ("{ backends: ['console'], http_address: '0.0.0.0', http: { hostnames: ['a:1'], openToNetwork: true } }", Some("http.hostnames[0]")),

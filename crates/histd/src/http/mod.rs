@@ -214,9 +214,17 @@ async fn serve_tls(
             return;
         }
     };
-    let peer = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).map(|certificate| {
-        crate::access::PeerCertificate(crate::tls::subject_common_name(certificate).unwrap_or_default())
-    });
+    // A certificate is a credential only by its subject's name: one without a readable CN
+    // (all such would share one credential, and could claim each other's batches) counts as
+    // none, and its requests need a token (issue 48, P13).
+    let peer = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|certificate| crate::tls::subject_common_name(certificate))
+        .filter(|name| !name.trim().is_empty())
+        .map(crate::access::PeerCertificate);
     let router = match peer {
         Some(peer) => router.layer(axum::Extension(peer)),
         None => router,

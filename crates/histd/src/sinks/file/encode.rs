@@ -46,10 +46,12 @@ fn own(key: &str, prefix_stats: &str) -> bool {
 fn statsd(snapshot: &Snapshot, prefix_stats: &str) -> (String, u64) {
     let mut out = String::new();
     let mut series = 0;
+    // A name's control characters (keyNameSanitize: false) are written `_`: a tab or a
+    // newline in one would add a field or a line (P15).
     let line = |out: &mut String, kind: char, name: &str, value: &dyn Fn(&mut String)| {
         out.push(kind);
         out.push('\t');
-        out.push_str(name);
+        crate::printable::push_replaced(out, name);
         out.push('\t');
         value(out);
         out.push('\n');
@@ -71,7 +73,7 @@ fn statsd(snapshot: &Snapshot, prefix_stats: &str) -> (String, u64) {
                     if index > 0 {
                         out.push(';');
                     }
-                    out.push_str(&String::from_utf8_lossy(member));
+                    crate::printable::push_replaced(out, &String::from_utf8_lossy(member));
                 }
             }
             _ => {

@@ -164,8 +164,7 @@ impl ForwardConfig {
     /// that is not blank or a `#` comment; a `NAME TOKEN` line sends the token).
     pub fn authorization(&self) -> Result<Option<(String, String)>, String> {
         let Some(path) = &self.token_file else { return Ok(None) };
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| format!("forward.tokenFile: cannot read {}: {error}", path.display()))?;
+        let text = crate::secret_file::read(path, "forward.tokenFile")?;
         let line = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
         let token = line.and_then(|line| line.split_whitespace().last());
         match token {

@@ -161,8 +161,7 @@ impl KafkaSettings {
             }
         }
         if let Some(sasl) = &self.sasl {
-            let text = std::fs::read_to_string(&sasl.password_file)
-                .map_err(|error| format!("sasl.passwordFile: cannot read {}: {error}", sasl.password_file.display()))?;
+            let text = crate::secret_file::read(&sasl.password_file, "sasl.passwordFile")?;
             let password = text.lines().next().unwrap_or_default().trim_end();
             config
                 .set("sasl.mechanisms", &sasl.mechanism)

@@ -142,7 +142,8 @@ impl Part {
     }
 }
 
-/// Appends `text` escaped for `part`. InfluxDB reads a backslash as it is (it undoes only
+/// Appends `text` escaped for `part` (control characters and bidirectional controls written
+/// `_`). InfluxDB reads a backslash as it is (it undoes only
 /// `\,`, `\=` and `\ `; the real one keeps `\\` as two): one that would stand before an
 /// escaped character or at the end, where it would escape the delimiter, is written `/`.
 fn escape(out: &mut String, text: &str, part: Part) {
@@ -154,6 +155,8 @@ fn escape(out: &mut String, text: &str, part: Part) {
                 out.push('\\');
                 out.push(c);
             }
+            // keyNameSanitize: false lets them through; no line carries them raw (P15).
+            c if crate::printable::unprintable(c) => out.push('_'),
             c => out.push(c),
         }
     }

@@ -1,0 +1,96 @@
+//! Files that hold a secret (`http.tokens.*`, `forward.tokenFile`, the Kafka SASL
+//! `passwordFile`): read whole, refused when anyone on the host may write them (anyone could
+//! add a credential of their own), and a warning logged when anyone may read them (issue 48,
+//! P13: a token file of mode 0666 was read without a word).
+
+use std::path::Path;
+
+/// Reads the secret file at `path`, which `key` names; the reason when it cannot be read or
+/// anyone may write it.
+pub fn read(path: &Path, key: &str) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|error| format!("{key}: cannot read {}: {error}", path.display()))?;
+    if let Some(mode) = mode_of(path) {
+        match exposure(mode) {
+            Exposure::Private => {}
+            Exposure::Readable => tracing::warn!(
+                key,
+                path = %path.display(),
+                mode = %format!("{mode:o}"),
+                "a secret file others on this host may read: chmod 600 it (or 640 for the daemon's group)"
+            ),
+            Exposure::Writable => {
+                return Err(format!(
+                    "{key}: {} (mode {mode:o}) may be written by anyone on this host, who could add a credential: chmod 600 it",
+                    path.display()
+                ))
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// Who else may touch a secret file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exposure {
+    /// Its owner (and group) only.
+    Private,
+    /// Anyone may read it.
+    Readable,
+    /// Anyone may write it.
+    Writable,
+}
+
+/// How exposed a file of `mode` (its permission bits) is to users outside its owner and group.
+fn exposure(mode: u32) -> Exposure {
+    match (mode & 0o002 != 0, mode & 0o004 != 0) {
+        (true, _) => Exposure::Writable,
+        (false, true) => Exposure::Readable,
+        (false, false) => Exposure::Private,
+    }
+}
+
+#[cfg(unix)]
+fn mode_of(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).ok().map(|metadata| metadata.permissions().mode() & 0o777)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_path: &Path) -> Option<u32> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_judged_by_what_others_may_do() {
+        let cases = [
+            (0o600, Exposure::Private),
+            (0o640, Exposure::Private),
+            (0o660, Exposure::Private),
+            (0o644, Exposure::Readable),
+            (0o604, Exposure::Readable),
+            (0o666, Exposure::Writable),
+            (0o602, Exposure::Writable),
+        ];
+        for (mode, want) in cases {
+            assert_eq!(exposure(mode), want, "{mode:o}");
+        }
+    }
+
+    #[test]
+    fn a_file_anyone_may_write_is_refused_naming_the_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("histd-secret-{}", std::process::id()));
+        std::fs::write(&path, "web-1 0123456789abcdef\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read(&path, "http.tokens.write").unwrap(), "web-1 0123456789abcdef\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let refused = read(&path, "http.tokens.write").unwrap_err();
+        assert!(refused.starts_with("http.tokens.write:") && refused.contains("chmod 600"), "{refused}");
+        let _ = std::fs::remove_file(&path);
+    }
+}
