@@ -71,7 +71,7 @@ pub struct HttpSecurity {
     pub hostnames: Vec<String>,
     /// `http.tokens.read`, `.write`, `.admin`: token files, per role.
     pub token_files: [Option<PathBuf>; 3],
-    /// `http.openToNetwork`: allow the write or admin role without a credential on an address
+    /// `http.openToNetwork`: allow the read, write or admin role without a credential on an address
     /// other than loopback (histd refuses to start so otherwise).
     pub open_to_network: bool,
     /// `http.tls`: serve HTTPS with these files (and check client certificates).
