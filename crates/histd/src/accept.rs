@@ -56,11 +56,77 @@ impl ConnectionSlots {
     /// A slot for a new connection, held until the permit drops; `None` when all are taken
     /// (counted in `refused`: the caller closes the connection).
     pub fn admit(&self, refused: &Counter) -> Option<OwnedSemaphorePermit> {
-        let slot = self.0.clone().try_acquire_owned().ok();
+        let slot = self.try_admit();
         if slot.is_none() {
             refused.add(1);
         }
         slot
+    }
+
+    /// A slot for a new connection; `None` when all are taken (counted by the caller).
+    pub fn try_admit(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.clone().try_acquire_owned().ok()
+    }
+}
+
+impl ConnectionSlots {
+    /// A slot freed within `wait` (one a [`Waiters::evict`] just asked to close); `None`
+    /// after it, counted in `refused`.
+    pub async fn admit_within(&self, wait: Duration, refused: &Counter) -> Option<OwnedSemaphorePermit> {
+        let slot = tokio::time::timeout(wait, self.0.clone().acquire_owned()).await.ok().and_then(Result::ok);
+        if slot.is_none() {
+            refused.add(1);
+        }
+        slot
+    }
+}
+
+/// Connections that sat silent between commands, which a new connection may displace when
+/// every slot is taken: 16 clients that send one command and stay silent (an idle timeout of
+/// minutes) would otherwise lock everyone out that long (issue 48, N14).
+#[derive(Debug, Default)]
+pub struct Waiters {
+    waiting: std::sync::Mutex<std::collections::BTreeMap<u64, (Instant, Arc<tokio::sync::Notify>)>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// One connection's place among the [`Waiters`], while it waits for a line.
+#[derive(Debug)]
+pub struct Waiting<'a> {
+    waiters: &'a Waiters,
+    id: u64,
+    /// Told when a new connection takes this one's slot.
+    pub evicted: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        crate::clock::lock(&self.waiters.waiting).remove(&self.id);
+    }
+}
+
+impl Waiters {
+    /// Notes a connection waiting for its next line, until the result drops.
+    pub fn wait(&self) -> Waiting<'_> {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let evicted = Arc::new(tokio::sync::Notify::new());
+        crate::clock::lock(&self.waiting).insert(id, (Instant::now(), evicted.clone()));
+        Waiting { waiters: self, id, evicted }
+    }
+
+    /// Asks the connection silent the longest, for `silent` at least, to close; whether one was.
+    pub fn evict(&self, silent: Duration) -> bool {
+        let mut waiting = crate::clock::lock(&self.waiting);
+        let oldest = waiting.iter().min_by_key(|(_, (since, _))| *since).map(|(&id, (since, _))| (id, *since));
+        match oldest {
+            Some((id, since)) if since.elapsed() >= silent => {
+                if let Some((_, evicted)) = waiting.remove(&id) {
+                    evicted.notify_one();
+                }
+                true
+            }
+            _ => false,
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 pub(crate) use command::on_aggregator;
 pub use command::{execute, Command};
 
-use crate::accept::{within_idle, AcceptFailures, ConnectionSlots};
+use crate::accept::{within_idle, AcceptFailures, ConnectionSlots, Waiters};
 use crate::aggregation::Aggregation;
 use crate::telemetry::EdgeCounters;
 
@@ -96,19 +96,39 @@ impl ConfigInForce {
 }
 
 /// Serves management connections until shutdown.
+/// When every slot is taken, a new connection displaces the one silent the longest between
+/// commands, if that one has been silent for `mgmtFirstCommandTimeoutMs`, and waits this long
+/// for its slot.
+const DISPLACE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
     let mut failures = AcceptFailures::default();
-    let slots = ConnectionSlots::new(state.max_connections);
+    let slots = Arc::new(ConnectionSlots::new(state.max_connections));
+    let waiters = Arc::new(Waiters::default());
+    let refused = &state.edges.refused_management_connections;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => if let Some(slot) = slots.admit(&state.edges.refused_management_connections) {
+                Ok((stream, _)) => {
                     let state = state.clone();
-                    tokio::spawn(async move {
-                        serve_connection(stream, state).await;
-                        drop(slot);
-                    });
-                },
+                    let waiters = waiters.clone();
+                    if let Some(slot) = slots.try_admit() {
+                        tokio::spawn(async move {
+                            serve_connection(stream, state, &waiters).await;
+                            drop(slot);
+                        });
+                    } else if waiters.evict(state.first_command_timeout) {
+                        let slots = slots.clone();
+                        tokio::spawn(async move {
+                            let refused = &state.edges.refused_management_connections;
+                            let Some(slot) = slots.admit_within(DISPLACE_WAIT, refused).await else { return };
+                            serve_connection(stream, state, &waiters).await;
+                            drop(slot);
+                        });
+                    } else {
+                        refused.add(1);
+                    }
+                }
                 Err(error) => failures.failed("management", &error).await,
             },
             _ = shutdown.changed() => break,
@@ -116,7 +136,7 @@ pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: 
     }
 }
 
-async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
+async fn serve_connection(stream: TcpStream, state: Arc<AdminState>, waiters: &Waiters) {
     let (reader, mut writer) = stream.into_split();
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
@@ -133,8 +153,22 @@ async fn serve_connection(stream: TcpStream, state: Arc<AdminState>) {
             ),
             false => state.idle_timeout,
         };
+        // After its first command a silent connection may be displaced by a new one when
+        // every slot is taken (Waiters).
+        let waiting = (!first).then(|| waiters.wait());
         first = false;
-        match within_idle(timeout, limited.read_until(b'\n', &mut line)).await {
+        let evicted = async {
+            match &waiting {
+                Some(waiting) => waiting.evicted.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        let read = tokio::select! {
+            read = within_idle(timeout, limited.read_until(b'\n', &mut line)) => read,
+            _ = evicted => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "displaced")),
+        };
+        drop(waiting);
+        match read {
             Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {
                 state.edges.idle_closed_connections.add(1);
                 return;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// How long a partition behind its log's end must deliver nothing, fetching running, before
 /// it is taken for stuck.
-pub const STUCK_AFTER: Duration = Duration::from_secs(20);
+pub const STUCK_AFTER: Duration = crate::sinks::forward::kafka::UNREADABLE_AFTER;
 
 /// How long after an error saying a codec is missing the stuck partitions are put down to it.
 const CODEC_ERROR_HOLDS: Duration = Duration::from_secs(60);

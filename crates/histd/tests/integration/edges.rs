@@ -373,6 +373,34 @@ fn n14_silent_management_connections_give_their_slots_back() {
     assert!(daemon.stat("messages.idle_closed_connections") >= 2.0);
 }
 
+/// N14 (issue 48): management connections that send a command and then stay silent (for up
+/// to `connectionIdleTimeoutMs`, ten minutes) give their slot to a new connection once they
+/// have been silent for `mgmtFirstCommandTimeoutMs`; the one displaced is closed and counted.
+#[test]
+fn n14_connections_silent_after_a_command_give_their_slots_to_new_ones() {
+    let daemon = Daemon::start(
+        "n14-after-a-command",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, mgmtMaxConnections: 2, mgmtFirstCommandTimeoutMs: 300 }",
+    );
+    let mut quiet: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(daemon.address("mgmt")).unwrap()).collect();
+    for stream in &mut quiet {
+        stream.write_all(b"health\n").unwrap();
+        let mut answer = [0u8; 64];
+        let read = stream.read(&mut answer).unwrap();
+        assert!(answer[..read].starts_with(b"health: up"), "{:?}", String::from_utf8_lossy(&answer[..read]));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let before = daemon.stat("messages.idle_closed_connections");
+    for round in 0..3 {
+        assert!(daemon.admin("health").contains("health: up"), "round {round}: a slot was given");
+    }
+    // The first displaced the oldest silent one (the next may find a slot free or displace
+    // the other: the last one's close is seen a moment after it).
+    assert!(daemon.stat("messages.idle_closed_connections") >= before + 1.0, "the oldest silent one displaced");
+    quiet[0].set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(quiet[0].read(&mut [0u8; 8]).unwrap_or(0), 0, "the displaced connection is closed");
+}
+
 /// N3: histd refuses to start with its admin role open on a network address, naming the key.
 #[test]
 fn n3_an_open_admin_role_on_a_network_address_is_refused_at_start() {

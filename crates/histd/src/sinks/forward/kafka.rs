@@ -139,6 +139,10 @@ pub struct ConsumerSettings {
 /// partition whose leader is moving is never taken for one stopped at a damaged batch.
 pub const DEFAULT_SKIP_UNREADABLE_AFTER: Duration = Duration::from_secs(120);
 
+/// How long a partition must stall before a global takes it for stopped at a batch it cannot
+/// read (global/unreadable.rs), and so the shortest `skipUnreadableAfterMs`.
+pub const UNREADABLE_AFTER: Duration = Duration::from_secs(20);
+
 impl KafkaSettings {
     /// librdkafka's settings for this cluster; reads the SASL password file.
     pub fn client_config(&self) -> Result<ClientConfig, String> {
@@ -353,7 +357,7 @@ pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
         return Err(section.error("sessionTimeoutMs", "at least 1000"));
     }
     let skip_unreadable_after = section.milliseconds("skipUnreadableAfterMs", DEFAULT_SKIP_UNREADABLE_AFTER)?;
-    if !skip_unreadable_after.is_zero() && skip_unreadable_after < crate::global::unreadable::STUCK_AFTER {
+    if !skip_unreadable_after.is_zero() && skip_unreadable_after < UNREADABLE_AFTER {
         return Err(section.error("skipUnreadableAfterMs", "0 (never) or at least 20000"));
     }
     let skip_unreadable_after = (!skip_unreadable_after.is_zero()).then_some(skip_unreadable_after);
