@@ -51,7 +51,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::accept::{AcceptFailures, ConnectionSlots};
+use crate::accept::{AcceptFailures, ConnectionSlots, Waiters};
 use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
@@ -169,22 +169,36 @@ pub async fn serve(
 ) {
     let edges = state.admin.edges.clone();
     let router = router(state);
-    let slots = ConnectionSlots::new(limits.max_connections);
+    let slots = Arc::new(ConnectionSlots::new(limits.max_connections));
+    let waiters = Arc::new(Waiters::default());
     let mut connections = JoinSet::new();
     let mut failures = AcceptFailures::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => if let Some(slot) = slots.admit(&edges.refused_api_connections) {
+                Ok((stream, _)) => {
+                    // Every slot taken: the connection silent longest before its first request
+                    // (no byte yet, or no TLS handshake) gives its slot to this one (P6).
+                    let slot = match slots.try_admit() {
+                        Some(slot) => Slot::Held(slot),
+                        None if waiters.evict(DISPLACE_SILENT) => Slot::Displacing(slots.clone()),
+                        None => {
+                            edges.refused_api_connections.add(1);
+                            continue;
+                        }
+                    };
                     let (router, edges, shutdown, tls) = (router.clone(), edges.clone(), shutdown.clone(), tls.clone());
+                    let waiters = waiters.clone();
                     connections.spawn(async move {
+                        let Some(slot) = slot.take(&edges).await else { return };
+                        let Some(stream) = first_bytes(stream, &waiters, limits, &edges).await else { return };
                         match tls {
                             None => serve_connection(stream, router, limits, edges, shutdown).await,
-                            Some(tls) => serve_tls(stream, &tls, router, limits, edges, shutdown).await,
+                            Some(tls) => serve_tls(stream, &tls, &waiters, router, limits, edges, shutdown).await,
                         }
                         drop(slot);
                     });
-                },
+                }
                 Err(error) => failures.failed("http", &error).await,
             },
             // A finished connection's task is reaped at once: kept in the set until shutdown,
@@ -197,17 +211,73 @@ pub async fn serve(
     let _ = tokio::time::timeout(Duration::from_secs(5), connections.join_all()).await;
 }
 
-/// The TLS handshake, then HTTP over it; the verified client certificate's name is put on
+/// How long a connection must have been silent before its first request (or its TLS
+/// handshake) before a new connection may take its slot when every slot is taken.
+const DISPLACE_SILENT: Duration = Duration::from_secs(1);
+
+/// How long a connection that displaces a silent one waits for its slot.
+const DISPLACE_WAIT: Duration = Duration::from_secs(1);
+
+/// A new connection's slot: its own, or one a silent connection is giving up.
+enum Slot {
+    Held(tokio::sync::OwnedSemaphorePermit),
+    Displacing(Arc<ConnectionSlots>),
+}
+
+impl Slot {
+    async fn take(self, edges: &EdgeCounters) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match self {
+            Slot::Held(slot) => Some(slot),
+            Slot::Displacing(slots) => slots.admit_within(DISPLACE_WAIT, &edges.refused_api_connections).await,
+        }
+    }
+}
+
+/// Waits (within the header timeout) for the connection's first byte, among the connections
+/// a new one may displace; `None` when it was displaced, timed out or closed first.
+async fn first_bytes(stream: TcpStream, waiters: &Waiters, limits: Limits, edges: &EdgeCounters) -> Option<TcpStream> {
+    let waiting = waiters.wait();
+    let mut byte = [0u8; 1];
+    let first = tokio::time::timeout(limits.header_timeout, stream.peek(&mut byte));
+    tokio::select! {
+        ready = first => match ready {
+            Ok(Ok(_)) => Some(stream),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                edges.http_header_timeouts.add(1);
+                None
+            }
+        },
+        _ = waiting.evicted.notified() => {
+            edges.idle_closed_connections.add(1);
+            None
+        }
+    }
+}
+
+/// The TLS handshake (displaced, when every slot is taken, if it has not completed within
+/// [`DISPLACE_SILENT`]), then HTTP over it; the verified client certificate's name is put on
 /// every request of the connection.
 async fn serve_tls(
     stream: TcpStream,
     tls: &crate::tls::ServerTls,
+    waiters: &Waiters,
     router: Router,
     limits: Limits,
     edges: Arc<EdgeCounters>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let stream = match tokio::time::timeout(limits.header_timeout, tls.acceptor().accept(stream)).await {
+    let waiting = waiters.wait();
+    let handshake = tokio::time::timeout(limits.header_timeout, tls.acceptor().accept(stream));
+    let handshake = tokio::select! {
+        done = handshake => done,
+        _ = waiting.evicted.notified() => {
+            edges.idle_closed_connections.add(1);
+            return;
+        }
+    };
+    drop(waiting);
+    let stream = match handshake {
         Ok(Ok(stream)) => stream,
         Ok(Err(_)) | Err(_) => {
             edges.http_tls_failures.add(1);

@@ -74,7 +74,9 @@ pub struct EdgeCounters {
     pub refused_stream_connections: Counter,
     /// HTTP connections closed at once because `httpMaxConnections` were open.
     pub refused_api_connections: Counter,
-    /// Stream and management connections closed after `connectionIdleTimeoutMs` of silence.
+    /// Stream and management connections closed after `connectionIdleTimeoutMs` of silence,
+    /// and silent management and HTTP connections a new one displaced when every slot was
+    /// taken.
     pub idle_closed_connections: Counter,
     /// HTTP connections closed because a request's headers took past `httpHeaderTimeoutMs`.
     pub http_header_timeouts: Counter,

@@ -401,6 +401,34 @@ fn n14_connections_silent_after_a_command_give_their_slots_to_new_ones() {
     assert_eq!(quiet[0].read(&mut [0u8; 8]).unwrap_or(0), 0, "the displaced connection is closed");
 }
 
+/// P6 (issue 48): connections that never send a byte, or never start their TLS handshake,
+/// hold HTTP slots only until someone needs one: with every slot taken by such connections
+/// (300 of them kept HTTPS answering 5 of 40), a real client displaces the one silent longest
+/// and is served; the displaced one is closed and counted.
+#[test]
+fn p6_silent_connections_give_their_slots_to_real_clients() {
+    let dir = temp_dir("p6-pki");
+    let ca = crate::harness::TestCa::new(&dir, "p6");
+    let (cert, key) = ca.server();
+    let tls = format!("http: {{ tls: {{ certFile: '{}', keyFile: '{}' }} }},", cert.display(), key.display());
+    for (name, tls) in [("p6-plain", ""), ("p6-tls", tls.as_str())] {
+        let port = free_port();
+        let daemon = Daemon::start(
+            name,
+            &format!("{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, httpMaxConnections: 4, {tls} backends: [] }}"),
+        );
+        let silent: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(daemon.address("http")).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(1_500));
+        let scheme = if tls.is_empty() { "http" } else { "https" };
+        for round in 0..3 {
+            let status = curl(&ca.cert, &format!("{scheme}://localhost:{port}/health"), &[]);
+            assert_eq!(status, 200, "{name}, round {round}: a real client is served");
+        }
+        assert!(daemon.stat("messages.idle_closed_connections") >= 1.0, "{name}: a silent one displaced");
+        drop(silent);
+    }
+}
+
 /// N3: histd refuses to start with its admin role open on a network address, naming the key.
 #[test]
 fn n3_an_open_admin_role_on_a_network_address_is_refused_at_start() {
