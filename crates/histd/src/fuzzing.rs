@@ -166,3 +166,55 @@ pub fn store_file(flushes: u64, lines: impl Fn(u64) -> String) -> Vec<u8> {
     let _ = std::fs::remove_dir_all(&dir);
     bytes
 }
+
+/// Any bytes a server at the URL of `histd health` (or `query`, `top`) answers with, read as
+/// their client reads them (over an in-memory connection): never a panic, never a body past
+/// the cap, and whatever is echoed of it printable (issue 48, P3).
+pub fn cli_answer(answer: &[u8]) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+    let cap = crate::api_client::HEALTH.body_bytes;
+    let answer = answer.to_vec();
+    runtime.block_on(async move {
+        let (client, mut server) = tokio::io::duplex(64 * 1024);
+        let serving = tokio::spawn(async move {
+            let mut request = [0u8; 4096];
+            let _ = server.read(&mut request).await;
+            let _ = server.write_all(&answer).await;
+            let _ = server.shutdown().await;
+            // Drain until the client goes: it may still be writing.
+            while matches!(server.read(&mut request).await, Ok(n) if n > 0) {}
+        });
+        let read = crate::http_client::get_over(client, "/health", cap);
+        if let Ok(Ok(answer)) = tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
+            assert!(answer.body.len() <= cap, "a body of {} bytes past the cap", answer.body.len());
+            let text = String::from_utf8_lossy(&answer.body);
+            if let Err(error) = crate::health_cli::verdict(answer.status, &text) {
+                let shown = format!("{error:#}");
+                assert!(!shown.chars().any(|c| c != '\n' && crate::printable::unprintable(c)), "{shown:?}");
+            }
+        }
+        serving.abort();
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cli_answer_target_reads_whole_cut_endless_and_hostile_answers() {
+        let answers: [&[u8]; 6] = [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{\"status\":\"up\"}",
+            b"HTTP/1.1 503 X\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+            b"HTTP/1.1 401 X\r\nContent-Length: 12\r\n\r\n\x1b]0;pwned\x07\x1b",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n{\"status\"",
+            b"HTTP/1.1 200 OK\r\nX-A: ",
+            b"",
+        ];
+        for answer in answers {
+            super::cli_answer(answer);
+        }
+        let mut endless_head = b"HTTP/1.1 200 OK\r\n".to_vec();
+        endless_head.extend(b"X-A: b\r\n".repeat(20_000));
+        super::cli_answer(&endless_head);
+    }
+}

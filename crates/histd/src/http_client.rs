@@ -219,23 +219,10 @@ impl Client {
             }
         }
         let request = builder.body(Full::new(body)).map_err(|e| format!("bad request header: {e}"))?;
+        let limit = self.max_body;
         let sender = self.connected().await?;
         let response = sender.send_request(request).await.map_err(|e| format!("request failed: {e}"))?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|value| value.to_str().ok())
-            .and_then(|text| text.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let limit = self.max_body;
-        let body = http_body_util::Limited::new(response.into_body(), limit).collect().await.map_err(|e| {
-            match e.downcast_ref::<http_body_util::LengthLimitError>() {
-                Some(_) => format!("the answer's body is longer than {limit} bytes"),
-                None => format!("reading the answer: {e}"),
-            }
-        })?;
-        Ok(Answer { status, body: body.to_bytes(), retry_after })
+        read_answer(response, limit).await
     }
 
     async fn connected(&mut self) -> Result<&mut SendRequest<Full<Bytes>>, String> {
@@ -270,6 +257,40 @@ impl Client {
             .await
             .map_err(|e| format!("TLS with {} failed: {e}", self.url.authority()))
     }
+}
+
+/// The status, `Retry-After` and body (at most `max_body` bytes) of `response`.
+async fn read_answer(response: hyper::Response<hyper::body::Incoming>, max_body: usize) -> Result<Answer, String> {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = http_body_util::Limited::new(response.into_body(), max_body).collect().await.map_err(|e| {
+        match e.downcast_ref::<http_body_util::LengthLimitError>() {
+            Some(_) => format!("the answer's body is longer than {max_body} bytes"),
+            None => format!("reading the answer: {e}"),
+        }
+    })?;
+    Ok(Answer { status, body: body.to_bytes(), retry_after })
+}
+
+/// One `GET path` over `io` (a connection already open), its answer read within the bounds
+/// every [`Client`] keeps (a head of [`MAX_HEAD_BYTES`], a body of `max_body`): what a client
+/// makes of a server's bytes, without a network (the fuzz target `cli_answer`).
+pub async fn get_over<T>(io: T, path: &str, max_body: usize) -> Result<Answer, String>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut sender = http1(io).await?;
+    let request = Request::get(path)
+        .header("host", "histd")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| format!("bad request header: {e}"))?;
+    let response = sender.send_request(request).await.map_err(|e| format!("request failed: {e}"))?;
+    read_answer(response, max_body).await
 }
 
 /// How long one of a host's addresses may take to accept a connection before the next is
