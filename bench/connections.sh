@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 connections=${1:-100000}
 echo "# $(date -u +%FT%TZ), histd commit $(git rev-parse --short HEAD), $connections connections of each kind"
 HISTD_SOAK_CONNECTIONS=$connections cargo test -q -p histd --test integration soak -- --nocapture --test-threads 1 2>&1 |
-  grep -E '^soak|^test result'
+  grep -oE 'soak [a-z ]+: .*|test result: .*'

@@ -190,3 +190,35 @@ fn p1_https_connections_leave_no_memory_behind() {
     assert_flat(&daemon, "https", https_health(daemon.address("http"), &ca.cert));
     assert!(daemon.terminate());
 }
+
+/// The soak of issue 48 across a reload storm: a daemon reloaded (SIGHUP) 300 times after 100
+/// to warm up, each reload applied before the next, keeps its memory where it was.
+#[test]
+fn reloads_by_the_hundred_leave_no_memory_behind() {
+    let daemon = Daemon::start_process(
+        "soak-reloads",
+        "{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 1000, \
+           backends: ['store'], store: { dataDir: '$DIR/data' } }",
+    );
+    let reloaded = |count: u32| {
+        for _ in 0..count {
+            let before = daemon.stat("messages.config_reloads");
+            // SAFETY: a signal to the daemon this test started.
+            unsafe { libc::kill(daemon.pid() as libc::pid_t, libc::SIGHUP) };
+            crate::harness::wait_until(|| daemon.stat("messages.config_reloads") > before, "a reload applied");
+        }
+    };
+    reloaded(100);
+    std::thread::sleep(SETTLE);
+    let before = rss_kib(&daemon);
+    reloaded(300);
+    std::thread::sleep(SETTLE);
+    let after = rss_kib(&daemon);
+    eprintln!(
+        "soak reloads: 300 reloads; RSS {before} KiB before, {after} KiB after ({:+} KiB)",
+        after as i64 - before as i64
+    );
+    assert!(after <= before + ALLOWED_GROWTH_KIB, "RSS grew from {before} KiB to {after} KiB across 300 reloads");
+    assert_eq!(daemon.stat("messages.config_reload_failures"), 0.0);
+    assert!(daemon.terminate());
+}
