@@ -1,7 +1,9 @@
 //! The forward backend's cost per flush of 100k series (90k counters, 10k timers of 150 values
 //! each) cut for 2 global nodes: at the local, cutting and compressing the batches (with the
 //! timers' raw values, the default, and without: `forward.rawValuesLimit: 0`); at the global,
-//! decoding and merging them. Bytes per flush are printed once per mode.
+//! decoding and merging them; and what proving the batches' source costs (issue 48, P4): the
+//! local signing each body (HMAC-SHA256, `forward.kafka.signingKeyFile`), the global checking
+//! it (`global.kafka.signingKeys`, 100 sources). Bytes per flush are printed once per mode.
 //! Run: `cargo bench -p histd --bench forward`.
 
 use agg::{AggConfig, Aggregator};
@@ -9,6 +11,7 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 use histd::forward::encode::{cut, CutSettings};
 use histd::forward::format;
 use histd::forward::ring::{Node, Ring};
+use histd::forward::signing::{SigningKey, SourceKeys};
 
 #[path = "flush_of_100k.rs"]
 mod flush_of_100k;
@@ -46,6 +49,22 @@ fn forward_costs(c: &mut Criterion) {
             b.iter(|| black_box(cut(&snapshot, &settings(limit), &ring, 0)))
         });
         let bodies: Vec<Vec<u8>> = parts.into_iter().map(|p| p.body).collect();
+        let secret = |n: usize| format!("{n:04}-6f1d2c3b4a5968778695a4b3c2d1e0f1");
+        let key = SigningKey::new(&secret(42)).unwrap();
+        group.bench_function(format!("local: sign, {mode}"), |b| {
+            b.iter(|| bodies.iter().map(|body| black_box(key.sign(body)).len()).sum::<usize>())
+        });
+        let sources: Vec<(String, SigningKey)> =
+            (0..100).map(|n| (format!("web-{n}"), SigningKey::new(&secret(n)).unwrap())).collect();
+        let keys = SourceKeys::new(sources);
+        let signatures: Vec<Vec<u8>> = bodies.iter().map(|body| key.sign(body)).collect();
+        group.bench_function(format!("global: check signatures, {mode}"), |b| {
+            b.iter(|| {
+                for (body, signature) in bodies.iter().zip(&signatures) {
+                    keys.check("web-42", body, Some(signature)).unwrap();
+                }
+            })
+        });
         group.bench_function(format!("global: decode and merge, {mode}"), |b| {
             b.iter_batched(
                 || Aggregator::new(AggConfig::default()),

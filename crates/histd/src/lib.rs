@@ -84,6 +84,6 @@ pub mod exports {
 /// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
 /// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
 pub mod forward {
-    pub use crate::sinks::forward::{encode, format, ring};
+    pub use crate::sinks::forward::{encode, format, ring, signing};
 }
 pub use daemon::{run, start, start_reloadable, Bound, Listening, Running};

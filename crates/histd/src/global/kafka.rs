@@ -43,6 +43,7 @@ use crate::aggregation::Receipt;
 use crate::clock::lock;
 use crate::sinks::backoff::{Backoff, SENDER_STEPS};
 use crate::sinks::forward::kafka::ConsumerSettings;
+use crate::sinks::forward::signing::SourceKeys;
 use crate::telemetry::EdgeCounters;
 
 /// The credential batches read from Kafka are remembered under (their identities are bound
@@ -305,6 +306,8 @@ pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// thread of its own; `None` without `global.kafka`.
 pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
     let Some(settings) = global.config().kafka.clone() else { return Ok(None) };
+    let keys =
+        settings.signing_keys.as_deref().map(SourceKeys::read).transpose().map_err(|why| anyhow::anyhow!(why))?;
     let edges = global.edges.clone();
     let consumer = Arc::new(consumer(&settings, edges.clone()).map_err(|why| anyhow::anyhow!("global.kafka: {why}"))?);
     let offsets = consumer.context().offsets.clone();
@@ -319,7 +322,7 @@ pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
     let stopped = stop.clone();
     let thread = std::thread::Builder::new()
         .name("kafka-reader".into())
-        .spawn(move || read(&consumer, &offsets, &global, &stopped))
+        .spawn(move || read(&consumer, &offsets, &global, keys, &stopped))
         .map_err(|error| anyhow::anyhow!("global.kafka: cannot start the reading thread: {error}"))?;
     Ok(Some(Reader { stop, thread }))
 }
@@ -340,8 +343,15 @@ fn consumer(settings: &ConsumerSettings, edges: Arc<EdgeCounters>) -> Result<Bas
     Ok(consumer)
 }
 
-/// Reads messages, and commits what flushes carried, until `stop` is set.
-fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &Global, stop: &AtomicBool) {
+/// Reads messages, and commits what flushes carried, until `stop` is set; with `keys`
+/// (`global.kafka.signingKeys`) only batches signed by their source are merged.
+fn read(
+    consumer: &BaseConsumer<Membership>,
+    offsets: &Mutex<Offsets>,
+    global: &Global,
+    keys: Option<SourceKeys>,
+    stop: &AtomicBool,
+) {
     let mut backoff = Backoff::new(SENDER_STEPS);
     let (mut failing, mut refusing) = (false, false);
     let mut commits = Commits::default();
@@ -390,7 +400,12 @@ fn read(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
         unreadable.read(partition, global, &consumer.context().topic);
         let Some(generation) = take(offsets, partition, offset) else { continue };
         let receipt = Receipt::Log { partition, offset, generation };
-        match global.receive_logged(message.payload().unwrap_or_default(), receipt) {
+        let signature = message.headers().and_then(|headers| {
+            use rdkafka::message::Headers as _;
+            headers.iter().find(|header| header.key == crate::sinks::forward::signing::HEADER).and_then(|h| h.value)
+        });
+        let proof = keys.as_ref().map(|keys| super::Proof { keys, signature });
+        match global.receive_logged(message.payload().unwrap_or_default(), proof, receipt) {
             Ok(_) => refusing = false,
             Err(refusal) if !refusing => {
                 refusing = true;

@@ -35,6 +35,7 @@ use crate::aggregation::{Aggregation, Receipt};
 use crate::placement::Place;
 use crate::sinks::forward::config::GlobalConfig;
 use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
+use crate::sinks::forward::signing::{SourceKeys, Unproven};
 use crate::telemetry::EdgeCounters;
 
 pub use journal::Journal;
@@ -132,6 +133,18 @@ pub enum Refusal {
     /// It is late and `global.maxLateIntervals` late intervals are held or in the sinks'
     /// hands (HTTP 503 with `Retry-After`: there is room once a sink has taken one).
     LateIntervalsHeld(usize),
+    /// Read from Kafka with `global.kafka.signingKeys`, it does not prove its source.
+    Unproven(Unproven),
+}
+
+/// What a batch read from Kafka is checked with: the sources' keys
+/// (`global.kafka.signingKeys`) and the message's `histd-signature` header.
+#[derive(Debug, Clone, Copy)]
+pub struct Proof<'a> {
+    /// The keys by source.
+    pub keys: &'a SourceKeys,
+    /// The signature the message carried.
+    pub signature: Option<&'a [u8]>,
 }
 
 impl std::fmt::Display for Refusal {
@@ -144,6 +157,7 @@ impl std::fmt::Display for Refusal {
                 f,
                 "busy: {max} late intervals (global.maxLateIntervals) wait for the backends to take them; send it again shortly"
             ),
+            Refusal::Unproven(why) => write!(f, "{why}"),
         }
     }
 }
@@ -309,8 +323,16 @@ impl Global {
 
     /// Decodes a batch read from Kafka (the topic's message at `receipt`) and merges it
     /// once; whatever becomes of it, its offset is committed with the next flush.
-    pub fn receive_logged(&self, body: &[u8], receipt: Receipt) -> Result<Received, Refusal> {
-        let admitted = self.admit(body, kafka::CREDENTIAL);
+    pub fn receive_logged(&self, body: &[u8], proof: Option<Proof<'_>>, receipt: Receipt) -> Result<Received, Refusal> {
+        let admitted = match proof {
+            None => self.admit(body, kafka::CREDENTIAL),
+            // Signed batches: identities are remembered per source, which only its key holder
+            // can write as.
+            Some(proof) => self.admit_as(body, |batch| {
+                let source = &batch.id.source;
+                proof.keys.check(source, body, proof.signature).map(|()| format!("{}:{source}", kafka::CREDENTIAL))
+            }),
+        };
         let received = admitted.map(|batch| match batch {
             Some(batch) => Received::Merged(self.absorb(batch, Some(receipt))),
             None => Received::Duplicate,
@@ -346,6 +368,16 @@ impl Global {
     /// Decodes and checks a batch sent with `credential`, remembers its identity and screens
     /// its series; `None` when that identity was merged before. A refusal is counted.
     fn admit(&self, body: &[u8], credential: &str) -> Result<Option<Batch>, Refusal> {
+        self.admit_as(body, |_| Ok(credential.to_string()))
+    }
+
+    /// As [`Global::admit`], the credential found from the batch (its proof checked): a batch
+    /// without one is refused and counted.
+    fn admit_as(
+        &self,
+        body: &[u8],
+        credential: impl FnOnce(&Batch) -> Result<String, Unproven>,
+    ) -> Result<Option<Batch>, Refusal> {
         let mut batch = format::decode(body, self.config.max_batch_bytes).map_err(|error| {
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
@@ -355,7 +387,12 @@ impl Global {
             self.edges.forward_refused_intervals.add(1);
             return Err(Refusal::Interval(why));
         }
-        if !self.remember(credential, &batch.id) {
+        let credential = credential(&batch).map_err(|why| {
+            self.edges.forward_batches_refused.add(1);
+            self.edges.forward_refused_signatures.add(1);
+            Refusal::Unproven(why)
+        })?;
+        if !self.remember(&credential, &batch.id) {
             self.edges.forward_batches_duplicate.add(1);
             return Ok(None);
         }

@@ -10,9 +10,16 @@ use compact_str::CompactString;
 
 use crate::sinks::forward::format::BatchId;
 
-/// How far ahead of this histd's clock a gauge's update time or an interval may be (a local's
+/// How far ahead of this histd's clock a gauge's update time may be (a local's
 /// clock a little ahead is fine; a gauge stamped years ahead would win every later update).
 pub const MAX_AHEAD_S: u64 = 600;
+
+/// How far ahead of this histd's clock a batch's interval may start: a local's interval
+/// starts before its flush, so only clock skew puts one ahead, and a minute is ample. Ten
+/// minutes let anyone who can produce to the topic claim a local's next identities ahead of
+/// it (issue 48, P4).
+pub const MAX_INTERVAL_AHEAD_S: u64 = 60;
+
 /// How old a forwarded interval may be: a local's spool replays intervals up to its size in
 /// bytes, so days are normal; decades are a broken clock or a forgery.
 pub const MAX_AGE_S: u64 = 30 * 86_400;
@@ -38,9 +45,9 @@ pub fn check_interval(id: &BatchId, now_unix_s: u64) -> Result<(), String> {
     if id.interval_ms == 0 || id.interval_ms > MAX_INTERVAL_MS {
         return Err(format!("interval length {} ms: a flush interval is 1 ms to a day", id.interval_ms));
     }
-    if start_s > now_unix_s + MAX_AHEAD_S || start_s + MAX_AGE_S < now_unix_s {
+    if start_s > now_unix_s + MAX_INTERVAL_AHEAD_S || start_s + MAX_AGE_S < now_unix_s {
         return Err(format!(
-            "interval start {start_s} (unix s) is more than {MAX_AHEAD_S} s ahead of this histd's clock ({now_unix_s}) or \
+            "interval start {start_s} (unix s) is more than {MAX_INTERVAL_AHEAD_S} s ahead of this histd's clock ({now_unix_s}) or \
              more than {} days behind it",
             MAX_AGE_S / 86_400
         ));
@@ -112,6 +119,8 @@ mod tests {
             (id(0, 10_000), false),
             (id(u64::MAX, 10_000), false),
             (id((NOW + 3600) * 1000, 10_000), false),
+            (id((NOW + 300) * 1000, 10_000), false),
+            (id((NOW + 50) * 1000, 10_000), true),
             (id(NOW * 1000, 0), false),
             (id(NOW * 1000, MAX_INTERVAL_MS + 1), false),
         ];

@@ -130,7 +130,7 @@ async fn merge(state: Arc<HttpState>, body: Bytes, credential: String, reservati
     match merged {
         Ok(Ok(Received::Merged(series))) => Json(Merged { merged: series as u64, duplicate: false }).into_response(),
         Ok(Ok(Received::Duplicate)) => Json(Merged { merged: 0, duplicate: true }).into_response(),
-        Ok(Err(refusal @ (Refusal::Malformed(_) | Refusal::Interval(_)))) => {
+        Ok(Err(refusal @ (Refusal::Malformed(_) | Refusal::Interval(_) | Refusal::Unproven(_)))) => {
             answer(StatusCode::BAD_REQUEST, refusal.to_string())
         }
         Ok(Err(refusal @ Refusal::LateIntervalsHeld(_))) => {

@@ -133,6 +133,9 @@ pub struct EdgeCounters {
     /// Partitions whose reading is held at a batch this histd cannot decode: `/health` says
     /// `degraded`.
     pub forward_partitions_held: Gauge,
+    /// Batches read from Kafka refused with `global.kafka.signingKeys`: unsigned, of a source
+    /// without a key, or signed with another key (counted in `forward_batches_refused` too).
+    pub forward_refused_signatures: Counter,
     /// Forwarded batches refused: an interval this histd does not believe (counted in
     /// `forward_batches_refused` too).
     pub forward_refused_intervals: Counter,
@@ -193,7 +196,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 41] {
+    pub fn entries(&self) -> [(&'static str, u64); 42] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -221,6 +224,7 @@ impl EdgeCounters {
             ("forward_batches_unreadable", self.forward_batches_unreadable.get()),
             ("forward_partitions_held", self.forward_partitions_held.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
+            ("forward_refused_signatures", self.forward_refused_signatures.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),
             ("forward_refused_empty_keys", self.forward_refused_empty_keys.get()),
             ("forward_refused_non_finite", self.forward_refused_non_finite.get()),

@@ -156,14 +156,14 @@ struct Global {
     topic: String,
     group: String,
     /// More keys of `global.kafka` (`, key: value`).
-    kafka_keys: &'static str,
+    kafka_keys: String,
     daemon: Option<Daemon>,
 }
 
 impl Global {
     fn new(name: &str, topic: &str, group: &str) -> Global {
         let (name, data, topic, group) = (name.into(), temp_dir(name), topic.into(), group.into());
-        Global { name, data, topic, group, kafka_keys: "", daemon: None }
+        Global { name, data, topic, group, kafka_keys: String::new(), daemon: None }
     }
 
     fn start(&mut self) {
@@ -922,7 +922,7 @@ fn p2_every_codec_and_a_zstd_topic_are_read_and_a_damaged_batch_is_skipped_and_n
         .expect("the partition's one replica");
     damage_batch(&partition_dir, 5);
     let mut rerun = Global::new("kafka-codecs-rerun", codecs_topic, "codecs");
-    rerun.kafka_keys = ", skipUnreadableAfterMs: 30000";
+    rerun.kafka_keys = ", skipUnreadableAfterMs: 30000".into();
     rerun.start();
     let daemon = rerun.daemon.as_ref().expect("running");
     let last = batches.last().expect("batches").0;
@@ -941,4 +941,78 @@ fn p2_every_codec_and_a_zstd_topic_are_read_and_a_damaged_batch_is_skipped_and_n
     assert_eq!(health["status"], "up", "a skipped batch leaves nothing held");
     assert!(daemon.stderr().contains("an unreadable record skipped"), "{}", log(&rerun));
     assert!(rerun.daemon.take().expect("running").terminate());
+}
+
+/// Produces `payload` to partition 0 of `topic`, with `signature` in its `histd-signature`
+/// header when given.
+fn produce_signed(bootstrap: &str, topic: &str, payload: &[u8], signature: Option<&[u8]>) {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    let producer: BaseProducer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    let mut record = BaseRecord::to(topic).partition(0).key("0").payload(payload);
+    if let Some(signature) = signature {
+        record = record.headers(OwnedHeaders::new().insert(Header { key: "histd-signature", value: Some(signature) }));
+    }
+    producer.send(record).map_err(|(error, _)| error).unwrap();
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// A file holding `text`, readable by its owner alone (as a secret file should be).
+fn secret_file(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// P4 (issue 48): with `global.kafka.signingKeys` a global merges a batch only when it is
+/// signed with the key of the source it names. A copy of a local's batch sent first without
+/// its signature, or signed with another key, is refused and counted, and does not make the
+/// real one a duplicate; a local with `forward.kafka.signingKeyFile` signs its own.
+#[test]
+fn p4_only_batches_signed_by_their_source_are_merged() {
+    let _serial = serial();
+    let cluster = cluster();
+    let dir = temp_dir("kafka-signed");
+    let (web_key, other_key) = ("6f1d2c3b4a5968778695a4b3c2d1e0f1aa", "a1b2c3d4e5f60718293a4b5c6d7e8f90bb");
+    let keys = secret_file(&dir, "sources.keys", &format!("# source key\nsigned-web {web_key}\n"));
+    let local_key = secret_file(&dir, "web.key", &format!("{web_key}\n"));
+    // A real batch of source signed-web, taken from a topic of its own.
+    let staging = "histd-signed-staging";
+    create_topic(&cluster.bootstrap, staging, 1);
+    let staged =
+        Daemon::start_process("kafka-signed-staged", &local_config("signed-web", staging, &dir.join("spool-a"), None));
+    staged.send_tcp("signed.hits:7|c\n");
+    wait_until(|| staged.stat("forward.points_out") > 0.0 && staged.stat("forward.buffered_bytes") == 0.0, "produced");
+    assert!(staged.terminate());
+    let batch = read_topic(&cluster.bootstrap, staging).remove(0).2;
+    let sign = |key: &str| {
+        ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key.as_bytes()), &batch).as_ref().to_vec()
+    };
+    let topic = "histd-signed";
+    create_topic(&cluster.bootstrap, topic, 1);
+    produce_signed(&cluster.bootstrap, topic, &batch, None);
+    produce_signed(&cluster.bootstrap, topic, &batch, Some(&sign(other_key)));
+    produce_signed(&cluster.bootstrap, topic, &batch, Some(&sign(web_key)));
+    produce_signed(&cluster.bootstrap, topic, &batch, Some(&sign(web_key)));
+    let mut global = Global::new("kafka-signed-global", topic, "signed");
+    global.kafka_keys = format!(", signingKeys: '{}'", keys.display());
+    global.start();
+    let daemon = global.daemon.as_ref().expect("running");
+    let stat = |name: &str| daemon.stat(&format!("messages.{name}"));
+    let read = within(Duration::from_secs(60), || stat("forward_batches_duplicate") == 1.0);
+    assert!(read, "{}", consumer_log(&daemon.stderr()));
+    assert_eq!((stat("forward_refused_signatures"), stat("forward_batches_merged")), (2.0, 1.0));
+    assert!(within(Duration::from_secs(30), || stored_count(daemon, "signed.hits") == 7.0), "the real batch stored");
+    // A local that signs its own: merged.
+    let config = local_config("signed-web", topic, &dir.join("spool-b"), None)
+        .replace(&format!("topic: '{topic}'"), &format!("topic: '{topic}', signingKeyFile: '{}'", local_key.display()));
+    let local = Daemon::start_process("kafka-signed-local", &config);
+    local.send_tcp("signed.live:3|c\n");
+    let merged = within(Duration::from_secs(60), || stored_count(daemon, "signed.live") == 3.0);
+    assert!(merged, "the signing local's batch: {}\n{}", local.stderr(), consumer_log(&daemon.stderr()));
+    assert_eq!(stat("forward_refused_signatures"), 2.0);
+    assert!(local.terminate());
+    assert!(global.daemon.take().expect("running").terminate());
 }

@@ -92,7 +92,7 @@ pub struct ProducerSettings {
     /// `acks` (`all`).
     pub acks: Acks,
     /// `compression` (`none`: batches are snappy-compressed already): `none`, `gzip`,
-    /// `snappy` or `lz4`, of the brokers' record batches.
+    /// `snappy`, `lz4` or `zstd`, of the brokers' record batches.
     pub compression: String,
     /// `maxMessageBytes` (1000000): the largest message the topic takes (the brokers'
     /// `message.max.bytes`, the topic's `max.message.bytes`); parts are cut to fit.
@@ -107,6 +107,10 @@ pub struct ProducerSettings {
     /// id is unique in the fleet and the same across restarts: `histd-<forward.source>` (and
     /// `-<path name>` in `forward.paths`) unless given; a local's start fences the run before.
     pub transactional_id: Option<String>,
+    /// `signingKeyFile` (none): a key each batch is signed with (an HMAC-SHA256 in the
+    /// message's `histd-signature` header), so that the globals (`global.kafka.signingKeys`)
+    /// know it came from this local (signing.rs).
+    pub signing_key_file: Option<std::path::PathBuf>,
 }
 
 /// What `transactionalId` becomes when not given: the local's source, and the path's name.
@@ -133,6 +137,10 @@ pub struct ConsumerSettings {
     /// read past (counted, logged, named in `/health`). A batch in a codec this histd lacks is
     /// never skipped.
     pub skip_unreadable_after: Option<Duration>,
+    /// `signingKeys` (none): a file of `SOURCE KEY` lines; when given, a batch is merged only
+    /// when signed with the key of the source it names (signing.rs), and identities are
+    /// remembered per source.
+    pub signing_keys: Option<std::path::PathBuf>,
 }
 
 /// The default `global.kafka.skipUnreadableAfterMs`: well past a broker's failover, so a
@@ -224,6 +232,7 @@ impl ProducerSettings {
         value["deliveryTimeoutMs"] = json!(self.delivery_timeout.as_millis() as u64);
         value["transactions"] = json!(self.transactional_id.is_some());
         value["transactionalId"] = json!(self.transactional_id);
+        value["signingKeyFile"] = json!(self.signing_key_file);
         value
     }
 }
@@ -252,6 +261,7 @@ impl ConsumerSettings {
         value["group"] = json!(self.group);
         value["sessionTimeoutMs"] = json!(self.session_timeout.as_millis() as u64);
         value["skipUnreadableAfterMs"] = json!(self.skip_unreadable_after.map_or(0, |after| after.as_millis() as u64));
+        value["signingKeys"] = json!(self.signing_keys);
         value
     }
 }
@@ -324,8 +334,8 @@ pub fn producer(section: &Reader<'_>) -> Result<ProducerSettings, ConfigError> {
         Some(value) => return Err(section.error("acks", format!("expected \"all\" or 1, got {value}"))),
     };
     let compression = section.string("compression")?.unwrap_or_else(|| "none".to_string());
-    if !["none", "gzip", "snappy", "lz4"].contains(&compression.as_str()) {
-        return Err(section.error("compression", format!("'{compression}': expected none, gzip, snappy or lz4")));
+    if !["none", "gzip", "snappy", "lz4", "zstd"].contains(&compression.as_str()) {
+        return Err(section.error("compression", format!("'{compression}': expected none, gzip, snappy, lz4 or zstd")));
     }
     let transactions = section.bool("transactions", acks == Acks::All)?;
     if transactions && acks != Acks::All {
@@ -343,6 +353,7 @@ pub fn producer(section: &Reader<'_>) -> Result<ProducerSettings, ConfigError> {
         delivery_timeout: section.milliseconds("deliveryTimeoutMs", Duration::from_secs(30))?,
         // An empty id is filled in by `forward` once the source and the path are known.
         transactional_id: transactions.then(|| transactional_id.unwrap_or_default()),
+        signing_key_file: section.string("signingKeyFile")?.map(std::path::PathBuf::from),
     })
 }
 
@@ -361,7 +372,8 @@ pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
         return Err(section.error("skipUnreadableAfterMs", "0 (never) or at least 20000"));
     }
     let skip_unreadable_after = (!skip_unreadable_after.is_zero()).then_some(skip_unreadable_after);
-    Ok(ConsumerSettings { cluster: cluster(section)?, group, session_timeout, skip_unreadable_after })
+    let signing_keys = section.string("signingKeys")?.map(std::path::PathBuf::from);
+    Ok(ConsumerSettings { cluster: cluster(section)?, group, session_timeout, skip_unreadable_after, signing_keys })
 }
 
 /// librdkafka's own log and errors, at debug level: histd logs a run of failures once itself.
@@ -463,6 +475,8 @@ pub struct Producer {
     topic: String,
     /// Whether its batches go in transactions (`transactionalId` set).
     transactional: bool,
+    /// What its batches are signed with (`signingKeyFile`).
+    signing: Option<super::signing::SigningKey>,
 }
 
 impl Producer {
@@ -471,7 +485,8 @@ impl Producer {
         let inner =
             settings.client_config()?.create_with_context(Quiet::default()).map_err(|error| error.to_string())?;
         let transactional = settings.transactional_id.is_some();
-        Ok(Producer { inner, topic: settings.cluster.topic.clone(), transactional })
+        let signing = settings.signing_key_file.as_deref().map(super::signing::SigningKey::read).transpose()?;
+        Ok(Producer { inner, topic: settings.cluster.topic.clone(), transactional, signing })
     }
 
     /// Whether its batches go in transactions.
@@ -543,8 +558,13 @@ impl Producer {
         key: &str,
         body: &[u8],
     ) -> Result<impl std::future::Future<Output = Result<(), Refused>> + use<>, String> {
-        let record =
+        let signature = self.signing.as_ref().map(|key| key.sign(body));
+        let mut record =
             rdkafka::producer::FutureRecord::to(&self.topic).partition(partition as i32).key(key).payload(body);
+        if let Some(signature) = &signature {
+            let header = rdkafka::message::Header { key: super::signing::HEADER, value: Some(signature) };
+            record = record.headers(rdkafka::message::OwnedHeaders::new().insert(header));
+        }
         let delivery = self.inner.send_result(record).map_err(|(error, _)| error.to_string())?;
         Ok(async move {
             match delivery.await {
@@ -597,7 +617,7 @@ mod tests {
             ("{ brokers: ['kafka'] }", "host:port"),
             ("{ brokers: ['k:9092'], topic: 'a b' }", "topic name"),
             ("{ brokers: ['k:9092'], acks: 0 }", "acks"),
-            ("{ brokers: ['k:9092'], compression: 'zstd' }", "compression"),
+            ("{ brokers: ['k:9092'], compression: 'brotli' }", "compression"),
             ("{ brokers: ['k:9092'], tls: { certFile: 'c.pem' } }", "keyFile"),
             ("{ brokers: ['k:9092'], sasl: { username: 'u' } }", "passwordFile"),
             ("{ brokers: ['k:9092'], sasl: { mechanism: 'GSSAPI', username: 'u', passwordFile: 'p' } }", "SCRAM"),

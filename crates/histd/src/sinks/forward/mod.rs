@@ -20,6 +20,7 @@ pub mod encode;
 pub mod format;
 pub mod kafka;
 pub mod ring;
+pub mod signing;
 mod sink;
 pub mod spool;
 #[cfg(test)]
