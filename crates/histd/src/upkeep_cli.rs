@@ -61,7 +61,11 @@ pub fn backup(dir: &Path, destination: &Path) -> ExitCode {
         let partial = PathBuf::from(format!("{}.partial", destination.display()));
         let _ = std::fs::remove_file(&partial);
         let store = store::Store::open_reader(&source).with_context(|| format!("cannot read {}", source.display()))?;
-        store.backup_to(&partial).with_context(|| format!("cannot write the backup {}", partial.display()))?;
+        if let Err(error) = store.backup_to(&partial) {
+            // A copy that could not be written whole (a full disk) leaves nothing behind.
+            let _ = std::fs::remove_file(&partial);
+            return Err(anyhow::Error::new(error).context(format!("cannot write the backup {}", partial.display())));
+        }
         if !scrub_file(&partial)? {
             return Ok(false);
         }

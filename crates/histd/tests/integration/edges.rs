@@ -873,6 +873,39 @@ fn n10_a_damaged_store_block_is_left_out_not_a_failure() {
     assert!(daemon.terminate());
 }
 
+/// P17 (issue 48): a backup that cannot be written whole (the disk full: here a file size
+/// limit, writes past it failing with EFBIG) exits 1 and leaves neither the backup nor an empty
+/// `DEST.partial` behind.
+#[test]
+fn p17_a_backup_onto_a_full_disk_leaves_nothing_behind() {
+    let dir = temp_dir("p17-store");
+    let daemon = Daemon::start(
+        "p17-store",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, server: './servers/tcp', backends: ['store'], \
+               store: {{ dataDir: '{}' }} }}",
+            dir.display()
+        ),
+    );
+    let lines: String = (0..2000).map(|i| format!("p17.series.{i}:1|c\n")).collect();
+    daemon.send_tcp(&lines);
+    let stored = || daemon.http_json("/api/v1/series?match=p17.*&limit=1")["total"].as_u64().unwrap_or(0);
+    assert!(eventually(|| stored() == 2000), "{} of 2000 series stored", stored());
+    let backup = temp_dir("p17-copy").join("histd-backup.db");
+    let output = std::process::Command::new("sh")
+        .args(["-c", "trap '' XFSZ; ulimit -f 64 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_histd"), "backup"])
+        .arg(&backup)
+        .arg("--data-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot write the backup"), "{said}");
+    let partial = backup.with_file_name("histd-backup.db.partial");
+    assert!(!backup.exists() && !partial.exists(), "nothing left behind: {said}");
+}
+
 /// Issue 36: a running daemon's store is copied without stopping it (`histd backup`), the copy
 /// scrubs clean and restores into another directory with every point (`histd query
 /// --data-dir`); `histd scrub` lists a damaged block and exits 1; `histd restore` refuses a
