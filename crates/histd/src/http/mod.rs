@@ -58,6 +58,7 @@ use crate::telemetry::EdgeCounters;
 pub use crate::query_params::QueryLimits;
 pub use api::{answer, Context, Route, StoreAnswer};
 pub use failure::Failure;
+pub use metrics::AnswerBudget;
 
 /// What the handlers read.
 pub struct HttpState {
@@ -79,6 +80,8 @@ pub struct HttpState {
     pub guard: Arc<crate::access::Guard>,
     /// How long a request's body may take (`httpBodyTimeoutMs`).
     pub body_timeout: Duration,
+    /// What `/metrics` answers not yet taken hold (`httpAnswerBytes`).
+    pub answers: Arc<metrics::AnswerBudget>,
     /// Stored blocks the readers found damaged (left out of the answers that met them), each
     /// once, the latest [`DAMAGED_BLOCKS_SHOWN`] kept for `/health`.
     pub damaged_blocks: Mutex<crate::sinks::store::DamagedBlocks>,

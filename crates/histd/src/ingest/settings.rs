@@ -57,6 +57,9 @@ pub struct IngestConfig {
     /// `httpBodyTimeoutMs`: how long an HTTP client may take to send a request's body (30 s);
     /// then it is answered 408, the connection closed and counted (`http_body_timeouts`).
     pub http_body_timeout: std::time::Duration,
+    /// `httpAnswerBytes`: what `/metrics` answers not yet taken by their clients may hold at
+    /// once (256 MiB); past it a scrape is answered 503 and counted (`refused_api_answers`).
+    pub http_answer_bytes: usize,
     /// `mgmtFirstCommandTimeoutMs`: a management connection that sends no command at all for
     /// this long is closed and counted (10 s; after its first command, `connectionIdleTimeoutMs`
     /// applies): silent connections cannot hold the management port's slots.
@@ -88,6 +91,7 @@ impl IngestConfig {
             "httpMaxConnections": self.http_max_connections,
             "httpHeaderTimeoutMs": self.http_header_timeout.as_millis() as u64,
             "httpBodyTimeoutMs": self.http_body_timeout.as_millis() as u64,
+            "httpAnswerBytes": self.http_answer_bytes,
             "mgmtFirstCommandTimeoutMs": self.mgmt_first_command_timeout.as_millis() as u64,
             "maxStreamLineBytes": self.max_stream_line_bytes,
             "mgmtMaxConnections": self.mgmt_max_connections,
@@ -130,6 +134,7 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
         http_body_timeout: std::time::Duration::from_millis(
             count(top, "httpBodyTimeoutMs", 30_000, 1, 3_600_000)? as u64
         ),
+        http_answer_bytes: count(top, "httpAnswerBytes", 256 << 20, 1 << 20, 1 << 40)?,
         mgmt_first_command_timeout: std::time::Duration::from_millis(count(
             top,
             "mgmtFirstCommandTimeoutMs",

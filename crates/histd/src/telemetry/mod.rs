@@ -161,6 +161,9 @@ pub struct EdgeCounters {
     pub refused_ingest_connections: Counter,
     /// HTTP requests whose body did not arrive within `httpBodyTimeoutMs`.
     pub http_body_timeouts: Counter,
+    /// `/metrics` scrapes answered 503: the answers not yet taken by their clients held
+    /// `httpAnswerBytes`.
+    pub refused_api_answers: Counter,
     /// HTTPS connections whose handshake failed (no or an untrusted client certificate, not
     /// TLS at all) or took past `httpHeaderTimeoutMs`.
     pub http_tls_failures: Counter,
@@ -196,7 +199,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 42] {
+    pub fn entries(&self) -> [(&'static str, u64); 43] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -235,6 +238,7 @@ impl EdgeCounters {
             ("refused_ingest_datagrams", self.refused_ingest_datagrams.get()),
             ("refused_ingest_connections", self.refused_ingest_connections.get()),
             ("http_body_timeouts", self.http_body_timeouts.get()),
+            ("refused_api_answers", self.refused_api_answers.get()),
             ("http_tls_failures", self.http_tls_failures.get()),
             ("config_reloads", self.config_reloads.get()),
             ("config_reload_failures", self.config_reload_failures.get()),

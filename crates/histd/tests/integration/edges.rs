@@ -429,6 +429,42 @@ fn p6_silent_connections_give_their_slots_to_real_clients() {
     }
 }
 
+/// P7 (issue 48): `/metrics` answers their clients never read hold at most `httpAnswerBytes`
+/// together; past it a scrape is answered 503 and counted, and once the readers go a scrape
+/// is served again.
+#[test]
+fn p7_unread_metrics_answers_hold_at_most_their_budget() {
+    let daemon = Daemon::start(
+        "p7-answers",
+        "{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 300, \
+           httpAnswerBytes: 8388608, backends: ['prometheus'] }",
+    );
+    // Answers larger than what the kernel's socket buffers take (4 MB on loopback): the rest
+    // waits in the daemon.
+    let lines: String = (0..100_000).map(|i| format!("p7.counter.number.{i:06}:1|c\n")).collect();
+    daemon.send_tcp(&lines);
+    let size = || daemon.http_get("/metrics").1.len();
+    assert!(eventually(|| size() > 5_000_000), "/metrics of 100,000 series: {} bytes", size());
+    let address = daemon.address("http");
+    // Clients that ask and never read, with a small receive buffer: the daemon holds the rest.
+    let unread: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            socket.set_recv_buffer_size(4096).unwrap();
+            socket.connect(&address.parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+            let mut stream = TcpStream::from(socket);
+            write!(stream, "GET /metrics HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+            stream
+        })
+        .collect();
+    assert!(daemon.stat("messages.refused_api_answers") >= 1.0, "scrapes past the budget are refused");
+    let (status, _) = daemon.http_get("/metrics");
+    assert_eq!(status, 503, "the budget is held");
+    drop(unread);
+    assert!(eventually(|| daemon.http_get("/metrics").0 == 200), "served again once the readers went");
+}
+
 /// N3: histd refuses to start with its admin role open on a network address, naming the key.
 #[test]
 fn n3_an_open_admin_role_on_a_network_address_is_refused_at_start() {
