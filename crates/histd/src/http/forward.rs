@@ -82,10 +82,23 @@ pub async fn receive(
         );
     }
     let Some(mut reservation) = global.in_flight().reserve(declared.unwrap_or(most)) else { return busy(&state) };
-    let body = match read_body(request.into_body(), most, state.body_timeout).await {
+    // A body still arriving may be displaced by a new connection when every slot is taken
+    // (a client dripping a byte every few seconds held its slot for httpBodyTimeoutMs: N12).
+    let waiting = state.waiters.wait();
+    let read = tokio::select! {
+        read = read_body(request.into_body(), most, state.body_timeout) => read,
+        _ = waiting.evicted.notified() => {
+            edges.idle_closed_connections.add(1);
+            Err((StatusCode::SERVICE_UNAVAILABLE, "the body came too slowly for a busy histd: send it again".to_string()))
+        }
+    };
+    drop(waiting);
+    let body = match read {
         Ok(body) => body,
         Err((status, why)) => {
-            edges.forward_batches_refused.add(1);
+            if status != StatusCode::SERVICE_UNAVAILABLE {
+                edges.forward_batches_refused.add(1); // a displaced body is sent again
+            }
             if status == StatusCode::REQUEST_TIMEOUT {
                 edges.http_body_timeouts.add(1);
             }

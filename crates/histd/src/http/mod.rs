@@ -82,6 +82,9 @@ pub struct HttpState {
     pub body_timeout: Duration,
     /// What `/metrics` answers not yet taken hold (`httpAnswerBytes`).
     pub answers: Arc<metrics::AnswerBudget>,
+    /// The connections a new one may displace when every slot is taken: silent before their
+    /// first request or through their TLS handshake, or a forwarded body still arriving.
+    pub waiters: Arc<Waiters>,
     /// Stored blocks the readers found damaged (left out of the answers that met them), each
     /// once, the latest [`DAMAGED_BLOCKS_SHOWN`] kept for `/health`.
     pub damaged_blocks: Mutex<crate::sinks::store::DamagedBlocks>,
@@ -171,9 +174,9 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let edges = state.admin.edges.clone();
+    let waiters = state.waiters.clone();
     let router = router(state);
     let slots = Arc::new(ConnectionSlots::new(limits.max_connections));
-    let waiters = Arc::new(Waiters::default());
     let mut connections = JoinSet::new();
     let mut failures = AcceptFailures::default();
     loop {

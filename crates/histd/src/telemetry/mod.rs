@@ -75,8 +75,8 @@ pub struct EdgeCounters {
     /// HTTP connections closed at once because `httpMaxConnections` were open.
     pub refused_api_connections: Counter,
     /// Stream and management connections closed after `connectionIdleTimeoutMs` of silence,
-    /// and silent management and HTTP connections a new one displaced when every slot was
-    /// taken.
+    /// and management and HTTP connections a new one displaced when every slot was taken
+    /// (silent, or a forwarded body still arriving).
     pub idle_closed_connections: Counter,
     /// HTTP connections closed because a request's headers took past `httpHeaderTimeoutMs`.
     pub http_header_timeouts: Counter,

@@ -373,6 +373,34 @@ fn n14_silent_management_connections_give_their_slots_back() {
     assert!(daemon.stat("messages.idle_closed_connections") >= 2.0);
 }
 
+/// N12 (issue 48): clients that drip a forwarded body a byte at a time hold HTTP slots only
+/// until someone needs one: with every slot taken by them, `/health` is served, the slowest
+/// body displaced (answered 503 and closed: its local sends it again) and counted.
+#[test]
+fn n12_slow_bodies_give_their_slots_to_real_clients() {
+    let carbon = Carbon::start();
+    let daemon = global("n12-slots", &carbon, "httpMaxConnections: 4,");
+    let address = daemon.address("http");
+    let dripping: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&address).unwrap();
+            let head = format!(
+                "POST /api/v1/forward HTTP/1.1\r\nHost: {address}\r\n{BATCH_HEADERS}Content-Length: 1000000\r\n\r\nab"
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1_500));
+    for round in 0..3 {
+        let (status, _) = http(&address, "GET", "/health", b"", "");
+        assert_eq!(status, 200, "round {round}: /health served past the dripping bodies");
+    }
+    assert!(daemon.stat("messages.idle_closed_connections") >= 1.0, "a dripping body displaced");
+    drop(dripping);
+    assert!(daemon.terminate());
+}
+
 /// N14 (issue 48): management connections that send a command and then stay silent (for up
 /// to `connectionIdleTimeoutMs`, ten minutes) give their slot to a new connection once they
 /// have been silent for `mgmtFirstCommandTimeoutMs`; the one displaced is closed and counted.
