@@ -9,14 +9,21 @@ use anyhow::Context as _;
 use crate::sinks::store::DATABASE;
 
 /// `histd scrub --data-dir DIR`: reads every block and checks it (its checksum, its bytes)
-/// and SQLite's pages; lists what is damaged. Exit 0: clean; 1: damage found; 2: no store.
+/// and SQLite's pages; lists what is damaged. Exit 0: clean; 1: damage found, or a store file
+/// that cannot be read at all (a damaged header or schema is damage: issue 48, P9); 2: no
+/// store file.
 pub fn scrub(dir: &Path) -> ExitCode {
-    match scrub_file(&dir.join(DATABASE)) {
+    let path = dir.join(DATABASE);
+    if !path.exists() {
+        eprintln!("histd scrub: no store at {} (--data-dir)", path.display());
+        return ExitCode::from(2);
+    }
+    match scrub_file(&path) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(error) => {
-            eprintln!("histd scrub: {error:#}");
-            ExitCode::from(2)
+            eprintln!("histd scrub: damaged: {error:#}");
+            ExitCode::from(1)
         }
     }
 }

@@ -970,6 +970,29 @@ fn p17_a_backup_onto_a_full_disk_leaves_nothing_behind() {
     assert!(!backup.exists() && !partial.exists(), "nothing left behind: {said}");
 }
 
+/// P9 (issue 48): `histd scrub` exits 1 (damage) for a store file it cannot read at all (a
+/// monitor keyed on the code took it for "no store"), 2 only when there is no store file.
+#[test]
+fn p9_scrub_says_damaged_for_a_file_it_cannot_read_and_no_store_only_for_none() {
+    let dir = temp_dir("p9-scrub");
+    let scrub = || {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_histd"))
+            .args(["scrub", "--data-dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (code, said) = scrub();
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("no store"), "{said}");
+    let random: Vec<u8> = (0..65_536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(dir.join("histd.db"), random).unwrap();
+    let (code, said) = scrub();
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("damaged"), "{said}");
+}
+
 /// Issue 36: a running daemon's store is copied without stopping it (`histd backup`), the copy
 /// scrubs clean and restores into another directory with every point (`histd query
 /// --data-dir`); `histd scrub` lists a damaged block and exits 1; `histd restore` refuses a
