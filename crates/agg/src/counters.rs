@@ -346,8 +346,9 @@ impl Counters {
     /// The counter at `index` in key order.
     pub fn get(&self, index: usize) -> Option<CounterPoint<'_>> {
         let id = *self.ids.get(index)? as usize;
-        let count = self.counts.get(id).copied().unwrap_or(0.0);
-        Some(CounterPoint { key: &self.keys[id], count, rate: count / self.interval_seconds })
+        let count = crate::table::saturated(self.counts.get(id).copied().unwrap_or(0.0));
+        let rate = crate::table::saturated(count / self.interval_seconds);
+        Some(CounterPoint { key: &self.keys[id], count, rate })
     }
 
     /// The bytes its arrays hold (the keys, and the ids when all are live, are shared with

@@ -40,6 +40,6 @@ pub use snapshot::{
     BinCounts, GaugePoint, PercentileStat, Released, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerStats,
     TimerStatsIter, TimerTotals,
 };
-pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
+pub use table::{apply_delta, saturated, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
 pub use timer_samples::{LazyHistogram, TimerSamples};
 pub use values::Values;

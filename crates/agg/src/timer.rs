@@ -14,11 +14,13 @@ pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec
     if samples.received == 0 {
         return vec![(TimerStat::Count, 0.0), (TimerStat::CountPs, 0.0)];
     }
-    if samples.is_complete() {
-        exact_stats(samples, config)
-    } else {
-        estimated_stats(samples, config)
-    }
+    let mut stats = match samples.is_complete() {
+        true => exact_stats(samples, config),
+        false => estimated_stats(samples, config),
+    };
+    // Sums past the largest double (values above ~1.3e154 squared, or many near 1e308).
+    stats.iter_mut().for_each(|(_, value)| *value = crate::table::saturated(*value));
+    stats
 }
 
 fn exact_stats(samples: &TimerSamples, config: &AggConfig) -> Vec<(TimerStat, f64)> {

@@ -970,6 +970,27 @@ fn p17_a_backup_onto_a_full_disk_leaves_nothing_behind() {
     assert!(!backup.exists() && !partial.exists(), "nothing left behind: {said}");
 }
 
+/// P8 (issue 48): sums past the largest double reach Graphite as the largest double with
+/// their sign, never `Infinity` or `NaN` (which carbon stores and no later value mends).
+#[test]
+fn p8_overflowing_sums_reach_graphite_as_numbers() {
+    let carbon = Carbon::start();
+    let daemon = Daemon::start("p8-overflow", &crate::harness::config(&carbon, 300, ""));
+    daemon.send_udp(
+        "ovf.c:1.7e308|c\novf.c:1.7e308|c\novf.t:1.7e308|ms\novf.t:1.7e308|ms\novf.h:-1.7e308|h\novf.h:1.7e308|h",
+    );
+    let flush = carbon
+        .wait_flush(|flush| flush.get("stats_counts.ovf.c").is_some() && flush.get("stats.timers.ovf.t.sum").is_some());
+    let ovf: Vec<&String> = flush.lines.iter().filter(|line| line.contains(".ovf.")).collect();
+    for line in &ovf {
+        let value = line.split_whitespace().nth(1).unwrap_or_default();
+        assert!(value.parse::<f64>().is_ok_and(f64::is_finite), "not a finite number: {line}");
+    }
+    assert_eq!(flush.get("stats_counts.ovf.c").map(|v| v.parse::<f64>().unwrap()), Some(f64::MAX));
+    assert_eq!(flush.get("stats.timers.ovf.t.sum").map(|v| v.parse::<f64>().unwrap()), Some(f64::MAX));
+    assert!(ovf.len() > 10, "{ovf:?}");
+}
+
 /// P9 (issue 48): `histd scrub` exits 1 (damage) for a store file it cannot read at all (a
 /// monitor keyed on the code took it for "no store"), 2 only when there is no store file.
 #[test]
