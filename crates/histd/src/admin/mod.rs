@@ -95,12 +95,12 @@ impl ConfigInForce {
     }
 }
 
-/// Serves management connections until shutdown.
 /// When every slot is taken, a new connection displaces the one silent the longest between
 /// commands, if that one has been silent for `mgmtFirstCommandTimeoutMs`, and waits this long
 /// for its slot.
 const DISPLACE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Serves management connections until shutdown.
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>) {
     let mut failures = AcceptFailures::default();
     let slots = Arc::new(ConnectionSlots::new(state.max_connections));
