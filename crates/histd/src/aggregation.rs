@@ -68,14 +68,7 @@ impl Aggregation {
     /// The aggregator with every reader's interval so far absorbed, locked.
     pub fn current(&self) -> MutexGuard<'_, Gathered> {
         let mut gathered = lock(&self.gathered);
-        let Gathered { aggregator, reader_maps, .. } = &mut *gathered;
-        self.shards.take_all(|taken| {
-            let mut map = reader_maps.remove(&taken.shard).unwrap_or_default();
-            aggregator.absorb_taken(&mut map, taken.interval);
-            if !taken.closed {
-                reader_maps.insert(taken.shard, map);
-            }
-        });
+        self.shards.take_all(|taken| gathered.absorb(taken));
         gathered
     }
 
@@ -93,11 +86,7 @@ impl Aggregation {
 
     fn absorb_closed(&self) {
         let Ok(mut gathered) = self.gathered.try_lock() else { return };
-        let Gathered { aggregator, reader_maps, .. } = &mut *gathered;
-        self.shards.take_closed(|taken| {
-            let mut map = reader_maps.remove(&taken.shard).unwrap_or_default();
-            aggregator.absorb_taken(&mut map, taken.interval);
-        });
+        self.shards.take_closed(|taken| gathered.absorb(taken));
     }
 }
 
@@ -172,6 +161,16 @@ impl Aggregation {
 }
 
 impl Gathered {
+    /// Absorbs a reader's interval through its map (kept for the next take while the reader
+    /// lives, forgotten with it).
+    fn absorb(&mut self, taken: crate::ingest::Taken) {
+        let mut map = self.reader_maps.remove(&taken.shard).unwrap_or_default();
+        self.aggregator.absorb_taken(&mut map, taken.interval);
+        if !taken.closed {
+            self.reader_maps.insert(taken.shard, map);
+        }
+    }
+
     /// Flushes the current interval at `now_ms` with the late intervals held, and opens the
     /// next with what was held for it (`last`: the final flush, which takes everything held
     /// for later flushes too).

@@ -23,7 +23,7 @@ pub use framer::PendingBudget;
 pub use listeners::{Ingress, Listening, Opened};
 pub use servers::{Listener, UnixPath};
 pub use settings::{IngestConfig, DEFAULT_MAX_STREAM_LINE_BYTES};
-pub use shards::{Shard, Shards};
+pub use shards::{Shard, Shards, Taken};
 pub use stream::{serve_streams, StreamContext};
 pub use tap::{Tap, TapSwitch, TapView};
 pub use udp::{open_udp, report_receive_buffer, ReaderMode, UdpSettings};

@@ -104,27 +104,27 @@ impl Shards {
 
     /// Takes the last interval of every closed shard, hands it to `absorb` and forgets the
     /// shard; open shards are left to the flush.
-    pub fn take_closed(&self, mut absorb: impl FnMut(Taken)) {
-        let mut list = lock(&self.list);
-        self.closed_waiting.store(0, Ordering::Relaxed);
-        list.retain(|shard| {
-            if !shard.closed.load(Ordering::Acquire) {
-                return true;
-            }
-            let interval = lock(&shard.table).take(true);
-            absorb(Taken { shard: shard.id, interval, closed: true });
-            false
-        });
+    pub fn take_closed(&self, absorb: impl FnMut(Taken)) {
+        self.take(true, absorb);
     }
 
     /// Takes every shard's interval (the lock on each table is held only to swap it out) and
     /// hands it to `absorb`; forgets closed shards.
-    pub fn take_all(&self, mut absorb: impl FnMut(Taken)) {
+    pub fn take_all(&self, absorb: impl FnMut(Taken)) {
+        self.take(false, absorb);
+    }
+
+    /// Takes the interval of every shard (of the closed ones alone with `closed_only`) and
+    /// forgets the closed ones.
+    fn take(&self, closed_only: bool, mut absorb: impl FnMut(Taken)) {
         let mut list = lock(&self.list);
         self.closed_waiting.store(0, Ordering::Relaxed);
         list.retain(|shard| {
             // Read `closed` first: a reader closes after its last insert.
             let closed = shard.closed.load(Ordering::Acquire);
+            if closed_only && !closed {
+                return true;
+            }
             let interval = lock(&shard.table).take(closed);
             absorb(Taken { shard: shard.id, interval, closed });
             !closed
