@@ -111,6 +111,14 @@ impl Offsets {
         edges.forward_partitions_assigned.set(self.assigned.len() as u64);
     }
 
+    /// Notes `offset` of `partition` read under `generation`: committed with the next flush,
+    /// unless the partition was taken away meanwhile.
+    fn note_read(&mut self, partition: i32, offset: i64, generation: u64) {
+        if self.generation == generation {
+            self.read.insert(partition, offset);
+        }
+    }
+
     /// Forgets a partition taken away; the last offset read of it, if any.
     fn release(&mut self, partition: i32) -> Option<i64> {
         self.assigned.remove(&partition);
@@ -413,11 +421,7 @@ fn read(
             }
             Err(refusal) => tracing::debug!(partition, offset, %refusal, "global.kafka: another message skipped"),
         }
-        let mut held = lock(offsets);
-        if held.generation == generation {
-            // Not taken away meanwhile: its offset is committed with the next flush.
-            held.read.insert(partition, offset);
-        }
+        lock(offsets).note_read(partition, offset, generation);
     }
 }
 
@@ -456,9 +460,7 @@ impl Unreadable {
 
     /// A message of `partition` was read: it moves.
     fn read(&mut self, partition: i32, global: &Global, topic: &str) {
-        let held = !self.watcher.held().is_empty();
-        self.watcher.read(partition);
-        if held {
+        if self.watcher.read(partition) {
             publish(&self.watcher, global, topic);
         }
     }
@@ -540,12 +542,7 @@ fn skip(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
     // Counted in forward_batches_unreadable when it was held, as every skipped one first is.
     tracing::error!(topic, partition, offset, cause = %batch.reason, "global.kafka: an unreadable record skipped (/health names it); its offset is committed with the next flush");
     let Some(generation) = take(offsets, partition, offset) else { return };
-    {
-        let mut held = lock(offsets);
-        if held.generation == generation {
-            held.read.insert(partition, offset);
-        }
-    }
+    lock(offsets).note_read(partition, offset, generation);
     global.skip_logged(Receipt::Log { partition, offset, generation }, batch);
 }
 

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 /// it is taken for stuck.
 pub const STUCK_AFTER: Duration = crate::sinks::forward::kafka::UNREADABLE_AFTER;
 
-/// How long after an error saying a codec is missing the stuck partitions are put down to it.
+/// How long after an error of the client's (a codec missing, a batch damaged) the stuck
+/// partitions are put down to it.
 const CODEC_ERROR_HOLDS: Duration = Duration::from_secs(60);
 
 /// Why a partition is stuck, as far as can be told.
@@ -103,18 +104,25 @@ struct Stall {
 #[derive(Debug, Default)]
 pub struct Watcher {
     stalls: BTreeMap<i32, Stall>,
-    errors: BTreeMap<&'static str, (Cause, Instant)>,
+    /// When the client last said a codec is missing.
+    codec_error_at: Option<Instant>,
+    /// When the client last said a batch's compressed bytes do not decode.
+    damaged_error_at: Option<Instant>,
 }
 
 impl Watcher {
     /// The client reported a batch it cannot decode (`cause`) at `now`.
     pub fn error(&mut self, cause: Cause, now: Instant) {
-        self.errors.insert(cause.describe(), (cause, now));
+        match cause {
+            Cause::Codec => self.codec_error_at = Some(now),
+            Cause::Damaged => self.damaged_error_at = Some(now),
+            Cause::Silent => {}
+        }
     }
 
-    /// A message of `partition` was read: it moves.
-    pub fn read(&mut self, partition: i32) {
-        self.stalls.remove(&partition);
+    /// A message of `partition` was read: it moves. True when it was held.
+    pub fn read(&mut self, partition: i32) -> bool {
+        self.stalls.remove(&partition).is_some_and(|stall| stall.held.is_some())
     }
 
     /// Fetching was paused on purpose: no partition is stuck for the time being.
@@ -171,10 +179,8 @@ impl Watcher {
     /// What stuck partitions are put down to now: a missing codec if the client said so
     /// lately, else damage if it said that, else nothing it said.
     fn cause(&self, now: Instant) -> Cause {
-        let lately = |cause: Cause| {
-            self.errors.get(cause.describe()).is_some_and(|&(_, at)| now.duration_since(at) < CODEC_ERROR_HOLDS)
-        };
-        match (lately(Cause::Codec), lately(Cause::Damaged)) {
+        let lately = |at: Option<Instant>| at.is_some_and(|at| now.duration_since(at) < CODEC_ERROR_HOLDS);
+        match (lately(self.codec_error_at), lately(self.damaged_error_at)) {
             (true, _) => Cause::Codec,
             (false, true) => Cause::Damaged,
             (false, false) => Cause::Silent,
