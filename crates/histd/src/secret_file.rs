@@ -30,6 +30,23 @@ pub fn read(path: &Path, key: &str) -> Result<String, String> {
     Ok(text)
 }
 
+/// The fewest different characters a secret (a token, a signing key) may hold:
+/// `aaaaaaaaaaaaaaaa` is 16 characters and no secret.
+pub const MIN_DISTINCT: usize = 8;
+
+/// Whether `secret` is one word of at least `min_bytes` characters, [`MIN_DISTINCT`] of them
+/// different; the reason when not (naming it `what`).
+pub fn check_strength(secret: &str, min_bytes: usize, what: &str) -> Result<(), String> {
+    let distinct = secret.bytes().collect::<std::collections::BTreeSet<u8>>().len();
+    if secret.len() >= min_bytes && distinct >= MIN_DISTINCT && !secret.contains(char::is_whitespace) {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} is one word of at least {min_bytes} characters, {MIN_DISTINCT} of them different (this one: {} characters, {distinct} different; `openssl rand -hex {min_bytes}` makes one)",
+        secret.len()
+    ))
+}
+
 /// Who else may touch a secret file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exposure {
@@ -64,6 +81,24 @@ fn mode_of(_path: &Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_long_and_varied_enough() {
+        let cases = [
+            ("0123456789abcdef", Ok(())),
+            ("short", Err("5 characters")),
+            ("aaaaaaaaaaaaaaaa", Err("1 different")),
+            ("abababababababab", Err("2 different")),
+            ("0123456789 abcdef", Err("one word")),
+        ];
+        for (secret, want) in cases {
+            match (check_strength(secret, 16, "a token"), want) {
+                (Ok(()), Ok(())) => {}
+                (Err(why), Err(says)) => assert!(why.starts_with("a token") && why.contains(says), "{why}"),
+                (got, want) => panic!("{secret}: {got:?}, wanted {want:?}"),
+            }
+        }
+    }
 
     #[test]
     fn modes_are_judged_by_what_others_may_do() {

@@ -13,9 +13,8 @@ use ::ring::hmac;
 /// The Kafka message header that carries a batch's signature.
 pub const HEADER: &str = "histd-signature";
 
-/// The shortest signing key taken, and the fewest different characters in it.
+/// The shortest signing key taken.
 pub const MIN_KEY_BYTES: usize = 32;
-const MIN_KEY_DISTINCT: usize = 8;
 
 /// A local's signing key.
 #[derive(Clone)]
@@ -27,24 +26,10 @@ impl std::fmt::Debug for SigningKey {
     }
 }
 
-impl PartialEq for SigningKey {
-    fn eq(&self, _other: &Self) -> bool {
-        // Keys are compared by the file they came from (the settings keep its path).
-        true
-    }
-}
-
-impl Eq for SigningKey {}
-
 impl SigningKey {
     /// A key from its secret text; the reason when it is too short or too plain.
     pub fn new(secret: &str) -> Result<SigningKey, String> {
-        let distinct = secret.bytes().collect::<std::collections::BTreeSet<u8>>().len();
-        if secret.len() < MIN_KEY_BYTES || distinct < MIN_KEY_DISTINCT {
-            return Err(format!(
-                "a signing key is one word of at least {MIN_KEY_BYTES} characters, {MIN_KEY_DISTINCT} of them different (`openssl rand -hex 32` makes one)"
-            ));
-        }
+        crate::secret_file::check_strength(secret, MIN_KEY_BYTES, "a signing key")?;
         Ok(SigningKey(hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes())))
     }
 
