@@ -4,15 +4,15 @@
 //! bundle `SSL_CERT_FILE` names), with `HISTD_TOKEN` as a bearer token, the answer's head and
 //! body capped and one deadline on the whole request (issue 48, P3: a server that sent headers
 //! or a body without end took each tool to 24 GB; one that sent a byte a second held it past
-//! two minutes). Whatever of an answer a tool echoes goes through [`printable`] first.
+//! two minutes). Whatever of an answer a tool echoes goes through [`crate::printable::escaped`] first.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use anyhow::Context;
 use hyper::Method;
 
 use crate::http_client::{Client, HttpUrl};
+pub use crate::printable::escaped as printable;
 
 /// How much of an answer a tool reads, and how long it waits for all of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,51 +82,9 @@ fn authorization() -> Vec<(String, String)> {
     }
 }
 
-/// `text` safe to print on a terminal: control characters (escape sequences among them, and
-/// the bidirectional overrides that reorder what a line shows) written as `\u{..}`; at most
-/// `2,000` characters, the rest said to be cut.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    const SHOWN: usize = 2_000;
-    let unsafe_char = |c: char| c != '\n' && crate::printable::unprintable(c);
-    if !text.chars().any(unsafe_char) && text.len() <= SHOWN {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len().min(SHOWN) + 16);
-    for (shown, c) in text.chars().enumerate() {
-        if shown == SHOWN {
-            out.push_str(&format!("... ({} bytes in all)", text.len()));
-            break;
-        }
-        match unsafe_char(c) {
-            true => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            false => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_are_printed_without_their_control_characters() {
-        let cases: &[(&str, &str)] = &[
-            ("up", "up"),
-            ("two\nlines", "two\nlines"),
-            ("{\"status\":\"up\u{1b}]0;pwned\u{7}\u{1b}[2J\"}", "{\"status\":\"up\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\"}"),
-            ("abc\u{202e}def", "abc\\u{202e}def"),
-            ("nul\0", "nul\\u{0}"),
-            ("tab\there", "tab\\u{9}here"),
-            ("é ü", "é ü"),
-        ];
-        for (text, want) in cases {
-            assert_eq!(printable(text), *want, "{text:?}");
-        }
-        let long = "a".repeat(5_000);
-        let shown = printable(&long);
-        assert!(shown.starts_with(&"a".repeat(2_000)) && shown.ends_with("... (5000 bytes in all)"), "{shown}");
-    }
 
     #[test]
     fn urls_keep_their_scheme_and_prefix() {

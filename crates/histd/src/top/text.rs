@@ -245,7 +245,7 @@ fn cardinality(model: &Model, width: usize) -> Vec<Line> {
 pub fn fit(text: &str, width: usize) -> String {
     // Every line is fitted: a name's control characters (keyNameSanitize: false) are shown
     // escaped, never sent to the terminal.
-    let text = crate::api_client::printable(text);
+    let text = crate::printable::escaped(text);
     if text.chars().count() <= width {
         return text.to_string();
     }
