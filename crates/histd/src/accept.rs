@@ -108,21 +108,20 @@ impl Drop for Waiting<'_> {
 impl Waiters {
     /// Notes a connection waiting for its next line, until the result drops.
     pub fn wait(&self) -> Waiting<'_> {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let evicted = Arc::new(tokio::sync::Notify::new());
-        crate::clock::lock(&self.waiting).insert(id, (Instant::now(), evicted.clone()));
+        let mut waiting = crate::clock::lock(&self.waiting);
+        // Numbered under the lock, so the first entry is the one waiting longest.
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        waiting.insert(id, (Instant::now(), evicted.clone()));
         Waiting { waiters: self, id, evicted }
     }
 
     /// Asks the connection silent the longest, for `silent` at least, to close; whether one was.
     pub fn evict(&self, silent: Duration) -> bool {
         let mut waiting = crate::clock::lock(&self.waiting);
-        let oldest = waiting.iter().min_by_key(|(_, (since, _))| *since).map(|(&id, (since, _))| (id, *since));
-        match oldest {
-            Some((id, since)) if since.elapsed() >= silent => {
-                if let Some((_, evicted)) = waiting.remove(&id) {
-                    evicted.notify_one();
-                }
+        match waiting.first_entry() {
+            Some(oldest) if oldest.get().0.elapsed() >= silent => {
+                oldest.remove().1.notify_one();
                 true
             }
             _ => false,
