@@ -370,6 +370,7 @@ impl Aggregator {
             queue_bytes: 0,
             released: Released::default(),
             late: false,
+            log_positions: Default::default(),
         };
         self.reset_after_flush();
         snapshot

@@ -37,8 +37,8 @@ pub use distinct::{Distinct, Hll};
 pub use mergeable::{ForwardedGauge, Mergeable};
 pub use metric_type::MetricType;
 pub use snapshot::{
-    BinCounts, GaugePoint, PercentileStat, Released, SetPoint, Snapshot, StatNames, TimerPoint, TimerStat, TimerStats,
-    TimerStatsIter, TimerTotals,
+    BinCounts, GaugePoint, LogPositions, PercentileStat, Released, SetPoint, Snapshot, StatNames, TimerPoint,
+    TimerStat, TimerStats, TimerStatsIter, TimerTotals,
 };
 pub use table::{apply_delta, saturated, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
 pub use timer_samples::{LazyHistogram, TimerSamples};

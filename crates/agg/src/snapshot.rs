@@ -48,6 +48,32 @@ pub struct Snapshot {
     /// `ingest` counts, none of histd's own series); sinks that report totals as they run
     /// (Prometheus, OTLP cumulative) fold it into those, the others place it at its time.
     pub late: bool,
+    /// A global's: where in the topic it reads (`global.kafka`) the forwarded batches merged
+    /// into this snapshot were read. The store keeps it in the transaction that writes the
+    /// snapshot, so a global restarted passes over what its store holds already.
+    pub log_positions: LogPositions,
+}
+
+/// Where the batches of one flush were read in a log (a Kafka topic). Empty for every flush
+/// but a Kafka global's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogPositions {
+    /// The topic.
+    pub log: String,
+    /// `(partition, offset)` of each message this snapshot holds (merged, or read and found
+    /// to hold nothing to merge).
+    pub offsets: Vec<(i32, i64)>,
+    /// `(partition, offset)`: every message of the partition up to this offset that this
+    /// global read is in the store with this flush or an earlier one (what its commit to Kafka
+    /// says too, once made).
+    pub through: Vec<(i32, i64)>,
+}
+
+impl LogPositions {
+    /// True when it names no message.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty() && self.through.is_empty()
+    }
 }
 
 /// Something to run once when a [`Snapshot`] is let go of; nothing by default. A copy of a

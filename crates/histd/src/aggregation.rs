@@ -137,7 +137,10 @@ impl Aggregation {
     pub fn take_late(&self) -> (Flushed, Arc<std::sync::atomic::AtomicUsize>) {
         let mut gathered = lock(&self.gathered);
         let Gathered { receipts, placement, .. } = &mut *gathered;
-        let flushed = placement.take_late(receipts);
+        let mut flushed = placement.take_late(receipts);
+        if let Some(last) = flushed.late.last_mut() {
+            last.log_positions.through = crate::placement::marks_of(&flushed.receipts);
+        }
         let in_flight = placement.hand_over(flushed.late.len());
         (flushed, in_flight)
     }
@@ -179,9 +182,11 @@ impl Gathered {
         if last {
             placement.bring_forward(aggregator, receipts);
         }
-        let snapshot = aggregator.flush(now_ms);
+        let mut snapshot = aggregator.flush(now_ms);
         let carried = std::mem::take(receipts);
+        snapshot.log_positions.offsets = crate::placement::offsets_of(&carried);
         let flushed = placement.after_flush(now_ms, carried, aggregator, receipts);
+        snapshot.log_positions.through = crate::placement::marks_of(&flushed.receipts);
         let in_flight = placement.hand_over(flushed.late.len());
         (snapshot, flushed, in_flight)
     }

@@ -149,7 +149,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     });
     let admin_task = tokio::spawn(admin::serve(admin_listener, admin_state.clone(), stop.clone()));
     let global = Arc::new(Global::new(config.global.clone(), aggregation.clone(), edge_counters)?);
-    let log_reader = crate::global::kafka::start(global.clone())?;
+    let store_dir = config.lists("store").then(|| config.settings::<crate::sinks::store::Store>().data_dir.clone());
+    let log_reader = crate::global::kafka::start(global.clone(), store_dir.as_deref())?;
     let guard = Arc::new(crate::access::Guard::new(config.http.load().map_err(|why| anyhow::anyhow!(why))?));
     let server_tls = match &config.http.tls {
         None => None,

@@ -283,6 +283,7 @@ impl Placement {
         for (home, mut interval) in std::mem::take(&mut self.late) {
             let mut snapshot = interval.aggregator.flush(home);
             snapshot.late = true;
+            snapshot.log_positions.offsets = offsets_of(&interval.receipts);
             late.push(snapshot);
             carried.append(&mut interval.receipts);
         }
@@ -322,6 +323,26 @@ impl Placement {
         }
         *carried = kept;
     }
+}
+
+/// The Kafka messages `receipts` name: `(partition, offset)`.
+pub fn offsets_of(receipts: &[Receipt]) -> Vec<(i32, i64)> {
+    let offsets = receipts.iter().filter_map(|receipt| match *receipt {
+        Receipt::Log { partition, offset, .. } => Some((partition, offset)),
+        Receipt::Journal(_) => None,
+    });
+    offsets.collect()
+}
+
+/// The highest offset of each partition `receipts` name (what a flush lets go of: every
+/// message of the partition up to it is flushed, see [`Placement::after_flush`]).
+pub fn marks_of(receipts: &[Receipt]) -> Vec<(i32, i64)> {
+    let mut marks: BTreeMap<i32, i64> = BTreeMap::new();
+    for (partition, offset) in offsets_of(receipts) {
+        let mark = marks.entry(partition).or_insert(offset);
+        *mark = (*mark).max(offset);
+    }
+    marks.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod checked_rows;
 pub mod codec;
 mod compact;
 mod forget;
+mod log_positions;
 mod migrate;
 mod prune;
 pub mod query;

@@ -14,6 +14,8 @@
 //!   block of that span; once an hour is complete its minute blocks become one of an hour, and
 //!   its hour rows merge into the day's hour block.
 //! - `meta`: the format version and settings readers need.
+//! - `log_positions`: where in a Kafka topic a global read the batches held
+//!   ([`crate::log_positions`]).
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -140,6 +142,7 @@ pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
         connection.execute_batch("ALTER TABLE series ADD COLUMN grp INTEGER")?;
     }
     connection.execute_batch(TABLES)?;
+    connection.execute_batch(crate::log_positions::TABLE)?;
     if !column_exists(connection, "series", "last_day")? {
         connection.execute_batch("ALTER TABLE series ADD COLUMN last_day INTEGER")?;
     }

@@ -299,8 +299,17 @@ impl Store {
         }
         self.usage.points = self.usage.points.saturating_add_signed(points);
         crate::usage::save_points(&transaction, self.usage.points)?;
+        if let Some(positions) = rows.log_positions().filter(|positions| !positions.is_empty()) {
+            crate::log_positions::save(&transaction, positions)?;
+        }
         transaction.commit()?;
         Ok(())
+    }
+
+    /// Where in a log (a Kafka topic) the batches the store file at `path` holds were read:
+    /// `(partition, through, beyond)` per partition (see [`agg::LogPositions`]).
+    pub fn log_positions_at(path: &Path, log: &str) -> Result<Vec<(i32, i64, Vec<i64>)>, StoreError> {
+        crate::log_positions::read(path, log)
     }
 
     /// Forgets the order of the last flush: the next one looks every key up.
@@ -437,12 +446,20 @@ pub trait FlushRows {
     fn key(&self, index: usize) -> (Kind, &str);
     /// Row `index`.
     fn row(&self, index: usize) -> Row;
+    /// Where in a log the batches of these rows were read, kept with them (a global's).
+    fn log_positions(&self) -> Option<&agg::LogPositions> {
+        None
+    }
 }
 
 /// A snapshot's series in order: counters, timers, gauges, sets.
 impl FlushRows for Snapshot {
     fn len(&self) -> usize {
         self.counters.len() + self.timers.len() + self.gauges.len() + self.sets.len()
+    }
+
+    fn log_positions(&self) -> Option<&agg::LogPositions> {
+        Some(&self.log_positions)
     }
 
     fn key(&self, index: usize) -> (Kind, &str) {

@@ -83,6 +83,7 @@ impl Flusher {
         // The late intervals go first, so this flush is let go of last: it carries the
         // receipts of all of them.
         snapshot.released = self.letting_go(receipts, None);
+        self.name_log(&mut snapshot);
         let mut outgoing = self.late_snapshots(late, &in_flight, Vec::new());
         outgoing.push(Arc::new(snapshot));
         self.offer(&outgoing);
@@ -109,6 +110,7 @@ impl Flusher {
             late.queue_bytes = late.estimate_bytes() as u64;
             let carried = if index + 1 == count { std::mem::take(&mut receipts) } else { Vec::new() };
             late.released = self.letting_go(carried, Some(in_flight.clone()));
+            self.name_log(&mut late);
             Arc::new(late)
         });
         ready.collect()
@@ -131,6 +133,17 @@ impl Flusher {
                 in_flight.fetch_sub(1, Ordering::Relaxed);
             }
         })
+    }
+
+    /// Names the topic a Kafka global read the batches of `snapshot` from, when it holds any
+    /// (the store keeps their positions under it).
+    fn name_log(&self, snapshot: &mut Snapshot) {
+        if snapshot.log_positions.is_empty() {
+            return;
+        }
+        let topic =
+            self.global.as_ref().and_then(|global| global.config().kafka.as_ref().map(|k| k.cluster.topic.clone()));
+        snapshot.log_positions.log = topic.unwrap_or_default();
     }
 
     /// Offers `outgoing` to every sink in force, in order.

@@ -20,15 +20,17 @@
 //! a few times before it lets go. Commits and rebalances both run on that thread, so they
 //! never interleave.
 //!
-//! What it may count twice: batches a flush carried whose commit was not acknowledged when
-//! the global was killed or lost its membership: normally the milliseconds after a flush until
-//! the reading thread commits, but for as long as the group's coordinator is unreachable (a
-//! broker failing over: seconds) if the global is killed, joins or loses its session then (its
-//! commits fail with `UnknownMemberId`, and the next owner reads from the last one acknowledged;
-//! closing it needs a flush held back until its commit is acknowledged, and dropped when the
-//! group fenced it); and the two copies of a batch its local produced
-//! twice (a leader died before acknowledging it, past `forward.kafka.deliveryTimeoutMs`) when
-//! two members read one each.
+//! A restarted global takes its place back as itself (global/rejoin.rs): a static member of
+//! the group, it is given its own partitions at once, and it passes over the messages its store
+//! holds past the group's commit (flushed before it stopped, not committed then).
+//!
+//! What it may count twice (counted in `forward_batches_possibly_twice` where it can be
+//! told): what was read of partitions taken away while the commit could not be made (the
+//! group fenced this member, or the coordinator is failing over): the next owner reads it
+//! again; batches flushed and not committed by a global killed and not back within the
+//! session timeout (another member reads them again); a global without the store; and the two
+//! copies of a batch its local produced twice (a leader died before acknowledging it, past
+//! `forward.kafka.deliveryTimeoutMs`) when two members read one each.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +39,7 @@ use std::sync::{Arc, Mutex};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+use super::rejoin::{self, Stored};
 use super::unreadable::{Cause, Found, Seen, Watcher};
 use super::{Global, UnreadableBatch};
 use crate::aggregation::Receipt;
@@ -67,6 +70,13 @@ struct Offsets {
     carried: HashMap<i32, i64>,
     /// The last offset the coordinator acknowledged as committed of each assigned partition.
     acknowledged: HashMap<i32, i64>,
+    /// The first offset taken of each assigned partition since it was assigned.
+    first: HashMap<i32, i64>,
+    /// What the store holds of the topic (read at start): messages passed over.
+    stored: Stored,
+    /// The store's positions were weighed against the group's commits once (at the first
+    /// assignment): partitions given to another member past them are counted then.
+    stored_weighed: bool,
 }
 
 impl Offsets {
@@ -124,7 +134,17 @@ impl Offsets {
         self.assigned.remove(&partition);
         self.carried.remove(&partition);
         self.acknowledged.remove(&partition);
+        self.first.remove(&partition);
         self.read.remove(&partition)
+    }
+
+    /// The messages of `partition` read since its last acknowledged commit (or since it was
+    /// assigned): what the next owner reads again if the commit of what was read fails.
+    fn unacknowledged_reads(&self, partition: i32) -> u64 {
+        let Some(&read) = self.read.get(&partition) else { return 0 };
+        let first = self.first.get(&partition).map_or(read, |first| first - 1);
+        let done = self.acknowledged.get(&partition).copied().unwrap_or(first).max(first);
+        (read - done).max(0) as u64
     }
 }
 
@@ -149,6 +169,8 @@ struct Membership {
     told: crate::sinks::forward::kafka::BrokerErrors,
     /// Where each partition stands, as the client's last statistics said.
     standing: Mutex<BTreeMap<i32, Standing>>,
+    /// The group fenced this member: another has its instance id (logged once).
+    fenced: AtomicBool,
 }
 
 /// How often the client reports where the partitions stand (librdkafka's statistics).
@@ -174,7 +196,13 @@ impl rdkafka::ClientContext for Membership {
     }
 
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        self.told.note(&error, reason, "global.kafka");
+        let fenced = error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::FencedInstanceId)
+            || reason.contains("group.instance.id");
+        if !fenced {
+            self.told.note(&error, reason, "global.kafka");
+        } else if !self.fenced.swap(true, Ordering::Relaxed) {
+            tracing::error!(reason, "global.kafka: another member of the group has this global's instance id (global.kafka.instanceId, or the kafka-instance-id file of a data directory copied from another global): the group fenced this one, which reads nothing more; give each global an id of its own and restart it");
+        }
     }
 
     fn stats(&self, statistics: rdkafka::Statistics) {
@@ -191,6 +219,8 @@ impl ConsumerContext for Membership {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(revoked) = rebalance else { return };
         let mut offsets = lock(&self.offsets);
+        let unsure: u64 =
+            revoked.elements().iter().map(|element| offsets.unacknowledged_reads(element.partition())).sum();
         let read: Vec<(i32, i64)> = revoked
             .elements()
             .iter()
@@ -214,7 +244,8 @@ impl ConsumerContext for Membership {
                 }
                 Err(error) if attempt == REVOKE_COMMIT_ATTEMPTS => {
                     self.edges.forward_commits_failed.add(1);
-                    tracing::warn!(%error, attempts = attempt, "global.kafka: partitions taken away: committing what was read of them failed (the next owner reads it again: counted twice)");
+                    self.edges.forward_batches_possibly_twice.add(unsure);
+                    tracing::warn!(%error, attempts = attempt, messages = unsure, "global.kafka: partitions taken away: committing what was read of them failed (the next owner reads them again: counted twice, messages.forward_batches_possibly_twice)");
                 }
                 Err(_) => {
                     self.edges.forward_commits_failed.add(1);
@@ -224,13 +255,68 @@ impl ConsumerContext for Membership {
         }
     }
 
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(assigned) = rebalance {
             let partitions: Vec<i32> = assigned.elements().iter().map(|element| element.partition()).collect();
             tracing::info!(?partitions, "global.kafka: partitions assigned");
             let mut offsets = lock(&self.offsets);
             offsets.assigned.extend(partitions);
             offsets.publish(&self.edges);
+            drop(offsets);
+            self.weigh_stored(consumer);
+        }
+    }
+}
+
+/// How long the group's committed offsets are waited for after an assignment.
+const COMMITTED_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Membership {
+    /// Weighs what the store holds against the group's commits (global/rejoin.rs): of an
+    /// assigned partition, what lies past the commit is passed over; without a commit (a new
+    /// group, or a topic made again) or with one past it all, the store's positions are
+    /// forgotten. At the first assignment, a partition given to another member with its
+    /// commit behind what the store holds is counted as read twice.
+    fn weigh_stored(&self, consumer: &BaseConsumer<Self>) {
+        let (partitions, first) = {
+            let offsets = lock(&self.offsets);
+            if offsets.stored.is_empty() {
+                return;
+            }
+            (offsets.stored.partitions(), !offsets.stored_weighed)
+        };
+        let committed =
+            consumer.committed_offsets(commit_list(&self.topic, partitions.iter().map(|&p| (p, 0))), COMMITTED_WAIT);
+        let committed: HashMap<i32, Option<i64>> = match committed {
+            Ok(list) => list
+                .elements()
+                .iter()
+                .map(|element| (element.partition(), element.offset().to_raw().filter(|&offset| offset >= 0)))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "global.kafka: the group's commits could not be read: what the store holds is passed over as it is");
+                return;
+            }
+        };
+        let mut offsets = lock(&self.offsets);
+        offsets.stored_weighed = true;
+        for partition in partitions {
+            let Some(last) = offsets.stored.last(partition) else { continue };
+            let commit = committed.get(&partition).copied().flatten();
+            let assigned = offsets.assigned.contains(&partition);
+            match commit {
+                Some(commit) if commit <= last && assigned => {
+                    tracing::info!(partition, commit, stored_through = last, "global.kafka: the store holds messages past the group's commit (flushed before this global stopped, not committed then): passed over, not merged again");
+                }
+                Some(commit) if commit <= last => {
+                    if first {
+                        let twice = (last + 1 - commit) as u64;
+                        self.edges.forward_batches_possibly_twice.add(twice);
+                        tracing::warn!(partition, commit, stored_through = last, messages = twice, "global.kafka: another member reads messages this global stored before it stopped (not committed then): counted twice in the group (messages.forward_batches_possibly_twice)");
+                    }
+                }
+                _ => offsets.stored.forget(partition),
+            }
         }
     }
 }
@@ -268,10 +354,12 @@ impl Committer {
     pub fn leave(self) {
         let offsets = lock(&self.offsets);
         let list = commit_list(&self.topic, offsets.read.iter().map(|(&partition, &read)| (partition, read + 1)));
+        let unsure: u64 = offsets.read.keys().map(|&partition| offsets.unacknowledged_reads(partition)).sum();
         drop(offsets);
         if list.count() > 0 {
             if let Err(error) = self.consumer.commit(&list, CommitMode::Sync) {
-                tracing::warn!(%error, "global.kafka: the last commit failed (the next owner reads the last flush's batches again)");
+                self.edges.forward_batches_possibly_twice.add(unsure);
+                tracing::warn!(%error, messages = unsure, "global.kafka: the last commit failed (the next owner reads the last flush's batches again: messages.forward_batches_possibly_twice; restarted within global.kafka.sessionTimeoutMs, this global passes over what its store holds)");
             }
         }
         self.consumer.unsubscribe();
@@ -311,13 +399,38 @@ const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Joins the consumer group of `global.kafka` and merges what it reads into `global` on a
-/// thread of its own; `None` without `global.kafka`.
-pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
+/// thread of its own; `None` without `global.kafka`. `store_dir`: the store's data
+/// directory, when the store runs (its positions are passed over; the instance id is kept
+/// there, else in `global.journalDir`).
+pub fn start(global: Arc<Global>, store_dir: Option<&std::path::Path>) -> anyhow::Result<Option<Reader>> {
     let Some(settings) = global.config().kafka.clone() else { return Ok(None) };
     let keys =
         settings.signing_keys.as_deref().map(SourceKeys::read).transpose().map_err(|why| anyhow::anyhow!(why))?;
     let edges = global.edges.clone();
-    let consumer = Arc::new(consumer(&settings, edges.clone()).map_err(|why| anyhow::anyhow!("global.kafka: {why}"))?);
+    let home = store_dir.or(global.config().journal_dir.as_deref());
+    let instance = rejoin::instance_id(settings.instance_id.as_deref(), home)
+        .map_err(|why| anyhow::anyhow!("global.kafka.instanceId: {why}"))?;
+    match &instance {
+        Some(id) => {
+            tracing::info!(instance_id = %id, group = %settings.group, "global.kafka: a static member of its group: restarted within sessionTimeoutMs, it gets its partitions back at once")
+        }
+        None => {
+            tracing::warn!(group = %settings.group, "global.kafka: no instance id (no store, no global.journalDir, no global.kafka.instanceId): a restart of this global leaves its partitions unread for global.kafka.sessionTimeoutMs")
+        }
+    }
+    let stored = match store_dir {
+        None => Stored::default(),
+        Some(dir) => {
+            let file = dir.join(crate::sinks::store::DATABASE);
+            Stored::read(&file, &settings.cluster.topic).unwrap_or_else(|why| {
+                tracing::warn!(file = %file.display(), error = %why, "global.kafka: where the store's batches were read cannot be told: a message flushed before the last stop and not committed then is merged again");
+                Stored::default()
+            })
+        }
+    };
+    let consumer = consumer(&settings, edges.clone(), instance.as_deref(), stored)
+        .map_err(|why| anyhow::anyhow!("global.kafka: {why}"))?;
+    let consumer = Arc::new(consumer);
     let offsets = consumer.context().offsets.clone();
     let committer = Committer {
         consumer: consumer.clone(),
@@ -335,16 +448,25 @@ pub fn start(global: Arc<Global>) -> anyhow::Result<Option<Reader>> {
     Ok(Some(Reader { stop, thread }))
 }
 
-fn consumer(settings: &ConsumerSettings, edges: Arc<EdgeCounters>) -> Result<BaseConsumer<Membership>, String> {
+fn consumer(
+    settings: &ConsumerSettings,
+    edges: Arc<EdgeCounters>,
+    instance: Option<&str>,
+    stored: Stored,
+) -> Result<BaseConsumer<Membership>, String> {
     let membership = Membership {
         topic: settings.cluster.topic.clone(),
-        offsets: Default::default(),
+        offsets: Arc::new(Mutex::new(Offsets { stored, ..Offsets::default() })),
         edges,
         told: Default::default(),
         standing: Default::default(),
+        fenced: AtomicBool::new(false),
     };
     let mut config = settings.client_config()?;
     config.set("statistics.interval.ms", STATISTICS_EVERY);
+    if let Some(instance) = instance {
+        config.set("group.instance.id", instance);
+    }
     let consumer: BaseConsumer<Membership> =
         config.create_with_context(membership).map_err(|error| error.to_string())?;
     consumer.subscribe(&[&settings.cluster.topic]).map_err(|error| error.to_string())?;
@@ -406,7 +528,16 @@ fn read(
         (failing, _) = (false, backoff.reset());
         let (partition, offset) = (message.partition(), message.offset());
         unreadable.read(partition, global, &consumer.context().topic);
-        let Some(generation) = take(offsets, partition, offset) else { continue };
+        let generation = match take(offsets, partition, offset) {
+            Take::Merge(generation) => generation,
+            Take::Stored(generation) => {
+                global.edges.forward_batches_already_stored.add(1);
+                global.note_read_unmerged(Receipt::Log { partition, offset, generation });
+                lock(offsets).note_read(partition, offset, generation);
+                continue;
+            }
+            Take::Not => continue,
+        };
         let receipt = Receipt::Log { partition, offset, generation };
         let signature = message.headers().and_then(|headers| {
             use rdkafka::message::Headers as _;
@@ -541,7 +672,7 @@ fn skip(consumer: &BaseConsumer<Membership>, offsets: &Mutex<Offsets>, global: &
     }
     // Counted in forward_batches_unreadable when it was held, as every skipped one first is.
     tracing::error!(topic, partition, offset, cause = %batch.reason, "global.kafka: an unreadable record skipped (/health names it); its offset is committed with the next flush");
-    let Some(generation) = take(offsets, partition, offset) else { return };
+    let (Take::Merge(generation) | Take::Stored(generation)) = take(offsets, partition, offset) else { return };
     lock(offsets).note_read(partition, offset, generation);
     global.skip_logged(Receipt::Log { partition, offset, generation }, batch);
 }
@@ -607,16 +738,31 @@ impl Commits {
     }
 }
 
-/// Takes the message at `offset` of `partition` to merge: the generation it is read under,
-/// or `None` when it is not this member's to merge (its partition was taken away after it
-/// was fetched, or this member merged it before).
-fn take(offsets: &Mutex<Offsets>, partition: i32, offset: i64) -> Option<u64> {
+/// What becomes of a message read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Merged, under this generation.
+    Merge(u64),
+    /// Passed over: the store holds it already (global/rejoin.rs); its offset is committed
+    /// with the next flush, read under this generation.
+    Stored(u64),
+    /// Not this member's: its partition was taken away after it was fetched, or this member
+    /// took it before.
+    Not,
+}
+
+/// Takes the message at `offset` of `partition`.
+fn take(offsets: &Mutex<Offsets>, partition: i32, offset: i64) -> Take {
     let mut offsets = lock(offsets);
     if !offsets.assigned.contains(&partition) || offsets.taken.get(&partition).is_some_and(|&taken| offset <= taken) {
-        return None;
+        return Take::Not;
     }
     offsets.taken.insert(partition, offset);
-    Some(offsets.generation)
+    offsets.first.entry(partition).or_insert(offset);
+    match offsets.stored.holds(partition, offset) {
+        true => Take::Stored(offsets.generation),
+        false => Take::Merge(offsets.generation),
+    }
 }
 
 /// Sleeps `duration`, or until `stop` is set.

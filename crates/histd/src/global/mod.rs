@@ -21,6 +21,7 @@
 
 pub(crate) mod journal;
 pub mod kafka;
+pub mod rejoin;
 pub mod screen;
 pub mod unreadable;
 
@@ -339,6 +340,12 @@ impl Global {
             self.aggregation.note_receipt(receipt);
         }
         received
+    }
+
+    /// Notes a Kafka message read and not merged (its batch is in the store already): its
+    /// offset is committed with the next flush.
+    pub fn note_read_unmerged(&self, receipt: Receipt) {
+        self.aggregation.note_receipt(receipt);
     }
 
     /// Notes a Kafka record skipped unread (a damaged batch) at `receipt`: its offset is

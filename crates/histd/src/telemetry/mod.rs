@@ -133,6 +133,13 @@ pub struct EdgeCounters {
     /// Partitions whose reading is held at a batch this histd cannot decode: `/health` says
     /// `degraded`.
     pub forward_partitions_held: Gauge,
+    /// Kafka messages a restarted global passed over because its store holds them already
+    /// (flushed before it was killed, not committed then: `global/rejoin.rs`).
+    pub forward_batches_already_stored: Counter,
+    /// Kafka messages this global merged that another member of its group reads again (a
+    /// commit that failed as partitions were taken away; partitions a restarted global found
+    /// given to another member past what it had committed): counted twice in the group.
+    pub forward_batches_possibly_twice: Counter,
     /// Batches read from Kafka refused with `global.kafka.signingKeys`: unsigned, of a source
     /// without a key, or signed with another key (counted in `forward_batches_refused` too).
     pub forward_refused_signatures: Counter,
@@ -199,7 +206,7 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 43] {
+    pub fn entries(&self) -> [(&'static str, u64); 45] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -226,6 +233,8 @@ impl EdgeCounters {
             ("forward_partitions_assigned", self.forward_partitions_assigned.get()),
             ("forward_batches_unreadable", self.forward_batches_unreadable.get()),
             ("forward_partitions_held", self.forward_partitions_held.get()),
+            ("forward_batches_already_stored", self.forward_batches_already_stored.get()),
+            ("forward_batches_possibly_twice", self.forward_batches_possibly_twice.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),
             ("forward_refused_signatures", self.forward_refused_signatures.get()),
             ("forward_keys_sanitized", self.forward_keys_sanitized.get()),

@@ -141,6 +141,11 @@ pub struct ConsumerSettings {
     /// when signed with the key of the source it names (signing.rs), and identities are
     /// remembered per source.
     pub signing_keys: Option<std::path::PathBuf>,
+    /// `instanceId` (none: the one kept in the data directory, see `global/rejoin.rs`): this
+    /// global's static membership of the group (Kafka's `group.instance.id`, KIP-345), so that
+    /// restarted within `sessionTimeoutMs` it is given its own partitions back at once and the
+    /// rest of the group never stops. Unique in the group.
+    pub instance_id: Option<String>,
 }
 
 /// The default `global.kafka.skipUnreadableAfterMs`: well past a broker's failover, so a
@@ -262,6 +267,7 @@ impl ConsumerSettings {
         value["sessionTimeoutMs"] = json!(self.session_timeout.as_millis() as u64);
         value["skipUnreadableAfterMs"] = json!(self.skip_unreadable_after.map_or(0, |after| after.as_millis() as u64));
         value["signingKeys"] = json!(self.signing_keys);
+        value["instanceId"] = json!(self.instance_id);
         value
     }
 }
@@ -357,6 +363,13 @@ pub fn producer(section: &Reader<'_>) -> Result<ProducerSettings, ConfigError> {
     })
 }
 
+/// Why `id` cannot be a `group.instance.id` (Kafka's rule for names), if it cannot.
+pub fn not_an_instance_id(id: &str) -> Option<String> {
+    let legal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    (id.is_empty() || id.len() > 249 || !id.bytes().all(legal))
+        .then(|| format!("'{}' is not an instance id ([A-Za-z0-9._-], 1 to 249)", crate::printable::escaped(id)))
+}
+
 /// Reads `global.kafka`.
 pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
     let group = section.string("group")?.unwrap_or_else(|| "histd-global".to_string());
@@ -373,7 +386,18 @@ pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
     }
     let skip_unreadable_after = (!skip_unreadable_after.is_zero()).then_some(skip_unreadable_after);
     let signing_keys = section.string("signingKeys")?.map(std::path::PathBuf::from);
-    Ok(ConsumerSettings { cluster: cluster(section)?, group, session_timeout, skip_unreadable_after, signing_keys })
+    let instance_id = section.string("instanceId")?;
+    if let Some(why) = instance_id.as_deref().and_then(not_an_instance_id) {
+        return Err(section.error("instanceId", why));
+    }
+    Ok(ConsumerSettings {
+        cluster: cluster(section)?,
+        group,
+        session_timeout,
+        skip_unreadable_after,
+        signing_keys,
+        instance_id,
+    })
 }
 
 /// librdkafka's own log and errors, at debug level: histd logs a run of failures once itself.
