@@ -26,6 +26,7 @@ VOLUME /var/lib/histd
 # statsd (UDP and TCP), management, HTTP (web page, /health, /metrics, the query API).
 EXPOSE 8125/udp 8125/tcp 8126/tcp 8127/tcp
 STOPSIGNAL SIGTERM
-HEALTHCHECK --interval=30s --timeout=5s CMD ["/usr/bin/histd", "health", "--url", "http://127.0.0.1:8127"]
+# The config in force says where and how to ask: its HTTP port, https with http.tls, a read token.
+HEALTHCHECK --interval=30s --timeout=5s CMD ["/usr/bin/histd", "health", "--config", "/etc/histd/config.js"]
 ENTRYPOINT ["/usr/bin/histd"]
 CMD ["run", "--config", "/etc/histd/config.js"]

@@ -8,7 +8,7 @@
 //!   `DELETE /api/v1/series`). A role with tokens (`http.tokens.<role>`: a file of `NAME TOKEN`
 //!   lines) takes `Authorization: Bearer TOKEN` with one of them, compared in constant time;
 //!   admin tokens open every route, and any token opens `/health` (a local's health checks
-//!   carry its write token). A role listed in `http.tls.clientCertRoles` is also opened by a
+//!   carry its write token; open when the read role is). A role listed in `http.tls.clientCertRoles` is also opened by a
 //!   client certificate that chains to `http.tls.clientCAFile` (its subject's CN is the
 //!   credential's name). No credential is 401, a wrong one 403; both counted.
 //! - **Browsers**: a state-changing request (write or admin) from another web origin
@@ -206,6 +206,17 @@ fn read_tls(section: &Reader<'_>) -> Result<(Option<crate::tls::ServerFiles>, [b
 /// The shortest token taken: guessing one must be out of reach.
 pub const MIN_TOKEN_BYTES: usize = 16;
 
+/// The first token of the file of the read role (else of the admin role) that `security`
+/// names: what histd's own tools present when pointed at the daemon's config. `None` when
+/// the roles have no token files.
+pub fn a_read_token(security: &HttpSecurity) -> Result<Option<String>, String> {
+    let file =
+        security.token_files[Role::Read as usize].as_ref().or(security.token_files[Role::Admin as usize].as_ref());
+    let Some(file) = file else { return Ok(None) };
+    let tokens = read_tokens(file)?;
+    Ok(tokens.into_iter().next().map(|(_, token)| String::from_utf8_lossy(&token).into_owned()))
+}
+
 /// Reads a token file: one token a line, `NAME TOKEN` or `TOKEN` alone (named `token<line>`);
 /// blank lines and `#` comments skipped.
 fn read_tokens(path: &Path) -> Result<Vec<(String, Vec<u8>)>, String> {
@@ -310,6 +321,10 @@ impl Credentials {
         by_certificate: bool,
     ) -> Result<Caller, Refused> {
         let any_role = path == "/health";
+        if any_role && self.tokens[Role::Read as usize].is_empty() && !self.cert_roles[Role::Read as usize] {
+            // `/health` is the read role's: open with it.
+            return Ok(Caller::default());
+        }
         let accepted: Vec<&(String, Vec<u8>)> = if any_role {
             self.tokens.iter().flatten().collect()
         } else {
@@ -541,6 +556,8 @@ mod tests {
             (Role::Write, "/api/v1/forward", Some(&web1), Ok("cert:web-1".to_string())),
             (Role::Write, "/api/v1/forward", None, Err(Refused::Unauthorized(Role::Write))),
             (Role::Read, "/health", Some(&web1), Ok("cert:web-1".to_string())),
+            // The read role is open: so is `/health`, with no credential.
+            (Role::Read, "/health", None, Ok(String::new())),
             (Role::Admin, "/-/reload", Some(&web1), Err(Refused::Unauthorized(Role::Admin))),
             (Role::Read, "/api/v1/query", Some(&web1), Ok(String::new())),
         ];

@@ -129,7 +129,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     tracing::info!(proto = %"mgmt", addr = %bound.mgmt, "listening");
     if let Some(http) = bound.http {
         tracing::info!(proto = %"http", addr = %http, "listening");
-        tracing::info!(url = %format!("http://{http}/"), "the web page, /health, /metrics and the query API");
+        let scheme = if config.http.tls.is_some() { "https" } else { "http" };
+        tracing::info!(url = %format!("{scheme}://{http}/"), "the web page, /health, /metrics and the query API");
     }
     if config.lists("store") {
         tracing::info!(data_dir = %config.settings::<crate::sinks::store::Store>().data_dir.display(), "the embedded store keeps its data here");

@@ -5,14 +5,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::api_client::{printable, ApiUrl, HEALTH};
+use crate::api_client::{printable, refusal, ApiArgs, HEALTH, UNREACHABLE_HINT};
 
 /// The arguments of `histd health`.
 #[derive(Debug, clap::Args)]
 pub struct HealthArgs {
-    /// A running histd's HTTP API: http:// or https:// (a CA of your own: SSL_CERT_FILE=ca.pem).
-    #[arg(long, default_value = "http://127.0.0.1:8127")]
-    url: String,
+    #[command(flatten)]
+    api: ApiArgs,
 }
 
 /// What a `/health` answer (HTTP `status`, `body`) says: whether histd is up (200 and
@@ -20,8 +19,8 @@ pub struct HealthArgs {
 pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
     // What is echoed of the answer is made printable; the answer itself is read whole.
     let shown = printable(body);
-    if matches!(status, 401 | 403) {
-        anyhow::bail!("/health answered HTTP {status}: histd asks for a token (set HISTD_TOKEN to one): {shown}");
+    if let Some(refused) = refusal(status, body) {
+        anyhow::bail!("/health answered {refused}");
     }
     let health: serde_json::Value = serde_json::from_str(body)
         .with_context(|| format!("not the answer of histd's /health (HTTP {status}): {shown}"))?;
@@ -40,19 +39,20 @@ pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
 }
 
 /// Asks a running histd's `/health` and prints its answer: exit 0 when it is up; 1 when it is
-/// down (the management command `health down`) or does not answer within 10 s (whole); 2 for
-/// a `--url` that is not `http://` or `https://`.
+/// down (the management command `health down`), refuses the credential or does not answer
+/// within 10 s (whole); 2 for arguments that name no API (a `--url` that is not `http://` or
+/// `https://`, a `--config` that does not read, a `--ca-file` or `--cert` that does not).
 pub fn run(args: &HealthArgs) -> ExitCode {
-    let url = match ApiUrl::parse(&args.url) {
-        Ok(url) => url,
+    let endpoint = match args.api.endpoint() {
+        Ok(endpoint) => endpoint,
         Err(why) => {
-            eprintln!("histd health: --url {}: {why}", printable(&args.url));
+            eprintln!("histd health: {why}");
             return ExitCode::from(2);
         }
     };
-    let answer = url
+    let answer = endpoint
         .get("/health", HEALTH)
-        .with_context(|| format!("cannot reach histd at {} (is it running? --url)", args.url))
+        .with_context(|| format!("cannot reach histd at {endpoint} ({UNREACHABLE_HINT})"))
         .and_then(|(status, body)| verdict(status, &body));
     match answer {
         Ok((up, line)) => {

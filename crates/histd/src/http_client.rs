@@ -150,6 +150,8 @@ pub struct Client {
     connection: Option<SendRequest<Full<Bytes>>>,
     /// TLS settings of its own (a CA, a client certificate); else every client's.
     tls: Option<Arc<ClientConfig>>,
+    /// A token file whose token goes with every request.
+    token: Option<Arc<crate::secret_file::TokenFile>>,
     /// The most an answer's body may take.
     max_body: usize,
 }
@@ -158,7 +160,14 @@ impl Client {
     /// A client that sends `headers` with every request (the content's type and encoding
     /// among them) and waits `timeout` for each, answer included.
     pub fn new(url: HttpUrl, headers: Vec<(String, String)>, timeout: Duration) -> Client {
-        Client { url, headers, timeout, connection: None, tls: None, max_body: DEFAULT_MAX_BODY_BYTES }
+        Client { url, headers, timeout, connection: None, tls: None, max_body: DEFAULT_MAX_BODY_BYTES, token: None }
+    }
+
+    /// Sends the token `file` holds at each request as `Authorization: Bearer` (read again
+    /// whenever the file changes).
+    pub fn with_token_file(mut self, file: Option<Arc<crate::secret_file::TokenFile>>) -> Client {
+        self.token = file;
+        self
     }
 
     /// This client with answers' bodies capped at `bytes` (a longer one is a failed request).
@@ -218,10 +227,18 @@ impl Client {
                 builder = builder.header(name, value);
             }
         }
+        if let Some(token) = &self.token {
+            builder = builder.header("authorization", token.bearer());
+        }
         let request = builder.body(Full::new(body)).map_err(|e| format!("bad request header: {e}"))?;
         let limit = self.max_body;
+        let host = self.url.host.clone();
         let sender = self.connected().await?;
-        let response = sender.send_request(request).await.map_err(|e| format!("request failed: {e}"))?;
+        let response = sender.send_request(request).await.map_err(|e| match tls_error_in(&e) {
+            // TLS 1.3: a server refuses a client certificate after the client's handshake ends.
+            Some(failure) => format!("request failed: {}", tls_failure(failure, &host)),
+            None => format!("request failed: {e}"),
+        })?;
         read_answer(response, limit).await
     }
 
@@ -252,10 +269,54 @@ impl Client {
             Some(config) => config.clone(),
             None => tls_config()?,
         };
-        TlsConnector::from(config)
-            .connect(name, stream)
-            .await
-            .map_err(|e| format!("TLS with {} failed: {e}", self.url.authority()))
+        TlsConnector::from(config).connect(name, stream).await.map_err(|e| {
+            let why = e.get_ref().and_then(|inner| inner.downcast_ref()).map(|failure| tls_failure(failure, host));
+            format!("TLS with {} failed: {}", self.url.authority(), why.unwrap_or_else(|| e.to_string()))
+        })
+    }
+}
+
+/// The TLS error behind `error`, if one is in its chain of sources.
+fn tls_error_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a tokio_rustls::rustls::Error> {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(found) = error.downcast_ref::<tokio_rustls::rustls::Error>() {
+            return Some(found);
+        }
+        next = error.source();
+    }
+    None
+}
+
+/// What went wrong in a TLS handshake, in words that say what to mend.
+fn tls_failure(failure: &tokio_rustls::rustls::Error, host: &str) -> String {
+    use tokio_rustls::rustls::{AlertDescription, CertificateError, Error};
+    match failure {
+        Error::InvalidCertificate(why) => match why {
+            CertificateError::UnknownIssuer => {
+                "the server's certificate is signed by no CA this client trusts (give its CA)".to_string()
+            }
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                "the server's certificate has expired".to_string()
+            }
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                "the server's certificate is not valid yet (or this machine's clock is behind)".to_string()
+            }
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                format!("the server's certificate is not for '{host}' (none of its names or addresses is)")
+            }
+            other => format!("the server's certificate is refused: {other:?}"),
+        },
+        Error::AlertReceived(AlertDescription::CertificateRequired) => {
+            "the server asks for a client certificate".to_string()
+        }
+        Error::AlertReceived(
+            AlertDescription::BadCertificate | AlertDescription::UnknownCA | AlertDescription::CertificateUnknown,
+        ) => "the server refused the client certificate (not signed by a CA it trusts)".to_string(),
+        Error::AlertReceived(AlertDescription::CertificateExpired) => {
+            "the server refused the client certificate: it has expired".to_string()
+        }
+        other => other.to_string(),
     }
 }
 

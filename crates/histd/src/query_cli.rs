@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::api_client::{printable, ApiUrl, ANSWERS};
+use crate::api_client::{printable, refusal, ApiArgs, Endpoint, ANSWERS, UNREACHABLE_HINT};
 use crate::clock::unix_now_s;
 use crate::contract::{finite, ErrorAnswer, QueryRequest, QueryResult, SeriesList, SeriesRequest};
 use crate::query_params::{step, time};
@@ -24,9 +24,8 @@ pub struct QueryArgs {
     /// Step width (`10s`, `1m`, `1h`); default: about 240 steps.
     #[arg(long)]
     step: Option<String>,
-    /// A running histd's HTTP API: http:// or https:// (a CA of your own: SSL_CERT_FILE=ca.pem).
-    #[arg(long, default_value = "http://127.0.0.1:8127")]
-    url: String,
+    #[command(flatten)]
+    api: ApiArgs,
     /// Read this data directory instead of asking a running histd.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -83,21 +82,30 @@ pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
     let step = step(args.step.as_deref(), from, to).map_err(bad)?;
     store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
     let request = QueryRequest { expr: args.expr.clone(), from, to, step };
-    let answer = match &args.data_dir {
-        Some(dir) => from_data_dir(dir, request)?,
-        None => from_http(&args.url, &request)?,
+    let endpoint = match &args.data_dir {
+        Some(_) => None,
+        None => Some(args.api.endpoint().map_err(|why| QueryFailure::BadInput(anyhow::anyhow!(why)))?),
+    };
+    let answer = match (&args.data_dir, &endpoint) {
+        (Some(dir), _) => from_data_dir(dir, request)?,
+        (None, Some(endpoint)) => from_http(endpoint, &request)?,
+        (None, None) => unreachable!("an endpoint without a data directory"),
     };
     if answer.points.is_empty() {
         let selector =
             selector_of(&store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("{e}")))?);
-        let exists = match &args.data_dir {
-            Some(dir) => series_exist_in(dir, &selector)?,
-            None => series_exist_at(&args.url, &selector)?,
+        let exists = match (&args.data_dir, &endpoint) {
+            (Some(dir), _) => series_exist_in(dir, &selector)?,
+            (None, Some(endpoint)) => series_exist_at(endpoint, &selector)?,
+            (None, None) => unreachable!("an endpoint without a data directory"),
         };
         if !exists {
+            let listing = endpoint.as_ref().map_or_else(
+                || "histd query --data-dir DIR 'count(...)' for a name you know".to_string(),
+                |endpoint| format!("`curl '{endpoint}/api/v1/series?contains=...'` lists what there is"),
+            );
             return Err(QueryFailure::BadInput(anyhow::anyhow!(
-                "no series named '{selector}' (check its spelling and tags: `curl '{}/api/v1/series?contains=...'` lists what there is)",
-                args.url.trim_end_matches('/')
+                "no series named '{selector}' (check its spelling and tags: {listing})"
             )));
         }
     }
@@ -121,17 +129,11 @@ fn series_exist_in(dir: &std::path::Path, selector: &store::Selector) -> Result<
 }
 
 /// Whether a running histd's store has a series `selector` picks.
-fn series_exist_at(url: &str, selector: &store::Selector) -> Result<bool, QueryFailure> {
-    let url = api_url(url)?;
+fn series_exist_at(endpoint: &Endpoint, selector: &store::Selector) -> Result<bool, QueryFailure> {
     let request = SeriesRequest { selector: Some(selector.to_string()), limit: Some(1), ..SeriesRequest::default() };
-    let (_, body) = url.get(&request.path_and_query(), ANSWERS).map_err(QueryFailure::Unavailable)?;
+    let (_, body) = endpoint.get(&request.path_and_query(), ANSWERS).map_err(QueryFailure::Unavailable)?;
     // An answer that does not read as a list says nothing: the series may exist.
     Ok(serde_json::from_str::<SeriesList>(&body).map_or(true, |list| list.total > 0))
-}
-
-/// `--url` read, or why not (bad input).
-fn api_url(url: &str) -> Result<ApiUrl, QueryFailure> {
-    ApiUrl::parse(url).map_err(|why| QueryFailure::BadInput(anyhow::anyhow!("--url {}: {why}", printable(url))))
 }
 
 fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryResult, QueryFailure> {
@@ -165,11 +167,10 @@ fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryRe
     Ok(QueryResult { expr: expr_text, step, from, to, points })
 }
 
-fn from_http(url: &str, request: &QueryRequest) -> Result<QueryResult, QueryFailure> {
-    let api = api_url(url)?;
+fn from_http(api: &Endpoint, request: &QueryRequest) -> Result<QueryResult, QueryFailure> {
     let (status, body) = api
         .get(&request.path_and_query(), ANSWERS)
-        .with_context(|| format!("cannot reach histd at {api} (is it running? --url, or --data-dir to read files)"))
+        .with_context(|| format!("cannot reach histd at {api} ({UNREACHABLE_HINT}; --data-dir to read files)"))
         .map_err(QueryFailure::Unavailable)?;
     if status == 200 {
         return serde_json::from_str(&body)
@@ -177,12 +178,12 @@ fn from_http(url: &str, request: &QueryRequest) -> Result<QueryResult, QueryFail
             .map_err(QueryFailure::Unavailable);
     }
     let said = serde_json::from_str::<ErrorAnswer>(&body).map_or(body.clone(), |answer| answer.error);
+    if let Some(refused) = refusal(status, &said) {
+        // Not the query's fault: the tool needs a credential, as health and top say (exit 1).
+        return Err(QueryFailure::Unavailable(anyhow::anyhow!("{api} answered {refused}")));
+    }
     let message = anyhow::anyhow!("{}", printable(&said));
     match status {
-        // Not the query's fault: the tool needs a credential, as health and top say (exit 1).
-        401 | 403 => Err(QueryFailure::Unavailable(
-            message.context(format!("{api} answered HTTP {status}: histd asks for a token (set HISTD_TOKEN to one)")),
-        )),
         400..=499 => Err(QueryFailure::BadInput(message)),
         _ => Err(QueryFailure::Unavailable(message)),
     }

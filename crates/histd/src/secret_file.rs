@@ -5,6 +5,77 @@
 
 use std::path::Path;
 
+/// A file holding the bearer token a client sends (`forward.tokenFile`), read again whenever
+/// its modification time or length changes: a token rotated in place is sent from the next
+/// request on, without a reload. A file that cannot be read any more, or holds no token,
+/// keeps the last good token in use (logged once until it reads again).
+#[derive(Debug)]
+pub struct TokenFile {
+    path: std::path::PathBuf,
+    key: &'static str,
+    state: std::sync::Mutex<TokenState>,
+}
+
+#[derive(Debug)]
+struct TokenState {
+    /// The modification time and length the token was read at.
+    stamp: Option<(std::time::SystemTime, u64)>,
+    /// `Bearer TOKEN`.
+    bearer: String,
+    /// A reading failed and was logged.
+    failing: bool,
+}
+
+impl TokenFile {
+    /// Reads the token file at `path` (named by `key`); the reason when it cannot be read or
+    /// holds no token.
+    pub fn open(path: &Path, key: &'static str) -> Result<TokenFile, String> {
+        let (stamp, bearer) = read_token(path, key)?;
+        let state = std::sync::Mutex::new(TokenState { stamp, bearer, failing: false });
+        Ok(TokenFile { path: path.to_path_buf(), key, state })
+    }
+
+    /// `Bearer TOKEN` with the token the file holds now (the last good one while it does not
+    /// read).
+    pub fn bearer(&self) -> String {
+        let mut state = crate::clock::lock(&self.state);
+        if stamp_of(&self.path) != state.stamp {
+            match read_token(&self.path, self.key) {
+                Ok((stamp, bearer)) => {
+                    if std::mem::take(&mut state.failing) || bearer != state.bearer {
+                        tracing::info!(key = self.key, path = %self.path.display(), "the token file is read again: its token is sent from now on");
+                    }
+                    *state = TokenState { stamp, bearer, failing: false };
+                }
+                Err(why) if !state.failing => {
+                    state.failing = true;
+                    tracing::warn!(key = self.key, %why, "the token file does not read: the last token read is sent meanwhile");
+                }
+                Err(_) => {}
+            }
+        }
+        state.bearer.clone()
+    }
+}
+
+/// The file's modification time and length.
+fn stamp_of(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    let metadata = std::fs::metadata(path).ok()?;
+    Some((metadata.modified().ok()?, metadata.len()))
+}
+
+/// The token of a token file (its first line that is not blank or a `#` comment; of a
+/// `NAME TOKEN` line, the token), as `Bearer TOKEN`, with the file's stamp.
+fn read_token(path: &Path, key: &str) -> Result<(Option<(std::time::SystemTime, u64)>, String), String> {
+    let stamp = stamp_of(path);
+    let text = read(path, key)?;
+    let line = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
+    match line.and_then(|line| line.split_whitespace().last()) {
+        Some(token) => Ok((stamp, format!("Bearer {token}"))),
+        None => Err(format!("{key}: {} holds no token", path.display())),
+    }
+}
+
 /// Reads the secret file at `path`, which `key` names; the reason when it cannot be read or
 /// anyone may write it.
 pub fn read(path: &Path, key: &str) -> Result<String, String> {

@@ -125,11 +125,19 @@ pub fn client_config(
         Some(ca) => roots(ca)?,
         None => system_roots()?,
     };
+    client_config_trusting(roots, files.identity.as_ref())
+}
+
+/// A client config trusting `roots`, presenting `identity` (certificate and key files, PEM).
+pub fn client_config_trusting(
+    roots: RootCertStore,
+    identity: Option<&(PathBuf, PathBuf)>,
+) -> Result<Arc<ClientConfig>, String> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|error| format!("TLS settings: {error}"))?
         .with_root_certificates(roots);
-    let mut config = match &files.identity {
+    let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some((cert, key)) => builder
             .with_client_auth_cert(certificates(cert)?, private_key(key)?)

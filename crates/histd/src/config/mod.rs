@@ -186,6 +186,14 @@ impl Config {
                 self.mgmt
             ));
         }
+        let graphite_nowhere =
+            self.lists("graphite") && self.settings::<crate::sinks::graphite::Graphite>().host.is_none();
+        let keeps = self.backends.iter().any(|backend| backend.name() != "graphite") || !graphite_nowhere;
+        if (self.global.accept || self.global.kafka.is_some()) && !keeps {
+            warnings.push(
+                "`global`: this global's backends keep the fleet's series nowhere (graphite without `graphiteHost`): name an output in `backends`, e.g. [\"store\"] for its query API and page".to_string(),
+            );
+        }
         warnings
     }
 

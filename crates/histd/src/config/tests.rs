@@ -482,3 +482,20 @@ fn check_config_reads_the_files_the_daemon_reads() {
         }
     }
 }
+
+#[test]
+fn a_global_whose_backends_keep_nothing_is_warned_of() {
+    // (config, a warning about `global`)
+    let cases = [
+        ("{ global: { accept: true } }", true),
+        ("{ global: { accept: true }, graphiteHost: 'carbon' }", false),
+        ("{ global: { accept: true }, backends: ['store'] }", false),
+        ("{ global: { accept: true }, backends: ['graphite', 'prometheus'] }", false),
+        ("{ backends: ['graphite'] }", false),
+        ("{ global: { kafka: { brokers: ['k:9092'] } }, mgmt_address: '127.0.0.1' }", true),
+    ];
+    for (text, warned) in cases {
+        let warnings = parse(text).warnings();
+        assert_eq!(warnings.iter().any(|w| w.starts_with("`global`")), warned, "{text}: {warnings:?}");
+    }
+}

@@ -362,9 +362,38 @@ impl Committer {
                 tracing::warn!(%error, messages = unsure, "global.kafka: the last commit failed (the next owner reads the last flush's batches again: messages.forward_batches_possibly_twice; restarted within global.kafka.sessionTimeoutMs, this global passes over what its store holds)");
             }
         }
+        self.leave_group();
+    }
+
+    /// Leaves the group so that the others take the partitions at once. A static member
+    /// (global/rejoin.rs) closing does not leave (the group would keep its partitions for it
+    /// for `sessionTimeoutMs`): it unsubscribes, and the revocation that starts is served here
+    /// (the reading thread has stopped) until the partitions are let go of; what is fetched
+    /// meanwhile is left to the next owner.
+    fn leave_group(&self) {
         self.consumer.unsubscribe();
+        let until = std::time::Instant::now() + LEAVE_WAIT;
+        let mut released_at = None;
+        while std::time::Instant::now() < until {
+            let _ = self.consumer.poll(POLL);
+            let released = lock(&self.offsets).assigned.is_empty();
+            match released_at {
+                None if released => released_at = Some(std::time::Instant::now()),
+                // The request that leaves the group goes out once the partitions are let go of.
+                Some(at) if at.elapsed() >= LEAVE_SENT => return,
+                _ => {}
+            }
+        }
+        tracing::warn!(waited_s = LEAVE_WAIT.as_secs(), "global.kafka: leaving the group took too long: the others take this global's partitions after global.kafka.sessionTimeoutMs");
     }
 }
+
+/// How long a stop waits for the group to be left.
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long the client is given, once the partitions are let go of, to send the request that
+/// leaves the group.
+const LEAVE_SENT: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// The thread reading the topic (its own, not the runtime's: a rebalance commits
 /// synchronously inside librdkafka's poll).

@@ -17,20 +17,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::api_client::{printable, ApiUrl, ANSWERS};
+use crate::api_client::{printable, refusal, ApiArgs, Endpoint, ANSWERS, UNREACHABLE_HINT};
 use crate::contract::Live;
 use model::Model;
 
 /// `histd top`'s command line.
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
-    /// The running histd's HTTP API, http:// or https:// (default: from --config, else
-    /// http://127.0.0.1:8127; a CA of your own: SSL_CERT_FILE=ca.pem).
-    #[arg(long)]
-    url: Option<String>,
-    /// The daemon's config file, for its HTTP address.
-    #[arg(long, short)]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    api: ApiArgs,
     /// Seconds between refreshes.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
@@ -62,7 +57,7 @@ pub struct TopArgs {
 
 /// Runs `histd top`.
 pub fn run(args: &TopArgs) -> anyhow::Result<()> {
-    let url = url_of(args)?;
+    let url = args.api.endpoint().map_err(anyhow::Error::msg)?;
     let mut model = Model::new(args.threshold, args.limit.clamp(1, 1000));
     model.sort = model::Column::named(&args.sort)
         .with_context(|| format!("--sort {}: not name, rate, value, p50, p99 or above", args.sort))?;
@@ -87,7 +82,7 @@ pub fn run(args: &TopArgs) -> anyhow::Result<()> {
 
 /// Asks the daemon and feeds the model.
 pub struct Poller {
-    url: ApiUrl,
+    url: Endpoint,
     log: Option<PathBuf>,
 }
 
@@ -110,35 +105,13 @@ impl Poller {
     fn fetch(&self, path: &str) -> anyhow::Result<Live> {
         let url = &self.url;
         let (status, body) =
-            url.get(path, ANSWERS).with_context(|| format!("cannot reach histd at {url} (is it running? --url)"))?;
-        match status {
-            200 => {}
-            401 | 403 => anyhow::bail!(
-                "{url}{path}: HTTP {status}: histd asks for a token (set HISTD_TOKEN to one): {}",
-                printable(&body)
-            ),
-            _ => anyhow::bail!("{url}{path}: HTTP {status}: {}", printable(&body)),
+            url.get(path, ANSWERS).with_context(|| format!("cannot reach histd at {url} ({UNREACHABLE_HINT})"))?;
+        if let Some(refused) = refusal(status, &body) {
+            anyhow::bail!("{url}{path}: {refused}");
+        }
+        if status != 200 {
+            anyhow::bail!("{url}{path}: HTTP {status}: {}", printable(&body));
         }
         serde_json::from_str(&body).with_context(|| format!("not the live view from {url}: {}", printable(&body)))
-    }
-}
-
-/// The daemon's API: `--url`, else `--config`'s HTTP address (https when it has `http.tls`),
-/// else http://127.0.0.1:8127.
-fn url_of(args: &TopArgs) -> anyhow::Result<ApiUrl> {
-    if let Some(url) = &args.url {
-        return ApiUrl::parse(url).map_err(|why| anyhow::anyhow!("--url {}: {why}", printable(url)));
-    }
-    match &args.config {
-        Some(path) => {
-            let config = crate::config::Config::from_file(path)?;
-            anyhow::ensure!(
-                config.http_port.serve,
-                "{} serves no HTTP API: add http_port (or the store backend) to it",
-                path.display()
-            );
-            Ok(ApiUrl::of_address(config.http_port.address, config.http.tls.is_some()))
-        }
-        None => ApiUrl::parse("http://127.0.0.1:8127").map_err(|why| anyhow::anyhow!(why)),
     }
 }

@@ -213,3 +213,109 @@ fn health_query_and_top_reach_an_https_daemon() {
     assert!(stderr.contains("TLS"), "{stderr}");
     assert!(daemon.terminate());
 }
+
+/// Issue 49, item 1: the tools speak a guarded HTTPS edge by their own flags. A daemon serves
+/// HTTPS (its certificate file carries its chain up to the CA), asks a read token, and takes
+/// client certificates from its CA for the read role: `--ca-file` trusts the CA besides the
+/// system's, `HISTD_TOKEN` or `--cert`/`--key` prove the caller, `--config` derives scheme,
+/// address and CA from the daemon's own config; each failure says what is wrong.
+#[test]
+fn health_query_and_top_speak_a_guarded_https_edge_by_their_flags() {
+    let dir = crate::harness::temp_dir("cli-edge-pki");
+    let ca = crate::harness::TestCa::new(&dir, "edge");
+    let stranger = crate::harness::TestCa::new(&dir, "edge-stranger");
+    let (cert, key) = ca.server();
+    let chain = dir.join("chain.pem");
+    let chained = [std::fs::read(&cert).unwrap(), std::fs::read(&ca.cert).unwrap()].concat();
+    std::fs::write(&chain, chained).unwrap();
+    let (client_cert, client_key) = ca.client("reader");
+    let (stranger_cert, stranger_key) = stranger.client("reader");
+    let tokens = dir.join("read.tokens");
+    std::fs::write(&tokens, "person 0123456789abcdef-read\n").unwrap();
+    let mut permissions = std::fs::metadata(&tokens).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o600);
+    std::fs::set_permissions(&tokens, permissions).unwrap();
+    let port = crate::harness::free_port();
+    let daemon = crate::harness::Daemon::start_process(
+        "cli-edge",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: {port}, \
+               flushInterval: 200, backends: ['store'], store: {{ dataDir: '$DIR/data' }}, \
+               http: {{ tokens: {{ read: '{}' }}, tls: {{ certFile: '{}', keyFile: '{}', clientCAFile: '{}', \
+               clientCertRoles: ['read'] }} }} }}",
+            tokens.display(),
+            chain.display(),
+            key.display(),
+            ca.cert.display()
+        ),
+    );
+    daemon.send_tcp("cli.edge.hits:5|c\n");
+    let config = daemon.dir.join("config.js");
+    let url = format!("https://localhost:{port}");
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    // No system roots: what a tool trusts comes from its flags alone.
+    let empty = dir.join("no-roots.pem");
+    std::fs::write(&empty, "").unwrap();
+    let histd = |args: &[String], token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_histd"));
+        command.args(args).env("SSL_CERT_FILE", &empty).env_remove("HISTD_TOKEN");
+        if let Some(token) = token {
+            command.env("HISTD_TOKEN", token);
+        }
+        let output = command.output().unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (output.status.code(), text(&output.stdout), text(&output.stderr))
+    };
+    let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let token = Some("0123456789abcdef-read");
+    let with_ca = |tool: &[&str]| [args(tool), args(&["--url", &url, "--ca-file", &path(&ca.cert)])].concat();
+
+    // (arguments, HISTD_TOKEN, exit code, what stdout or stderr says)
+    let cases: Vec<(Vec<String>, Option<&str>, i32, &str)> = vec![
+        (with_ca(&["health"]), token, 0, "up ("),
+        (args(&["health", "--url", &url]), token, 1, "signed by no CA this client trusts"),
+        (
+            args(&["health", "--url", &url, "--ca-file", &path(&stranger.cert)]),
+            token,
+            1,
+            "signed by no CA this client trusts",
+        ),
+        (with_ca(&["health"]), None, 1, "HISTD_TOKEN"),
+        (with_ca(&["health"]), Some("not-the-token-0000"), 1, "HTTP 403"),
+        (
+            [with_ca(&["health"]), args(&["--cert", &path(&client_cert), "--key", &path(&client_key)])].concat(),
+            None,
+            0,
+            "up (",
+        ),
+        (
+            [with_ca(&["health"]), args(&["--cert", &path(&stranger_cert), "--key", &path(&stranger_key)])].concat(),
+            None,
+            1,
+            "client certificate",
+        ),
+        (args(&["health", "--config", &path(&config)]), token, 0, "up ("),
+        // The token too: the first of the daemon's http.tokens.read.
+        (args(&["health", "--config", &path(&config)]), None, 0, "up ("),
+        (args(&["health", "--url", &url, "--cert", &path(&client_cert)]), token, 2, "--key"),
+        (args(&["health", "--url", &url, "--ca-file", "/nonexistent/ca.pem"]), token, 2, "/nonexistent/ca.pem"),
+        (args(&["top", "--once", "--interval", "0.1", "--config", &path(&config)]), token, 0, "cli.edge.hits"),
+        (with_ca(&["query", "sum(cli.edge.hits)", "--from", "-5m", "--format", "csv"]), None, 1, "HISTD_TOKEN"),
+    ];
+    let counted = || {
+        let query = [with_ca(&["query", "sum(cli.edge.hits)", "--from", "-5m", "--format", "csv"])].concat();
+        let (code, stdout, _) = histd(&query, token);
+        code == Some(0) && stdout.lines().skip(1).any(|line| line.ends_with(",5"))
+    };
+    assert!(
+        crate::harness::eventually(counted),
+        "the query over https with --ca-file and HISTD_TOKEN never answered 5"
+    );
+    for (arguments, token, code, said) in cases {
+        let (got, stdout, stderr) = histd(&arguments, token);
+        let what = format!("{arguments:?} (token {token:?}): exit {got:?}\n{stdout}{stderr}");
+        assert_eq!(got, Some(code), "{what}");
+        assert!(stdout.contains(said) || stderr.contains(said), "'{said}' not said: {what}");
+    }
+    assert!(daemon.terminate());
+}

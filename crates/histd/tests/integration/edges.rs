@@ -295,6 +295,43 @@ fn n3_a_local_forwards_with_its_token() {
     assert!(global.terminate());
 }
 
+/// Issue 49, item 6: a token rotated in place in `forward.tokenFile` is sent from the next
+/// request on (the file is read again when it changes; no reload, no restart): a local refused
+/// with a wrong token sends its kept batch once the file holds the right one.
+#[test]
+fn a_local_sends_the_token_rotated_in_its_file_from_the_next_request() {
+    let carbon = Carbon::start();
+    let dir = temp_dir("rotated-token-files");
+    let tokens = token_files(&dir);
+    let port = free_port();
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: {port}, graphiteHost: '127.0.0.1', graphitePort: {}, \
+           flushInterval: 300, global: {{ accept: true }}, {tokens} }}",
+        carbon.port
+    );
+    let global = Daemon::start_process("rotated-token-global", &config);
+    let token_file = dir.join("local.token");
+    std::fs::write(&token_file, "web-1-token-0000000000-wrong\n").unwrap();
+    let local = Daemon::start_process(
+        "rotated-token-local",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 300, backends: ['forward'], \
+               forward: {{ nodes: ['http://127.0.0.1:{port}'], source: 'web-1', tokenFile: '{}', checkInterval: 200, \
+               spoolDir: '$DIR/spool' }} }}",
+            token_file.display()
+        ),
+    );
+    local.send_udp("rotated.hits:3|c\n");
+    assert!(eventually(|| global.stat("messages.refused_http_credentials") > 0.0), "the wrong token is refused");
+    std::thread::sleep(Duration::from_secs(1));
+    let stored = || carbon.flushes().iter().any(|f| f.get("stats_counts.rotated.hits") == Some("3"));
+    assert!(!stored(), "refused while the file holds the wrong token");
+    std::fs::write(&token_file, "web-1-token-0123456789\n").unwrap();
+    assert!(eventually(stored), "global: {}\nlocal: {}", global.stderr(), local.admin("stats"));
+    drop(local);
+    assert!(global.terminate());
+}
+
 /// N4: a web page can neither post a batch, change state, nor read through a rebound name;
 /// the page carries a content security policy and cannot be framed.
 #[test]

@@ -142,7 +142,7 @@ impl ForwardConfig {
     /// now; each problem names its key.
     pub fn check_files(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        problems.extend(self.authorization().err());
+        problems.extend(self.token().err());
         problems.extend(self.client_tls().err());
         if let Some(kafka) = &self.kafka {
             problems.extend(kafka.client_config().err().map(|why| format!("forward.kafka: {why}")));
@@ -160,17 +160,12 @@ impl ForwardConfig {
             .map_err(|why| format!("forward.tls: {why}"))
     }
 
-    /// The `Authorization` header for the globals, from `forward.tokenFile` (its first line
-    /// that is not blank or a `#` comment; a `NAME TOKEN` line sends the token).
-    pub fn authorization(&self) -> Result<Option<(String, String)>, String> {
+    /// The token for the globals, from `forward.tokenFile` (its first line that is not blank
+    /// or a `#` comment; a `NAME TOKEN` line sends the token), read again whenever the file
+    /// changes.
+    pub fn token(&self) -> Result<Option<std::sync::Arc<crate::secret_file::TokenFile>>, String> {
         let Some(path) = &self.token_file else { return Ok(None) };
-        let text = crate::secret_file::read(path, "forward.tokenFile")?;
-        let line = text.lines().map(str::trim).find(|line| !line.is_empty() && !line.starts_with('#'));
-        let token = line.and_then(|line| line.split_whitespace().last());
-        match token {
-            Some(token) => Ok(Some(("authorization".to_string(), format!("Bearer {token}")))),
-            None => Err(format!("forward.tokenFile: {} holds no token", path.display())),
-        }
+        crate::secret_file::TokenFile::open(path, "forward.tokenFile").map(|file| Some(std::sync::Arc::new(file)))
     }
 }
 
@@ -421,7 +416,7 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
 /// Its keys, for README's table (`config/keys.rs`).
 pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.nodes", "forward.paths[].nodes"], "required with the `forward` backend", "the global histd nodes, `[\"http://10.0.0.5:8127\", ...]` (their HTTP port; batches go to `/api/v1/forward` unless a path is given). Each series goes to one node by rendezvous hashing of its key over the nodes that are up (docs/forward-format.md); a node that fails is skipped until its `/health` answers again"),
-    histd(&["forward.tokenFile", "forward.paths[].tokenFile"], "none", "a file holding the token (its first line; `NAME TOKEN` sends TOKEN) sent as `Authorization: Bearer` with every batch and health check: one of the globals' `http.tokens.write` (its name there is this local's credential: batch identities are bound to it)"),
+    histd(&["forward.tokenFile", "forward.paths[].tokenFile"], "none", "a file holding the token (its first line; `NAME TOKEN` sends TOKEN) sent as `Authorization: Bearer` with every batch and health check: one of the globals' `http.tokens.write` (its name there is this local's credential: batch identities are bound to it). Read again whenever the file changes: a token rotated in place is sent from the next request on"),
     histd(&["forward.tls.caFile", "forward.paths[].tls.caFile"], "none (the system's roots)", "a PEM file of the CA certificates `https://` nodes are checked against, instead of the system's"),
     histd(&["forward.tls.certFile", "forward.tls.keyFile", "forward.paths[].tls.certFile", "forward.paths[].tls.keyFile"], "none", "a client certificate and its key (PEM) presented to `https://` nodes (mutual TLS: the globals' `http.tls.clientCAFile`); its subject's CN is this local's credential where `http.tls.clientCertRoles` has `write`"),
     histd(&["forward.paths"], "none", "independent destinations, `[{name, nodes | kafka, spoolDir, ...}]`: every batch goes to each, with a spool and counters (`forward.<name>.*`) of its own, so one path's outage never holds the other (e.g. the globals of two datacenters, or one over HTTP and one through Kafka). Each takes the destination keys below (`nodes`, `kafka`, `spoolDir`, `spoolBytes`, `tokenFile`, `tls`, `checkInterval`, `timeoutMs`, `redirectAfterMs`); `source` and the limits are shared. Each path's globals are exact on their own"),

@@ -367,8 +367,16 @@ impl Delivery {
         self.renew_producer();
     }
 
-    /// A transactional step failed: counted in `errors`, logged once per run of failures.
+    /// A transactional step failed: counted in `errors`, logged once per run of failures. A
+    /// producer fenced by another with its transactional id is named at once: two locals
+    /// sharing a source (or a `transactionalId`) fence each other at every flush.
     fn transaction_failed(&mut self, failed: &TransactionFailed) {
+        let fenced = failed.reason().to_ascii_lowercase().contains("fenced");
+        let first = fenced && !std::mem::replace(&mut self.producing().fenced_told, true);
+        if let (TransactionFailed::Fatal(reason), true) = (failed, first) {
+            let id = self.producing().settings.transactional_id.clone().unwrap_or_default();
+            tracing::warn!(transactional_id = %id, reason, "forward.kafka: another producer with this local's transactional id fenced it: two locals share it (give each its own forward.source, or forward.kafka.transactionalId); its batches wait and go again (logged once; counted in errors)");
+        }
         let reason = format!("Kafka transaction: {}", failed.reason());
         self.sender.record(&Verdict::retry(reason), 0, 0);
     }
@@ -401,6 +409,8 @@ pub(super) struct Producing {
     ready: bool,
     /// The batches of a transaction whose commit was not answered (asked about first).
     uncommitted: Vec<Waiting>,
+    /// Another producer's fencing of this local was logged (once a run).
+    fenced_told: bool,
 }
 
 impl Producing {
@@ -411,6 +421,7 @@ impl Producing {
             settings: settings.clone(),
             ready: false,
             uncommitted: Vec::new(),
+            fenced_told: false,
         })
     }
 }

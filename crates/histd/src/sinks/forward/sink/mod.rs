@@ -44,7 +44,7 @@ pub fn spawn(
     telemetry: Arc<SinkTelemetry>,
     flushes: Flushes,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let authorization = config.authorization().map_err(|why| anyhow::anyhow!(why))?;
+    let token = config.token().map_err(|why| anyhow::anyhow!(why))?;
     let tls = config.client_tls().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
         .map_err(|error| anyhow::anyhow!("forward.spoolDir: {error}"))?;
@@ -65,12 +65,7 @@ pub fn spawn(
                 kafka::Producing::new(producer_settings).map_err(|why| anyhow::anyhow!("forward.kafka: {why}"))?;
             Ok(tokio::spawn(kafka::run_on_kafka(spool, settings, telemetry, producing, flushes)))
         }
-        None => Ok(nodes::spawn_on_nodes(
-            config,
-            DeliveryParts { spool, settings, telemetry },
-            (authorization, tls),
-            flushes,
-        )),
+        None => Ok(nodes::spawn_on_nodes(config, DeliveryParts { spool, settings, telemetry }, (token, tls), flushes)),
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 
 use super::{Delivery, DeliveryParts, Pass, Way};
 use crate::http_client::{Client, HttpUrl, Outcome};
+use crate::secret_file::TokenFile;
 use crate::sinks::delivery::{plain_judge, Verdict};
 use crate::sinks::forward::config::ForwardConfig;
 use crate::sinks::forward::format::CONTENT_TYPE;
@@ -20,7 +21,7 @@ use crate::sinks::Flushes;
 pub(super) fn spawn_on_nodes(
     config: &ForwardConfig,
     parts: DeliveryParts,
-    (authorization, tls): (Option<(String, String)>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
+    (token, tls): (Option<Arc<TokenFile>>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
     flushes: Flushes,
 ) -> JoinHandle<()> {
     let ring = Arc::new(Ring::new(config.nodes.iter().map(|(name, _)| Node::new(name.clone())).collect()));
@@ -29,21 +30,18 @@ pub(super) fn spawn_on_nodes(
     let checks = check_health(
         ring.clone(),
         urls.clone(),
-        (authorization.clone(), tls.clone()),
+        (token.clone(), tls.clone()),
         config.check_interval,
         config.timeout,
         node_came_back.clone(),
     );
     let health = tokio::spawn(checks);
-    let mut headers = vec![
+    let headers = vec![
         ("content-type".to_string(), CONTENT_TYPE.to_string()),
         ("content-encoding".to_string(), "snappy".to_string()),
     ];
-    headers.extend(authorization);
-    let clients = urls
-        .into_iter()
-        .map(|url| Some(Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone())))
-        .collect();
+    let client = |url| Client::new(url, headers.clone(), config.timeout).with_tls(tls.clone());
+    let clients = urls.into_iter().map(|url| Some(client(url).with_token_file(token.clone()))).collect();
     let delivery = parts.deliver(ring, Way::Nodes { clients, redirect_after: config.redirect_after });
     tokio::spawn(async move {
         delivery.run(flushes, node_came_back).await;
@@ -70,16 +68,13 @@ fn judge(answered: Result<crate::http_client::Answer, String>) -> Verdict {
 async fn check_health(
     ring: Arc<Ring>,
     urls: Vec<HttpUrl>,
-    (authorization, tls): (Option<(String, String)>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
+    (token, tls): (Option<Arc<TokenFile>>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
     interval: Duration,
     timeout: Duration,
     came_back: Arc<Notify>,
 ) {
-    let headers: Vec<(String, String)> = authorization.into_iter().collect();
-    let mut clients: Vec<Client> = urls
-        .into_iter()
-        .map(|url| Client::new(url, headers.clone(), timeout.min(interval)).with_tls(tls.clone()))
-        .collect();
+    let client = |url| Client::new(url, Vec::new(), timeout.min(interval)).with_tls(tls.clone());
+    let mut clients: Vec<Client> = urls.into_iter().map(|url| client(url).with_token_file(token.clone())).collect();
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
