@@ -26,11 +26,11 @@ function check(name, condition, detail = "") {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Starts histd; resolves with its addresses once it logs "ready". */
-function startHistd(dataDir) {
+/** Starts histd (`extra`: more config keys); resolves with its addresses once it logs "ready". */
+function startHistd(dataDir, extra = "") {
   const config = path.join(dataDir, "config.js");
   fs.writeFileSync(config, `{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 1000,
-    backends: ['store'], store: { dataDir: '${dataDir}' },
+    backends: ['store'], store: { dataDir: '${dataDir}' }, ${extra}
     alerts: [ { name: 'slow api', expr: 'count_above(api.latency, 1000)', over: '10s', above: 5,
                 summary: '{{value}} requests took longer than 1 s in the last {{over}}' } ] }`);
   const child = spawn(binary, ["run", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
@@ -143,6 +143,56 @@ async function checkAxes(page, where) {
 async function api(http, route, params) {
   const response = await fetch(`http://${http}/api/v1/${route}?` + new URLSearchParams(params));
   return response.json();
+}
+
+/** Issue 49, item 2: with read tokens on, a person signs in by typing a token into the page,
+ * sees the series, signs out and is refused again; a token removed from its file at a reload
+ * ends its sessions. The browser never holds the token: only an HttpOnly session cookie. */
+async function signIn(browser) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "histd-ui-sign-in-"));
+  const tokens = path.join(dataDir, "read.tokens");
+  const token = "person-0123456789abcdef";
+  fs.writeFileSync(tokens, `person ${token}\n`, { mode: 0o600 });
+  const { child, addresses } = await startHistd(dataDir, `http: { tokens: { read: '${tokens}' } },`);
+  try {
+    await sendLines(addresses.udp, ["signed.in.hits:1|c", "signed.in.latency:12|ms"]);
+    await sleep(2500);
+    const base = `http://${addresses.http}/`;
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const first = await page.goto(base);
+    check("sign-in: a guarded page is a sign-in form", first.status() === 401 && (await page.$('form#sign-in input[type="password"][name="token"]')) !== null, `HTTP ${first.status()}`);
+    await page.fill("#token", "not-the-token-00000");
+    await Promise.all([page.waitForNavigation(), page.click('form#sign-in button[type="submit"]')]);
+    check("sign-in: a wrong token is told and refused", (await page.textContent("body")).includes("does not open") && (await context.cookies()).length === 0);
+    await page.fill("#token", token);
+    await Promise.all([page.waitForNavigation(), page.click('form#sign-in button[type="submit"]')]);
+    await page.waitForSelector('button.series[data-series="signed.in.hits"]', { timeout: 15000 });
+    const cookies = await context.cookies();
+    const session = cookies.find((c) => c.name === "histd_session");
+    check("sign-in: the token opens the page and its series", session !== undefined && page.url().startsWith(base), page.url());
+    check("sign-in: the cookie is an HttpOnly, SameSite=Strict session id, never the token",
+      session && session.httpOnly && session.sameSite === "Strict" && !session.value.includes(token) && session.value.length === 64,
+      JSON.stringify(session && { httpOnly: session.httpOnly, sameSite: session.sameSite, length: session.value.length }));
+    check("sign-in: the token is nowhere in the page or its URL", !(await page.content()).includes(token) && !page.url().includes(token));
+    await page.screenshot({ path: path.join(shots, "signed-in-1280x800.png") });
+    await Promise.all([page.waitForNavigation(), page.click("#sign-out")]);
+    const out = await page.goto(base);
+    check("sign-in: signed out, the page is the form again", out.status() === 401 && (await page.$("form#sign-in")) !== null, `HTTP ${out.status()}`);
+    // Signed in again; the token leaves its file and the config is reloaded: the session ends.
+    await page.fill("#token", token);
+    await Promise.all([page.waitForNavigation(), page.click('form#sign-in button[type="submit"]')]);
+    await page.waitForSelector('button.series[data-series="signed.in.hits"]', { timeout: 15000 });
+    fs.writeFileSync(tokens, "person another-token-0123456789\n", { mode: 0o600 });
+    child.kill("SIGHUP");
+    await sleep(1000);
+    const ended = await page.goto(base);
+    check("sign-in: a token removed from its file ends its sessions", ended.status() === 401 && (await page.$("form#sign-in")) !== null, `HTTP ${ended.status()}`);
+    await context.close();
+  } finally {
+    child.kill("SIGTERM");
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
 }
 
 async function main() {
@@ -411,6 +461,7 @@ async function main() {
     await page.waitForSelector("#status.error");
     check("API errors are shown in the page", (await page.textContent("#status")).includes("parameter `from`"));
 
+    await signIn(browser);
     check("every request stayed on 127.0.0.1", offsite.length === 0, offsite.join(" "));
     check("the page raised no script errors", pageErrors.length === 0, pageErrors.join(" | "));
   } finally {

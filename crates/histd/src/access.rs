@@ -285,6 +285,20 @@ impl Credentials {
         headers: &HeaderMap,
         peer: Option<&PeerCertificate>,
     ) -> Result<Caller, Refused> {
+        self.admit_signed_in(role, path, headers, peer, None)
+    }
+
+    /// [`Credentials::admit`], for a browser signed in with the read token named `session`
+    /// (http/session.rs): it opens the read role as that token does, while the token is in
+    /// force.
+    pub fn admit_signed_in(
+        &self,
+        role: Role,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<&PeerCertificate>,
+        session: Option<&str>,
+    ) -> Result<Caller, Refused> {
         let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
         let host = text(header::HOST).unwrap_or("");
         if !self.host_is_ours(host) {
@@ -293,12 +307,55 @@ impl Credentials {
         if role != Role::Read {
             same_origin(host, text(header::ORIGIN), headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()))?;
         }
+        if let (Some(name), Role::Read, None) = (session, role, text(header::AUTHORIZATION)) {
+            return Ok(Caller { credential: format!("session:{name}") });
+        }
         let any_role = path == "/health";
         let by_certificate = if any_role { self.cert_roles.contains(&true) } else { self.cert_roles[role as usize] };
         if let Some(PeerCertificate(name)) = peer.filter(|_| by_certificate) {
             return Ok(Caller { credential: format!("cert:{name}") });
         }
         self.credential(role, path, text(header::AUTHORIZATION), by_certificate)
+    }
+
+    /// Admits a request that needs no credential but changes a browser's state (signing in or
+    /// out): its host must be ours and it must come from this histd's own page.
+    pub fn admit_from_own_page(&self, headers: &HeaderMap) -> Result<(), Refused> {
+        let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        let host = text(header::HOST).unwrap_or("");
+        if !self.host_is_ours(host) {
+            return Err(Refused::Host(host.to_string()));
+        }
+        same_origin(host, text(header::ORIGIN), headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()))
+    }
+
+    /// The name of the read (or admin) token `token` is, compared in constant time; `None`
+    /// for any other text.
+    pub fn read_token_named(&self, token: &str) -> Option<String> {
+        let presented = token.as_bytes();
+        let mut found = None;
+        for (name, known) in self.tokens[Role::Read as usize].iter().chain(&self.tokens[Role::Admin as usize]) {
+            if constant_time_eq(known, presented) {
+                found = Some(name.clone());
+            }
+        }
+        found.filter(|_| !presented.is_empty())
+    }
+
+    /// True when a read (or admin) token whose SHA-256 is `digest` is in force: a session
+    /// lives only as long as the token it was opened with.
+    pub fn holds_read_token(&self, digest: &[u8; 32]) -> bool {
+        let tokens = self.tokens[Role::Read as usize].iter().chain(&self.tokens[Role::Admin as usize]);
+        let mut held = false;
+        for (_, token) in tokens {
+            held |= constant_time_eq(&token_digest(token), digest);
+        }
+        held
+    }
+
+    /// True when the read role needs a credential (a browser is shown the sign-in form).
+    pub fn read_is_guarded(&self) -> bool {
+        !self.tokens[Role::Read as usize].is_empty() || self.cert_roles[Role::Read as usize]
     }
 
     fn host_is_ours(&self, host: &str) -> bool {
@@ -369,12 +426,25 @@ fn same_origin(host: &str, origin: Option<&str>, fetch_site: Option<&str>) -> Re
         return Err(Refused::Origin(format!("refused a {site} request from a web page")));
     }
     if let Some(origin) = origin {
+        // A form posted from a page whose referrer policy is `no-referrer` (histd's) says
+        // `Origin: null`; the browser's own `Sec-Fetch-Site` then tells where it came from.
+        if origin == "null" && fetch_site == Some("same-origin") {
+            return Ok(());
+        }
         let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
         if origin_host != host {
             return Err(Refused::Origin(format!("refused from the web origin '{origin}'")));
         }
     }
     Ok(())
+}
+
+/// The SHA-256 of a token: what a session keeps of the token it was opened with.
+pub fn token_digest(token: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
 }
 
 /// The guard's state: the credentials in force (replaced by a reload).
@@ -543,6 +613,23 @@ mod tests {
         for (credentials, role, path, headers, want) in cases {
             let got = credentials.admit(role, path, &headers, None).map(|caller| caller.credential);
             assert_eq!(got.as_deref(), want.as_ref().map(|s| *s), "{role:?} {path} {headers:?}");
+        }
+    }
+
+    #[test]
+    fn requests_from_other_origins_are_told_apart_from_the_page_s_own() {
+        // (Origin, Sec-Fetch-Site, admitted)
+        let cases: &[(Option<&str>, Option<&str>, bool)] = &[
+            (None, None, true),
+            (Some("http://127.0.0.1:8127"), Some("same-origin"), true),
+            (Some("http://evil.example"), None, false),
+            (None, Some("cross-site"), false),
+            (Some("null"), Some("same-origin"), true),
+            (Some("null"), None, false),
+            (Some("null"), Some("cross-site"), false),
+        ];
+        for (origin, site, admitted) in cases {
+            assert_eq!(same_origin("127.0.0.1:8127", *origin, *site).is_ok(), *admitted, "{origin:?} {site:?}");
         }
     }
 

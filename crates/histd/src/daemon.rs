@@ -184,6 +184,8 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         body_timeout: config.ingest.http_body_timeout,
         answers: Arc::new(http::AnswerBudget::new(config.ingest.http_answer_bytes)),
         waiters: Default::default(),
+        sessions: Default::default(),
+        over_tls: server_tls.is_some(),
         damaged_blocks: Mutex::new(crate::sinks::store::DamagedBlocks::new(
             "the HTTP API's reads",
             http::DAMAGED_BLOCKS_SHOWN,

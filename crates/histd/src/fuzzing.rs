@@ -198,6 +198,27 @@ pub fn cli_answer(answer: &[u8]) {
     });
 }
 
+/// A browser's sign-in request (issue 49, item 2): its `Cookie` header lines and its form
+/// body, read as the HTTP port reads them: never a panic; a session id found is one the
+/// header holds whole, and a token read from the form is one the form names.
+pub fn sign_in_request(data: &[u8]) {
+    let (cookies, form) = data.split_at(data.iter().position(|&b| b == 0).unwrap_or(data.len()));
+    let mut headers = axum::http::HeaderMap::new();
+    for line in cookies.split(|&b| b == b'\n') {
+        if let Ok(value) = axum::http::HeaderValue::from_bytes(line) {
+            headers.append(axum::http::header::COOKIE, value);
+        }
+    }
+    if let Some(id) = crate::http::session::session_id(&headers) {
+        let held = headers
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .any(|v| v.as_bytes().windows(id.len()).any(|w| w == id.as_bytes()));
+        assert!(held && !id.is_empty() && id.len() <= 128, "{id:?}");
+    }
+    let _ = crate::http::session::form_field(form, "token");
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

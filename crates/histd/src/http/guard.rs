@@ -17,19 +17,38 @@ use crate::access::{PeerCertificate, Refused, Role};
 /// The content security policy of every answer: the page loads only its own files, is never
 /// framed, and sends forms nowhere.
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; \
-                   frame-ancestors 'none'; form-action 'none'; base-uri 'none'";
+                   frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
+
+/// The routes that sign a browser in and out: they need no credential and check their own
+/// origin (http/session.rs).
+pub const SIGN_IN: &str = "/-/sign-in";
+/// See [`SIGN_IN`].
+pub const SIGN_OUT: &str = "/-/sign-out";
 
 /// The middleware: admits or refuses each request, then marks every answer.
 pub async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
-    let role = Role::of(request.method(), request.uri().path());
-    let peer = request.extensions().get::<PeerCertificate>();
-    let admitted = state.guard.current().admit(role, request.uri().path(), request.headers(), peer);
-    let mut response = match admitted {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
+    let path = request.uri().path();
+    let mut response = if matches!(path, SIGN_IN | SIGN_OUT) {
+        next.run(request).await
+    } else {
+        let role = Role::of(request.method(), path);
+        let peer = request.extensions().get::<PeerCertificate>();
+        let credentials = state.guard.current();
+        let session =
+            super::session::session_id(request.headers()).and_then(|id| state.sessions.signed_in(id, &credentials));
+        let admitted = credentials.admit_signed_in(role, path, request.headers(), peer, session.as_deref());
+        match admitted {
+            Ok(caller) => {
+                request.extensions_mut().insert(caller);
+                next.run(request).await
+            }
+            // A person without a credential is shown the sign-in form instead of the page.
+            Err(Refused::Unauthorized(Role::Read)) if path == "/" && credentials.read_is_guarded() => {
+                state.admin.edges.refused_http_credentials.add(1);
+                super::session::sign_in_page(StatusCode::UNAUTHORIZED, None)
+            }
+            Err(refused) => refusal(&state, refused),
         }
-        Err(refused) => refusal(&state, refused),
     };
     let headers = response.headers_mut();
     headers.insert("content-security-policy", HeaderValue::from_static(CSP));
@@ -39,7 +58,8 @@ pub async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, ne
     response
 }
 
-fn refusal(state: &HttpState, refused: Refused) -> Response {
+/// The answer to a refused request, counted.
+pub(super) fn refusal(state: &HttpState, refused: Refused) -> Response {
     let edges = &state.admin.edges;
     let (status, message) = match refused {
         Refused::Host(host) => {

@@ -17,6 +17,7 @@
 //! | `GET /metrics` | `Accept` picks text 0.0.4 or OpenMetrics 1.0 | histd's own metrics; with the prometheus backend, every series |
 //! | `POST /-/reload` | | reads the config file again and applies it: `{"applied": [key], "needs_restart": [key]}`; 400 naming the bad key when the file is invalid (the old config runs on); 403 from another web origin or host name |
 //! | `POST /-/clear` | | the prometheus backend forgets its cumulative series (404 when it is off; 403 from another web origin or host name) |
+//! | `POST /-/sign-in`, `POST /-/sign-out` | a form with `token` | a browser's session opened with a read token (303 to `/` with a session cookie; the form again, 401, for a wrong token) or ended (session.rs) |
 //!
 //! Every request passes `guard.rs` first: its `Host` must be an address, `localhost` or a name
 //! in `http.hostnames`; a route's role (read, write, admin) may need a token; write and admin
@@ -36,6 +37,7 @@ pub mod guard;
 pub(crate) mod live;
 mod metrics;
 pub mod series;
+pub mod session;
 mod ui;
 
 use std::path::PathBuf;
@@ -88,6 +90,10 @@ pub struct HttpState {
     /// Stored blocks the readers found damaged (left out of the answers that met them), each
     /// once, the latest [`DAMAGED_BLOCKS_SHOWN`] kept for `/health`.
     pub damaged_blocks: Mutex<crate::sinks::store::DamagedBlocks>,
+    /// Browsers signed in with a read token (session.rs).
+    pub sessions: session::Sessions,
+    /// The port serves HTTPS (session cookies are then `Secure`).
+    pub over_tls: bool,
 }
 
 /// Damaged blocks `/health` names (the count in `messages.store_corrupt_blocks` has them all).
@@ -324,6 +330,8 @@ fn router(state: Arc<HttpState>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/-/clear", post(metrics::clear))
         .route("/-/reload", post(api::reload))
+        .route(guard::SIGN_IN, post(session::sign_in))
+        .route(guard::SIGN_OUT, post(session::sign_out))
         .route("/", get(ui::index))
         .route("/ui/{*file}", get(ui::file))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
