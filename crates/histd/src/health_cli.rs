@@ -27,7 +27,7 @@ pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
     let said = health["status"].as_str().with_context(|| format!("no status in /health's answer: {shown}"))?;
     let said = printable(said);
     let number = |key: &str| health[key].as_u64().unwrap_or(0);
-    let line = format!(
+    let mut line = format!(
         "{said} ({} s running, {} packets, {} metrics, {} bad lines, {} kernel drops)",
         number("uptime_s"),
         number("packets_received"),
@@ -35,7 +35,34 @@ pub fn verdict(status: u16, body: &str) -> anyhow::Result<(bool, String)> {
         number("bad_lines"),
         number("kernel_drops"),
     );
+    line.push_str(&kafka_summary(&health));
     Ok((status == 200 && said == "up", line))
+}
+
+/// A Kafka global's part of the line: its partitions, lag, commits and held batches.
+fn kafka_summary(health: &serde_json::Value) -> String {
+    let kafka = &health["kafka"];
+    if !kafka.is_object() {
+        return String::new();
+    }
+    let partitions = kafka["partitions"].as_array().map_or(0, Vec::len);
+    let mut summary = format!(
+        "; Kafka: {partitions} partitions of {}, lag {}, {} commits waiting",
+        printable(kafka["topic"].as_str().unwrap_or("?")),
+        kafka["lag"].as_i64().unwrap_or(0),
+        kafka["commits_pending"].as_u64().unwrap_or(0),
+    );
+    if let Some(age) = kafka["last_commit_age_s"].as_u64() {
+        summary.push_str(&format!(", last commit {age} s ago"));
+    }
+    if kafka["falling_behind"].as_bool() == Some(true) {
+        summary.push_str(", falling behind (its lag grows)");
+    }
+    let held = health["kafka_unreadable_batches"]["held"].as_array().map_or(0, Vec::len);
+    if held > 0 {
+        summary.push_str(&format!(", {held} partitions held at a batch it cannot read"));
+    }
+    summary
 }
 
 /// Asks a running histd's `/health` and prints its answer: exit 0 when it is up; 1 when it is
@@ -89,6 +116,11 @@ mod tests {
             (200, "<html>a proxy's page</html>", None),
             (200, r#"{"uptime_s":1}"#, None),
             (401, r#"{"error":"a token is needed"}"#, None),
+            (
+                200,
+                r#"{"status":"degraded","uptime_s":1,"kafka":{"topic":"fleet","partitions":[{"partition":0},{"partition":3}],"lag":120,"commits_pending":1,"last_commit_age_s":2,"falling_behind":true}}"#,
+                Some((false, "degraded (1 s running, 0 packets, 0 metrics, 0 bad lines, 0 kernel drops); Kafka: 2 partitions of fleet, lag 120, 1 commits waiting, last commit 2 s ago, falling behind")),
+            ),
         ];
         for (status, body, expected) in cases {
             match (verdict(*status, body), expected) {

@@ -40,6 +40,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::rejoin::{self, Stored};
+use super::standing::{KafkaStanding, LagTrend, PartitionStanding};
 use super::unreadable::{Cause, Found, Seen, Watcher};
 use super::{Global, UnreadableBatch};
 use crate::aggregation::Receipt;
@@ -77,6 +78,8 @@ struct Offsets {
     /// The store's positions were weighed against the group's commits once (at the first
     /// assignment): partitions given to another member past them are counted then.
     stored_weighed: bool,
+    /// When the coordinator last acknowledged a commit.
+    acknowledged_at: Option<std::time::Instant>,
 }
 
 impl Offsets {
@@ -109,6 +112,7 @@ impl Offsets {
     /// The coordinator acknowledged `next` (the offset after the last one committed) for a
     /// partition; ignored once the partition was taken away.
     fn acknowledge(&mut self, partition: i32, next: i64) {
+        self.acknowledged_at = Some(std::time::Instant::now());
         if self.assigned.contains(&partition) {
             let done = self.acknowledged.entry(partition).or_insert(next - 1);
             *done = (*done).max(next - 1);
@@ -171,6 +175,8 @@ struct Membership {
     standing: Mutex<BTreeMap<i32, Standing>>,
     /// The group fenced this member: another has its instance id (logged once).
     fenced: AtomicBool,
+    /// Its static membership id (global/rejoin.rs).
+    instance: Option<String>,
 }
 
 /// How often the client reports where the partitions stand (librdkafka's statistics).
@@ -490,6 +496,7 @@ fn consumer(
         told: Default::default(),
         standing: Default::default(),
         fenced: AtomicBool::new(false),
+        instance: instance.map(str::to_string),
     };
     let mut config = settings.client_config()?;
     config.set("statistics.interval.ms", STATISTICS_EVERY);
@@ -515,7 +522,7 @@ fn read(
     let (mut failing, mut refusing) = (false, false);
     let mut commits = Commits::default();
     let mut fetching_paused = false;
-    let mut unreadable = Unreadable::default();
+    let mut lookout = Lookout::default();
     loop {
         commits.commit_carried(consumer, offsets);
         if stop.load(Ordering::Relaxed) {
@@ -530,9 +537,9 @@ fn read(
             pause_fetching(consumer, held);
         }
         if fetching_paused {
-            unreadable.paused();
+            lookout.paused();
         }
-        unreadable.look(consumer, offsets, global);
+        lookout.look(consumer, offsets, global);
         let polled = consumer.poll(POLL);
         if stop.load(Ordering::Relaxed) {
             break; // what was fetched is read by the next owner (it is not committed)
@@ -542,7 +549,7 @@ fn read(
             Some(Ok(message)) => message,
             Some(Err(rdkafka::error::KafkaError::MessageConsumption(code))) if Cause::of(code).is_some() => {
                 // librdkafka fetches the batch again by itself: no backoff here.
-                unreadable.error(Cause::of(code).unwrap_or(Cause::Silent));
+                lookout.error(Cause::of(code).unwrap_or(Cause::Silent));
                 continue;
             }
             Some(Err(error)) => {
@@ -556,7 +563,7 @@ fn read(
         };
         (failing, _) = (false, backoff.reset());
         let (partition, offset) = (message.partition(), message.offset());
-        unreadable.read(partition, global, &consumer.context().topic);
+        lookout.read(partition, global, &consumer.context().topic);
         let generation = match take(offsets, partition, offset) {
             Take::Merge(generation) => generation,
             Take::Stored(generation) => {
@@ -585,14 +592,17 @@ fn read(
     }
 }
 
-/// The reading thread's watch on record batches the client cannot read
-/// (global/unreadable.rs): a look at where the partitions stand every [`LOOK_EVERY`].
+/// The reading thread's look at where the partitions stand, every [`LOOK_EVERY`]: record
+/// batches the client cannot read (global/unreadable.rs), and the lag (global/standing.rs).
 #[derive(Debug, Default)]
-struct Unreadable {
+struct Lookout {
     watcher: Watcher,
     looked_at: Option<std::time::Instant>,
     /// An error of the client's about a batch was logged (once, until one is read again).
     told: bool,
+    /// The lag's trend, over the partitions `trend_of`.
+    trend: LagTrend,
+    trend_of: Vec<i32>,
 }
 
 /// How often the partitions' positions are looked at.
@@ -601,7 +611,7 @@ const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a seek may wait for the client.
 const LOOK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-impl Unreadable {
+impl Lookout {
     /// librdkafka reported a batch it cannot decode (`cause`), naming no partition.
     fn error(&mut self, cause: Cause) {
         if !std::mem::replace(&mut self.told, true) {
@@ -637,7 +647,9 @@ impl Unreadable {
         let assigned = lock(offsets).assigned.clone();
         let mut changed = self.watcher.keep_assigned(|partition| assigned.contains(&partition));
         let skip_after = global.config().kafka.as_ref().and_then(|kafka| kafka.skip_unreadable_after);
-        for found in self.watcher.look(&partitions_seen(consumer, offsets), now, skip_after) {
+        let seen = partitions_seen(consumer, offsets);
+        self.stand(&seen, consumer, offsets, global, now);
+        for found in self.watcher.look(&seen, now, skip_after) {
             changed = true;
             match found {
                 Found::Held { partition, offset, cause } => {
@@ -655,6 +667,54 @@ impl Unreadable {
         if changed {
             publish(&self.watcher, global, &topic);
         }
+    }
+}
+
+impl Lookout {
+    /// Publishes where this member stands in the topic (global/standing.rs): each partition's
+    /// lag, the commits, whether the lag grows without bound.
+    fn stand(
+        &mut self,
+        seen: &[Seen],
+        consumer: &BaseConsumer<Membership>,
+        offsets: &Mutex<Offsets>,
+        global: &Global,
+        now: std::time::Instant,
+    ) {
+        let partitions: Vec<PartitionStanding> = seen
+            .iter()
+            .map(|seen| PartitionStanding {
+                partition: seen.partition,
+                next: seen.next,
+                end: seen.end,
+                lag: (seen.end - seen.next).max(0),
+            })
+            .collect();
+        let lag = partitions.iter().map(|p| p.lag).sum();
+        let assigned: Vec<i32> = partitions.iter().map(|p| p.partition).collect();
+        if assigned != self.trend_of {
+            self.trend.reset();
+            self.trend_of = assigned;
+        }
+        self.trend.note(lag, now);
+        let (pending, acknowledged_at) = {
+            let offsets = lock(offsets);
+            (offsets.unacknowledged().len() as u64, offsets.acknowledged_at)
+        };
+        let context = consumer.context();
+        let settings = global.config().kafka.as_ref();
+        let standing = KafkaStanding {
+            topic: context.topic.clone(),
+            group: settings.map(|kafka| kafka.group.clone()).unwrap_or_default(),
+            instance_id: context.instance.clone(),
+            partitions,
+            lag,
+            commits_pending: pending,
+            last_commit_age_s: acknowledged_at.map(|at| now.saturating_duration_since(at).as_secs()),
+            falling_behind: self.trend.falling_behind(),
+        };
+        global.edges.forward_consumer_lag.set(lag.max(0) as u64);
+        global.show_standing(standing);
     }
 }
 

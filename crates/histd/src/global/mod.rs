@@ -23,6 +23,7 @@ pub(crate) mod journal;
 pub mod kafka;
 pub mod rejoin;
 pub mod screen;
+pub mod standing;
 pub mod unreadable;
 
 use std::collections::VecDeque;
@@ -54,6 +55,8 @@ pub struct Global {
     log: Mutex<Option<kafka::Committer>>,
     /// With `global.kafka`, the record batches the client could not decode.
     unreadable: Mutex<UnreadableReport>,
+    /// With `global.kafka`, where this global stands in its topic (standing.rs).
+    standing: Mutex<Option<standing::KafkaStanding>>,
 }
 
 /// The Kafka record batches a global could not decode, as `/health` shows them: the
@@ -200,6 +203,7 @@ impl Global {
             in_flight,
             log: Default::default(),
             unreadable: Default::default(),
+            standing: Default::default(),
         };
         global.replay(left);
         Ok(global)
@@ -368,6 +372,17 @@ impl Global {
     /// The Kafka batches that could not be decoded: held partitions and the last skipped.
     pub fn unreadable(&self) -> UnreadableReport {
         crate::clock::lock(&self.unreadable).clone()
+    }
+
+    /// Notes where this global stands in its Kafka topic, for `/health`.
+    pub fn show_standing(&self, standing: standing::KafkaStanding) {
+        *crate::clock::lock(&self.standing) = Some(standing);
+    }
+
+    /// Where this global stands in its Kafka topic (none without `global.kafka`, or before
+    /// the first look).
+    pub fn standing(&self) -> Option<standing::KafkaStanding> {
+        crate::clock::lock(&self.standing).clone()
     }
 
     /// Decodes and checks a batch sent with `credential`, remembers its identity and screens

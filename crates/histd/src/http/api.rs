@@ -27,8 +27,8 @@ type Params = Query<HashMap<String, String>>;
 /// An answer or an error, as JSON.
 type Answer = Result<Json<Value>, Failure>;
 
-/// `GET /health`: up, degraded (a Kafka partition held at a batch this histd cannot decode;
-/// still 200) or down (503), the counters of every stage, the sinks' telemetry, the budgets,
+/// `GET /health`: up, degraded (a Kafka partition held at a batch this histd cannot decode, or
+/// a Kafka global whose lag grows without bound; still 200) or down (503), the counters of every stage, the sinks' telemetry, the budgets,
 /// the config in force, the latest bad lines, damaged store blocks and unreadable Kafka
 /// batches; any token opens it.
 pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
@@ -39,7 +39,9 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
     };
     // A Kafka partition held at a batch this histd cannot decode: up, but not whole.
     let unreadable = state.global.unreadable();
-    let status = match (up, unreadable.held.is_empty()) {
+    let kafka = state.global.standing();
+    let behind = kafka.as_ref().is_some_and(|kafka| kafka.falling_behind);
+    let status = match (up, unreadable.held.is_empty() && !behind) {
         (false, _) => "down",
         (true, false) => "degraded",
         (true, true) => "up",
@@ -60,6 +62,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "bad_line_examples": bad_line_examples(&totals.bad_examples),
         "store_corrupt_blocks": damaged_blocks(&state),
         "kafka_unreadable_batches": unreadable,
+        "kafka": kafka,
     });
     let status = if up { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()

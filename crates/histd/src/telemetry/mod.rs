@@ -133,6 +133,9 @@ pub struct EdgeCounters {
     /// Partitions whose reading is held at a batch this histd cannot decode: `/health` says
     /// `degraded`.
     pub forward_partitions_held: Gauge,
+    /// Messages waiting in this global's assigned partitions (`global.kafka`): each
+    /// partition's last stable offset less the next offset read, summed (`/health` has each).
+    pub forward_consumer_lag: Gauge,
     /// Kafka messages a restarted global passed over because its store holds them already
     /// (flushed before it was killed, not committed then: `global/rejoin.rs`).
     pub forward_batches_already_stored: Counter,
@@ -202,11 +205,12 @@ impl EdgeCounters {
                 | "forward_commits_pending"
                 | "forward_partitions_assigned"
                 | "forward_partitions_held"
+                | "forward_consumer_lag"
         )
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 45] {
+    pub fn entries(&self) -> [(&'static str, u64); 46] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
@@ -233,6 +237,7 @@ impl EdgeCounters {
             ("forward_partitions_assigned", self.forward_partitions_assigned.get()),
             ("forward_batches_unreadable", self.forward_batches_unreadable.get()),
             ("forward_partitions_held", self.forward_partitions_held.get()),
+            ("forward_consumer_lag", self.forward_consumer_lag.get()),
             ("forward_batches_already_stored", self.forward_batches_already_stored.get()),
             ("forward_batches_possibly_twice", self.forward_batches_possibly_twice.get()),
             ("forward_refused_intervals", self.forward_refused_intervals.get()),

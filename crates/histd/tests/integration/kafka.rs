@@ -1144,6 +1144,22 @@ fn a_global_killed_before_its_commits_rejoins_as_itself_and_merges_nothing_twice
         let daemon = global.daemon.as_ref().expect("running");
         assert_eq!(daemon.stat("messages.forward_batches_possibly_twice"), 0.0, "{}", global.name);
     }
+    // Kafka in the views (item 5): /health names the partitions, their lag and the commits;
+    // `histd health` says it in its line.
+    let g1_daemon = g1.daemon.as_ref().expect("running");
+    let shown = within(Duration::from_secs(20), || g1_daemon.http_json("/health")["kafka"]["partitions"].is_array());
+    let health = g1_daemon.http_json("/health");
+    let kafka = &health["kafka"];
+    assert!(shown && kafka["topic"] == topic && kafka["group"] == group, "{health}");
+    assert_eq!(kafka["instance_id"].as_str(), Some(instance.trim()), "{health}");
+    assert!(kafka["lag"].as_i64().is_some_and(|lag| lag >= 0) && kafka["falling_behind"] == false, "{health}");
+    assert!(kafka["last_commit_age_s"].as_u64().is_some_and(|age| age < 30), "{health}");
+    let line = Command::new(env!("CARGO_BIN_EXE_histd"))
+        .args(["health", "--url", &format!("http://{}", g1.address())])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&line.stdout);
+    assert!(line.starts_with("up (") && line.contains("Kafka: ") && line.contains(topic), "{line}");
     locals.iter().for_each(assert_nothing_dropped);
 }
 
