@@ -57,6 +57,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "timers_over_sample_limit": timers_over_sample_limit,
         "edges": state.admin.edges.entries().into_iter().map(|(name, count)| (name.to_string(), json!(count))).collect::<serde_json::Map<_, _>>(),
         "sinks": sinks_map(&state.admin.sinks.telemetry()),
+        "sink_last_errors": sink_last_errors(&state.admin.sinks.telemetry()),
         "budgets": budgets.contract(),
         "config": state.admin.config.json(),
         "bad_line_examples": bad_line_examples(&totals.bad_examples),
@@ -95,6 +96,11 @@ pub(super) fn bad_line_examples(examples: &agg::bad_line::BadLines) -> BTreeMap<
 pub(super) fn sinks_map(sinks: &[Arc<SinkTelemetry>]) -> BTreeMap<String, BTreeMap<String, f64>> {
     let now = unix_now_s();
     sinks.iter().map(|sink| (sink.sink.to_string(), sink.histd_entries(now).into_iter().collect())).collect()
+}
+
+/// Why each sink that failed last failed: `{sink: reason}`.
+fn sink_last_errors(sinks: &[Arc<SinkTelemetry>]) -> BTreeMap<String, String> {
+    sinks.iter().filter_map(|sink| Some((sink.sink.to_string(), sink.last_error()?))).collect()
 }
 
 /// `GET /api/v1/alerts`: every alert rule, its state and value.

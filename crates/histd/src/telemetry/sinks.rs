@@ -108,6 +108,8 @@ pub struct SinkTelemetry {
     pub last_flush_bytes: Gauge,
     /// Values one sink alone has (the store's size and drops), set by the sink once a flush.
     details: std::sync::Mutex<Vec<Detail>>,
+    /// Why the last failure happened (`/health`'s `sink_last_errors`).
+    last_error: std::sync::Mutex<Option<String>>,
 }
 
 /// A value one sink alone publishes beside the shared ones.
@@ -146,6 +148,7 @@ impl SinkTelemetry {
             last_flush_us: Gauge::default(),
             last_flush_bytes: Gauge::default(),
             details: std::sync::Mutex::new(Vec::new()),
+            last_error: std::sync::Mutex::new(None),
         }
     }
 
@@ -196,6 +199,32 @@ impl SinkTelemetry {
     pub fn failed(&self, now_unix_s: u64) {
         self.errors.add(1);
         self.last_error_unix_s.set(now_unix_s);
+    }
+
+    /// [`SinkTelemetry::failed`], keeping why.
+    pub fn failed_because(&self, now_unix_s: u64, reason: &str) {
+        self.failed(now_unix_s);
+        self.note_error(reason);
+    }
+
+    /// Keeps why something failed that is not a delivery of its own (a receiver's health
+    /// check), without counting an error.
+    pub fn note_error(&self, reason: &str) {
+        *self.last_error.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(reason.to_string());
+    }
+
+    /// Why the last failure happened, if one did.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Adds `count` to the detail `name` (a running total), keeping the other details.
+    pub fn add_to_detail(&self, name: &'static str, count: f64) {
+        let mut details = self.details();
+        match details.iter_mut().find(|detail| detail.name == name) {
+            Some(detail) => detail.value += count,
+            None => details.push(Detail { name, value: count, level: false }),
+        }
     }
 
     /// Every value by its `stats` name, at `now_unix_s`: first the Etsy backend's own names

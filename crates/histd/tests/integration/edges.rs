@@ -326,6 +326,9 @@ fn a_local_sends_the_token_rotated_in_its_file_from_the_next_request() {
     std::thread::sleep(Duration::from_secs(1));
     let stored = || carbon.flushes().iter().any(|f| f.get("stats_counts.rotated.hits") == Some("3"));
     assert!(!stored(), "refused while the file holds the wrong token");
+    // /health says why the sink fails (issue 49, item 5).
+    let said = local.http_json("/health")["sink_last_errors"]["forward"].as_str().unwrap_or("").to_string();
+    assert!(said.contains("forward.tokenFile"), "{said}");
     std::fs::write(&token_file, "web-1-token-0123456789\n").unwrap();
     assert!(eventually(stored), "global: {}\nlocal: {}", global.stderr(), local.admin("stats"));
     drop(local);

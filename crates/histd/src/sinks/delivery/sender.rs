@@ -67,13 +67,13 @@ impl Sender {
                 true
             }
             Verdict::Rejected(reason) => {
-                self.telemetry.failed(unix_now_s());
+                self.telemetry.failed_because(unix_now_s(), reason);
                 self.telemetry.drop_points(DropReason::Rejected, points);
                 tracing::warn!(destination = %self.name, points, %reason, "the receiver refused a request: dropped (dropped_points.rejected)");
                 true
             }
             Verdict::Retry { reason, .. } => {
-                self.telemetry.failed(unix_now_s());
+                self.telemetry.failed_because(unix_now_s(), reason);
                 if !self.failing {
                     self.failing = true;
                     tracing::warn!(destination = %self.name, %reason, "sending failed; buffering and retrying");

@@ -358,7 +358,10 @@ impl Delivery {
             let producer = self.producing().producer.clone();
             let timeout = remaining(wait_until);
             match self.taking_flushes_while(async move { producer.abort(timeout).await }, flushes).await {
-                Ok(()) => return,
+                Ok(()) => {
+                    self.sender.telemetry().add_to_detail("transactions_aborted", 1.0);
+                    return;
+                }
                 Err(failed) => self.transaction_failed(&failed),
             }
         } else {

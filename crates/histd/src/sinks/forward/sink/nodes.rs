@@ -31,9 +31,9 @@ pub(super) fn spawn_on_nodes(
         ring.clone(),
         urls.clone(),
         (token.clone(), tls.clone()),
-        config.check_interval,
-        config.timeout,
+        (config.check_interval, config.timeout),
         node_came_back.clone(),
+        parts.telemetry.clone(),
     );
     let health = tokio::spawn(checks);
     let headers = vec![
@@ -69,9 +69,9 @@ async fn check_health(
     ring: Arc<Ring>,
     urls: Vec<HttpUrl>,
     (token, tls): (Option<Arc<TokenFile>>, Option<Arc<tokio_rustls::rustls::ClientConfig>>),
-    interval: Duration,
-    timeout: Duration,
+    (interval, timeout): (Duration, Duration),
     came_back: Arc<Notify>,
+    telemetry: Arc<crate::telemetry::SinkTelemetry>,
 ) {
     let client = |url| Client::new(url, Vec::new(), timeout.min(interval)).with_tls(tls.clone());
     let mut clients: Vec<Client> = urls.into_iter().map(|url| client(url).with_token_file(token.clone())).collect();
@@ -88,8 +88,12 @@ async fn check_health(
                     false => tracing::warn!(node = %node.name, ?outcome, "forward: node failed its health check"),
                 }
             }
-            if up {
-                came_back.notify_one();
+            match up {
+                true => came_back.notify_one(),
+                false => telemetry.note_error(&format!(
+                    "{}: its health check failed: {outcome:?} (check forward.tokenFile and forward.tls)",
+                    node.name
+                )),
             }
         }
     }
