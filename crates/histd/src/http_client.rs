@@ -294,16 +294,19 @@ fn tls_failure(failure: &tokio_rustls::rustls::Error, host: &str) -> String {
     match failure {
         Error::InvalidCertificate(why) => match why {
             CertificateError::UnknownIssuer => {
-                "the server's certificate is signed by no CA this client trusts (give its CA)".to_string()
+                "the server's certificate is signed by no CA this client trusts (UnknownIssuer: give its CA)"
+                    .to_string()
             }
             CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                "the server's certificate has expired".to_string()
+                "the server's certificate has expired (Expired)".to_string()
             }
             CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-                "the server's certificate is not valid yet (or this machine's clock is behind)".to_string()
+                "the server's certificate is not valid yet, or this machine's clock is behind (NotValidYet)".to_string()
             }
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-                format!("the server's certificate is not for '{host}' (none of its names or addresses is)")
+                format!(
+                    "the server's certificate is not for '{host}': none of its names or addresses is (NotValidForName)"
+                )
             }
             other => format!("the server's certificate is refused: {other:?}"),
         },
