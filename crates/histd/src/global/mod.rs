@@ -21,6 +21,7 @@
 
 pub(crate) mod journal;
 pub mod kafka;
+pub mod peers;
 pub mod rejoin;
 pub mod screen;
 pub mod standing;
@@ -57,6 +58,8 @@ pub struct Global {
     unreadable: Mutex<UnreadableReport>,
     /// With `global.kafka`, where this global stands in its topic (standing.rs).
     standing: Mutex<Option<standing::KafkaStanding>>,
+    /// `global.peers`: the other members of its group (peers.rs).
+    peers: Option<Arc<peers::Peers>>,
 }
 
 /// The Kafka record batches a global could not decode, as `/health` shows them: the
@@ -194,6 +197,7 @@ impl Global {
                 (Some(Arc::new(journal)), left)
             }
         };
+        let peers = peers::Peers::of(&config).map_err(|why| anyhow::anyhow!(why))?.map(Arc::new);
         let global = Global {
             config,
             aggregation,
@@ -204,6 +208,7 @@ impl Global {
             log: Default::default(),
             unreadable: Default::default(),
             standing: Default::default(),
+            peers,
         };
         global.replay(left);
         Ok(global)
@@ -372,6 +377,11 @@ impl Global {
     /// The Kafka batches that could not be decoded: held partitions and the last skipped.
     pub fn unreadable(&self) -> UnreadableReport {
         crate::clock::lock(&self.unreadable).clone()
+    }
+
+    /// The other members of its group (`global.peers`), if any.
+    pub fn peers(&self) -> Option<Arc<peers::Peers>> {
+        self.peers.clone()
     }
 
     /// Notes where this global stands in its Kafka topic, for `/health`.

@@ -24,6 +24,8 @@ use crate::telemetry::SinkTelemetry;
 
 type Params = Query<HashMap<String, String>>;
 
+use axum::extract::RawQuery;
+
 /// An answer or an error, as JSON.
 type Answer = Result<Json<Value>, Failure>;
 
@@ -120,8 +122,12 @@ pub async fn openapi() -> Response {
 }
 
 /// `GET /api/v1/series`: the stored series, filtered and grouped by name.
-pub async fn series(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
-    store_route(Route::Series, state, query).await
+pub async fn series(
+    State(state): State<Arc<HttpState>>,
+    Query(query): Params,
+    raw: RawQuery,
+) -> Result<Response, Failure> {
+    group_or_store_route(Route::Series, state, query, raw).await
 }
 
 /// `GET /api/v1/query`: an expression of the query language evaluated per step over a range.
@@ -130,13 +136,63 @@ pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) ->
 }
 
 /// `GET /api/v1/histogram`: the merged histogram of a timer over a range, its bins and totals.
-pub async fn histogram(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
-    store_route(Route::Histogram, state, query).await
+pub async fn histogram(
+    State(state): State<Arc<HttpState>>,
+    Query(query): Params,
+    raw: RawQuery,
+) -> Result<Response, Failure> {
+    group_or_store_route(Route::Histogram, state, query, raw).await
 }
 
 /// `GET /api/v1/heatmap`: a timer's histogram per step over a range (the page's heatmap).
-pub async fn heatmap(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
-    store_route(Route::Heatmap, state, query).await
+pub async fn heatmap(
+    State(state): State<Arc<HttpState>>,
+    Query(query): Params,
+    raw: RawQuery,
+) -> Result<Response, Failure> {
+    group_or_store_route(Route::Heatmap, state, query, raw).await
+}
+
+/// A store route answered for the whole group when this global has peers (`global.peers`,
+/// global/peers.rs) and the request is not a peer's (`local=1`); else by this histd alone.
+async fn group_or_store_route(
+    route: Route,
+    state: Arc<HttpState>,
+    query: HashMap<String, String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Failure> {
+    use crate::global::peers::{merge_answers, merge_heatmap, merge_histogram, merge_series, LOCAL_ONLY};
+    let Some(peers) = state.global.peers().filter(|_| !query.contains_key(LOCAL_ONLY)) else {
+        return store_route(route, state, query).await;
+    };
+    let context = Context::of(&state);
+    let local = with_store(state, move |store| answer(route, &query, store, &context)).await?;
+    let path = match route {
+        Route::Series => "/api/v1/series",
+        Route::Histogram => "/api/v1/histogram",
+        Route::Heatmap => "/api/v1/heatmap",
+        Route::Query => unreachable!("the query route is answered by this global alone"),
+    };
+    let answers = peers.ask(path, raw.as_deref().unwrap_or("")).await;
+    let (mut merged, members) = match local {
+        StoreAnswer::Histogram(mut local) => {
+            let members = merge_answers(&mut local, answers, merge_histogram);
+            (serde_json::to_value(local), members)
+        }
+        StoreAnswer::Heatmap(mut local) => {
+            let members = merge_answers(&mut local, answers, merge_heatmap);
+            (serde_json::to_value(local), members)
+        }
+        StoreAnswer::Series(mut local) => {
+            let members = merge_answers(&mut local, answers, merge_series);
+            (serde_json::to_value(local), members)
+        }
+        StoreAnswer::Query(local) => (serde_json::to_value(local), Vec::new()),
+    };
+    let merged = merged.as_mut().map_err(|_| Failure::internal("an answer did not serialise"))?;
+    merged["partial"] = json!(members.iter().any(|member| !member.answered));
+    merged["members"] = json!(members);
+    Ok(Json(merged.take()).into_response())
 }
 
 /// A store route's [`answer`], read and written out as JSON on the blocking pool: what waits

@@ -12,6 +12,7 @@ mod config_files;
 mod edges;
 mod external;
 mod faults;
+mod fleet_view;
 mod forwarding;
 mod graphite_output;
 mod harness;

@@ -338,6 +338,15 @@ pub struct GlobalConfig {
     /// global's flush at the first grid point at or after `e` + this wait (see placement.rs);
     /// one that comes after that flush is late, flushed in an interval of its own.
     pub batch_wait_ms: u64,
+    /// `global.peers` (none): the query URLs of the other members of this global's group;
+    /// the histogram, heatmap and series routes asked of this global are answered for the
+    /// whole group (global/peers.rs).
+    pub peers: Vec<crate::http_client::HttpUrl>,
+    /// `global.peerTokenFile` (none): a read token of the peers, sent to them.
+    pub peer_token_file: Option<PathBuf>,
+    /// `global.peerCaFile` (none: the system's roots): CA certificates `https://` peers are
+    /// checked against, besides the system's.
+    pub peer_ca_file: Option<PathBuf>,
     /// `global.maxLateIntervals` (16): late intervals held or in the backends' hands at once;
     /// filling it sends those held at once; a batch that would start one more is answered 503
     /// with `Retry-After` (HTTP, counted in `forward_batches_busy`); a Kafka global pauses
@@ -358,6 +367,9 @@ impl Default for GlobalConfig {
             kafka: None,
             batch_wait_ms: DEFAULT_BATCH_WAIT_MS,
             max_late_intervals: DEFAULT_MAX_LATE_INTERVALS,
+            peers: Vec::new(),
+            peer_token_file: None,
+            peer_ca_file: None,
         }
     }
 }
@@ -372,6 +384,8 @@ impl GlobalConfig {
             "journalDir": self.journal_dir,
             "batchWaitMs": self.batch_wait_ms, "maxLateIntervals": self.max_late_intervals,
             "kafka": self.kafka.as_ref().map(ConsumerSettings::effective),
+            "peers": self.peers.iter().map(|url| format!("{}://{}{}", url.scheme(), url.authority(), url.path)).collect::<Vec<_>>(),
+            "peerTokenFile": self.peer_token_file, "peerCaFile": self.peer_ca_file,
         })
     }
 }
@@ -410,7 +424,23 @@ pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
             None => None,
             Some(_) => Some(super::kafka::consumer(&section.object("kafka")?)?),
         },
+        peers: peers(&section)?,
+        peer_token_file: section.string("peerTokenFile")?.map(PathBuf::from),
+        peer_ca_file: section.string("peerCaFile")?.map(PathBuf::from),
     })
+}
+
+/// Reads `global.peers`: `http://` or `https://` URLs of the other members' HTTP ports.
+fn peers(section: &Reader<'_>) -> Result<Vec<crate::http_client::HttpUrl>, ConfigError> {
+    let mut peers = Vec::new();
+    for (index, peer) in section.array("peers")?.iter().enumerate() {
+        let key = format!("peers[{index}]");
+        let text = peer.as_str().ok_or_else(|| section.error(&key, format!("expected a URL, got {peer}")))?;
+        let mut url = crate::http_client::HttpUrl::parse(text).map_err(|why| section.error(&key, why))?;
+        url.path = url.path.trim_end_matches('/').to_string();
+        peers.push(url);
+    }
+    Ok(peers)
 }
 
 /// Its keys, for README's table (`config/keys.rs`).
@@ -447,6 +477,9 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.kafka.transactionalId", "forward.paths[].kafka.transactionalId"], "`histd-<forward.source>` (`-<name>` for a path)", "the transactions' id: unique in the fleet and the same across restarts. A local's start fences the run before it (what that left open is aborted)"),
     histd(&["forward.kafka.signingKeyFile", "forward.paths[].kafka.signingKeyFile"], "none", "a file whose first line holds this local's signing key (at least 32 characters, 8 of them different: `openssl rand -hex 32`); each batch is signed with it (HMAC-SHA256 in the message's `histd-signature` header), so globals with `global.kafka.signingKeys` know it came from this local. Read at start"),
     histd(&["global.kafka.signingKeys"], "none", "a file of `SOURCE KEY` lines (each local's `forward.source` and the key in its `signingKeyFile`); when given, a batch is merged only when signed with the key of the source it names, and identities are remembered per source, so a producer without a local's key can neither forge its batches nor claim their identities first (refused: `messages.forward_refused_signatures`). Read at start"),
+    histd(&["global.peers"], "none", "the query URLs of the other globals of this one's group (`[\"https://global2:8127\"]`): a histogram, heatmap or series list asked of this global is answered for the whole group, each peer asked in parallel within 5 s and the answers merged exactly (counts and sums added, histograms bin for bin, min and max combined, series listed once); every such answer carries `partial` and `members` (each peer's URL, whether it answered and why not): a peer down makes answers partial, never wrong. Queries of the query language are answered by this global alone for now. Read at start"),
+    histd(&["global.peerTokenFile"], "none", "a file holding a read token of the peers (`http.tokens.read` there), sent to them"),
+    histd(&["global.peerCaFile"], "none (the system's roots)", "a PEM file of CA certificates `https://` peers are checked against, besides the system's roots"),
     histd(&["global.kafka.group"], "`histd-global`", "the consumer group: the globals of one datacenter share one and split the partitions; every group receives every batch. Offsets are committed once every backend has taken the flush that carried their batches (the store wrote it, forward spooled it, ...)"),
     histd(&["global.kafka.sessionTimeoutMs"], "45000", "how long a silent global keeps its partitions before the group gives them to the others (a global stopped with SIGTERM leaves at once). Keep it above the brokers' failover (their `broker.session.timeout.ms`, 9 s, and the election after it): a group whose coordinator fails over for longer loses its members' sessions, and batches flushed meanwhile are read again by the next owners"),
     histd(&["global.kafka.instanceId"], "the one kept in the data directory", "this global's static membership of its group (Kafka's `group.instance.id`): restarted within `sessionTimeoutMs`, it is given its own partitions back at once and the others never stop (without one, the group waits `sessionTimeoutMs` for the old member). Unique in the group. When not given, a global with the store makes one at its first start and keeps it in `store.dataDir` (`kafka-instance-id`), as with `global.journalDir`; a global with neither has none (dynamic membership, logged at start)"),

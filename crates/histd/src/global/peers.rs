@@ -1,0 +1,202 @@
+//! The other members of a global's group (`global.peers`, issue 49, item 3): a histogram, a
+//! heatmap or a series list asked of one global is answered for the whole group. Each series
+//! lives, interval by interval, on the global that owned its partition when its batch came,
+//! so one member's answer alone is a shard. The peers are asked in parallel (their own answer
+//! only: `local=1`) within [`PEER_DEADLINE`], and the answers merged exactly: counts and sums
+//! added, histograms bin for bin (circllhist bins are the same everywhere), min and max
+//! combined, series listed once. Every such answer carries `partial` and `members` (each
+//! peer, whether it answered, and why not): a peer down makes an answer partial, never wrong
+//! and never an error.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Method;
+use serde::Serialize;
+use tokio_rustls::rustls::ClientConfig;
+
+use crate::contract::{HeatmapResult, HeatmapStep, HistogramResult, SeriesEntry, SeriesList};
+use crate::http_client::{Client, HttpUrl};
+use crate::secret_file::TokenFile;
+
+/// How long a fan-out waits for the peers.
+pub const PEER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The most a peer's answer may take.
+const MAX_PEER_ANSWER: usize = 64 * 1024 * 1024;
+
+/// The query parameter that asks a global for its own answer alone (what peers are asked).
+pub const LOCAL_ONLY: &str = "local";
+
+/// The peers, and how to reach them.
+#[derive(Debug)]
+pub struct Peers {
+    urls: Vec<HttpUrl>,
+    token: Option<Arc<TokenFile>>,
+    tls: Option<Arc<ClientConfig>>,
+}
+
+/// One member of the group, as an answer names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Member {
+    /// Its query URL (`self` for the global answering).
+    pub url: String,
+    /// It answered in time.
+    pub answered: bool,
+    /// Why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Peers {
+    /// The peers `global.peers` lists, with `global.peerTokenFile` and `global.peerCaFile`;
+    /// `None` without peers.
+    pub fn of(config: &crate::sinks::forward::config::GlobalConfig) -> Result<Option<Peers>, String> {
+        if config.peers.is_empty() {
+            return Ok(None);
+        }
+        let token = match &config.peer_token_file {
+            None => None,
+            Some(path) => Some(Arc::new(TokenFile::open(path, "global.peerTokenFile")?)),
+        };
+        let tls = match &config.peer_ca_file {
+            None => None,
+            Some(ca) => {
+                let mut roots =
+                    crate::http_client::system_roots().unwrap_or_else(|_| tokio_rustls::rustls::RootCertStore::empty());
+                for certificate in crate::tls::certificates(ca).map_err(|why| format!("global.peerCaFile: {why}"))? {
+                    roots.add(certificate).map_err(|error| format!("global.peerCaFile: {}: {error}", ca.display()))?;
+                }
+                Some(
+                    crate::tls::client_config_trusting(roots, None)
+                        .map_err(|why| format!("global.peerCaFile: {why}"))?,
+                )
+            }
+        };
+        Ok(Some(Peers { urls: config.peers.clone(), token, tls }))
+    }
+
+    /// Asks every peer `GET <path>?<query>&local=1` at once: each one's URL and its body, or
+    /// why there is none (no answer within [`PEER_DEADLINE`], a status other than 200).
+    pub async fn ask(&self, path: &str, query: &str) -> Vec<(String, Result<Vec<u8>, String>)> {
+        let asked = self.urls.iter().map(|url| {
+            let mut target = url.clone();
+            let separator = if query.is_empty() { "" } else { "&" };
+            target.path = format!("{}{path}?{query}{separator}{LOCAL_ONLY}=1", url.path);
+            let shown = format!("{}://{}{}", url.scheme(), url.authority(), url.path);
+            let client = Client::new(target, Vec::new(), PEER_DEADLINE)
+                .with_tls(self.tls.clone())
+                .with_token_file(self.token.clone())
+                .with_max_body(MAX_PEER_ANSWER);
+            let asking = tokio::spawn(async move {
+                let mut client = client;
+                match client.send(Method::GET, bytes::Bytes::new()).await {
+                    Ok(answer) if answer.status == 200 => Ok(answer.body.to_vec()),
+                    Ok(answer) => Err(format!("HTTP {}: {}", answer.status, String::from_utf8_lossy(&answer.body))),
+                    Err(why) => Err(why),
+                }
+            });
+            (shown, asking)
+        });
+        let mut answers = Vec::with_capacity(self.urls.len());
+        for (shown, asking) in asked.collect::<Vec<_>>() {
+            let answered = asking.await.unwrap_or_else(|error| Err(format!("the request failed: {error}")));
+            answers.push((shown, answered));
+        }
+        answers
+    }
+}
+
+/// Merges the peers' `answers` (JSON of `T`) into `local` with `merge`: the members, each
+/// answered or not (an answer that does not read as `T` is not one).
+pub fn merge_answers<T: serde::de::DeserializeOwned>(
+    local: &mut T,
+    answers: Vec<(String, Result<Vec<u8>, String>)>,
+    merge: impl Fn(&mut T, T),
+) -> Vec<Member> {
+    let mut members = vec![Member { url: "self".into(), answered: true, error: None }];
+    for (url, answered) in answers {
+        let read =
+            answered.and_then(|body| serde_json::from_slice::<T>(&body).map_err(|e| format!("not an answer: {e}")));
+        match read {
+            Ok(answer) => {
+                merge(local, answer);
+                members.push(Member { url, answered: true, error: None });
+            }
+            Err(why) => {
+                members.push(Member { url, answered: false, error: Some(crate::printable::escaped(&why).into_owned()) })
+            }
+        }
+    }
+    members
+}
+
+/// Adds a peer's histogram answer into `into`: counts and sums added, min and max combined,
+/// the circllhist merged bin for bin (its bins recomputed from it).
+pub fn merge_histogram(into: &mut HistogramResult, other: HistogramResult) {
+    into.count += other.count;
+    into.sum = add(into.sum, other.sum);
+    into.min = combine(into.min, other.min, f64::min);
+    into.max = combine(into.max, other.max, f64::max);
+    let decode = |text: &str| circllhist::Histogram::from_base64(text).unwrap_or_else(|_| circllhist::Histogram::new());
+    let merged = circllhist::Histogram::merge_all(&[decode(&into.circllhist), decode(&other.circllhist)]);
+    into.bins = store::bins_of(&merged);
+    into.circllhist = merged.to_base64();
+}
+
+/// Adds a peer's heatmap into `into`: per step, counts of the same bin added.
+pub fn merge_heatmap(into: &mut HeatmapResult, other: HeatmapResult) {
+    let mut steps: BTreeMap<i64, BTreeMap<(u64, u64), u64>> = BTreeMap::new();
+    for step in into.steps.drain(..).chain(other.steps) {
+        let bins = steps.entry(step.t).or_default();
+        for (lower, upper, count) in step.bins {
+            *bins.entry((lower.to_bits(), upper.to_bits())).or_default() += count;
+        }
+    }
+    into.steps = steps
+        .into_iter()
+        .map(|(t, bins)| HeatmapStep {
+            t,
+            bins: bins
+                .into_iter()
+                .map(|((lower, upper), count)| (f64::from_bits(lower), f64::from_bits(upper), count))
+                .collect(),
+        })
+        .collect();
+}
+
+/// Adds a peer's series list into `into`: each series listed once; the total counts the
+/// series the members listed, each once.
+pub fn merge_series(into: &mut SeriesList, other: SeriesList) {
+    let known: std::collections::HashSet<String> = into.series.iter().map(entry_key).collect();
+    let mut added = 0;
+    for entry in other.series {
+        if !known.contains(&entry_key(&entry)) {
+            into.series.push(entry);
+            added += 1;
+        }
+    }
+    into.total += added;
+    into.truncated |= other.truncated;
+    into.series.sort_by_key(entry_key);
+}
+
+/// What tells two entries of a series list apart.
+fn entry_key(entry: &SeriesEntry) -> String {
+    serde_json::to_string(entry).unwrap_or_default()
+}
+
+fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
+fn combine(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    }
+}
