@@ -390,6 +390,20 @@ impl Store {
         }
     }
 
+    /// The merged row of each step of a call's selector (the kinds `function` reads) over
+    /// `[from, to)`: what [`Store::query`] evaluates, in a form other stores' rows of the same
+    /// steps merge into exactly ([`Row::merge`]).
+    pub fn step_rows(
+        &self,
+        function: Function,
+        selector: &Selector,
+        from: i64,
+        to: i64,
+        step: i64,
+    ) -> Result<Vec<(i64, Option<Row>)>, StoreError> {
+        self.steps(selector, function.kinds(), Grid::aligned(from, to, step))
+    }
+
     /// The merged histogram of the timers `selector` picks over `[from, to)`, and the merged row
     /// (exact count, sum, min, max).
     pub fn merged(&self, selector: &Selector, from: i64, to: i64) -> Result<Option<Row>, StoreError> {

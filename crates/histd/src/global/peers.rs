@@ -200,3 +200,82 @@ fn combine(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<
         (a, b) => a.or(b),
     }
 }
+
+/// One step's merged row as a peer sends it (`GET /api/v1/query?...&rows=1&local=1`): what
+/// the query language evaluates, so the members' rows of a step merge exactly before the
+/// function is applied (a p99 of the group, not a mean of p99s). Absent values are `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct WireRow {
+    seconds: f64,
+    count: Option<f64>,
+    sum: Option<f64>,
+    sum_squares: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    value: Option<f64>,
+    circllhist: Option<String>,
+}
+
+/// A peer's rows of a query's steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct StepRows {
+    /// `[t, row or null]` for each step.
+    pub steps: Vec<(i64, Option<WireRow>)>,
+}
+
+impl WireRow {
+    /// `row` for the wire.
+    pub fn of(row: &store::Row) -> WireRow {
+        let number = |value: f64| value.is_finite().then_some(value);
+        WireRow {
+            seconds: row.seconds,
+            count: number(row.count),
+            sum: number(row.sum),
+            sum_squares: number(row.sum_squares),
+            min: number(row.min),
+            max: number(row.max),
+            value: number(row.value),
+            circllhist: row.histogram.as_ref().map(circllhist::Histogram::to_base64),
+        }
+    }
+
+    /// The row it stands for, at `ts`.
+    pub fn row(&self, ts: i64) -> store::Row {
+        let number = |value: Option<f64>| value.unwrap_or(f64::NAN);
+        store::Row {
+            ts,
+            seconds: self.seconds,
+            count: number(self.count),
+            sum: number(self.sum),
+            sum_squares: number(self.sum_squares),
+            min: number(self.min),
+            max: number(self.max),
+            value: number(self.value),
+            histogram: self.circllhist.as_deref().and_then(|text| circllhist::Histogram::from_base64(text).ok()),
+        }
+    }
+}
+
+/// Merges a peer's rows into `into` step by step (the steps are the same: one grid).
+pub fn merge_step_rows(into: &mut StepRows, other: StepRows) {
+    let mut steps: BTreeMap<i64, Option<store::Row>> =
+        into.steps.drain(..).map(|(t, row)| (t, row.map(|row| row.row(t)))).collect();
+    for (t, row) in other.steps {
+        let Some(row) = row.map(|row| row.row(t)) else { continue };
+        match steps.entry(t).or_default() {
+            Some(merged) => merged.merge(&row, store::Kind::Timer),
+            slot => *slot = Some(row),
+        }
+    }
+    into.steps = steps.into_iter().map(|(t, row)| (t, row.as_ref().map(WireRow::of))).collect();
+}
+
+/// True when the group's answer to `expr` is the merge of its members' rows: every function
+/// but a gauge's `value` (which member's is the newest is not known) and a set's
+/// `cardinality` (members' distinct counts do not add).
+pub fn mergeable(expr: &store::Expr) -> bool {
+    match expr {
+        store::Expr::Cumulative(inner) => mergeable(inner),
+        store::Expr::Call(function, ..) => !matches!(function, store::Function::Value | store::Function::Cardinality),
+    }
+}

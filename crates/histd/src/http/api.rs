@@ -131,8 +131,18 @@ pub async fn series(
 }
 
 /// `GET /api/v1/query`: an expression of the query language evaluated per step over a range.
-pub async fn query(State(state): State<Arc<HttpState>>, Query(query): Params) -> Result<Response, Failure> {
-    store_route(Route::Query, state, query).await
+pub async fn query(
+    State(state): State<Arc<HttpState>>,
+    Query(query): Params,
+    raw: RawQuery,
+) -> Result<Response, Failure> {
+    if query.contains_key(super::group_query::ROWS) {
+        return super::group_query::step_rows(state, query).await;
+    }
+    match state.global.peers().filter(|_| !query.contains_key(crate::global::peers::LOCAL_ONLY)) {
+        Some(peers) => super::group_query::group_query(state, query, raw, peers).await,
+        None => store_route(Route::Query, state, query).await,
+    }
 }
 
 /// `GET /api/v1/histogram`: the merged histogram of a timer over a range, its bins and totals.
@@ -299,7 +309,8 @@ pub struct Context {
 }
 
 impl Context {
-    fn of(state: &HttpState) -> Context {
+    /// The context of a request to `state` now.
+    pub(super) fn of(state: &HttpState) -> Context {
         Context { now: unix_now_s() as i64, prefix_stats: state.prefix_stats.clone(), limits: state.query_limits }
     }
 }
@@ -398,7 +409,7 @@ fn heatmap_answer(request: HeatmapRequest, store: &store::Store) -> Result<Heatm
 
 /// A store error as an answer: a 503 when the file is damaged (the writer salvages it), else a
 /// 500.
-fn internal(error: store::StoreError) -> Failure {
+pub(super) fn internal(error: store::StoreError) -> Failure {
     match error.is_damaged_file() {
         true => damaged_store(&error),
         false => Failure::new(StatusCode::INTERNAL_SERVER_ERROR, &error.to_string()),
@@ -413,7 +424,7 @@ fn store_off() -> Failure {
 /// Runs `work` with the reading connection on the blocking pool, opening it first if needed.
 /// When SQLite finds the file damaged, the connection is closed, the writer is asked to check
 /// the file (and salvage it), and the answer is a 503 to ask again.
-async fn with_store<T: Send + 'static>(
+pub(super) async fn with_store<T: Send + 'static>(
     state: Arc<HttpState>,
     work: impl FnOnce(&store::Store) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {

@@ -7,7 +7,7 @@
 //! | `GET /api/v1/budgets` | | `{"series": {type: n}, "max_series": {type: n}, "max_series_per_name", "max_tag_values", "max_set_members", "names_at_series_per_name": {type: n}, "folded_series": {reason: n}, "sets_sketched", "idle_expired": {type: n}, "offenders": [{"pattern", "new_series_per_second", "new_series", "folded"}]}`: the cardinality budgets (also under `budgets` in `/health`) |
 //! | `GET /api/v1/series` | `match` (glob on the name, default `*`, at most 1024 bytes), `contains` (text of `name{tags}`, any case), `name` (a selector; `exact=1`: its tags exactly), `type`, `origin` (`user,histd,bench`), `group=name`, `limit` (default 5000, at most 100000) | `{"series": [{"name", "tags", "type", "origin"}], "total", "truncated", "origins": {origin: n}}`: the first `limit` by name; with `group=name` an entry per name and type with `tag_sets` instead of `tags` |
 //! | `DELETE /api/v1/series` | the same filters, at least one (`match=*` for all) | `{"forgotten", "points", "aggregator_keys", "series", "series_truncated"}`: the series deleted from the aggregator and every resolution of the store; 404 when none is picked, 403 from another web origin or host name |
-//! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}` |
+//! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}`; with `global.peers`, the group's answer with `"partial"` and `"members"` (`local=1`: this histd's alone; `rows=1`: the merged row of each step, what peers send) |
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
 //! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold`, `tables=1` (add the cardinality and prefix tables) | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "receive_queue_bytes", "flush_lag_s", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "alerts": [{"name", "state", "summary"}], "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
@@ -33,6 +33,7 @@ mod api;
 
 mod failure;
 mod forward;
+mod group_query;
 pub mod guard;
 pub(crate) mod live;
 mod metrics;

@@ -311,7 +311,7 @@ mod tests {
         let edges = crate::telemetry::EdgeCounters::default();
         let edge_levels =
             edges.entries().iter().filter(|(name, _)| crate::telemetry::EdgeCounters::is_level(name)).count();
-        assert_eq!(edge_levels, 5);
+        assert_eq!(edge_levels, 6);
     }
 
     #[test]

@@ -67,6 +67,33 @@ fn a_global_with_peers_answers_for_its_group_and_says_when_a_member_is_missing()
     let names: Vec<&str> = series["series"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
     assert!(names.contains(&"only.b") && names.iter().filter(|n| **n == "fv.latency").count() == 1, "{series}");
 
+    // The query language: each step's rows merged across members, then the function applied.
+    let points = |daemon: &Daemon, expr: &str| {
+        let answer =
+            daemon.http_json(&format!("/api/v1/query?expr={}&from=-5m&step=1h", crate::harness::url_encode(expr)));
+        (answer["points"].clone(), answer["partial"].clone())
+    };
+    for expr in [
+        "quantile(fv.latency, 0.99)",
+        "quantile(fv.latency, 0.5)",
+        "sum(fv.hits)",
+        "count(fv.latency)",
+        "mean(fv.latency)",
+        "max(fv.latency)",
+        "inverse_quantile(fv.latency, 150)",
+        "cumulative(sum(fv.hits))",
+    ] {
+        let (group, partial) = points(&a, expr);
+        let (single, _) = points(&reference, expr);
+        assert_eq!(group, single, "{expr}: the group's answer is the single histd's");
+        assert_eq!(partial, false, "{expr}");
+    }
+    let (own, _) = points(&a, "sum(fv.hits)");
+    assert_eq!(own[0][1], 7.0, "3 on one member, 4 on the other");
+    a.send_tcp("fv.gauge:5|g\n");
+    assert!(eventually(|| points(&a, "value(fv.gauge)").0.as_array().is_some_and(|p| !p.is_empty())));
+    assert_eq!(points(&a, "value(fv.gauge)").1, true, "a gauge's value is this global's alone: partial");
+
     drop(b);
     let alone = histogram(&a);
     assert_eq!(alone["partial"], true, "{alone}");
