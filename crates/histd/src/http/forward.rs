@@ -117,7 +117,13 @@ pub async fn receive(
 }
 
 /// Reads a body of at most `most` bytes within `timeout`.
-async fn read_body(body: Body, most: usize, timeout: std::time::Duration) -> Result<Bytes, (StatusCode, String)> {
+/// A request's body, at most `most` bytes, within `timeout` (`httpBodyTimeoutMs`): the
+/// status and reason when it is longer, later, or does not read.
+pub(super) async fn read_body(
+    body: Body,
+    most: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, (StatusCode, String)> {
     match tokio::time::timeout(timeout, Limited::new(body, most).collect()).await {
         Err(_) => Err((
             StatusCode::REQUEST_TIMEOUT,

@@ -94,12 +94,18 @@ pub fn session_id(headers: &HeaderMap) -> Option<&str> {
 
 /// `POST /-/sign-in` (a form with `token`): a session opened and the browser sent to the page,
 /// or the form again with why not (401).
-pub async fn sign_in(State(state): State<Arc<HttpState>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+pub async fn sign_in(State(state): State<Arc<HttpState>>, request: axum::extract::Request) -> Response {
     let credentials = state.guard.current();
-    if let Err(refused) = credentials.admit_from_own_page(&headers) {
+    let (parts, body) = request.into_parts();
+    if let Err(refused) = credentials.admit_from_own_page(&parts.headers) {
         return super::guard::refusal(&state, refused);
     }
-    let token = (body.len() <= MAX_FORM_BYTES).then(|| form_field(&body, "token")).flatten().unwrap_or_default();
+    // A form of a token: capped and within httpBodyTimeoutMs, as every body this port reads.
+    let body = match super::forward::read_body(body, MAX_FORM_BYTES, state.body_timeout).await {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
+    };
+    let token = form_field(&body, "token").unwrap_or_default();
     let Some(name) = credentials.read_token_named(token.trim()) else {
         state.admin.edges.refused_http_credentials.add(1);
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("That token does not open this page."));

@@ -1590,3 +1590,23 @@ fn a_backlog_of_late_batches_goes_as_fast_as_the_backends_take_it() {
     }
     assert!(again.terminate());
 }
+
+/// Issue 49, item 2: the sign-in form is read as every body is, capped (4 KiB) and within
+/// `httpBodyTimeoutMs`; a right token is sent to the page with a session, a wrong one refused.
+#[test]
+fn the_sign_in_form_is_capped_and_checked() {
+    let dir = temp_dir("sign-in-form");
+    let tokens = token_files(&dir);
+    let daemon = Daemon::start(
+        "sign-in-form",
+        &format!("{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, backends: ['console'], {tokens} }}"),
+    );
+    let address = daemon.address("http");
+    let form = "Content-Type: application/x-www-form-urlencoded\r\n";
+    let huge = format!("token={}", "x".repeat(5000));
+    assert_eq!(http(&address, "POST", "/-/sign-in", huge.as_bytes(), form).0, 413, "over 4 KiB");
+    assert_eq!(http(&address, "POST", "/-/sign-in", b"token=not-a-token-0000", form).0, 401);
+    assert_eq!(http(&address, "POST", "/-/sign-in", b"token=read-token-0123456789", form).0, 303);
+    let cross = format!("{form}Origin: http://evil.example\r\n");
+    assert_eq!(http(&address, "POST", "/-/sign-in", b"token=read-token-0123456789", &cross).0, 403, "another origin");
+}
