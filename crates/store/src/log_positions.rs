@@ -3,7 +3,7 @@
 //! that after a restart the global passes over the batches its store holds already, whatever
 //! the group's commit says (histd's `global/rejoin.rs`).
 //!
-//! One row per (log, partition): `through`, the offset up to which every message read is held,
+//! One row per (log, partition) of the table `log_positions` (schema.rs): `through`, the offset up to which every message read is held,
 //! and `beyond`, the offsets past it held too (a flush whose batches were read out of order
 //! around one held for a later flush), as decimal numbers separated by commas.
 
@@ -13,17 +13,6 @@ use std::path::Path;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 
 use crate::StoreError;
-
-/// The table (made by the writer's open with the others).
-pub(crate) const TABLE: &str = "
-CREATE TABLE IF NOT EXISTS log_positions (
-    log TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    through INTEGER NOT NULL,
-    beyond TEXT NOT NULL,
-    PRIMARY KEY (log, partition)
-);
-";
 
 /// Notes `positions` in the flush's `transaction`: each partition's mark raised to its new
 /// `through`, the offsets past it kept.
@@ -106,7 +95,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("histd.db");
         let mut connection = Connection::open(&path).unwrap();
-        connection.execute_batch(TABLE).unwrap();
+        crate::schema::prepare(&connection).unwrap();
         // (what a flush carried, what the store then holds of partitions 0 and 1)
         type Case = (agg::LogPositions, Vec<(i32, i64, Vec<i64>)>);
         let cases: Vec<Case> = vec![

@@ -119,6 +119,13 @@ CREATE TABLE IF NOT EXISTS blocks (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS blocks_key ON blocks (resolution, grp, start, span);
 CREATE INDEX IF NOT EXISTS blocks_start ON blocks (start);
+CREATE TABLE IF NOT EXISTS log_positions (
+    log TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    through INTEGER NOT NULL,
+    beyond TEXT NOT NULL,
+    PRIMARY KEY (log, partition)
+);
 ";
 
 /// Sets the writer's connection up and creates what is missing: WAL, normal sync (a crash
@@ -142,7 +149,6 @@ pub fn prepare(connection: &Connection) -> Result<i64, StoreError> {
         connection.execute_batch("ALTER TABLE series ADD COLUMN grp INTEGER")?;
     }
     connection.execute_batch(TABLES)?;
-    connection.execute_batch(crate::log_positions::TABLE)?;
     if !column_exists(connection, "series", "last_day")? {
         connection.execute_batch("ALTER TABLE series ADD COLUMN last_day INTEGER")?;
     }

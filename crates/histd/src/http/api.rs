@@ -130,21 +130,6 @@ pub async fn series(
     group_or_store_route(Route::Series, state, query, raw).await
 }
 
-/// `GET /api/v1/query`: an expression of the query language evaluated per step over a range.
-pub async fn query(
-    State(state): State<Arc<HttpState>>,
-    Query(query): Params,
-    raw: RawQuery,
-) -> Result<Response, Failure> {
-    if query.contains_key(super::group_query::ROWS) {
-        return super::group_query::step_rows(state, query).await;
-    }
-    match state.global.peers().filter(|_| !query.contains_key(crate::global::peers::LOCAL_ONLY)) {
-        Some(peers) => super::group_query::group_query(state, query, raw, peers).await,
-        None => store_route(Route::Query, state, query).await,
-    }
-}
-
 /// `GET /api/v1/histogram`: the merged histogram of a timer over a range, its bins and totals.
 pub async fn histogram(
     State(state): State<Arc<HttpState>>,
@@ -208,7 +193,11 @@ async fn group_or_store_route(
 /// A store route's [`answer`], read and written out as JSON on the blocking pool: what waits
 /// to be sent is its bytes, not the tree of values they were made from (a listing of 100,000
 /// series is ~8 MB of text and many times that as values).
-async fn store_route(route: Route, state: Arc<HttpState>, query: HashMap<String, String>) -> Result<Response, Failure> {
+pub(super) async fn store_route(
+    route: Route,
+    state: Arc<HttpState>,
+    query: HashMap<String, String>,
+) -> Result<Response, Failure> {
     let context = Context::of(&state);
     let edges = state.admin.edges.clone();
     let answered = with_store(state, move |store| {

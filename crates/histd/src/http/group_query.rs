@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::RawQuery;
+use axum::extract::{Query, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -22,6 +22,21 @@ use crate::query_params::BadParameter;
 
 /// The query parameter that asks for the rows of the steps instead of the values.
 pub const ROWS: &str = "rows";
+
+/// `GET /api/v1/query`: an expression of the query language evaluated per step over a range.
+pub async fn query(
+    State(state): State<Arc<HttpState>>,
+    Query(query): Query<HashMap<String, String>>,
+    raw: RawQuery,
+) -> Result<Response, Failure> {
+    if query.contains_key(ROWS) {
+        return step_rows(state, query).await;
+    }
+    match state.global.peers().filter(|_| !query.contains_key(crate::global::peers::LOCAL_ONLY)) {
+        Some(peers) => group_query(state, query, raw, peers).await,
+        None => super::api::store_route(Route::Query, state, query).await,
+    }
+}
 
 /// The call an expression evaluates (inside `cumulative(...)`, if any).
 fn call_of(expr: &store::Expr) -> (store::Function, &store::Selector, f64) {

@@ -5,11 +5,9 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use serde_json::json;
+use axum::response::Response;
 
 use super::HttpState;
 use crate::access::{PeerCertificate, Refused, Role};
@@ -47,7 +45,7 @@ pub async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, ne
                 state.admin.edges.refused_http_credentials.add(1);
                 super::session::sign_in_page(StatusCode::UNAUTHORIZED, None)
             }
-            Err(refused) => refusal(&state, refused),
+            Err(refused) => super::refusal::refusal(&state, refused),
         }
     };
     let headers = response.headers_mut();
@@ -55,36 +53,5 @@ pub async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, ne
     headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
     headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    response
-}
-
-/// The answer to a refused request, counted.
-pub(super) fn refusal(state: &HttpState, refused: Refused) -> Response {
-    let edges = &state.admin.edges;
-    let (status, message) = match refused {
-        Refused::Host(host) => {
-            edges.refused_http_hosts.add(1);
-            let why = format!(
-                "refused through host '{host}': use an address (127.0.0.1:port), localhost, or a name in http.hostnames"
-            );
-            (StatusCode::FORBIDDEN, why)
-        }
-        Refused::Origin(why) => {
-            edges.refused_http_origins.add(1);
-            (StatusCode::FORBIDDEN, why)
-        }
-        Refused::Unauthorized(role) => {
-            edges.refused_http_credentials.add(1);
-            (StatusCode::UNAUTHORIZED, format!("the {} role needs a token: Authorization: Bearer TOKEN", role.name()))
-        }
-        Refused::Forbidden(role) => {
-            edges.refused_http_credentials.add(1);
-            (StatusCode::FORBIDDEN, format!("this token does not open the {} role", role.name()))
-        }
-    };
-    let mut response = (status, Json(json!({ "error": message }))).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"histd\""));
-    }
     response
 }

@@ -37,6 +37,7 @@ mod group_query;
 pub mod guard;
 pub(crate) mod live;
 mod metrics;
+mod refusal;
 pub mod series;
 pub mod session;
 mod ui;
@@ -322,7 +323,7 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(alerts, get(api::alerts))
         .route(budgets, get(api::budgets))
         .route(series, get(api::series).delete(api::forget))
-        .route(query, get(api::query))
+        .route(query, get(group_query::query))
         .route(histogram, get(api::histogram))
         .route(heatmap, get(api::heatmap))
         .route(openapi, get(api::openapi))

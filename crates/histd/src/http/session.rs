@@ -98,7 +98,7 @@ pub async fn sign_in(State(state): State<Arc<HttpState>>, request: axum::extract
     let credentials = state.guard.current();
     let (parts, body) = request.into_parts();
     if let Err(refused) = credentials.admit_from_own_page(&parts.headers) {
-        return super::guard::refusal(&state, refused);
+        return super::refusal::refusal(&state, refused);
     }
     // A form of a token: capped and within httpBodyTimeoutMs, as every body this port reads.
     let body = match super::forward::read_body(body, MAX_FORM_BYTES, state.body_timeout).await {
@@ -123,7 +123,7 @@ pub async fn sign_in(State(state): State<Arc<HttpState>>, request: axum::extract
 /// `POST /-/sign-out`: the session ended, its cookie cleared, the browser sent to the page.
 pub async fn sign_out(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     if let Err(refused) = state.guard.current().admit_from_own_page(&headers) {
-        return super::guard::refusal(&state, refused);
+        return super::refusal::refusal(&state, refused);
     }
     if let Some(id) = session_id(&headers) {
         state.sessions.close(id);
