@@ -6,9 +6,8 @@
 # The build: the workspace's locked dependencies, histd alone, optimised.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-# librdkafka (the Kafka client) is built from its sources: cmake (OpenSSL's and zlib's headers are in the image).
-RUN apt-get update && apt-get install -y --no-install-recommends cmake \
- && rm -rf /var/lib/apt/lists/*
+# librdkafka (the Kafka client) is built from its sources by its configure script: the image has
+# what that needs (a C compiler, make, pkg-config, OpenSSL's and zlib's headers).
 COPY Cargo.toml Cargo.lock rustfmt.toml ./
 COPY crates crates
 RUN cargo build --release --locked -p histd \

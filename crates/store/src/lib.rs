@@ -12,6 +12,7 @@ mod blocks;
 mod checked_rows;
 pub mod codec;
 mod compact;
+mod first_page;
 mod forget;
 mod log_positions;
 mod migrate;
@@ -28,6 +29,7 @@ mod usage;
 mod write;
 
 pub use checked_rows::DamagedRow;
+pub use first_page::{header_damage, Rebuilt};
 pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::{DamagedBlock, SeriesInfo};
@@ -70,6 +72,9 @@ pub enum StoreError {
     /// made (histd writes its first page when it makes it).
     #[error("the store file is empty (0 bytes, no write-ahead log): what it held is gone")]
     EmptiedFile,
+    /// The store file's header is not one histd writes (first_page.rs): a damaged first page.
+    #[error("the file's header is damaged: {0}")]
+    DamagedHeader(String),
     /// A histogram of a store of the first format does not decode (while migrating it).
     #[error("stored histogram of series {series} at {ts} is corrupt: {reason}")]
     CorruptHistogram {
@@ -91,7 +96,7 @@ impl StoreError {
             StoreError::Sqlite(rusqlite::Error::SqliteFailure(error, _)) => {
                 matches!(error.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
             }
-            StoreError::DamagedRows(_) | StoreError::EmptiedFile => true,
+            StoreError::DamagedRows(_) | StoreError::EmptiedFile | StoreError::DamagedHeader(_) => true,
             _ => false,
         }
     }

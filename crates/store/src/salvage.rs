@@ -57,6 +57,9 @@ pub struct Salvaged {
     pub orphaned_blocks: u64,
     /// The points in those blocks.
     pub orphaned_points: u64,
+    /// Whether the file's first page (its header and schema) was damaged and written anew
+    /// from the rest of the file (first_page.rs) before the rows were read.
+    pub first_page_rebuilt: bool,
 }
 
 /// A table copied row by row: its name, the columns read (its rowid first) and how a row is
@@ -104,18 +107,19 @@ const TABLES: [Copied; 4] = [
 /// (made by [`crate::Store::open`] and closed). An error when nothing can be read (the header
 /// or the schema itself is damaged) or `damaged` is of the first format.
 pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
-    let source = Connection::open_with_flags(damaged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    // The schema is read as it is: a table whose root page lies past a truncated file's end
-    // would otherwise make every statement fail, the readable tables' too.
-    source.pragma_update(None, "writable_schema", true)?;
+    let (source, first_page_rebuilt) = open_source(damaged)?;
     if table_exists(&source, "points_raw")? {
         return Err(StoreError::Salvage("a store of the first format is not salvaged".to_string()));
     }
     let mut target = Connection::open(fresh)?;
-    let mut salvaged = Salvaged::default();
+    let mut salvaged = Salvaged { first_page_rebuilt, ..Salvaged::default() };
     let transaction = target.transaction()?;
     let checks = row_checks(&source);
     for copied in &TABLES {
+        // A table a rebuilt first page could not name held no row that showed which it was.
+        if !table_exists(&source, copied.table)? {
+            continue;
+        }
         let rows = copy_table(&source, &transaction, copied, checks, &mut salvaged)?;
         match copied.table {
             "groups" => salvaged.groups = rows,
@@ -134,6 +138,35 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     transaction.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('points', ?1)", [salvaged.points as i64])?;
     transaction.commit()?;
     Ok(salvaged)
+}
+
+/// The damaged file opened to be read, and whether its first page had to be rebuilt: when
+/// its header is not one histd writes or SQLite cannot read its schema, the first page is
+/// written anew from the rest of the file ([`crate::first_page::rebuild`]); if that cannot be
+/// done, the file is read as SQLite can.
+fn open_source(damaged: &Path) -> Result<(Connection, bool), StoreError> {
+    let open = || -> Result<Connection, StoreError> {
+        let source = Connection::open_with_flags(damaged, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        // The schema is read as it is: a table whose root page lies past a truncated file's
+        // end would otherwise make every statement fail, the readable tables' too.
+        source.pragma_update(None, "writable_schema", true)?;
+        if !table_exists(&source, "series")? && !table_exists(&source, "points_raw")? {
+            return Err(StoreError::Salvage("the schema names none of the store's tables".to_string()));
+        }
+        Ok(source)
+    };
+    let header_damage = crate::first_page::header_damage(damaged);
+    let opened = open();
+    if header_damage.is_none() && opened.is_ok() {
+        return Ok((opened?, false));
+    }
+    drop(opened);
+    match crate::first_page::rebuild(damaged) {
+        Ok(_) => Ok((open()?, true)),
+        Err(rebuild_failed) => open()
+            .map(|source| (source, false))
+            .map_err(|error| StoreError::Salvage(format!("{error}; {rebuild_failed}"))),
+    }
 }
 
 /// How the damaged file's series and group rows are checked.

@@ -110,6 +110,9 @@ impl Store {
         if crate::usage::is_emptied(path) {
             return Err(StoreError::EmptiedFile);
         }
+        if let Some(damage) = crate::first_page::header_damage(path) {
+            return Err(StoreError::DamagedHeader(damage));
+        }
         let kept = crate::migrate::kept_copy(path);
         let connection = crate::migrate::keep_before_migrating(path, &kept)?;
         let format = prepare(&connection)?;
@@ -142,6 +145,9 @@ impl Store {
 
     /// Opens the store at `path` to read it (nothing is created or migrated).
     pub fn open_reader(path: &Path) -> Result<Store, StoreError> {
+        if let Some(damage) = crate::first_page::header_damage(path) {
+            return Err(StoreError::DamagedHeader(damage));
+        }
         let connection = Connection::open(path)?;
         crate::schema::prepare_reader(&connection)?;
         let mut store = Store::with(connection, Options::default());

@@ -663,7 +663,9 @@ fn a_migration_killed_at_any_moment_loses_nothing() {
 /// Issue 36: a store file with a damaged page (every page in turn, zeroed) is salvaged into a
 /// fresh one: what survives is exact (each series' points are its own, never another's), what
 /// is lost is the damaged page's rows (counted), and a series written afterwards reads only its
-/// own points, even where a lost series' points remain in its old group's blocks.
+/// own points, even where a lost series' points remain in its old group's blocks. Issue 50: the
+/// first page (SQLite's header and the schema) is one page like the others: zeroed, or a byte
+/// of its header changed, it costs no row (every table's rows live on other pages).
 #[test]
 fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
     const SERIES: i64 = 2100; // three groups of counters
@@ -679,8 +681,23 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
     }
     let pages = std::fs::metadata(&pristine).unwrap().len() / 4096;
     let (mut kept_everywhere, mut damaged_pages) = (0, 0);
-    // Page 0 is SQLite's header and schema: damage there leaves nothing to salvage.
-    for page in (1..pages).step_by(3).chain([u64::MAX]) {
+    // (a page zeroed, or u64::MAX: none; a byte of the header changed, to what)
+    let header_bytes = [
+        (0, b'X'),
+        (16, 0x20),
+        (17, 0x01),
+        (18, 9),
+        (20, 8),
+        (21, 1),
+        (28, 0xff),
+        (44, 0xff),
+        (59, 2),
+        (100, 0x0a),
+        (100, 0),
+    ];
+    let header_flips = header_bytes.into_iter().map(|(at, value)| (u64::MAX, Some((at, value))));
+    let damages = (0..pages).step_by(3).chain([u64::MAX]).map(|page| (page, None)).chain(header_flips);
+    for (page, changed) in damages {
         let damaged = dir.join("damaged.db");
         let fresh = dir.join("fresh.db");
         for file in [&damaged, &fresh] {
@@ -689,6 +706,9 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
         let mut bytes = std::fs::read(&pristine).unwrap();
         if page != u64::MAX {
             bytes[page as usize * 4096..(page as usize + 1) * 4096].fill(0);
+        }
+        if let Some((at, value)) = changed {
+            bytes[at] = value;
         }
         std::fs::write(&damaged, &bytes).unwrap();
         drop(Store::open(&fresh, Options::default()).unwrap());
@@ -707,9 +727,12 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
             );
             whole += usize::from(points.len() == FLUSHES as usize);
         }
-        if page == u64::MAX {
-            assert_eq!(whole, SERIES as usize / 7, "undamaged: everything salvaged ({salvaged:?})");
-            assert_eq!(salvaged.unreadable_pages, 0);
+        if page == u64::MAX || page == 0 {
+            assert_eq!(whole, SERIES as usize / 7, "page {page} {changed:?}: everything salvaged ({salvaged:?})");
+            assert_eq!(salvaged.unreadable_pages, 0, "page {page} {changed:?}");
+        }
+        if page == 0 || changed.is_some() {
+            assert!(salvaged.first_page_rebuilt, "page {page} {changed:?}: the first page is rebuilt");
         }
         kept_everywhere += whole;
         // A series first written after the salvage, and a lost one written again, read only
@@ -729,7 +752,7 @@ fn a_salvaged_store_keeps_what_can_be_read_and_never_mixes_series() {
         }
         drop(store);
     }
-    let tried = (1..pages).step_by(3).count() as u64;
+    let tried = (0..pages).step_by(3).count() as u64;
     assert!(damaged_pages >= tried / 2, "most zeroed pages were met and skipped: {damaged_pages} of {tried}");
     let share = kept_everywhere as f64 / ((SERIES / 7) as f64 * (tried + 1) as f64);
     assert!(share > 0.5, "a damaged page costs its rows, not the store: {share:.2} of the series kept whole");

@@ -1277,10 +1277,16 @@ fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
         let sql = "UPDATE groups SET compacted_until = 9223372036854775000 WHERE grp = (SELECT min(grp) FROM groups)";
         changed_by_sql(bytes, sql)
     };
+    // Issue 50: the first page (SQLite's header and the schema) zeroed, or the schema's page
+    // type changed (the probe's byte 100): its rows are elsewhere, and none is lost.
+    let zero_first_page: fn(&mut Vec<u8>) = |bytes| bytes[..4096].fill(0);
+    let schema_page_type: fn(&mut Vec<u8>) = |bytes| bytes[100] ^= 0x01;
     let asked = (1..=SERIES).step_by(10).count();
     // (what, the damage, series asked that lose their history)
     type Case = (&'static str, fn(&mut Vec<u8>), usize);
-    let cases: [Case; 4] = [
+    let cases: [Case; 6] = [
+        ("the first page zeroed", zero_first_page, 0),
+        ("the schema page's type changed", schema_page_type, 0),
         ("blocks_key's root zeroed", zero_index_root, 0),
         ("a series renamed into another's", rename, 1),
         ("a series' name no longer UTF-8", not_utf8, 1),

@@ -1,4 +1,5 @@
-//! A store file SQLite finds damaged (a bad header, pages overwritten, bitrot), at start or
+//! A store file SQLite finds damaged (a bad header, pages overwritten, bitrot; a header that
+//! is not one histd writes, store/src/first_page.rs), at start or
 //! while histd runs, never stops histd and costs only its damaged pages: the file is moved
 //! aside whole, with its write-ahead log, as `histd.db.damaged-<unix s>`, a fresh store is made,
 //! and every row that can still be read is copied into it ([`store::salvage`]); ingest, the
@@ -121,6 +122,7 @@ impl Recovery {
                     unreadable_pages = salvaged.unreadable_pages,
                     unreadable_rows = salvaged.unreadable_rows,
                     rebuilt_groups = salvaged.rebuilt_groups,
+                    first_page_rebuilt = salvaged.first_page_rebuilt,
                     lost_series = salvaged.orphaned_series,
                     lost_points = salvaged.orphaned_points,
                     "the store file is damaged: what could be read was copied into a fresh store, and the file is kept aside (store_damaged_files_set_aside)"
