@@ -56,48 +56,128 @@ fn scrub_file(path: &Path) -> anyhow::Result<bool> {
     Ok(report.is_clean())
 }
 
+/// `histd backup`'s exit code when the store has damage and a backup was made all the same: it
+/// holds every intact block and row, and each block left out is named.
+pub const BACKED_UP_WITH_DAMAGE: u8 = 3;
+
 /// `histd backup DEST --data-dir DIR`: a consistent copy of the store in one new file, taken
-/// while a daemon writes it (a read snapshot; the writer is not stopped), then scrubbed.
+/// while a daemon writes it (a read snapshot; the writer is not stopped), then scrubbed. Of a
+/// store with damage (blocks whose checksum does not hold, rows or pages that do not read, a
+/// damaged first page) the backup holds everything intact and names what it left out: exit
+/// [`BACKED_UP_WITH_DAMAGE`]. Exit 1: no backup (and no file named as one).
 pub fn backup(dir: &Path, destination: &Path) -> ExitCode {
-    let copied = (|| -> anyhow::Result<bool> {
-        let source = dir.join(DATABASE);
-        anyhow::ensure!(source.exists(), "no store at {} (--data-dir)", source.display());
-        anyhow::ensure!(!destination.exists(), "{} exists already", destination.display());
-        // Written whole as DEST.partial, checked, synced, then renamed: a backup killed or
-        // failing half way never leaves a file named as the backup.
-        let partial = PathBuf::from(format!("{}.partial", destination.display()));
-        let _ = std::fs::remove_file(&partial);
-        let store = store::Store::open_reader(&source).with_context(|| format!("cannot read {}", source.display()))?;
-        if let Err(error) = store.backup_to(&partial) {
-            // A copy that could not be written whole (a full disk) leaves nothing behind.
-            let _ = std::fs::remove_file(&partial);
-            return Err(anyhow::Error::new(error).context(format!("cannot write the backup {}", partial.display())));
-        }
-        if !scrub_file(&partial)? {
-            return Ok(false);
-        }
-        std::fs::File::open(&partial)?.sync_all()?;
-        std::fs::rename(&partial, destination)
-            .with_context(|| format!("cannot rename {} to {}", partial.display(), destination.display()))?;
-        if let Some(parent) = destination.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-            std::fs::File::open(parent)?.sync_all()?;
-        }
-        Ok(true)
-    })();
-    match copied {
-        Ok(true) => {
+    match back_up(dir, destination) {
+        Ok(None) => {
             println!("backup written to {}", destination.display());
             ExitCode::SUCCESS
         }
-        Ok(false) => {
-            eprintln!("histd backup: the copy is damaged (the store itself may be: run histd scrub)");
-            ExitCode::from(1)
+        Ok(Some(damage)) => {
+            for block in &damage.blocks {
+                println!(
+                    "left out: damaged block: {:?} resolution, group {}, {} to {} (unix s): {}",
+                    block.resolution,
+                    block.grp,
+                    block.start,
+                    block.start + block.resolution.block_span(),
+                    block.reason
+                );
+            }
+            let salvaged = &damage.salvaged;
+            println!(
+                "backup written to {}: every intact block and row; left out: {} damaged blocks, {} unreadable pages, {} unreadable rows, {} points of series whose group row was lost{}",
+                destination.display(),
+                damage.blocks.len(),
+                salvaged.unreadable_pages,
+                salvaged.unreadable_rows,
+                salvaged.orphaned_points,
+                if salvaged.first_page_rebuilt { " (the store's first page is damaged: read through a rebuilt one)" } else { "" }
+            );
+            eprintln!(
+                "histd backup: the store has damage: the backup holds everything else (exit {BACKED_UP_WITH_DAMAGE}; run histd scrub)"
+            );
+            ExitCode::from(BACKED_UP_WITH_DAMAGE)
         }
         Err(error) => {
             eprintln!("histd backup: {error:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// What a backup of a store with damage left out.
+struct Damage {
+    /// The blocks whose checksum or bytes did not hold.
+    blocks: Vec<store::DamagedBlock>,
+    /// What the copy could not read.
+    salvaged: store::Salvaged,
+}
+
+/// Writes the backup; the damage it left out, if the store has any.
+fn back_up(dir: &Path, destination: &Path) -> anyhow::Result<Option<Damage>> {
+    let source = dir.join(DATABASE);
+    anyhow::ensure!(source.exists(), "no store at {} (--data-dir)", source.display());
+    anyhow::ensure!(!destination.exists(), "{} exists already", destination.display());
+    // Written whole as DEST.partial, checked, synced, then renamed: a backup killed or failing
+    // half way never leaves a file named as the backup.
+    let partial = PathBuf::from(format!("{}.partial", destination.display()));
+    let _ = std::fs::remove_file(&partial);
+    let whole = (|| -> Result<bool, store::StoreError> {
+        let store = store::Store::open_reader(&source)?;
+        store.backup_to(&partial)?;
+        Ok(store::Store::open_reader(&partial)?.scrub()?.is_clean())
+    })();
+    let damage = match whole {
+        Ok(true) => None,
+        Ok(false) => Some(copy_intact(&source, &partial)?),
+        Err(error) if error.is_damaged_file() => Some(copy_intact(&source, &partial)?),
+        Err(error) => {
+            // A copy that could not be written whole (a full disk) leaves nothing behind.
+            let _ = std::fs::remove_file(&partial);
+            return Err(anyhow::Error::new(error).context(format!("cannot write the backup {}", partial.display())));
+        }
+    };
+    // Damage the copy itself has (a disk that wrote it wrong) still fails the backup.
+    if !scrub_file(&partial)? {
+        anyhow::bail!("the copy {} is damaged (the store itself may be: run histd scrub)", partial.display());
+    }
+    std::fs::File::open(&partial)?.sync_all()?;
+    std::fs::rename(&partial, destination)
+        .with_context(|| format!("cannot rename {} to {}", partial.display(), destination.display()))?;
+    if let Some(parent) = destination.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(damage.filter(|damage| {
+        let salvaged = &damage.salvaged;
+        !damage.blocks.is_empty()
+            || salvaged.unreadable_pages + salvaged.unreadable_rows + salvaged.orphaned_points > 0
+            || salvaged.first_page_rebuilt
+    }))
+}
+
+/// The backup of a store whose copy was not whole: its intact rows copied into a fresh store
+/// at `partial`, read in one snapshot while a daemon may write; a store SQLite cannot open (a
+/// damaged first page) is copied first, and the copy read through a rebuilt first page.
+fn copy_intact(source: &Path, partial: &Path) -> anyhow::Result<Damage> {
+    let fresh = |partial: &Path| -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(partial);
+        drop(store::Store::open(partial, store::Options::default()).context("cannot make the backup's store")?);
+        Ok(())
+    };
+    fresh(partial)?;
+    let copied = match store::copy_intact(source, partial) {
+        Err(error) if error.is_damaged_file() => {
+            fresh(partial)?;
+            let copy = PathBuf::from(format!("{}.source", partial.display()));
+            std::fs::copy(source, &copy).with_context(|| format!("cannot copy the store to {}", copy.display()))?;
+            let salvaged = store::salvage_intact(&copy, partial);
+            let _ = std::fs::remove_file(&copy);
+            let _ = std::fs::remove_file(format!("{}.first-page", copy.display()));
+            salvaged
+        }
+        other => other,
+    };
+    let (salvaged, blocks) = copied.with_context(|| format!("cannot read {}", source.display()))?;
+    Ok(Damage { blocks, salvaged })
 }
 
 /// `histd restore BACKUP --data-dir DIR`: puts a backup back as the directory's store, with

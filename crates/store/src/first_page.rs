@@ -409,7 +409,9 @@ mod tests {
 
     #[test]
     fn varints_read_as_sqlite_writes_them() {
-        let cases: [(&[u8], Option<(u64, usize)>); 5] = [
+        // (the bytes, what they read as: a value and a length)
+        type Case = (&'static [u8], Option<(u64, usize)>);
+        let cases: [Case; 5] = [
             (&[0x05], Some((5, 1))),
             (&[0x81, 0x00], Some((128, 2))),
             (&[0xff; 9], Some((u64::MAX, 9))),

@@ -34,7 +34,7 @@ pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};
 pub use read::{DamagedBlock, SeriesInfo};
 pub use row::Row;
-pub use salvage::{salvage, Salvaged};
+pub use salvage::{copy_intact, salvage, salvage_intact, Salvaged};
 pub use schema::{Resolution, PERIOD};
 pub use series::{Kind, Selector, SeriesKey};
 pub use upkeep::{ScrubReport, ScrubStep};

@@ -24,6 +24,7 @@ use rusqlite::types::{Value, ValueRef};
 use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
 
 use crate::checked_rows::GroupRow;
+use crate::read::DamagedBlock;
 use crate::schema::{group_size, table_exists, Resolution};
 use crate::{Kind, StoreError};
 
@@ -108,19 +109,56 @@ const TABLES: [Copied; 4] = [
 /// or the schema itself is damaged) or `damaged` is of the first format.
 pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     let (source, first_page_rebuilt) = open_source(damaged)?;
-    if table_exists(&source, "points_raw")? {
+    let mut salvaged = Salvaged { first_page_rebuilt, ..Salvaged::default() };
+    copy_rows(&source, fresh, &mut salvaged, None)?;
+    Ok(salvaged)
+}
+
+/// Copies every intact row of the store file `live` (a daemon may be writing it: it is read
+/// in one read transaction, and never changed) into the store file `fresh`, as [`salvage`]
+/// does, and leaves out the blocks whose checksum or bytes do not hold: a backup of a store
+/// with damage. Returns what was copied and each block left out.
+pub fn copy_intact(live: &Path, fresh: &Path) -> Result<(Salvaged, Vec<DamagedBlock>), StoreError> {
+    let mut source = Connection::open_with_flags(live, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    source.busy_timeout(std::time::Duration::from_secs(5))?;
+    let snapshot = source.transaction()?;
+    let mut salvaged = Salvaged::default();
+    let mut left_out = Vec::new();
+    copy_rows(&snapshot, fresh, &mut salvaged, Some(&mut left_out))?;
+    Ok((salvaged, left_out))
+}
+
+/// [`salvage`] leaving out, and listing, the blocks whose checksum or bytes do not hold: a
+/// backup of a store SQLite cannot open (a copy of it: its first page may be rebuilt).
+pub fn salvage_intact(damaged: &Path, fresh: &Path) -> Result<(Salvaged, Vec<DamagedBlock>), StoreError> {
+    let (source, first_page_rebuilt) = open_source(damaged)?;
+    let mut salvaged = Salvaged { first_page_rebuilt, ..Salvaged::default() };
+    let mut left_out = Vec::new();
+    copy_rows(&source, fresh, &mut salvaged, Some(&mut left_out))?;
+    Ok((salvaged, left_out))
+}
+
+/// The copy both share: every readable row of `source`'s tables into `fresh`, then the groups
+/// rebuilt, orphans removed, groups closed and the points counted. With `left_out`, blocks
+/// that do not decode are not copied but listed there.
+fn copy_rows(
+    source: &Connection,
+    fresh: &Path,
+    salvaged: &mut Salvaged,
+    mut left_out: Option<&mut Vec<DamagedBlock>>,
+) -> Result<(), StoreError> {
+    if table_exists(source, "points_raw")? {
         return Err(StoreError::Salvage("a store of the first format is not salvaged".to_string()));
     }
     let mut target = Connection::open(fresh)?;
-    let mut salvaged = Salvaged { first_page_rebuilt, ..Salvaged::default() };
     let transaction = target.transaction()?;
-    let checks = row_checks(&source);
+    let checks = row_checks(source);
     for copied in &TABLES {
         // A table a rebuilt first page could not name held no row that showed which it was.
-        if !table_exists(&source, copied.table)? {
+        if !table_exists(source, copied.table)? {
             continue;
         }
-        let rows = copy_table(&source, &transaction, copied, checks, &mut salvaged)?;
+        let rows = copy_table(source, &transaction, copied, checks, salvaged, left_out.as_deref_mut())?;
         match copied.table {
             "groups" => salvaged.groups = rows,
             "series" => salvaged.series = rows,
@@ -130,14 +168,14 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
     }
     salvaged.rebuilt_groups = rebuild_groups(&transaction, checks)?;
     crate::checked_rows::fill_missing(&transaction)?;
-    remove_orphans(&transaction, &mut salvaged)?;
+    remove_orphans(&transaction, salvaged)?;
     close_groups(&transaction)?;
     salvaged.points = transaction.query_row("SELECT coalesce(sum(points), 0) FROM blocks", [], |r| r.get(0))?;
     // The store's count of its points is what the blocks salvaged hold, not what the damaged
     // file counted.
     transaction.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('points', ?1)", [salvaged.points as i64])?;
     transaction.commit()?;
-    Ok(salvaged)
+    Ok(())
 }
 
 /// The damaged file opened to be read, and whether its first page had to be rebuilt: when
@@ -203,6 +241,7 @@ fn copy_table(
     copied: &Copied,
     checks: RowChecks,
     salvaged: &mut Salvaged,
+    mut left_out: Option<&mut Vec<DamagedBlock>>,
 ) -> Result<u64, StoreError> {
     let columns = crate::checked_rows::select(copied.columns, !matches!(checks, RowChecks::NoColumn));
     let read = format!(
@@ -215,6 +254,14 @@ fn copy_table(
     loop {
         let (rows, failed) = read_slice(source, &read, after, copied.count);
         for (_, row) in &rows {
+            if let (Some(list), Some(values)) =
+                (left_out.as_deref_mut(), row.as_ref().filter(|_| copied.table == "blocks"))
+            {
+                if let Some(damaged) = damaged_block(values) {
+                    list.push(damaged);
+                    continue;
+                }
+            }
             match row {
                 Some(values) if copied.table != "series" || series_row_holds(values, checks) => {
                     copied_rows += insert.execute(params_from_iter(values.iter()))? as u64
@@ -247,6 +294,21 @@ fn copy_table(
             Some(error) => return Err(error),
         }
     }
+}
+
+/// The block a row of the blocks table (values in [`TABLES`]' order) holds, when its checksum
+/// or bytes do not hold.
+fn damaged_block(values: &[Value]) -> Option<DamagedBlock> {
+    let integer = |index: usize| match values.get(index) {
+        Some(Value::Integer(value)) => *value,
+        _ => 0,
+    };
+    let reason = match values.get(6) {
+        Some(Value::Blob(bytes)) => crate::codec::block::decode_each(bytes, |_, _| {}).err()?.0,
+        _ => "a block that is not bytes",
+    };
+    let resolution = Resolution::ALL.into_iter().find(|r| r.code() == integer(1)).unwrap_or(Resolution::Raw);
+    Some(DamagedBlock { resolution, grp: integer(2), start: integer(3), reason })
 }
 
 /// A column's value, owned; `None` for text that is not UTF-8 (damaged).
