@@ -65,14 +65,19 @@ enum Command {
     /// Load-test a statsd daemon (this one or any other) and report what arrived and at what cost.
     Bench(bench::BenchArgs),
     /// Read every block of a data directory's store and check it (checksums, bytes, SQLite's
-    /// pages); list what is damaged (exit 0: clean; 1: damage found; 2: no store).
+    /// pages); list what is damaged, and the store's record of damage found before (exit 0:
+    /// clean, nothing unacknowledged; 1: damage now or recorded; 2: no store).
     Scrub {
         /// The data directory (`store.dataDir`).
         #[arg(long, default_value = "histd-data")]
         data_dir: PathBuf,
+        /// Acknowledge the record of damage: its entries are kept and no longer reported.
+        #[arg(long)]
+        acknowledge: bool,
     },
     /// Copy a store into one new file while its daemon runs (a consistent snapshot), then
-    /// scrub the copy (exit 1 on any failure).
+    /// scrub the copy (exit 3: the store has damage, and the backup holds everything intact;
+    /// 1: no backup).
     Backup {
         /// The file to write (it must not exist).
         destination: PathBuf,
@@ -164,7 +169,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Scrub { data_dir } => histd::upkeep_cli::scrub(&data_dir),
+        Command::Scrub { data_dir, acknowledge } => histd::upkeep_cli::scrub(&data_dir, acknowledge),
         Command::Backup { destination, data_dir } => histd::upkeep_cli::backup(&data_dir, &destination),
         Command::Restore { backup, data_dir } => histd::upkeep_cli::restore(&backup, &data_dir),
         Command::Man { dir } => match write_man_pages(&dir) {

@@ -9,23 +9,54 @@ use anyhow::Context as _;
 use crate::sinks::store::DATABASE;
 
 /// `histd scrub --data-dir DIR`: reads every block and checks it (its checksum, its bytes)
-/// and SQLite's pages; lists what is damaged. Exit 0: clean; 1: damage found, or a store file
-/// that cannot be read at all (a damaged header or schema is damage: issue 48, P9); 2: no
-/// store file.
-pub fn scrub(dir: &Path) -> ExitCode {
+/// and SQLite's pages; lists what is damaged now, then the store's record of damage found
+/// before (blocks left out, salvages) that no operator acknowledged. Exit 0: clean and nothing
+/// unacknowledged; 1: damage found now or recorded before, or a store file that cannot be read
+/// at all (a damaged header or schema is damage: issue 48, P9); 2: no store file. With
+/// `acknowledge`, the record's entries are acknowledged (kept, no longer reported).
+pub fn scrub(dir: &Path, acknowledge: bool) -> ExitCode {
     let path = dir.join(DATABASE);
     if !path.exists() {
         eprintln!("histd scrub: no store at {} (--data-dir)", path.display());
         return ExitCode::from(2);
     }
-    match scrub_file(&path) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+    let whole = match scrub_file(&path) {
+        Ok(whole) => whole,
         Err(error) => {
             eprintln!("histd scrub: damaged: {error:#}");
+            return ExitCode::from(1);
+        }
+    };
+    match past_damage(&path, acknowledge) {
+        Ok(0) if whole => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("histd scrub: the record of damage: {error:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Prints the store's record of damage no operator acknowledged yet, acknowledging it with
+/// `acknowledge`; how many entries stay unacknowledged.
+fn past_damage(path: &Path, acknowledge: bool) -> anyhow::Result<usize> {
+    let store = store::Store::open_reader(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let entries = store.damage_record(true)?;
+    for entry in &entries {
+        println!("recorded: {entry}");
+    }
+    if acknowledge {
+        let acknowledged = store.acknowledge_damage(crate::clock::unix_now_s() as i64)?;
+        println!("{acknowledged} entries of the record of damage acknowledged (kept, no longer reported)");
+        return Ok(0);
+    }
+    if !entries.is_empty() {
+        println!(
+            "{} entries of the record of damage not acknowledged (histd scrub --acknowledge, once dealt with)",
+            entries.len()
+        );
+    }
+    Ok(entries.len())
 }
 
 /// Scrubs one database file, printing what it found; whether it is clean.
@@ -164,12 +195,13 @@ fn copy_intact(source: &Path, partial: &Path) -> anyhow::Result<Damage> {
         Ok(())
     };
     fresh(partial)?;
-    let copied = match store::copy_intact(source, partial) {
+    let now = crate::clock::unix_now_s() as i64;
+    let copied = match store::copy_intact(source, partial, now) {
         Err(error) if error.is_damaged_file() => {
             fresh(partial)?;
             let copy = PathBuf::from(format!("{}.source", partial.display()));
             std::fs::copy(source, &copy).with_context(|| format!("cannot copy the store to {}", copy.display()))?;
-            let salvaged = store::salvage_intact(&copy, partial);
+            let salvaged = store::salvage_intact(&copy, partial, now);
             let _ = std::fs::remove_file(&copy);
             let _ = std::fs::remove_file(format!("{}.first-page", copy.display()));
             salvaged

@@ -37,7 +37,7 @@ const PAGES_LOOKED_AT: usize = 64;
 /// rows hold them (every format-2 store's order; rows written before a column was added
 /// read it as null), without the constraints that need an index (the salvage reads the
 /// tables by rowid only).
-const TABLES: [(&str, &str); 5] = [
+const TABLES: [(&str, &str); 6] = [
     (
         "series",
         "CREATE TABLE series (id INTEGER PRIMARY KEY, name TEXT, tags TEXT, kind TEXT, grp INTEGER, \
@@ -54,6 +54,11 @@ const TABLES: [(&str, &str); 5] = [
         "CREATE TABLE blocks (resolution INTEGER, grp INTEGER, start INTEGER, span INTEGER, points INTEGER, data BLOB)",
     ),
     ("log_positions", "CREATE TABLE log_positions (log TEXT, partition INTEGER, through INTEGER, beyond TEXT)"),
+    (
+        "damage",
+        "CREATE TABLE damage (id INTEGER PRIMARY KEY, found INTEGER, what TEXT, resolution INTEGER, grp INTEGER, \
+         start INTEGER, points INTEGER, detail TEXT, acknowledged INTEGER, checksum INTEGER)",
+    ),
 ];
 
 /// What is wrong with the header of the store file at `path` as histd writes it (none: it
@@ -333,6 +338,7 @@ fn table_of(shape: &[u64]) -> Option<&'static str> {
         6 if (0..5).all(number) && blob(5) => Some("blocks"),
         5..=7 if null(0) && text(1) && text(2) && text(3) && (4..7).all(null_or_number) => Some("series"),
         5 | 6 if null(0) && text(1) && (2..6).all(null_or_number) => Some("groups"),
+        10 if null(0) && number(1) && text(2) && (3..7).all(number) && text(7) => Some("damage"),
         _ => None,
     }
 }
@@ -390,7 +396,7 @@ mod tests {
         // (serial types of a row, the table it belongs to)
         let text = 13 + 2 * 5;
         let blob = 12 + 2 * 40;
-        let cases: [(&[u64], Option<&str>); 9] = [
+        let cases: [(&[u64], Option<&str>); 10] = [
             (&[text, 1], Some("meta")),
             (&[text, 1, 4, text], Some("log_positions")),
             (&[1, 2, 4, 1, 2, blob], Some("blocks")),
@@ -399,6 +405,7 @@ mod tests {
             (&[0, text, text, text, 2], Some("series")),
             (&[0, text, 2, 4, 4, 6], Some("groups")),
             (&[0, text, 2, 4, 4], Some("groups")),
+            (&[0, 4, text, 1, 1, 4, 2, text, 8, 4], Some("damage")),
             (&[1, 2, 4, 1, 2, text], None),
             (&[], None),
         ];

@@ -12,6 +12,7 @@ mod blocks;
 mod checked_rows;
 pub mod codec;
 mod compact;
+mod damage_record;
 mod first_page;
 mod forget;
 mod log_positions;
@@ -29,6 +30,7 @@ mod usage;
 mod write;
 
 pub use checked_rows::DamagedRow;
+pub use damage_record::DamageEntry;
 pub use first_page::{header_damage, Rebuilt};
 pub use forget::Forgotten;
 pub use query::{bins_of, parse, parse_selector, Expr, Function, ParseError, TypeMismatch, MAX_DEPTH};

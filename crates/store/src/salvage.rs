@@ -81,7 +81,7 @@ const SERIES: Copied = Copied {
     insert: "INSERT OR IGNORE INTO series (id, name, tags, kind, grp, checksum, last_day) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 };
 
-const TABLES: [Copied; 4] = [
+const TABLES: [Copied; 5] = [
     Copied {
         table: "meta",
         columns: "rowid, key, value",
@@ -102,6 +102,17 @@ const TABLES: [Copied; 4] = [
         count: 7,
         insert: "INSERT OR IGNORE INTO blocks (rowid, resolution, grp, start, span, points, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     },
+    // The record of damage goes with the store (damage_record.rs): what was lost before stays
+    // known after the salvage.
+    Copied {
+        table: "damage",
+        columns: "id, found, what, resolution, grp, start, points, detail, acknowledged, checksum",
+        count: 10,
+        // Numbered anew (a backup records the blocks it leaves out first); an entry of the
+        // same block is kept once.
+        insert: "INSERT OR IGNORE INTO damage (found, what, resolution, grp, start, points, detail, acknowledged, checksum) \
+                 VALUES (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    },
 ];
 
 /// Copies every readable row of the damaged store file `damaged` into the store file `fresh`
@@ -118,24 +129,31 @@ pub fn salvage(damaged: &Path, fresh: &Path) -> Result<Salvaged, StoreError> {
 /// in one read transaction, and never changed) into the store file `fresh`, as [`salvage`]
 /// does, and leaves out the blocks whose checksum or bytes do not hold: a backup of a store
 /// with damage. Returns what was copied and each block left out.
-pub fn copy_intact(live: &Path, fresh: &Path) -> Result<(Salvaged, Vec<DamagedBlock>), StoreError> {
+pub fn copy_intact(live: &Path, fresh: &Path, now: i64) -> Result<(Salvaged, Vec<DamagedBlock>), StoreError> {
     let mut source = Connection::open_with_flags(live, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     source.busy_timeout(std::time::Duration::from_secs(5))?;
     let snapshot = source.transaction()?;
     let mut salvaged = Salvaged::default();
-    let mut left_out = Vec::new();
+    let mut left_out = LeftOut { now, blocks: Vec::new() };
     copy_rows(&snapshot, fresh, &mut salvaged, Some(&mut left_out))?;
-    Ok((salvaged, left_out))
+    Ok((salvaged, left_out.blocks))
 }
 
 /// [`salvage`] leaving out, and listing, the blocks whose checksum or bytes do not hold: a
 /// backup of a store SQLite cannot open (a copy of it: its first page may be rebuilt).
-pub fn salvage_intact(damaged: &Path, fresh: &Path) -> Result<(Salvaged, Vec<DamagedBlock>), StoreError> {
+pub fn salvage_intact(damaged: &Path, fresh: &Path, now: i64) -> Result<(Salvaged, Vec<DamagedBlock>), StoreError> {
     let (source, first_page_rebuilt) = open_source(damaged)?;
     let mut salvaged = Salvaged { first_page_rebuilt, ..Salvaged::default() };
-    let mut left_out = Vec::new();
+    let mut left_out = LeftOut { now, blocks: Vec::new() };
     copy_rows(&source, fresh, &mut salvaged, Some(&mut left_out))?;
-    Ok((salvaged, left_out))
+    Ok((salvaged, left_out.blocks))
+}
+
+/// The blocks a copy leaves out: listed, and recorded in the copy's record of damage (with
+/// their points, found `now`).
+struct LeftOut {
+    now: i64,
+    blocks: Vec<DamagedBlock>,
 }
 
 /// The copy both share: every readable row of `source`'s tables into `fresh`, then the groups
@@ -145,7 +163,7 @@ fn copy_rows(
     source: &Connection,
     fresh: &Path,
     salvaged: &mut Salvaged,
-    mut left_out: Option<&mut Vec<DamagedBlock>>,
+    mut left_out: Option<&mut LeftOut>,
 ) -> Result<(), StoreError> {
     if table_exists(source, "points_raw")? {
         return Err(StoreError::Salvage("a store of the first format is not salvaged".to_string()));
@@ -241,7 +259,7 @@ fn copy_table(
     copied: &Copied,
     checks: RowChecks,
     salvaged: &mut Salvaged,
-    mut left_out: Option<&mut Vec<DamagedBlock>>,
+    mut left_out: Option<&mut LeftOut>,
 ) -> Result<u64, StoreError> {
     let columns = crate::checked_rows::select(copied.columns, !matches!(checks, RowChecks::NoColumn));
     let read = format!(
@@ -258,7 +276,12 @@ fn copy_table(
                 (left_out.as_deref_mut(), row.as_ref().filter(|_| copied.table == "blocks"))
             {
                 if let Some(damaged) = damaged_block(values) {
-                    list.push(damaged);
+                    let points = match values.get(5) {
+                        Some(Value::Integer(points)) => *points,
+                        _ => 0,
+                    };
+                    crate::damage_record::record_block(target, list.now, &damaged, points)?;
+                    list.blocks.push(damaged);
                     continue;
                 }
             }

@@ -16,6 +16,7 @@
 //! - `meta`: the format version and settings readers need.
 //! - `log_positions`: where in a Kafka topic a global read the batches held
 //!   ([`crate::log_positions`]).
+//! - `damage`: the record of damage found and salvages made ([`crate::damage_record`]).
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -125,6 +126,19 @@ CREATE TABLE IF NOT EXISTS log_positions (
     through INTEGER NOT NULL,
     beyond TEXT NOT NULL,
     PRIMARY KEY (log, partition)
+);
+CREATE TABLE IF NOT EXISTS damage (
+    id INTEGER PRIMARY KEY,
+    found INTEGER NOT NULL,
+    what TEXT NOT NULL,
+    resolution INTEGER NOT NULL,
+    grp INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    points INTEGER NOT NULL,
+    detail TEXT NOT NULL,
+    acknowledged INTEGER NOT NULL,
+    checksum INTEGER NOT NULL,
+    UNIQUE (what, resolution, grp, start)
 );
 ";
 

@@ -64,6 +64,7 @@ pub async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "config": state.admin.config.json(),
         "bad_line_examples": bad_line_examples(&totals.bad_examples),
         "store_corrupt_blocks": damaged_blocks(&state),
+        "store_damage_record": state.store().map(|open| open.control.unacknowledged_damage().iter().map(ToString::to_string).collect::<Vec<_>>()).unwrap_or_default(),
         "kafka_unreadable_batches": unreadable,
         "kafka": kafka,
     });
@@ -433,7 +434,7 @@ pub(super) async fn with_store<T: Send + 'static>(
             open.control.check_damage();
         }
         if let Some(store) = reader.as_mut() {
-            state.note_damaged(store.take_damaged());
+            open.control.record_damage(state.note_damaged(store.take_damaged()));
             let rows = store.take_damaged_rows();
             if !rows.is_empty() {
                 state.note_damaged_rows(&rows);

@@ -103,14 +103,13 @@ pub const DAMAGED_BLOCKS_SHOWN: usize = 32;
 
 impl HttpState {
     /// Takes note of the blocks a read found damaged: each new one is logged once, counted
-    /// (`store_corrupt_blocks`), and named in `/health`.
-    pub fn note_damaged(&self, found: Vec<store::DamagedBlock>) {
+    /// (`store_corrupt_blocks`), and named in `/health`; the new ones are returned (for the
+    /// store's record of damage).
+    pub fn note_damaged(&self, found: Vec<store::DamagedBlock>) -> Vec<store::DamagedBlock> {
         let mut known = crate::clock::lock(&self.damaged_blocks);
-        for block in found {
-            if known.note(block) {
-                self.admin.edges.store_corrupt_blocks.add(1);
-            }
-        }
+        let new: Vec<store::DamagedBlock> = found.into_iter().filter(|block| known.note(block.clone())).collect();
+        self.admin.edges.store_corrupt_blocks.add(new.len() as u64);
+        new
     }
 
     /// Takes note of the series and group rows a read found damaged: counted

@@ -1173,6 +1173,14 @@ fn a_backup_of_a_store_with_damage_holds_every_intact_point() {
     drop(database);
     let live = points_total(&daemon.http_get(asked).1);
     assert!(live < 2000.0, "the daemon leaves the damaged block out: {live}");
+    // The read that met it put it in the store's record of damage, shown by /health.
+    assert!(
+        eventually(|| daemon.stat("store.store_damage_unacknowledged") == 1.0),
+        "recorded: {}",
+        daemon.admin("stats")
+    );
+    let health = daemon.http_get("/health").1;
+    assert!(health.contains("\"store_damage_record\":[\"damaged block: Raw resolution"), "{health}");
 
     let run = |args: &[&str]| std::process::Command::new(binary).args(args).output().unwrap();
     let copies = temp_dir("backup-damaged-copy");
@@ -1185,6 +1193,21 @@ fn a_backup_of_a_store_with_damage_holds_every_intact_point() {
     let restored = temp_dir("backup-damaged-restored");
     let put = run(&["restore", backup.to_str().unwrap(), "--data-dir", restored.to_str().unwrap()]);
     assert!(put.status.success(), "{}", String::from_utf8_lossy(&put.stderr));
+    // The running store: the block is damaged now, and recorded.
+    let scrubbed = run(&["scrub", "--data-dir", dir.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&scrubbed.stdout).into_owned();
+    assert_eq!(scrubbed.status.code(), Some(1), "{said}");
+    assert!(said.contains("\ndamaged block:") || said.starts_with("damaged block:"), "{said}");
+    assert!(said.contains("recorded: damaged block"), "{said}");
+    // The restored backup: whole now, but its record says a block was left out, until an
+    // operator acknowledges it.
+    let scrubbed = run(&["scrub", "--data-dir", restored.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&scrubbed.stdout).into_owned();
+    assert_eq!(scrubbed.status.code(), Some(1), "{said}");
+    assert!(!said.starts_with("damaged block") && said.contains("0 damaged"), "{said}");
+    assert!(said.contains("recorded: damaged block") && said.contains("1 entries"), "{said}");
+    let acknowledged = run(&["scrub", "--data-dir", restored.to_str().unwrap(), "--acknowledge"]);
+    assert!(acknowledged.status.success(), "{}", String::from_utf8_lossy(&acknowledged.stdout));
     let scrubbed = run(&["scrub", "--data-dir", restored.to_str().unwrap()]);
     assert!(scrubbed.status.success(), "{}", String::from_utf8_lossy(&scrubbed.stdout));
     let query = |dir: &std::path::Path| {
@@ -1391,6 +1414,8 @@ fn a_store_with_damaged_pages_is_salvaged_and_answers_stay_exact() {
         }
         assert_eq!(count(&daemon, 3), (200, 3.0), "{name}: salvage.c3 answers its own points only");
         assert!(daemon.stat("store.store_damaged_files_set_aside") >= 1.0, "{name}: met and set aside");
+        // Issue 50: the salvage is in the salvaged store's record of damage.
+        assert!(daemon.stat("store.store_damage_unacknowledged") >= 1.0, "{name}: the salvage recorded");
         assert_eq!(kept, asked - lose, "{name}: every other series keeps its history\n{}", daemon.stderr());
         if lose > 0 {
             assert!(daemon.stat("store.store_salvage_unreadable_rows") >= 1.0, "{name}: the damaged row counted");

@@ -40,7 +40,14 @@ pub const DATABASE: &str = "histd.db";
 #[derive(Debug, Clone)]
 pub struct StoreControl {
     requests: mpsc::Sender<Request>,
+    /// The record of damage no operator acknowledged yet (the latest [`DAMAGE_SHOWN`]), as the
+    /// writer last read it: for `/health`, which never waits on the store.
+    damage: Arc<std::sync::Mutex<Vec<store::DamageEntry>>>,
 }
+
+/// Entries of the record of damage `/health` shows (the count in
+/// `store.store_damage_unacknowledged` has them all).
+pub const DAMAGE_SHOWN: usize = 32;
 
 #[derive(Debug)]
 struct ForgetRequest {
@@ -54,6 +61,8 @@ enum Request {
     Forget(ForgetRequest),
     /// A reader met damage: check the file's pages, and salvage it when they are damaged.
     Check,
+    /// Blocks a reader found damaged, for the record of damage.
+    Damaged(Vec<store::DamagedBlock>),
     /// New retention, disk budget and scrub interval (a config reload).
     Options(store::Options, Option<std::time::Duration>),
 }
@@ -71,6 +80,19 @@ impl StoreControl {
     /// when they are damaged. Never waits: a check already asked is enough.
     pub fn check_damage(&self) {
         let _ = self.requests.try_send(Request::Check);
+    }
+
+    /// Hands the writer blocks a reader found damaged, for the record of damage. Never waits:
+    /// a block not taken now is recorded when the scrub meets it.
+    pub fn record_damage(&self, blocks: Vec<store::DamagedBlock>) {
+        if !blocks.is_empty() {
+            let _ = self.requests.try_send(Request::Damaged(blocks));
+        }
+    }
+
+    /// The record of damage no operator acknowledged yet, as the writer last read it.
+    pub fn unacknowledged_damage(&self) -> Vec<store::DamageEntry> {
+        crate::clock::lock(&self.damage).clone()
     }
 
     /// Keeps the store by `config`'s retention and disk budget from the next flush on.
@@ -155,7 +177,10 @@ fn spawn(
     let mut recovery = Recovery::default();
     let store = recovery.open(&path, options)?;
     let mut scrubber = Scrubber::new(config.scrub_interval);
-    publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber, &recovery);
+    let damage = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let shown = damage.clone();
+    let unacknowledged = refresh_damage(&store, &shown);
+    publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber, &recovery, unacknowledged);
     let mut flushes = context.flushes();
     let (requests, mut asked) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
@@ -185,6 +210,12 @@ fn spawn(
                     writer.store_mut().set_options(new);
                     scrubber.set_interval(scrub_interval);
                 }
+                Work::Request(Request::Damaged(blocks)) => {
+                    let found = crate::clock::unix_now_s() as i64;
+                    if let Err(error) = writer.store_mut().record_damaged_blocks(found, &blocks) {
+                        tracing::warn!(%error, "store: the damaged blocks a read found could not be recorded");
+                    }
+                }
                 Work::Request(Request::Check) => {
                     let recovery = &mut writer.recovery;
                     if let Some(damage) = writer.store.as_ref().and_then(|store| recovery.check(store)) {
@@ -194,10 +225,11 @@ fn spawn(
                 Work::Stop => break,
             }
             let Some(store) = &writer.store else { break };
-            publish_usage(&counts, store.usage(), options.max_bytes, &scrubber, &writer.recovery);
+            let unacknowledged = refresh_damage(store, &shown);
+            publish_usage(&counts, store.usage(), options.max_bytes, &scrubber, &writer.recovery, unacknowledged);
         }
     });
-    Ok((task, StoreControl { requests }))
+    Ok((task, StoreControl { requests, damage }))
 }
 
 /// The writer's store, and what it needs to replace it by a salvaged copy.
@@ -338,12 +370,31 @@ fn write_flush(
 
 /// The store's size, growth and drops, as the sink's details (`/health`, `stats`,
 /// `/metrics`, the web page).
+/// Reads the record of damage no operator acknowledged yet into `shown` (the latest
+/// [`DAMAGE_SHOWN`]); returns how many entries it has. An operator acknowledges from another
+/// process (`histd scrub --acknowledge`), so it is read again after every flush (a small table).
+fn refresh_damage(store: &store::Store, shown: &std::sync::Mutex<Vec<store::DamageEntry>>) -> u64 {
+    match store.damage_record(true) {
+        Ok(mut entries) => {
+            let count = entries.len() as u64;
+            entries.drain(..entries.len().saturating_sub(DAMAGE_SHOWN));
+            *crate::clock::lock(shown) = entries;
+            count
+        }
+        Err(error) => {
+            tracing::warn!(%error, "store: the record of damage could not be read");
+            crate::clock::lock(shown).len() as u64
+        }
+    }
+}
+
 fn publish_usage(
     telemetry: &SinkTelemetry,
     usage: &store::Usage,
     max_bytes: u64,
     scrubber: &Scrubber,
     recovery: &Recovery,
+    unacknowledged_damage: u64,
 ) {
     let level = |name, value: f64| Detail { name, value, level: true };
     let total = |name, value: u64| Detail { name, value: value as f64, level: false };
@@ -371,6 +422,7 @@ fn publish_usage(
         total("store_corrupt_points", usage.corrupt_points),
         total("store_upkeep_failures", usage.upkeep_failures),
         total("store_expired_series", usage.expired_series),
+        level("store_damage_unacknowledged", unacknowledged_damage as f64),
     ]);
 }
 

@@ -107,7 +107,7 @@ impl Recovery {
             return Err(error).with_context(|| format!("cannot make a fresh store {} to salvage into", path.display()));
         }
         self.files_set_aside += 1;
-        match store::salvage(&aside, path) {
+        let (record, lost) = match store::salvage(&aside, path) {
             Ok(salvaged) => {
                 self.salvaged_points += salvaged.points;
                 self.unreadable_pages += salvaged.unreadable_pages;
@@ -127,15 +127,43 @@ impl Recovery {
                     lost_points = salvaged.orphaned_points,
                     "the store file is damaged: what could be read was copied into a fresh store, and the file is kept aside (store_damaged_files_set_aside)"
                 );
+                let record = format!(
+                    "{why}; kept aside as {}; copied {} series, {} blocks, {} points; {} unreadable pages, {} unreadable rows, {} series lost with their group row{}",
+                    aside.display(),
+                    salvaged.series,
+                    salvaged.blocks,
+                    salvaged.points,
+                    salvaged.unreadable_pages,
+                    salvaged.unreadable_rows,
+                    salvaged.orphaned_series,
+                    if salvaged.first_page_rebuilt { "; the first page was rebuilt" } else { "" }
+                );
+                (record, salvaged.orphaned_points)
             }
-            Err(error) => tracing::error!(
-                %why,
-                %error,
-                kept = %aside.display(),
-                "the store file is damaged and nothing could be read from it: a fresh store begins, and the file is kept aside (store_damaged_files_set_aside)"
-            ),
+            Err(error) => {
+                tracing::error!(
+                    %why,
+                    %error,
+                    kept = %aside.display(),
+                    "the store file is damaged and nothing could be read from it: a fresh store begins, and the file is kept aside (store_damaged_files_set_aside)"
+                );
+                (
+                    format!(
+                        "{why}; kept aside as {}; nothing could be read ({error}): a fresh store began",
+                        aside.display()
+                    ),
+                    0,
+                )
+            }
+        };
+        let store = store::Store::open(path, options)
+            .with_context(|| format!("cannot open the salvaged store {}", path.display()))?;
+        // The salvage goes into the record of damage of the store it made (an operator
+        // acknowledges it with `histd scrub --acknowledge`).
+        if let Err(error) = store.record_salvage(crate::clock::unix_now_s() as i64, &record, lost) {
+            tracing::warn!(%error, "store: the salvage could not be recorded in the record of damage");
         }
-        store::Store::open(path, options).with_context(|| format!("cannot open the salvaged store {}", path.display()))
+        Ok(store)
     }
 
     /// Its counters, for the store sink's telemetry.

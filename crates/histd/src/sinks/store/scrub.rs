@@ -1,7 +1,8 @@
 //! The store's paced scrub (`store.scrubInterval`, daily by default): after each flush the
 //! writer checks a slice of the blocks ([`SLICE`]), so a whole pass costs a little at every
 //! flush instead of a stall; a new pass starts an interval after the last began. A damaged
-//! block is logged once with its group and span and counted (`store_scrub_damaged_blocks`);
+//! block is logged once with its group and span, counted (`store_scrub_damaged_blocks`) and
+//! kept in the store's record of damage;
 //! its rows are left out of answers by the readers, and the next write at its place replaces it.
 
 use std::time::{Duration, Instant};
@@ -63,8 +64,11 @@ impl Scrubber {
         match store.scrub_step(after, SLICE) {
             Ok(step) => {
                 self.checked += step.checked;
-                for block in step.damaged {
-                    self.damaged += u64::from(self.found.note(block));
+                let new: Vec<store::DamagedBlock> =
+                    step.damaged.into_iter().filter(|block| self.found.note(block.clone())).collect();
+                self.damaged += new.len() as u64;
+                if let Err(error) = store.record_damaged_blocks(crate::clock::unix_now_s() as i64, &new) {
+                    tracing::warn!(%error, "store scrub: the damaged blocks found could not be recorded");
                 }
                 self.cursor = step.next;
                 if step.next.is_none() {
