@@ -88,8 +88,12 @@ enum Command {
     /// Put a backup back as a data directory's store, with its daemon stopped (the backup is
     /// scrubbed first; the store it replaces is kept as histd.db.replaced-<unix s>).
     Restore {
-        /// The backup file.
-        backup: PathBuf,
+        /// The backup file (or --latest).
+        #[arg(required_unless_present = "latest")]
+        backup: Option<PathBuf>,
+        /// The newest snapshot (`store.snapshots`, in DIR/snapshots) that scrubs whole.
+        #[arg(long, conflicts_with = "backup")]
+        latest: bool,
         /// The data directory (`store.dataDir`).
         #[arg(long, default_value = "histd-data")]
         data_dir: PathBuf,
@@ -171,7 +175,7 @@ fn main() -> ExitCode {
         },
         Command::Scrub { data_dir, acknowledge } => histd::upkeep_cli::scrub(&data_dir, acknowledge),
         Command::Backup { destination, data_dir } => histd::upkeep_cli::backup(&data_dir, &destination),
-        Command::Restore { backup, data_dir } => histd::upkeep_cli::restore(&backup, &data_dir),
+        Command::Restore { backup, latest: _, data_dir } => histd::upkeep_cli::restore(backup.as_deref(), &data_dir),
         Command::Man { dir } => match write_man_pages(&dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

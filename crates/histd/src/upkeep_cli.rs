@@ -97,7 +97,7 @@ pub const BACKED_UP_WITH_DAMAGE: u8 = 3;
 /// damaged first page) the backup holds everything intact and names what it left out: exit
 /// [`BACKED_UP_WITH_DAMAGE`]. Exit 1: no backup (and no file named as one).
 pub fn backup(dir: &Path, destination: &Path) -> ExitCode {
-    match back_up(dir, destination) {
+    match crate::sinks::store::back_up(dir, destination) {
         Ok(None) => {
             println!("backup written to {}", destination.display());
             ExitCode::SUCCESS
@@ -113,16 +113,7 @@ pub fn backup(dir: &Path, destination: &Path) -> ExitCode {
                     block.reason
                 );
             }
-            let salvaged = &damage.salvaged;
-            println!(
-                "backup written to {}: every intact block and row; left out: {} damaged blocks, {} unreadable pages, {} unreadable rows, {} points of series whose group row was lost{}",
-                destination.display(),
-                damage.blocks.len(),
-                salvaged.unreadable_pages,
-                salvaged.unreadable_rows,
-                salvaged.orphaned_points,
-                if salvaged.first_page_rebuilt { " (the store's first page is damaged: read through a rebuilt one)" } else { "" }
-            );
+            println!("backup written to {}: every intact block and row; {}", destination.display(), damage.summary());
             eprintln!(
                 "histd backup: the store has damage: the backup holds everything else (exit {BACKED_UP_WITH_DAMAGE}; run histd scrub)"
             );
@@ -135,87 +126,25 @@ pub fn backup(dir: &Path, destination: &Path) -> ExitCode {
     }
 }
 
-/// What a backup of a store with damage left out.
-struct Damage {
-    /// The blocks whose checksum or bytes did not hold.
-    blocks: Vec<store::DamagedBlock>,
-    /// What the copy could not read.
-    salvaged: store::Salvaged,
-}
-
-/// Writes the backup; the damage it left out, if the store has any.
-fn back_up(dir: &Path, destination: &Path) -> anyhow::Result<Option<Damage>> {
-    let source = dir.join(DATABASE);
-    anyhow::ensure!(source.exists(), "no store at {} (--data-dir)", source.display());
-    anyhow::ensure!(!destination.exists(), "{} exists already", destination.display());
-    // Written whole as DEST.partial, checked, synced, then renamed: a backup killed or failing
-    // half way never leaves a file named as the backup.
-    let partial = PathBuf::from(format!("{}.partial", destination.display()));
-    let _ = std::fs::remove_file(&partial);
-    let whole = (|| -> Result<bool, store::StoreError> {
-        let store = store::Store::open_reader(&source)?;
-        store.backup_to(&partial)?;
-        Ok(store::Store::open_reader(&partial)?.scrub()?.is_clean())
-    })();
-    let damage = match whole {
-        Ok(true) => None,
-        Ok(false) => Some(copy_intact(&source, &partial)?),
-        Err(error) if error.is_damaged_file() => Some(copy_intact(&source, &partial)?),
-        Err(error) => {
-            // A copy that could not be written whole (a full disk) leaves nothing behind.
-            let _ = std::fs::remove_file(&partial);
-            return Err(anyhow::Error::new(error).context(format!("cannot write the backup {}", partial.display())));
-        }
-    };
-    // Damage the copy itself has (a disk that wrote it wrong) still fails the backup.
-    if !scrub_file(&partial)? {
-        anyhow::bail!("the copy {} is damaged (the store itself may be: run histd scrub)", partial.display());
-    }
-    std::fs::File::open(&partial)?.sync_all()?;
-    std::fs::rename(&partial, destination)
-        .with_context(|| format!("cannot rename {} to {}", partial.display(), destination.display()))?;
-    if let Some(parent) = destination.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::File::open(parent)?.sync_all()?;
-    }
-    Ok(damage.filter(|damage| {
-        let salvaged = &damage.salvaged;
-        !damage.blocks.is_empty()
-            || salvaged.unreadable_pages + salvaged.unreadable_rows + salvaged.orphaned_points > 0
-            || salvaged.first_page_rebuilt
-    }))
-}
-
-/// The backup of a store whose copy was not whole: its intact rows copied into a fresh store
-/// at `partial`, read in one snapshot while a daemon may write; a store SQLite cannot open (a
-/// damaged first page) is copied first, and the copy read through a rebuilt first page.
-fn copy_intact(source: &Path, partial: &Path) -> anyhow::Result<Damage> {
-    let fresh = |partial: &Path| -> anyhow::Result<()> {
-        let _ = std::fs::remove_file(partial);
-        drop(store::Store::open(partial, store::Options::default()).context("cannot make the backup's store")?);
-        Ok(())
-    };
-    fresh(partial)?;
-    let now = crate::clock::unix_now_s() as i64;
-    let copied = match store::copy_intact(source, partial, now) {
-        Err(error) if error.is_damaged_file() => {
-            fresh(partial)?;
-            let copy = PathBuf::from(format!("{}.source", partial.display()));
-            std::fs::copy(source, &copy).with_context(|| format!("cannot copy the store to {}", copy.display()))?;
-            let salvaged = store::salvage_intact(&copy, partial, now);
-            let _ = std::fs::remove_file(&copy);
-            let _ = std::fs::remove_file(format!("{}.first-page", copy.display()));
-            salvaged
-        }
-        other => other,
-    };
-    let (salvaged, blocks) = copied.with_context(|| format!("cannot read {}", source.display()))?;
-    Ok(Damage { blocks, salvaged })
-}
-
 /// `histd restore BACKUP --data-dir DIR`: puts a backup back as the directory's store, with
 /// the daemon stopped (refused while one holds the directory). The backup is scrubbed first;
 /// the store it replaces is kept beside it as `histd.db.replaced-<unix s>`.
-pub fn restore(backup: &Path, dir: &Path) -> ExitCode {
+/// Without `backup` (`--latest`), the newest snapshot in `DIR/snapshots` that scrubs whole.
+pub fn restore(backup: Option<&Path>, dir: &Path) -> ExitCode {
+    let latest;
+    let backup = match backup {
+        Some(backup) => backup,
+        None => match latest_whole_snapshot(dir) {
+            Ok(found) => {
+                latest = found;
+                &latest
+            }
+            Err(error) => {
+                eprintln!("histd restore --latest: {error:#}");
+                return ExitCode::from(1);
+            }
+        },
+    };
     match restore_file(backup, dir) {
         Ok(kept) => {
             println!("restored {} into {}", backup.display(), dir.display());
@@ -229,6 +158,26 @@ pub fn restore(backup: &Path, dir: &Path) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The newest snapshot of the data directory `dir` that scrubs whole; the newer ones that do
+/// not are named.
+fn latest_whole_snapshot(dir: &Path) -> anyhow::Result<PathBuf> {
+    let snapshots = crate::sinks::store::snapshots::snapshots(dir);
+    anyhow::ensure!(
+        !snapshots.is_empty(),
+        "no snapshot in {} (store.snapshots takes them)",
+        dir.join(crate::sinks::store::snapshots::SNAPSHOTS_DIR).display()
+    );
+    for (_, path) in snapshots {
+        let whole = store::Store::open_reader(&path).and_then(|copy| copy.scrub()).map(|report| report.is_clean());
+        match whole {
+            Ok(true) => return Ok(path),
+            Ok(false) => eprintln!("histd restore --latest: {} is damaged: passed over", path.display()),
+            Err(error) => eprintln!("histd restore --latest: {} does not read ({error}): passed over", path.display()),
+        }
+    }
+    anyhow::bail!("no snapshot in {} scrubs whole", dir.display())
 }
 
 fn restore_file(backup: &Path, dir: &Path) -> anyhow::Result<Option<PathBuf>> {

@@ -1235,6 +1235,62 @@ fn a_backup_of_a_store_with_damage_holds_every_intact_point() {
     assert_eq!(std::fs::read(&database).unwrap()[..4096], bytes[..4096], "the store itself is not changed");
 }
 
+/// Issue 50: snapshots to roll back to. `store.snapshots` takes a backup of the running store
+/// every interval into `<dataDir>/snapshots`, keeps the newest `keep`, and `histd restore
+/// --latest` (the daemon stopped) puts the newest back, every point it held.
+#[test]
+fn snapshots_are_taken_rotated_and_the_latest_restored() {
+    let dir = temp_dir("snapshots");
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['store'], \
+           store: {{ dataDir: '{}', snapshots: {{ interval: 1, keep: 2 }} }} }}",
+        dir.display()
+    );
+    let daemon = Daemon::start("snapshots", &config);
+    let asked = "/api/v1/query?expr=count(snap.hits)&step=3600";
+    daemon.send_udp("snap.hits:300|c\n");
+    assert!(eventually(|| points_total(&daemon.http_get(asked).1) == 300.0));
+    let taken = daemon.stat("store.store_snapshots_taken");
+    assert!(
+        eventually(|| daemon.stat("store.store_snapshots_taken") >= taken + 3.0),
+        "three more snapshots: {}",
+        daemon.admin("stats")
+    );
+    assert_eq!(daemon.stat("store.store_snapshot_failures"), 0.0);
+    let folder = dir.join("snapshots");
+    let kept = || {
+        std::fs::read_dir(&folder)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "db"))
+            .count()
+    };
+    assert!(eventually(|| kept() == 2), "the two newest kept: {}", kept());
+    assert!(daemon.terminate());
+
+    let run = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_histd")).args(args).output().unwrap();
+    let put = run(&["restore", "--latest", "--data-dir", dir.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&put.stdout).into_owned();
+    assert!(put.status.success(), "{said}{}", String::from_utf8_lossy(&put.stderr));
+    assert!(said.contains("snapshots/histd-") && said.contains("replaced is kept"), "{said}");
+    let query = run(&[
+        "query",
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--from",
+        "-1h",
+        "--step",
+        "1h",
+        "--format",
+        "json",
+        "count(snap.hits)",
+    ]);
+    assert_eq!(points_total(&String::from_utf8_lossy(&query.stdout)), 300.0, "every point the snapshot held");
+    let none = run(&["restore", "--latest", "--data-dir", temp_dir("snapshots-none").to_str().unwrap()]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no snapshot"), "{}", String::from_utf8_lossy(&none.stderr));
+}
+
 /// Issue 36: the daemon's paced scrub (`store.scrubInterval`) finds a block damaged while it
 /// runs, logs it and counts it once, and keeps passing over the store.
 #[test]

@@ -23,6 +23,8 @@ pub struct StoreConfig {
     /// `store.scrubInterval` (`1d`; `0`: never): how often every block is read and checked,
     /// a slice after each flush.
     pub scrub_interval: Option<std::time::Duration>,
+    /// `store.snapshots: { interval, keep }` (off): backups beside the store, rotated.
+    pub snapshots: Option<super::snapshots::SnapshotSettings>,
 }
 
 impl StoreConfig {
@@ -33,6 +35,7 @@ impl StoreConfig {
             "retention": { "raw": self.retention.raw, "minute": self.retention.minute, "hour": self.retention.hour },
             "maxBytes": self.max_bytes,
             "scrubInterval": self.scrub_interval.map_or(0, |interval| interval.as_secs()),
+            "snapshots": self.snapshots.map_or(Value::Null, |s| json!({ "interval": s.interval.as_secs(), "keep": s.keep })),
         })
     }
 }
@@ -51,7 +54,25 @@ pub fn store(top: &Reader<'_>) -> Result<StoreConfig, ConfigError> {
         },
         max_bytes: bytes(&section, "maxBytes", store::DEFAULT_MAX_BYTES)?,
         scrub_interval: scrub_interval(&section)?,
+        snapshots: snapshots(&section)?,
     })
+}
+
+/// `store.snapshots: { interval, keep }`: off without an interval (or with `0`); `keep` is 3
+/// unless said, at least 1.
+fn snapshots(section: &Reader<'_>) -> Result<Option<super::snapshots::SnapshotSettings>, ConfigError> {
+    let snapshots = section.object("snapshots")?;
+    let interval = match snapshots.raw("interval") {
+        None if snapshots.raw("keep").is_some() => {
+            return Err(snapshots.error("keep", "needs store.snapshots.interval (how often a snapshot is taken)"))
+        }
+        None => return Ok(None),
+        Some(Value::Number(n)) if n.as_f64() == Some(0.0) => return Ok(None),
+        Some(Value::String(text)) if text.trim() == "0" => return Ok(None),
+        Some(_) => std::time::Duration::from_secs(seconds(&snapshots, "interval", 86_400)? as u64),
+    };
+    let keep = snapshots.whole("keep", 3, 1)? as usize;
+    Ok(Some(super::snapshots::SnapshotSettings { interval, keep }))
 }
 
 /// `store.scrubInterval`: a duration (`1d`, `12h`) or seconds; `0` turns the scrub off.
@@ -97,5 +118,6 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["store.dataDir"], "`histd-data` (or `--data-dir`)", "where the store keeps `histd.db`"),
     histd(&["store.retention.raw", "store.retention.minute", "store.retention.hour"], "`24h` / `30d` / `365d`", "how long each resolution is kept (durations or seconds)"),
     histd(&["store.scrubInterval"], "`1d`", "how often every stored block is read and its checksum checked, a slice of 64 blocks after each flush (so a pass costs a little at every flush, not a stall); a damaged block is logged with its group and span and counted in `store.store_scrub_damaged_blocks`; `0` turns it off. `histd scrub` does the same offline"),
+    histd(&["store.snapshots.interval", "store.snapshots.keep"], "off / `3`", "snapshots to roll back to: every `interval` (`1d`, `6h`) a backup of the store (the same copy as `histd backup`, scrubbed; a store with damage is copied without it, logged) into `<dataDir>/snapshots/histd-<unix s>.db`, the `keep` newest kept; `histd restore --latest` puts the newest whole one back. Off by default: each costs about the store's size on the same disk, beyond `store.maxBytes`. Counted: `store_snapshots_taken`, `store_snapshots_with_damage`, `store_snapshot_failures`"),
     histd(&["store.maxBytes"], "`2GiB`", "the store's disk budget (database and log; `500MB`, `2GiB` or bytes, at least 16 MiB): past it the oldest blocks are dropped first, and counted (`store_budget_dropped_points`)"),
 ];

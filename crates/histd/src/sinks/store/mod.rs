@@ -17,11 +17,14 @@ use tokio::task::JoinHandle;
 use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
+mod backup;
 pub mod config;
 mod damage;
 mod recover;
 mod scrub;
+pub mod snapshots;
 
+pub use backup::back_up;
 pub use config::StoreConfig;
 pub use damage::DamagedBlocks;
 pub(crate) use recover::move_files;
@@ -63,8 +66,8 @@ enum Request {
     Check,
     /// Blocks a reader found damaged, for the record of damage.
     Damaged(Vec<store::DamagedBlock>),
-    /// New retention, disk budget and scrub interval (a config reload).
-    Options(store::Options, Option<std::time::Duration>),
+    /// New retention, disk budget, scrub interval and snapshots (a config reload).
+    Options(store::Options, Option<std::time::Duration>, Option<snapshots::SnapshotSettings>),
 }
 
 impl StoreControl {
@@ -97,7 +100,7 @@ impl StoreControl {
 
     /// Keeps the store by `config`'s retention and disk budget from the next flush on.
     pub async fn set_options(&self, config: &StoreConfig) -> Result<(), String> {
-        let request = Request::Options(options_of(config), config.scrub_interval);
+        let request = Request::Options(options_of(config), config.scrub_interval, config.snapshots);
         self.requests.send(request).await.map_err(|_| "the store's writer has stopped".to_string())
     }
 }
@@ -177,10 +180,17 @@ fn spawn(
     let mut recovery = Recovery::default();
     let store = recovery.open(&path, options)?;
     let mut scrubber = Scrubber::new(config.scrub_interval);
+    let mut snapshotter = snapshots::Snapshotter::new(&config.data_dir, config.snapshots);
     let damage = Arc::new(std::sync::Mutex::new(Vec::new()));
     let shown = damage.clone();
     let unacknowledged = refresh_damage(&store, &shown);
-    publish_usage(&telemetry, store.usage(), config.max_bytes, &scrubber, &recovery, unacknowledged);
+    publish_usage(
+        &telemetry,
+        store.usage(),
+        config.max_bytes,
+        [&scrubber.details()[..], &recovery.details(), &snapshotter.details()],
+        unacknowledged,
+    );
     let mut flushes = context.flushes();
     let (requests, mut asked) = mpsc::channel::<Request>(4);
     let counts = telemetry.clone();
@@ -200,12 +210,14 @@ fn spawn(
             match work {
                 Work::Flush(snapshot) => {
                     writer.write(&snapshot, &counts, options);
+                    snapshotter.step();
                     if let Some(Err(error)) = writer.store.as_ref().map(|store| scrubber.step(store)) {
                         writer.salvage(options, &error);
                     }
                 }
                 Work::Request(Request::Forget(request)) => forget(writer.store_mut(), request),
-                Work::Request(Request::Options(new, scrub_interval)) => {
+                Work::Request(Request::Options(new, scrub_interval, snapshot_settings)) => {
+                    snapshotter.set(snapshot_settings);
                     options = new;
                     writer.store_mut().set_options(new);
                     scrubber.set_interval(scrub_interval);
@@ -226,7 +238,13 @@ fn spawn(
             }
             let Some(store) = &writer.store else { break };
             let unacknowledged = refresh_damage(store, &shown);
-            publish_usage(&counts, store.usage(), options.max_bytes, &scrubber, &writer.recovery, unacknowledged);
+            publish_usage(
+                &counts,
+                store.usage(),
+                options.max_bytes,
+                [&scrubber.details()[..], &writer.recovery.details(), &snapshotter.details()],
+                unacknowledged,
+            );
         }
     });
     Ok((task, StoreControl { requests, damage }))
@@ -392,23 +410,13 @@ fn publish_usage(
     telemetry: &SinkTelemetry,
     usage: &store::Usage,
     max_bytes: u64,
-    scrubber: &Scrubber,
-    recovery: &Recovery,
+    stages: [&[Detail]; 3],
     unacknowledged_damage: u64,
 ) {
     let level = |name, value: f64| Detail { name, value, level: true };
     let total = |name, value: u64| Detail { name, value: value as f64, level: false };
-    let [passes, scrubbed, damaged] = scrubber.details();
-    let [set_aside, salvaged, unreadable_pages, unreadable_rows, lost] = recovery.details();
-    telemetry.set_details(vec![
-        passes,
-        scrubbed,
-        damaged,
-        set_aside,
-        salvaged,
-        unreadable_pages,
-        unreadable_rows,
-        lost,
+    let mut details: Vec<Detail> = stages.concat();
+    details.extend([
         level("store_bytes", usage.bytes() as f64),
         level("store_wal_bytes", usage.wal_bytes as f64),
         level("store_max_bytes", max_bytes as f64),
@@ -424,6 +432,7 @@ fn publish_usage(
         total("store_expired_series", usage.expired_series),
         level("store_damage_unacknowledged", unacknowledged_damage as f64),
     ]);
+    telemetry.set_details(details);
 }
 
 #[cfg(test)]
