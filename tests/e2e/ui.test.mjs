@@ -229,6 +229,10 @@ async function main() {
     await page.waitForSelector('button.series[data-series="api.latency"]');
     // Nothing picked: the first timer opens (the page starts with a histogram, not a blank).
     await page.waitForSelector("canvas#heatmap[data-total]");
+    // Issue 52: the page says when its first screen is drawn (a screenshot taken then shows it).
+    await page.waitForSelector('html[data-state="ready"]', { timeout: 15000 });
+    const firstScreen = await page.evaluate(() => ({ status: document.getElementById("status").textContent, list: document.getElementById("series-list").textContent }));
+    check("the page is ready once the list and the first view are drawn", !firstScreen.status.startsWith("Loading") && !firstScreen.list.includes("Loading metrics"), JSON.stringify(firstScreen));
     check("the first timer opens by default", page.url().includes("series=api.latency") && (await page.$('button.series.selected[data-series="api.latency"]')) !== null, page.url());
     const listed = await page.$$eval("button.series", (buttons) => buttons.map((b) => b.dataset.series));
     // The alert rule on the tail fires while the traffic's last ten seconds are in its window.

@@ -215,6 +215,17 @@ impl std::fmt::Display for ApiUrl {
     }
 }
 
+/// Writes `text` on standard output. A reader that went away (`histd top --once | head`) ends
+/// the output quietly, as Unix tools do, instead of failing with `Broken pipe`.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

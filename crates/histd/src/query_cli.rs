@@ -109,8 +109,8 @@ pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
             )));
         }
     }
-    print!("{}", render(&answer, args.format));
-    Ok(())
+    crate::api_client::write_stdout(&render(&answer, args.format))
+        .map_err(|error| QueryFailure::Unavailable(anyhow::anyhow!("cannot write the answer: {error}")))
 }
 
 /// The selector an expression reads.

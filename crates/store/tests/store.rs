@@ -1032,3 +1032,19 @@ fn a_store_from_before_series_checksums_gets_them_at_open() {
     assert_eq!(loaded(&path).0.len(), 1, "a row without a checksum once all have one is damaged");
     assert!(Store::open(&path, Options::default()).is_err_and(|e| e.is_damaged_file()));
 }
+
+/// Issue 52: of a counter, `count` and `sum` are the same number, what it counted (each
+/// increment's value over its sample rate, Graphite's `stats_counts`), not the number of lines;
+/// of a timer, `count` is its samples (a sampled one standing for 1/rate) and `sum` the total of
+/// the values received, as Etsy statsd's `count` and `sum`.
+#[test]
+fn a_counters_count_is_what_it_counted_and_a_timers_its_samples() {
+    let mut f = fixture("count-is-counted", Retention::default());
+    f.flush(START + 10, "hits:5|c\nhits:2|c|@0.5\nhits:1|c\nlat:10|ms\nlat:30|ms\nlat:20|ms|@0.5\n");
+    // (the expression, its answer)
+    let cases = [("count(hits)", 10.0), ("sum(hits)", 10.0), ("count(lat)", 4.0), ("sum(lat)", 60.0)];
+    for (expr, want) in cases {
+        let points = f.store.query(&parse(expr).unwrap(), START, START + 20, 10).unwrap();
+        assert_eq!(points, vec![(START + 10, want)], "{expr}");
+    }
+}

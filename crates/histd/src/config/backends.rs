@@ -248,7 +248,13 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
         let name = text.trim_start_matches("./backends/");
         let Some(backend) = Backend::named(name) else {
             let known: Vec<&str> = LIST.iter().map(|listed| listed.name()).collect();
-            let message = format!("unknown backend '{name}' (histd has {})", known.join(", "));
+            let meant = known
+                .iter()
+                .map(|known| (super::keys::edit_distance(&name.to_ascii_lowercase(), known), known))
+                .filter(|(distance, _)| *distance <= 2)
+                .min_by_key(|(distance, _)| *distance)
+                .map_or(String::new(), |(_, known)| format!("did you mean '{known}'? "));
+            let message = format!("unknown backend '{name}' ({meant}histd has {})", known.join(", "));
             return Err(ConfigError { key, message });
         };
         if !backends.contains(&backend) {

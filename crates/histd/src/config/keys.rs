@@ -200,7 +200,7 @@ pub fn suggestion(path: &str) -> Option<&'static str> {
 }
 
 /// Levenshtein distance (insertions, deletions, substitutions; a swap of neighbours counts 2).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

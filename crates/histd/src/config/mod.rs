@@ -295,9 +295,22 @@ impl Config {
 /// Reading stops at an error whose key cannot be taken out (a required key that is missing).
 fn with_the_others(first: ConfigError, mut raw: Map<String, Value>) -> ConfigError {
     let mut seen = vec![first.clone()];
-    while seen.len() < 20 && remove_path(&mut raw, &seen[seen.len() - 1].key) {
+    // Elements of a list this loop set to null: an error about one is this loop's own making
+    // (`expected a backend name, got null`), so the whole list goes and the reading goes on.
+    let mut nulled: Vec<String> = Vec::new();
+    let mut last = first.key.clone();
+    while seen.len() < 20 && remove_path(&mut raw, &last) {
+        if last.ends_with(']') {
+            nulled.push(last.clone());
+        }
         match Config::read_object(raw.clone(), &KeysRead::default()) {
-            Err(next) if !seen.contains(&next) => seen.push(next),
+            Err(next) if nulled.contains(&next.key) => {
+                last = next.key.rsplit_once('[').map_or(next.key.clone(), |(list, _)| list.to_string())
+            }
+            Err(next) if !seen.contains(&next) => {
+                last = next.key.clone();
+                seen.push(next);
+            }
             _ => break,
         }
     }

@@ -441,6 +441,30 @@ fn every_wrong_key_is_named_at_once() {
     assert!(missing.contains("flushInterval") && missing.contains("forward.nodes"), "{missing}");
 }
 
+/// Issue 52: a misspelt backend is named with what was meant, and the file's other errors
+/// after it (the list is taken out whole: its element set to null is not another error).
+#[test]
+fn a_misspelt_backend_gets_a_suggestion_and_hides_no_other_error() {
+    // (the config, what its error says, what it must not say)
+    let cases = [
+        ("{ backends: ['stor'], port: 'x' }", vec!["did you mean 'store'?", "`port`"], "got null"),
+        (
+            "{ backends: ['graphite', 'stroe'], flushInterval: 'soon' }",
+            vec!["`backends[1]`", "did you mean 'store'?", "`flushInterval`"],
+            "got null",
+        ),
+        ("{ backends: ['librato'] }", vec!["unknown backend 'librato' (histd has"], "did you mean"),
+        ("{ backends: [5], port: 'x' }", vec!["expected a backend name, got 5", "`port`"], "got null"),
+    ];
+    for (text, said, unsaid) in cases {
+        let error = Config::from_text(text).map(|_| ()).unwrap_err().to_string();
+        for words in said {
+            assert!(error.contains(words), "{text}: {words} in: {error}");
+        }
+        assert!(!error.contains(unsaid), "{text}: not {unsaid} in: {error}");
+    }
+}
+
 /// The names of the backends a config lists, in its order.
 fn names(config: &Config) -> Vec<&'static str> {
     config.backends.iter().map(|backend| backend.name()).collect()

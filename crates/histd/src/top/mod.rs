@@ -71,11 +71,8 @@ pub fn run(args: &TopArgs) -> anyhow::Result<()> {
         poller.poll(&mut model)?;
         std::thread::sleep(interval);
         poller.poll(&mut model)?;
-        let mut out = std::io::stdout().lock();
-        for line in text::screen(&model, args.width) {
-            writeln!(out, "{}", line.text)?;
-        }
-        return Ok(());
+        let screen: String = text::screen(&model, args.width).iter().map(|line| format!("{}\n", line.text)).collect();
+        return Ok(crate::api_client::write_stdout(&screen)?);
     }
     tui::run(&mut model, &mut poller, interval)
 }

@@ -166,3 +166,38 @@ fn top_in_tmux_sorts_filters_opens_a_detail_and_quits() {
     tmux.keys(&["q"]);
     wait_until(|| !tmux.run(&["has-session", "-t", "0"]).status.success(), "top to quit (its session ends)");
 }
+
+/// Issue 52: a reader that goes away (`histd top --once | head`, `histd query ... | head`)
+/// ends the output quietly, as Unix tools do: exit 0, no `Broken pipe`. The pipe's reading
+/// end is closed before either writes.
+#[test]
+fn once_and_query_end_quietly_when_their_reader_goes_away() {
+    let dir = crate::harness::temp_dir("top-closed-pipe");
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, \
+           backends: ['store'], store: {{ dataDir: '{}' }} }}",
+        dir.display()
+    );
+    let daemon = Daemon::start("top-closed-pipe", &config);
+    send_traffic(&daemon);
+    let url = format!("http://{}", daemon.address("http"));
+    let stored = || daemon.http_get("/api/v1/query?expr=count(api.hits.a)&step=3600").1.contains("30");
+    wait_until(stored, "the hits stored");
+    let runs: [&[&str]; 2] = [
+        &["top", "--once", "--interval", "0.5", "--url", &url],
+        &["query", "--url", &url, "--from", "-1h", "--step", "1m", "count(api.hits.a)"],
+    ];
+    for args in runs {
+        let mut child = Command::new(histd())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{args:?}: {said}");
+        assert!(!said.contains("Broken pipe") && !said.contains("panicked"), "{args:?}: {said}");
+    }
+}

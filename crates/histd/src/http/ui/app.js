@@ -294,8 +294,11 @@ async function loadSeries() {
     renderBrowser();
     if (firstLoad) openFirstTimer();
     firstLoad = false;
+    listed = true;
+    showState();
   } catch (error) {
     $("series-list").replaceChildren(element("p", { class: "error", text: `Cannot list metrics: ${error.message}` }));
+    showState("error");
   }
 }
 
@@ -570,22 +573,46 @@ function renderViewActions() {
 
 // ---------- views ----------
 
+// ---------- the page's state ----------
+//
+// `<html data-state>` says when the first screen is drawn, for a screenshot tool or a test to
+// wait for: `loading` until the metric list and the view it opens are drawn, then `ready`
+// (`error` when the view could not be drawn; its status says why).
+
+let listed = false;
+let viewPending = true;
+
+function showState(kind) {
+  if (kind === "error") document.documentElement.dataset.state = "error";
+  else if (listed && !viewPending) document.documentElement.dataset.state = "ready";
+}
+
 async function renderView() {
   const content = $("content");
   renderViewActions();
   if (!state.series) {
     content.replaceChildren();
     setStatus("Pick a metric on the left.");
+    viewPending = false;
+    showState();
     return;
   }
   const run = viewRun = renderRun(viewRun);
+  viewPending = true;
   setStatus(`Loading ${state.series}…`);
   try {
     const type = state.type || (await guessType(state.series, run));
     if (type === "timer") await renderTimer(content, state.series, run);
     else await renderLines(content, state.series, type, run);
+    if (run === viewRun) {
+      viewPending = false;
+      showState();
+    }
   } catch (error) {
-    if (!superseded(error)) setStatus(`Error: ${error.message}`, "error");
+    if (!superseded(error)) {
+      setStatus(`Error: ${error.message}`, "error");
+      showState("error");
+    }
   }
 }
 
