@@ -198,3 +198,40 @@ fn reloads_open_and_close_listeners_and_backends() {
     assert_eq!(daemon.stat("messages.config_reload_failures"), 1.0);
     assert!(daemon.terminate());
 }
+
+/// Issue 51: a reload that rotates a Prometheus remote-write header (a credential) restarts
+/// the sink, and the new header is the one sent from then on (the sink's identity compared the
+/// header names only, so the old credential stayed in use).
+#[test]
+fn a_rotated_remote_write_header_is_sent_after_a_reload() {
+    let receiver = crate::harness::HttpCapture::start();
+    let config = |token: &str| {
+        format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, \
+               backends: ['prometheus'], prometheus: {{ remoteWrite: [ {{ url: 'http://{}/api/v1/write', \
+               headers: {{ Authorization: 'Bearer {token}' }} }} ] }} }}",
+            receiver.address
+        )
+    };
+    let daemon = Daemon::start_process("reload-remote-write", &config("old-token"));
+    let path = daemon.dir.join("config.js");
+    let sent_with = |token: &str| {
+        let wanted = format!("Bearer {token}");
+        receiver.requests().iter().filter(|r| r.header("authorization") == Some(wanted.as_str())).count()
+    };
+    daemon.send_tcp("rw.hits:1|c\n");
+    assert!(eventually(|| sent_with("old-token") > 0), "the first header sent");
+    std::fs::write(&path, config("new-token")).unwrap();
+    hangup(&daemon);
+    assert!(eventually(|| daemon.stat("messages.config_reloads") == 1.0), "{}", daemon.admin("stats"));
+    daemon.send_tcp("rw.hits:1|c\n");
+    assert!(eventually(|| sent_with("new-token") > 0), "the rotated header sent: {}", daemon.stderr());
+    let first_new =
+        receiver.requests().iter().position(|r| r.header("authorization") == Some("Bearer new-token")).unwrap();
+    let after = receiver.requests().into_iter().skip(first_new).collect::<Vec<_>>();
+    assert!(
+        after.iter().all(|r| r.header("authorization") == Some("Bearer new-token")),
+        "the old credential is no longer sent"
+    );
+    assert!(daemon.stderr().contains("prometheus"), "the restart is said: {}", daemon.stderr());
+}

@@ -47,7 +47,7 @@ pub use sink::Exposed;
 
 use serde_json::Value;
 
-use super::{plain_identity, Backend, Context, Shared, Started};
+use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 
@@ -68,8 +68,12 @@ impl Backend for Prometheus {
         settings.effective()
     }
 
+    /// The remote-write targets' header values are compared too (never printed: they are
+    /// credentials): a reload that rotates an `Authorization` header restarts the sink, and the
+    /// new one is sent.
     fn identity(settings: &PrometheusConfig, shared: &Shared) -> Value {
-        plain_identity("prometheus", settings.effective(), shared)
+        let headers: Vec<&Vec<(String, String)>> = settings.remote_write.iter().map(|target| &target.headers).collect();
+        serde_json::json!({ "prometheus": settings.effective(), "headers": headers, "sinkQueueBytes": shared.sink_queue_bytes })
     }
 
     fn start(settings: &PrometheusConfig, context: Context) -> anyhow::Result<Started> {
