@@ -115,6 +115,12 @@ mod tests {
             assert_eq!(held, want, "after {flush:?}");
         }
         assert_eq!(read(&path, "another topic").unwrap(), []);
+        // A salvage keeps them: a restarted global passes over what the salvaged store holds.
+        drop(connection);
+        let fresh = dir.join("salvaged.db");
+        drop(crate::Store::open(&fresh, crate::Options::default()).unwrap());
+        crate::salvage(&path, &fresh).unwrap();
+        assert_eq!(read(&fresh, "fleet").unwrap(), read(&path, "fleet").unwrap());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

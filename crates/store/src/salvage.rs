@@ -81,7 +81,7 @@ const SERIES: Copied = Copied {
     insert: "INSERT OR IGNORE INTO series (id, name, tags, kind, grp, checksum, last_day) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 };
 
-const TABLES: [Copied; 5] = [
+const TABLES: [Copied; 6] = [
     Copied {
         table: "meta",
         columns: "rowid, key, value",
@@ -101,6 +101,14 @@ const TABLES: [Copied; 5] = [
         columns: "rowid, resolution, grp, start, span, points, data",
         count: 7,
         insert: "INSERT OR IGNORE INTO blocks (rowid, resolution, grp, start, span, points, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    },
+    // Where in a Kafka topic the batches the store holds were read (log_positions.rs): a
+    // restarted global passes over them after a salvage too.
+    Copied {
+        table: "log_positions",
+        columns: "rowid, log, partition, through, beyond",
+        count: 5,
+        insert: "INSERT OR IGNORE INTO log_positions (log, partition, through, beyond) VALUES (?2, ?3, ?4, ?5)",
     },
     // The record of damage goes with the store (damage_record.rs): what was lost before stays
     // known after the salvage.
