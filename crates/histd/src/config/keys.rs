@@ -83,7 +83,7 @@ pub const COMMON: &[KeyDoc] = &[
     histd(&["maxSeriesPerName"], "10000", "tag sets one metric name may have: past it a new one is folded into `<name>.__overflow__` (`budget.folded_series.series_per_name`)"),
     histd(&["maxTagValues"], "10000", "values one tag key may take, and tag keys one type may use: past it a new series is folded into `<name>.__overflow__` (`budget.folded_series.tag_values`)"),
     histd(&["maxSetMembers"], "10000", "members a set keeps exactly per interval; past it a HyperLogLog sketch counts them (about 0.8% error, 16 KiB), counted in `budget.sets_sketched`"),
-    histd(&["alerts"], "none", "alert rules, evaluated after every flush on the flush itself: `[{name, expr, over, above | below, for, labels, summary}]` (README: Alerts)"),
+    histd(&["alerts"], "none", "alert rules, evaluated after every flush on the flush itself: `[{name, expr, over, above | below, for, labels, summary}]` (docs/views.md: Alerts)"),
     histd(&["alerts[].name"], "required", "the rule's name, unique: Alertmanager's `alertname`, and `<prefixStats>.alerts.<name>.value` / `.state` (0 inactive, 1 pending, 2 firing), gauges kept like any series"),
     histd(&["alerts[].expr"], "required", "an expression of the query language: `count_above(api.latency{route=/login}, 1500)`, `inverse_quantile(...)`, `quantile(...)`, `rate(errors)`, `cumulative(...)`"),
     histd(&["alerts[].over"], "required", "the window the expression is evaluated on: a duration (`5m`) or milliseconds, one to 360 flushes"),

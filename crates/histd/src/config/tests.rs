@@ -300,10 +300,11 @@ fn every_documented_key_is_read_and_every_read_key_documented() {
 fn readmes_key_table_is_the_documented_one() {
     const START: &str = "<!-- config keys: generated from crates/histd/src/config/keys.rs -->\n";
     const END: &str = "<!-- end of config keys -->";
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
     let readme = std::fs::read_to_string(path).unwrap();
-    let start = readme.find(START).expect("README has the config key table's start marker") + START.len();
-    let end = readme[start..].find(END).expect("README has the table's end marker") + start;
+    let start =
+        readme.find(START).expect("docs/configuration.md has the config key table's start marker") + START.len();
+    let end = readme[start..].find(END).expect("docs/configuration.md has the table's end marker") + start;
     let want = keys::markdown_table();
     if readme[start..end] != want && std::env::var_os("HISTD_BLESS").is_some() {
         std::fs::write(path, format!("{}{want}{}", &readme[..start], &readme[end..])).unwrap();
@@ -311,7 +312,7 @@ fn readmes_key_table_is_the_documented_one() {
     }
     assert!(
         readme[start..end] == want,
-        "README's config key table differs from config/keys.rs (rerun with HISTD_BLESS=1 to rewrite it):\n{want}"
+        "docs/configuration.md's config key table differs from config/keys.rs (rerun with HISTD_BLESS=1 to rewrite it):\n{want}"
     );
 }
 
@@ -521,5 +522,103 @@ fn a_global_whose_backends_keep_nothing_is_warned_of() {
     for (text, warned) in cases {
         let warnings = parse(text).warnings();
         assert_eq!(warnings.iter().any(|w| w.starts_with("`global`")), warned, "{text}: {warnings:?}");
+    }
+}
+
+/// The documents a user reads: README.md and the guides in docs/.
+fn documents() -> Vec<(std::path::PathBuf, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut paths = vec![root.join("README.md")];
+    let mut guides: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "md"))
+        .collect();
+    guides.sort();
+    paths.extend(guides);
+    paths.into_iter().map(|path| (path.clone(), std::fs::read_to_string(&path).unwrap())).collect()
+}
+
+/// The configs of one ```` ```js ```` block: each top-level `{...}` in it, or the whole block
+/// in braces when it is a fragment (`alerts: [...]`). Comments and strings are stepped over.
+fn configs_in(block: &str) -> Vec<String> {
+    let bytes = block.as_bytes();
+    let (mut depth, mut start, mut index) = (0usize, None, 0usize);
+    let mut configs = Vec::new();
+    let mut outside = String::new();
+    while index < bytes.len() {
+        match bytes[index] {
+            b'/' if bytes.get(index + 1) == Some(&b'/') => {
+                while index < bytes.len() && bytes[index] != b'\n' {
+                    index += 1;
+                }
+                continue;
+            }
+            quote @ (b'"' | b'\'' | b'`') => {
+                index += 1;
+                while index < bytes.len() && bytes[index] != quote {
+                    index += if bytes[index] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'[' => {
+                if depth == 0 && bytes[index] == b'{' {
+                    start = Some(index);
+                }
+                depth += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    if let Some(from) = start.take() {
+                        configs.push(block[from..=index].to_string());
+                    }
+                }
+            }
+            other if depth == 0 && !other.is_ascii_whitespace() && other != b',' => outside.push(other as char),
+            _ => {}
+        }
+        index += 1;
+    }
+    if outside.is_empty() {
+        configs
+    } else {
+        vec![format!("{{ {block} }}")]
+    }
+}
+
+/// Issue 51: every configuration example in README and docs/ is valid as it stands (each
+/// ```` ```js ```` block's configs read with no unknown key), so an example can never rot.
+#[test]
+fn every_config_example_in_the_documents_reads() {
+    let mut checked = 0;
+    for (path, text) in documents() {
+        for (index, block) in text.split("```js\n").skip(1).enumerate() {
+            let block = &block[..block.find("\n```").unwrap_or(block.len())];
+            for config in configs_in(block) {
+                let read = Config::from_text(&config);
+                let where_ = format!("{} js block {}:\n{config}", path.display(), index + 1);
+                let config = read.unwrap_or_else(|error| panic!("{where_}\n{error:#}"));
+                let unknown: Vec<&String> = config.ignored_keys.iter().filter(|key| keys::is_unknown(key)).collect();
+                assert!(unknown.is_empty(), "{where_}\nunknown keys: {unknown:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "the documents' examples were found ({checked})");
+}
+
+/// Issue 51: every relative link in README and docs/ leads to a file that is there.
+#[test]
+fn every_relative_link_in_the_documents_resolves() {
+    for (path, text) in documents() {
+        let dir = path.parent().unwrap();
+        for link in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+            let target = link.split('#').next().unwrap_or("").split_whitespace().next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            assert!(dir.join(target).exists(), "{}: the link ({link}) leads nowhere", path.display());
+        }
     }
 }

@@ -13,7 +13,7 @@ use crate::sinks::prometheus::native::SCHEMAS;
 /// Where requests go when `otlp.endpoint` is absent: a collector on this host.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:4318/v1/metrics";
 /// The default exponential scale: buckets 2.2% wide, as fine as circllhist's bins make worth
-/// it (README: the measured quantile error per scale).
+/// it (docs/outputs.md: the measured quantile error per scale).
 pub const DEFAULT_SCALE: i32 = 5;
 /// What waits while the receiver fails.
 pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
@@ -173,7 +173,7 @@ pub fn otlp(top: &Reader<'_>) -> Result<OtlpConfig, ConfigError> {
 pub const KEYS: &[KeyDoc] = &[
     histd(&["otlp.endpoint"], "`http://127.0.0.1:4318/v1/metrics`", "with the `otlp` backend, where each flush is POSTed as OTLP/HTTP protobuf (`/v1/metrics` when the URL has no path); `https://` goes over TLS, checked as for remote write"),
     histd(&["otlp.histograms"], "`exponential`", "timers and `h`/`d` as `exponential` histograms (re-binned at `otlp.scale`, exact count, sum, min, max) or `explicit` histograms whose bounds are each point's populated circllhist edges (every bin whole)"),
-    histd(&["otlp.scale"], "5", "the exponential histograms' scale, -4 to 8: buckets `2^(2^-scale)` wide (5: 2.2%); README has the measured quantile error per scale"),
+    histd(&["otlp.scale"], "5", "the exponential histograms' scale, -4 to 8: buckets `2^(2^-scale)` wide (5: 2.2%); docs/outputs.md has the measured quantile error per scale"),
     histd(&["otlp.temporality"], "`delta`", "`delta`: each point holds its flush interval; `cumulative`: counters and histograms hold running totals since the series began (a series deleted as idle starts over)"),
     histd(&["otlp.monotonicCounters"], "true", "counters are sent as monotonic Sums; `false` sends them as non-monotonic Sums (an UpDownCounter), for counters that are also decremented (`-1|c`), which a monotonic Sum must not carry"),
     histd(&["otlp.headers"], "none", "added to every request (`Authorization`, an API key)"),

@@ -296,7 +296,7 @@ fn exponential_quantile(native: &Native, q: f64) -> f64 {
 }
 
 /// The relative error of exponential-mode quantiles against the exact quantiles of the raw
-/// values, beside circllhist's own, on a log-normal latency load (README quotes this table:
+/// values, beside circllhist's own, on a log-normal latency load (docs/outputs.md quotes this table:
 /// `cargo test -p histd otlp::tests::exponential_error -- --nocapture`).
 #[test]
 fn exponential_error_by_scale() {
