@@ -195,6 +195,27 @@ async function signIn(browser) {
   }
 }
 
+/** A global whose group has a member that does not answer (global.peers: a closed port): the
+ * page says its answers are partial, naming the member, and still shows this global's series. */
+async function partialGroup(browser) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "histd-ui-partial-"));
+  const { child, addresses } = await startHistd(dataDir, "global: { peers: ['http://127.0.0.1:9'] },");
+  try {
+    await sendLines(addresses.udp, ["group.latency:12|ms", "group.latency:30|ms"]);
+    await sleep(2500);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`http://${addresses.http}/`);
+    await page.waitForSelector('button.series[data-series="group.latency"]', { timeout: 15000 });
+    await page.waitForSelector("#partial:not([hidden])", { timeout: 15000 });
+    const said = await page.textContent("#partial");
+    check("a partial group answer is said above the view, naming the member", said.includes("Partial") && said.includes("http://127.0.0.1:9"), said);
+    await page.close();
+  } finally {
+    child.kill("SIGTERM");
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 async function main() {
   fs.mkdirSync(shots, { recursive: true });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "histd-ui-"));
@@ -466,6 +487,7 @@ async function main() {
     check("API errors are shown in the page", (await page.textContent("#status")).includes("parameter `from`"));
 
     await signIn(browser);
+    await partialGroup(browser);
     check("every request stayed on 127.0.0.1", offsite.length === 0, offsite.join(" "));
     check("the page raised no script errors", pageErrors.length === 0, pageErrors.join(" | "));
   } finally {

@@ -72,7 +72,26 @@ async function api(path, params, signal) {
   const body = await response.json().catch(() => ({}));
   signal?.throwIfAborted();
   if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+  if (Array.isArray(body.members)) notePartial(body.members);
   return body;
+}
+
+/** Members of this global's group (global.peers) whose last answer did not come: URL → why. */
+const missingMembers = new Map();
+
+/**
+ * A group's answer names its members and whether each answered: the page says when what it
+ * shows is partial (a member down), above the view, until every member answers again.
+ */
+function notePartial(members) {
+  for (const member of members) {
+    if (member.answered) missingMembers.delete(member.url);
+    else missingMembers.set(member.url, member.error || "no answer");
+  }
+  const banner = $("partial");
+  banner.hidden = missingMembers.size === 0;
+  const missing = [...missingMembers].map(([url, why]) => `${url} (${why})`).join("; ");
+  banner.textContent = `Partial: ${missingMembers.size} of ${members.length} members of this group did not answer, so what is shown lacks their series: ${missing}`;
 }
 
 /**
