@@ -37,30 +37,14 @@ pub fn back_up(dir: &Path, destination: &Path) -> anyhow::Result<Option<Damage>>
     anyhow::ensure!(source.exists(), "no store at {} (--data-dir)", source.display());
     anyhow::ensure!(!destination.exists(), "{} exists already", destination.display());
     // Written whole as DEST.partial, checked, synced, then renamed: a backup killed or failing
-    // half way never leaves a file named as the backup.
+    // half way never leaves a file named as the backup, and a failing one leaves nothing.
     let partial = PathBuf::from(format!("{}.partial", destination.display()));
-    let _ = std::fs::remove_file(&partial);
-    let whole = (|| -> Result<bool, store::StoreError> {
-        let store = store::Store::open_reader(&source)?;
-        store.backup_to(&partial)?;
-        Ok(store::Store::open_reader(&partial)?.scrub()?.is_clean())
-    })();
-    let damage = match whole {
-        Ok(true) => None,
-        Ok(false) => Some(copy_intact(&source, &partial)?),
-        Err(error) if error.is_damaged_file() => Some(copy_intact(&source, &partial)?),
-        Err(error) => {
-            // A copy that could not be written whole (a full disk) leaves nothing behind.
-            let _ = std::fs::remove_file(&partial);
-            return Err(anyhow::Error::new(error).context(format!("cannot write the backup {}", partial.display())));
-        }
-    };
-    // Damage the copy itself has (a disk that wrote it wrong) still fails the backup.
-    let copy_whole = store::Store::open_reader(&partial).and_then(|copy| copy.scrub()).map(|report| report.is_clean());
-    if !copy_whole.with_context(|| format!("cannot read the copy {}", partial.display()))? {
-        anyhow::bail!("the copy {} is damaged (the store itself may be: run histd scrub)", partial.display());
+    remove_copy(&partial);
+    let written = write_copy(&source, &partial);
+    if written.is_err() {
+        remove_copy(&partial);
     }
-    std::fs::File::open(&partial)?.sync_all()?;
+    let damage = written?;
     std::fs::rename(&partial, destination)
         .with_context(|| format!("cannot rename {} to {}", partial.display(), destination.display()))?;
     if let Some(parent) = destination.parent().filter(|parent| !parent.as_os_str().is_empty()) {
@@ -72,6 +56,38 @@ pub fn back_up(dir: &Path, destination: &Path) -> anyhow::Result<Option<Damage>>
             || salvaged.unreadable_pages + salvaged.unreadable_rows + salvaged.orphaned_points > 0
             || salvaged.first_page_rebuilt
     }))
+}
+
+/// Writes the copy of the store file `source` as `partial`, scrubbed and synced; what it left
+/// out when the store has damage.
+fn write_copy(source: &Path, partial: &Path) -> anyhow::Result<Option<Damage>> {
+    let whole = (|| -> Result<bool, store::StoreError> {
+        let store = store::Store::open_reader(source)?;
+        store.backup_to(partial)?;
+        Ok(store::Store::open_reader(partial)?.scrub()?.is_clean())
+    })();
+    let damage = match whole {
+        Ok(true) => None,
+        Ok(false) => Some(copy_intact(source, partial)?),
+        Err(error) if error.is_damaged_file() => Some(copy_intact(source, partial)?),
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("cannot write the backup {}", partial.display())))
+        }
+    };
+    // Damage the copy itself has (a disk that wrote it wrong) still fails the backup.
+    let copy_whole = store::Store::open_reader(partial).and_then(|copy| copy.scrub()).map(|report| report.is_clean());
+    if !copy_whole.with_context(|| format!("cannot read the copy {}", partial.display()))? {
+        anyhow::bail!("the copy {} is damaged (the store itself may be: run histd scrub)", partial.display());
+    }
+    std::fs::File::open(partial)?.sync_all()?;
+    Ok(damage)
+}
+
+/// Removes a copy that did not end, with the files SQLite and the copy keep beside it.
+fn remove_copy(partial: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal", ".source", ".source.first-page"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", partial.display()));
+    }
 }
 
 /// The backup of a store whose copy was not whole: its intact rows copied into a fresh store
