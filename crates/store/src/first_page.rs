@@ -84,6 +84,15 @@ fn judge_header(header: &[u8; HEADER], length: u64, wal_empty: bool) -> Result<(
     if &header[..16] != b"SQLite format 3\0" {
         return Err("the first bytes are not SQLite's".to_string());
     }
+    // A write-ahead log that holds frames may hold the first page too (a new store's tables
+    // are there until the first checkpoint): the file's header is not the one read.
+    if !wal_empty {
+        return Ok(());
+    }
+    // A database with no schema yet (made, nothing written): nothing to judge.
+    if word(44) == 0 && word(56) == 0 {
+        return Ok(());
+    }
     let page_size = page_size_of(header).ok_or("the page size is not one SQLite writes")?;
     if !matches!((header[18], header[19]), (1 | 2, 1 | 2)) {
         return Err(format!("the file format versions {} and {} are unknown", header[18], header[19]));
@@ -449,12 +458,18 @@ mod tests {
             changed[at] = value;
             assert_eq!(judge_header(&changed, length, true).is_err(), damaged, "byte {at} = {value}");
         }
-        // A size past the file's end is damage; while a write-ahead log holds frames it is not.
+        // A size past the file's end is damage; while a write-ahead log holds frames (the
+        // first page may be there) the file's header is not judged.
         let mut long = header;
         long[28..32].copy_from_slice(&1_000_000u32.to_be_bytes());
         long[92..96].copy_from_slice(&header[24..28]);
         assert!(judge_header(&long, length, true).is_err());
         assert_eq!(judge_header(&long, length, false), Ok(()));
+        // A new database's header before its first table: no schema format, no encoding yet.
+        let mut new = header;
+        new[44..48].fill(0);
+        new[56..60].fill(0);
+        assert_eq!(judge_header(&new, length, true), Ok(()));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
