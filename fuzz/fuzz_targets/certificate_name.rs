@@ -2,8 +2,4 @@
 //! none, never a panic.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|der: &[u8]| {
-    let _ = histd::fuzzing::certificate_name(der);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::certificate_name::run(data));

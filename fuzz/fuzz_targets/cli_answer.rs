@@ -3,6 +3,4 @@
 //! a panic, never a body past its cap, nothing echoed that drives a terminal.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| histd::fuzzing::cli_answer(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::cli_answer::run(data));

@@ -2,10 +2,4 @@
 //! position, never a panic.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|bytes: &[u8]| {
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        histd::fuzzing::config_text(text);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::config_text::run(data));

@@ -2,8 +2,4 @@
 //! never a panic.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|bytes: &[u8]| {
-    let _ = histd::fuzzing::cross_protocol(bytes);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::cross_protocol::run(data));

@@ -4,13 +4,4 @@
 //! Input: `key=value` lines.
 #![no_main]
 
-use std::collections::HashMap;
-
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|bytes: &[u8]| {
-    let text = String::from_utf8_lossy(bytes);
-    let query: HashMap<String, String> =
-        text.split('\n').filter_map(|line| line.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    histd::fuzzing::live_parameters(&query);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::live_parameters::run(data));

@@ -2,6 +2,4 @@
 //! does: never a panic, a reply in Etsy's shape.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|line: &[u8]| histd::fuzzing::management_command(line));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::management_command::run(data));

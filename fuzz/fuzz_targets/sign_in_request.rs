@@ -2,6 +2,4 @@
 //! (issue 49, item 2): read without a panic; a session id found is one the header holds.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| histd::fuzzing::sign_in_request(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| histd::fuzzing::targets::sign_in_request::run(data));

@@ -14,6 +14,7 @@ mod external;
 mod faults;
 mod fleet_view;
 mod forwarding;
+mod fuzz_seeds;
 mod graphite_output;
 mod harness;
 mod influx;

@@ -1,6 +1,8 @@
 //! Entry points for the fuzz targets (`fuzz/`): each parser a network or a disk reaches, called
 //! as the daemon calls it, with the property the target checks asserted here. Not an API.
 
+pub mod targets;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
