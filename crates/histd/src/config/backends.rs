@@ -250,7 +250,7 @@ pub fn backends(top: &Reader<'_>) -> Result<Vec<Backend>, ConfigError> {
             let known: Vec<&str> = LIST.iter().map(|listed| listed.name()).collect();
             let meant = known
                 .iter()
-                .map(|known| (super::keys::edit_distance(&name.to_ascii_lowercase(), known), known))
+                .map(|known| (crate::config_reader::edit_distance(&name.to_ascii_lowercase(), known), known))
                 .filter(|(distance, _)| *distance <= 2)
                 .min_by_key(|(distance, _)| *distance)
                 .map_or(String::new(), |(_, known)| format!("did you mean '{known}'? "));

@@ -193,26 +193,10 @@ pub fn suggestion(path: &str) -> Option<&'static str> {
     let allowed = if typed.len() > 12 { 3 } else { 2 };
     all()
         .flat_map(|doc| doc.keys.iter().copied())
-        .map(|known| (edit_distance(&typed, &known.to_ascii_lowercase()), known))
+        .map(|known| (crate::config_reader::edit_distance(&typed, &known.to_ascii_lowercase()), known))
         .filter(|(distance, _)| *distance <= allowed)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, known)| known)
-}
-
-/// Levenshtein distance (insertions, deletions, substitutions; a swap of neighbours counts 2).
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// README's configuration table, rendered from [`all`].

@@ -84,6 +84,22 @@ pub fn parse_duration(text: &str) -> Option<i64> {
     number.checked_mul(scale).filter(|&s| s > 0)
 }
 
+/// Levenshtein distance (insertions, deletions, substitutions; a swap of neighbours counts 2).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
