@@ -64,12 +64,17 @@ fn bad_configs_name_the_key_and_exit_two() {
         ("{ histogram: [ { metric: 'x', bins: [5, 2] } ] }", "histogram[0].bins"),
         ("{ mgmt_port: 99999 }", "mgmt_port"),
         ("{ port: 8125 ", "syntax error at line 1"),
+        // Issue 52: a file the daemon would read at start and cannot (a certificate).
+        ("{ http: { tls: { certFile: '/nonexistent/c.pem', keyFile: '/nonexistent/k.pem' } } }", "http.tls"),
+        ("{ backends: ['stroe'], port: 'x' }", "did you mean 'store'?"),
     ];
     for (text, key) in cases {
         let output = check_config(text);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{text}: {stderr}");
         assert!(stderr.contains(key), "{text}: the error names {key}: {stderr}");
+        // Nothing on standard output, where a script would take it for the effective config.
+        assert!(output.stdout.is_empty(), "{text}: {}", String::from_utf8_lossy(&output.stdout));
     }
 }
 
