@@ -346,8 +346,8 @@ impl Counters {
     /// The counter at `index` in key order.
     pub fn get(&self, index: usize) -> Option<CounterPoint<'_>> {
         let id = *self.ids.get(index)? as usize;
-        let count = crate::table::saturated(self.counts.get(id).copied().unwrap_or(0.0));
-        let rate = crate::table::saturated(count / self.interval_seconds);
+        let count = crate::finite::saturated(self.counts.get(id).copied().unwrap_or(0.0));
+        let rate = crate::finite::saturated(count / self.interval_seconds);
         Some(CounterPoint { key: &self.keys[id], count, rate })
     }
 

@@ -13,6 +13,7 @@ pub mod budget;
 pub mod config;
 mod counters;
 pub mod distinct;
+mod finite;
 pub mod jsfmt;
 mod key_index;
 mod key_list;
@@ -34,12 +35,13 @@ pub use budget::{BudgetReport, Budgets, FoldReason, Offender};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
 pub use distinct::{Distinct, Hll};
+pub use finite::saturated;
 pub use mergeable::{ForwardedGauge, Mergeable};
 pub use metric_type::MetricType;
 pub use snapshot::{
     BinCounts, GaugePoint, LogPositions, PercentileStat, Released, SetPoint, Snapshot, StatNames, TimerPoint,
     TimerStat, TimerStats, TimerStatsIter, TimerTotals,
 };
-pub use table::{apply_delta, saturated, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
+pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
 pub use timer_samples::{LazyHistogram, TimerSamples};
 pub use values::Values;

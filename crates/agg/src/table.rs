@@ -125,18 +125,6 @@ pub fn apply_delta(current: f64, delta: f64) -> f64 {
     }
 }
 
-/// A flushed value as a number every output can carry: an infinite one (a counter's or a
-/// timer's sum past the largest double: `c:1.7e308|c` twice) at the largest double with its
-/// sign, as a gauge stays; NaN (only an infinite sum of each sign added together) at 0. Etsy
-/// sends `Infinity` and `NaN`, which carbon stores and no later value brings back (issue 48, P8).
-pub fn saturated(value: f64) -> f64 {
-    match value {
-        v if v.is_nan() => 0.0,
-        v if v.is_infinite() => f64::MAX.copysign(v),
-        v => v,
-    }
-}
-
 /// One reader's interval of metrics.
 #[derive(Debug)]
 pub struct Table {
@@ -446,15 +434,6 @@ fn series_key<'a>(scratch: &'a mut String, metric: &Metric<'a>, sanitize: bool) 
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn flushed_values_are_numbers_every_output_carries() {
-        let cases =
-            [(1.5, 1.5), (f64::INFINITY, f64::MAX), (f64::NEG_INFINITY, -f64::MAX), (f64::NAN, 0.0), (-0.0, -0.0)];
-        for (value, want) in cases {
-            assert_eq!(saturated(value).to_bits(), want.to_bits(), "{value}");
-        }
-    }
 
     use super::*;
     use crate::timer_samples::TimerSamples;

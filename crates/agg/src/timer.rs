@@ -19,7 +19,7 @@ pub(crate) fn timer_stats(samples: &mut TimerSamples, config: &AggConfig) -> Vec
         false => estimated_stats(samples, config),
     };
     // Sums past the largest double (values above ~1.3e154 squared, or many near 1e308).
-    stats.iter_mut().for_each(|(_, value)| *value = crate::table::saturated(*value));
+    stats.iter_mut().for_each(|(_, value)| *value = crate::finite::saturated(*value));
     stats
 }
 

@@ -5,8 +5,9 @@
 //! written inline) are edges. Two sibling modules — children of one folder — depend on each
 //! other when anything inside one refers to anything inside the other; at every level those
 //! sibling dependencies must form no circle. A folder's own `mod.rs` (or `lib.rs`) speaks for
-//! the folder, so a parent and its children may refer to each other. Test code (a trailing
-//! `#[cfg(test)]` module, and files named `tests.rs`) is left out: tests may reach anywhere.
+//! the folder, so a parent and its children may refer to each other. Test code (every item
+//! marked `#[cfg(test)]`, wherever it stands, and files named `tests.rs`) is left out: tests
+//! may reach anywhere; the rest of a file is read to its end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -72,11 +73,24 @@ fn edges_of(module: &ModulePath, file: &Path, known: &BTreeSet<ModulePath>) -> V
     let text = std::fs::read_to_string(file).unwrap();
     let mut edges = Vec::new();
     let mut statement: Option<(usize, String)> = None;
+    // Inside an item marked `#[cfg(test)]` (a test module, a test helper): its depth in braces,
+    // `Some(0)` until its first brace or semicolon.
+    let mut in_test: Option<i64> = None;
     for (number, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("#[cfg(test)]") {
-            break; // the trailing test module
-        }
         let code = line.split("//").next().unwrap_or_default();
+        if code.trim_start().starts_with("#[cfg(test)]") {
+            in_test = Some(0);
+            continue;
+        }
+        if let Some(depth) = in_test {
+            if code.trim_start().starts_with("#[") && depth == 0 {
+                continue; // another attribute of the same item
+            }
+            let depth = depth + braces(code);
+            let ended = depth <= 0 && (code.contains('}') || (depth == 0 && code.trim_end().ends_with(';')));
+            in_test = if ended { None } else { Some(depth) };
+            continue;
+        }
         let trimmed = code.trim_start();
         let starts_use =
             ["use ", "pub use ", "pub(crate) use ", "pub(super) use "].iter().any(|p| trimmed.starts_with(p));
@@ -99,6 +113,22 @@ fn edges_of(module: &ModulePath, file: &Path, known: &BTreeSet<ModulePath>) -> V
         }
     }
     edges
+}
+
+/// Opening minus closing braces on a line of code, string and character literals left out.
+fn braces(code: &str) -> i64 {
+    let (mut count, mut quoted, mut escaped) = (0, false, false);
+    for c in code.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '{' if !quoted => count += 1,
+            '}' if !quoted => count -= 1,
+            _ => {}
+        }
+    }
+    count
 }
 
 /// A `use` tree with no spaces but those of `as`.
@@ -311,4 +341,27 @@ fn finds_a_circle() {
     let found = circles("demo", &edges);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].starts_with("demo::(crate root): a <-> b"), "{found:?}");
+}
+
+/// Issue 51: a file is read to its end; only the items marked `#[cfg(test)]` are left out (a
+/// test helper in an impl used to end the reading, hiding a circle in agg below it).
+#[test]
+fn test_items_are_left_out_and_the_rest_is_read() {
+    let file = std::env::temp_dir().join(format!("histd-layers-{}.rs", std::process::id()));
+    std::fs::write(
+        &file,
+        "use crate::a;\n\
+         impl X {\n    #[cfg(test)]\n    fn helper() {\n        crate::b::x(\"}\");\n    }\n\n    fn f() {}\n}\n\
+         use crate::c;\n\
+         #[cfg(test)]\n#[allow(dead_code)]\nmod tests {\n    use crate::d;\n    fn g() { if true { crate::d::y(); } }\n}\n\
+         #[cfg(test)]\nuse crate::f;\n\
+         fn h() { crate::e::z(); }\n",
+    )
+    .unwrap();
+    let known: BTreeSet<ModulePath> =
+        ["a", "b", "c", "d", "e", "f", "m"].iter().map(|name| vec![name.to_string()]).collect();
+    let targets: Vec<String> =
+        edges_of(&vec!["m".to_string()], &file, &known).into_iter().map(|edge| edge.to.join("::")).collect();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(targets, ["a", "c", "e"]);
 }
