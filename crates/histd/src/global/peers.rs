@@ -8,7 +8,7 @@
 //! peer, whether it answered, and why not): a peer down makes an answer partial, never wrong
 //! and never an error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,22 +169,49 @@ pub fn merge_heatmap(into: &mut HeatmapResult, other: HeatmapResult) {
 /// Adds a peer's series list into `into`: each series listed once; the total counts the
 /// series the members listed, each once.
 pub fn merge_series(into: &mut SeriesList, other: SeriesList) {
-    let known: std::collections::HashSet<String> = into.series.iter().map(entry_key).collect();
-    let mut added = 0;
+    let mut at: HashMap<(String, String, Vec<String>), usize> =
+        into.series.iter().enumerate().map(|(index, entry)| (entry_key(entry), index)).collect();
     for entry in other.series {
-        if !known.contains(&entry_key(&entry)) {
-            into.series.push(entry);
-            added += 1;
+        match (at.get(&entry_key(&entry)).map(|&index| &mut into.series[index]), &entry) {
+            // A name's tag sets on two members: at least the most either has.
+            (Some(SeriesEntry::Name { tag_sets, .. }), SeriesEntry::Name { tag_sets: theirs, .. }) => {
+                *tag_sets = (*tag_sets).max(*theirs)
+            }
+            (Some(_), _) => {}
+            (None, _) => {
+                at.insert(entry_key(&entry), into.series.len());
+                into.series.push(entry);
+            }
         }
     }
-    into.total += added;
+    for (origin, count) in other.origins {
+        let kept = into.origins.entry(origin).or_insert(0);
+        *kept = (*kept).max(count);
+    }
     into.truncated |= other.truncated;
-    into.series.sort_by_key(entry_key);
+    // Listed whole by every member: the union is the total. Cut by a limit somewhere: at least
+    // the most any member matched, and what the union lists.
+    let listed = into.series.len() as u64;
+    into.total = if into.truncated { into.total.max(other.total).max(listed) } else { listed };
+    into.series.sort_by(|a, b| entry_key(a).cmp(&entry_key(b)));
 }
 
-/// What tells two entries of a series list apart.
-fn entry_key(entry: &SeriesEntry) -> String {
-    serde_json::to_string(entry).unwrap_or_default()
+/// Cuts a merged series list to the `limit` its request asked (the members each listed up to
+/// it): the first by name, and `truncated` when any were cut.
+pub fn cut_series(list: &mut SeriesList, limit: usize) {
+    if list.series.len() > limit {
+        list.series.truncate(limit);
+        list.truncated = true;
+    }
+}
+
+/// What tells two entries of a series list apart: a series by its name, type and tags, a
+/// name (`group=name`) by its name and type.
+fn entry_key(entry: &SeriesEntry) -> (String, String, Vec<String>) {
+    match entry {
+        SeriesEntry::Series { name, tags, kind, .. } => (name.clone(), kind.clone(), tags.clone()),
+        SeriesEntry::Name { name, kind, .. } => (name.clone(), kind.clone(), Vec::new()),
+    }
 }
 
 fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -277,5 +304,75 @@ pub fn mergeable(expr: &store::Expr) -> bool {
     match expr {
         store::Expr::Cumulative(inner) => mergeable(inner),
         store::Expr::Call(function, ..) => !matches!(function, store::Function::Value | store::Function::Cardinality),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Origin;
+
+    fn series(name: &str, tags: &[&str]) -> SeriesEntry {
+        let tags = tags.iter().map(|t| t.to_string()).collect();
+        SeriesEntry::Series { name: name.into(), tags, kind: "counter".into(), origin: Origin::User }
+    }
+
+    fn name(name: &str, tag_sets: u64) -> SeriesEntry {
+        SeriesEntry::Name { name: name.into(), kind: "timer".into(), tag_sets, origin: Origin::User }
+    }
+
+    fn list(series: Vec<SeriesEntry>, total: u64, truncated: bool) -> SeriesList {
+        SeriesList { series, total, truncated, origins: BTreeMap::from([("user".to_string(), total)]) }
+    }
+
+    /// Issue 49: a series two members hold is listed once, a name's tag sets are at least the
+    /// most either has, the total is the union's (a lower bound once a member was cut), and the
+    /// merged list is cut to the limit asked.
+    #[test]
+    fn series_lists_merge_once_each_and_are_cut_to_the_limit() {
+        // (this member's, a peer's, the limit, the names listed, total, truncated)
+        type Case = (SeriesList, SeriesList, usize, Vec<&'static str>, u64, bool);
+        let cases: Vec<Case> = vec![
+            (
+                list(vec![series("a", &[]), series("b", &["k=1"])], 2, false),
+                list(vec![series("b", &["k=1"]), series("b", &["k=2"]), series("c", &[])], 3, false),
+                10,
+                vec!["a", "b", "b", "c"],
+                4,
+                false,
+            ),
+            (
+                list(vec![series("a", &[]), series("c", &[])], 2, false),
+                list(vec![series("b", &[])], 1, false),
+                2,
+                vec!["a", "b"],
+                3,
+                true,
+            ),
+            (
+                list(vec![series("a", &[])], 1, false),
+                list(vec![series("b", &[])], 500, true),
+                10,
+                vec!["a", "b"],
+                500,
+                true,
+            ),
+            (list(vec![name("t", 3)], 1, false), list(vec![name("t", 5)], 1, false), 10, vec!["t"], 1, false),
+        ];
+        for (mut mine, theirs, limit, names, total, truncated) in cases {
+            merge_series(&mut mine, theirs);
+            cut_series(&mut mine, limit);
+            let listed: Vec<&str> = mine
+                .series
+                .iter()
+                .map(|entry| match entry {
+                    SeriesEntry::Series { name, .. } | SeriesEntry::Name { name, .. } => name.as_str(),
+                })
+                .collect();
+            assert_eq!((listed, mine.total, mine.truncated), (names.clone(), total, truncated), "{names:?}");
+            if let Some(SeriesEntry::Name { tag_sets, .. }) = mine.series.first() {
+                assert_eq!(*tag_sets, 5, "a name's tag sets: the most a member has");
+            }
+        }
     }
 }

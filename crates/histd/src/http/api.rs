@@ -162,6 +162,7 @@ async fn group_or_store_route(
         return store_route(route, state, query).await;
     };
     let context = Context::of(&state);
+    let series_limit = super::series::limit_asked(&query, context.limits.max_series)?;
     let local = with_store(state, move |store| answer(route, &query, store, &context)).await?;
     let path = match route {
         Route::Series => "/api/v1/series",
@@ -181,6 +182,7 @@ async fn group_or_store_route(
         }
         StoreAnswer::Series(mut local) => {
             let members = merge_answers(&mut local, answers, merge_series);
+            crate::global::peers::cut_series(&mut local, series_limit);
             (serde_json::to_value(local), members)
         }
         StoreAnswer::Query(local) => (serde_json::to_value(local), Vec::new()),

@@ -94,6 +94,12 @@ impl Filter {
     }
 }
 
+/// The most entries a series list request asks for (`limit`, else the default).
+pub fn limit_asked(query: &HashMap<String, String>, max_series: usize) -> Result<usize, Failure> {
+    let request = SeriesRequest::from_query(query, max_series)?;
+    Ok(request.limit.unwrap_or(DEFAULT_SERIES_LIMIT.min(max_series)))
+}
+
 /// `GET /api/v1/series`: the series picked, sorted, at most `limit`; with `group=name` one
 /// entry per name and type, with how many tag sets it has. `origins` counts what each origin
 /// has among the series picked before the origin filter.
