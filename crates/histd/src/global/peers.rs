@@ -193,7 +193,7 @@ pub fn merge_series(into: &mut SeriesList, other: SeriesList) {
     // the most any member matched, and what the union lists.
     let listed = into.series.len() as u64;
     into.total = if into.truncated { into.total.max(other.total).max(listed) } else { listed };
-    into.series.sort_by(|a, b| entry_key(a).cmp(&entry_key(b)));
+    into.series.sort_by_key(entry_key);
 }
 
 /// Cuts a merged series list to the `limit` its request asked (the members each listed up to
