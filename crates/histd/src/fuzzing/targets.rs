@@ -769,6 +769,32 @@ pub mod table_insert {
     }
 }
 
+pub mod peer_answers {
+    //! `fuzz/fuzz_targets/peer_answers.rs`:
+    //! Any bytes a peer of a global's group (`global.peers`) answers with, read as each answer
+    //! the group routes merge (a histogram, a heatmap, a series list, a query's step rows) and
+    //! merged into this global's own: refused or merged, never a panic (issue 49).
+
+    use crate::contract::{HeatmapResult, HistogramResult, SeriesList};
+    use crate::global::peers::{
+        cut_series, merge_answers, merge_heatmap, merge_histogram, merge_series, merge_step_rows, StepRows,
+    };
+
+    /// Runs the target on one input.
+    pub fn run(data: &[u8]) {
+        let answer = || vec![("http://peer:8127".to_string(), Ok(data.to_vec()))];
+        let mut histogram = HistogramResult::default();
+        merge_answers(&mut histogram, answer(), merge_histogram);
+        let mut heatmap = HeatmapResult::default();
+        merge_answers(&mut heatmap, answer(), merge_heatmap);
+        let mut series = SeriesList::default();
+        merge_answers(&mut series, answer(), merge_series);
+        cut_series(&mut series, 10);
+        let mut rows = StepRows::default();
+        merge_answers(&mut rows, answer(), merge_step_rows);
+    }
+}
+
 /// A target's body: one input.
 pub type Body = fn(&[u8]);
 
@@ -790,6 +816,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("management_command", management_command::run),
     ("otlp_response", otlp_response::run),
     ("parse_round_trip", parse_round_trip::run),
+    ("peer_answers", peer_answers::run),
     ("prometheus_output", prometheus_output::run),
     ("proxy_route", proxy_route::run),
     ("query_language", query_language::run),

@@ -151,7 +151,9 @@ pub fn merge_heatmap(into: &mut HeatmapResult, other: HeatmapResult) {
     for step in into.steps.drain(..).chain(other.steps) {
         let bins = steps.entry(step.t).or_default();
         for (lower, upper, count) in step.bins {
-            *bins.entry((lower.to_bits(), upper.to_bits())).or_default() += count;
+            // A peer's counts are its word: added without wrapping, whatever they say.
+            let bin = bins.entry((lower.to_bits(), upper.to_bits())).or_default();
+            *bin = bin.saturating_add(count);
         }
     }
     into.steps = steps
