@@ -148,25 +148,33 @@ pub fn forget_filters(query: &HashMap<String, String>, store: &store::Store) {
 /// `lines(flush)` gives, copied whole (`Store::backup_to`: one file, no write-ahead log): a
 /// seed the store's fuzz targets damage.
 pub fn store_file(flushes: u64, lines: impl Fn(u64) -> String) -> Vec<u8> {
-    let dir = std::env::temp_dir().join(format!("histd-fuzz-store-seed-{}", std::process::id()));
+    let store = filled_store("store-seed", 1_800_000_000, flushes, lines);
+    let copy = std::env::temp_dir().join(format!("histd-fuzz-store-seed-copy-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&copy);
+    store.backup_to(&copy).unwrap();
+    let bytes = std::fs::read(&copy).unwrap();
+    let _ = std::fs::remove_file(&copy);
+    bytes
+}
+
+/// A store in a scratch directory of its own (`name`), fresh, holding `flushes` flushes of
+/// `lines(flush)`, one every 10 s from `start` (unix seconds), its series loaded.
+pub fn filled_store(name: &str, start: u64, flushes: u64, lines: impl Fn(u64) -> String) -> store::Store {
+    let dir = std::env::temp_dir().join(format!("histd-fuzz-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (path, copy) = (dir.join("histd.db"), dir.join("copy.db"));
-    {
-        let mut store = store::Store::open(&path, store::Options::default()).unwrap();
-        let mut aggregator = Aggregator::new(AggConfig::default());
-        for flush in 0..flushes {
-            let mut table = Table::new(true, 1000);
-            table.insert_packet(1_800_000_000 + flush * 10, lines(flush).as_bytes());
-            aggregator.absorb(table);
-            let snapshot = aggregator.flush((1_800_000_000 + flush * 10) * 1000);
-            store.write(1_800_000_000 + flush as i64 * 10, &snapshot).unwrap();
-        }
-        store.backup_to(&copy).unwrap();
+    let mut store = store::Store::open(&dir.join("histd.db"), store::Options::default()).unwrap();
+    let mut aggregator = Aggregator::new(AggConfig::default());
+    for flush in 0..flushes {
+        let at = start + flush * 10;
+        let mut table = Table::new(true, 1000);
+        table.insert_packet(at, lines(flush).as_bytes());
+        aggregator.absorb(table);
+        let snapshot = aggregator.flush(at * 1000);
+        store.write(at as i64, &snapshot).unwrap();
     }
-    let bytes = std::fs::read(&copy).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    bytes
+    store.load_series().unwrap();
+    store
 }
 
 /// Any bytes a server at the URL of `histd health` (or `query`, `top`) answers with, read as

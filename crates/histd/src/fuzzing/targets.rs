@@ -62,17 +62,8 @@ pub mod forget_filters {
     fn store() -> &'static Mutex<store::Store> {
         static STORE: OnceLock<Mutex<store::Store>> = OnceLock::new();
         STORE.get_or_init(|| {
-            let dir = std::env::temp_dir().join(format!("histd-fuzz-forget-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            let mut store = store::Store::open(&dir.join("histd.db"), store::Options::default()).unwrap();
-            let mut aggregator = agg::Aggregator::new(agg::AggConfig::default());
-            let mut table = agg::Table::new(true, 100);
-            table.insert_packet(1_800_000_000, b"hits:1|c\nlat:3|ms|#route:/a\nbench.x:1|c\nstatsd.y:1|g\nu:a|s\n");
-            aggregator.absorb(table);
-            let snapshot = aggregator.flush(1_800_000_000_000);
-            store.write(1_800_000_000, &snapshot).unwrap();
-            store.load_series().unwrap();
+            let lines = |_| "hits:1|c\nlat:3|ms|#route:/a\nbench.x:1|c\nstatsd.y:1|g\nu:a|s\n".to_string();
+            let store = crate::fuzzing::filled_store("forget", 1_800_000_000, 1, lines);
             Mutex::new(store)
         })
     }
@@ -193,24 +184,13 @@ pub mod http_parameters {
     fn store() -> &'static Mutex<store::Store> {
         static STORE: OnceLock<Mutex<store::Store>> = OnceLock::new();
         STORE.get_or_init(|| {
-            let dir = std::env::temp_dir().join(format!("histd-fuzz-http-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            let mut store = store::Store::open(&dir.join("histd.db"), store::Options::default()).unwrap();
-            let mut aggregator = agg::Aggregator::new(agg::AggConfig::default());
-            for flush in 0..6u64 {
-                let mut table = agg::Table::new(true, 100);
-                let packet = format!(
+            let lines = |flush: u64| {
+                format!(
                     "hits:{flush}|c\nlat:{}|ms|#route:/a\nlat:1500|ms|#route:/b\ntemp:{flush}|g\nusers:u{flush}|s\n",
                     flush * 10 + 3
-                );
-                table.insert_packet(NOW as u64 - 60 + flush * 10, packet.as_bytes());
-                aggregator.absorb(table);
-                let now_ms = (NOW as u64 - 60 + flush * 10) * 1000;
-                let snapshot = aggregator.flush(now_ms);
-                store.write(snapshot.timestamp as i64, &snapshot).unwrap();
-            }
-            store.load_series().unwrap();
+                )
+            };
+            let store = crate::fuzzing::filled_store("http", NOW as u64 - 60, 6, lines);
             Mutex::new(store)
         })
     }

@@ -21,6 +21,23 @@ fn points_total(answer: &str) -> f64 {
     answer["points"].as_array().map_or(0.0, |points| points.iter().filter_map(|point| point[1].as_f64()).sum())
 }
 
+/// Flips `bit` in the middle byte of the first block (by rowid) of the store file `database`,
+/// of `series`' group when given, behind its daemon's back: its checksum no longer holds.
+fn flip_a_bit_in_the_first_block(database: &std::path::Path, series: Option<&str>, bit: u8) {
+    let database = rusqlite::Connection::open(database).unwrap();
+    let (rowid, mut data): (i64, Vec<u8>) = database
+        .query_row(
+            "SELECT rowid, data FROM blocks WHERE ?1 IS NULL OR grp = (SELECT grp FROM series WHERE name = ?1) \
+             ORDER BY rowid LIMIT 1",
+            [series],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let middle = data.len() / 2;
+    data[middle] ^= bit;
+    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
@@ -952,18 +969,7 @@ fn n10_a_damaged_store_block_is_left_out_not_a_failure() {
     }
     assert!(eventually(|| count(&daemon, "n10.latency").1 == 3.0));
     std::thread::sleep(Duration::from_millis(800)); // idle: deleted from the flushes
-    let database = rusqlite::Connection::open(dir.join("histd.db")).unwrap();
-    let (rowid, mut data): (i64, Vec<u8>) = database
-        .query_row(
-            "SELECT rowid, data FROM blocks WHERE grp = (SELECT grp FROM series WHERE name = 'n10.latency') \
-             ORDER BY start LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let middle = data.len() / 2;
-    data[middle] ^= 0x20;
-    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+    flip_a_bit_in_the_first_block(&dir.join("histd.db"), Some("n10.latency"), 0x20);
     let (status, samples) = count(&daemon, "n10.latency");
     assert_eq!(status, 200, "not a failure");
     assert!(samples < 3.0, "the damaged block's rows are left out: {samples}");
@@ -1113,13 +1119,7 @@ fn backups_are_consistent_scrub_finds_damage_and_restore_puts_a_store_back() {
     let total = points_total(&String::from_utf8_lossy(&query.stdout));
     assert_eq!(total, 1500.0, "the three flushes before the backup: {}", String::from_utf8_lossy(&query.stdout));
 
-    let database = rusqlite::Connection::open(restored.join("histd.db")).unwrap();
-    let (rowid, mut data): (i64, Vec<u8>) =
-        database.query_row("SELECT rowid, data FROM blocks LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
-    let middle = data.len() / 2;
-    data[middle] ^= 0x01;
-    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
-    drop(database);
+    flip_a_bit_in_the_first_block(&restored.join("histd.db"), None, 0x01);
     let found = run(&["scrub", "--data-dir", restored.to_str().unwrap()]);
     assert_eq!(found.status.code(), Some(1));
     let listed = String::from_utf8_lossy(&found.stdout);
@@ -1158,19 +1158,7 @@ fn a_backup_of_a_store_with_damage_holds_every_intact_point() {
     }
     // The counter is idle now (deleteIdleStats): nothing writes its blocks again.
     std::thread::sleep(Duration::from_millis(800));
-    let database = rusqlite::Connection::open(dir.join("histd.db")).unwrap();
-    let (rowid, mut data): (i64, Vec<u8>) = database
-        .query_row(
-            "SELECT rowid, data FROM blocks WHERE grp = (SELECT grp FROM series WHERE name = 'bkd.hits') \
-             ORDER BY rowid LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let middle = data.len() / 2;
-    data[middle] ^= 0x04;
-    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
-    drop(database);
+    flip_a_bit_in_the_first_block(&dir.join("histd.db"), Some("bkd.hits"), 0x04);
     let live = points_total(&daemon.http_get(asked).1);
     assert!(live < 2000.0, "the daemon leaves the damaged block out: {live}");
     // The read that met it put it in the store's record of damage, shown by /health.
@@ -1313,18 +1301,7 @@ fn the_paced_scrub_finds_a_damaged_block_while_the_daemon_runs() {
     // The timer is idle (deleteIdleStats) and alone in its group (histd's own series are
     // counters and gauges): nothing writes its block again, so only the scrub reads it.
     std::thread::sleep(Duration::from_millis(800));
-    let database = rusqlite::Connection::open(dir.join("histd.db")).unwrap();
-    let (rowid, mut data): (i64, Vec<u8>) = database
-        .query_row(
-            "SELECT rowid, data FROM blocks WHERE grp = (SELECT grp FROM series WHERE name = 'scrub.latency') \
-             ORDER BY rowid LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let middle = data.len() / 2;
-    data[middle] ^= 0x02;
-    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![data, rowid]).unwrap();
+    flip_a_bit_in_the_first_block(&dir.join("histd.db"), Some("scrub.latency"), 0x02);
     assert!(
         eventually(|| daemon.stat("store.store_scrub_damaged_blocks") == 1.0),
         "found by a later pass: {}",
