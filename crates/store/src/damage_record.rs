@@ -6,7 +6,7 @@
 //! Each entry carries a checksum (CRC32C of its fields) like the series and group rows: an
 //! entry that does not hold is shown as such, never silently dropped.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use crate::read::DamagedBlock;
 use crate::schema::{table_exists, Resolution};
@@ -78,15 +78,11 @@ impl Store {
         let mut new = 0;
         for block in blocks {
             let key = (block.resolution.code(), block.grp, block.start);
-            let points: i64 = self
-                .connection
-                .query_row(
-                    "SELECT coalesce(sum(points), 0) FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start = ?3",
-                    params![key.0, key.1, key.2],
-                    |row| row.get(0),
-                )
-                .optional()?
-                .unwrap_or(0);
+            let points: i64 = self.connection.query_row(
+                "SELECT coalesce(sum(points), 0) FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start = ?3",
+                params![key.0, key.1, key.2],
+                |row| row.get(0),
+            )?;
             new += insert(&self.connection, found, BLOCK, key, points, block.reason)?;
         }
         Ok(new)

@@ -1,0 +1,1 @@
+delcounters a.b
