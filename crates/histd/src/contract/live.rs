@@ -60,13 +60,15 @@ pub struct LiveRequest {
     pub threshold: Option<f64>,
     /// The cardinality and prefix tables too (`tables=1`: a pass over every key).
     pub tables: bool,
+    /// Only these series keys (`keys`, one per line; empty: every key).
+    pub keys: Vec<String>,
 }
 
 impl LiveRequest {
     /// The route.
     pub const PATH: &'static str = "/api/v1/live";
     /// Its parameters, as `openapi.json` lists them.
-    pub const PARAMETERS: [&'static str; 5] = ["limit", "sort", "match", "threshold", "tables"];
+    pub const PARAMETERS: [&'static str; 6] = ["limit", "sort", "match", "threshold", "tables", "keys"];
     /// Rows when `limit` is absent.
     pub const DEFAULT_ROWS: usize = 50;
     /// The most rows one answer gives.
@@ -104,6 +106,9 @@ impl LiveRequest {
             pattern,
             threshold,
             tables: matches!(get("tables"), Some("1" | "true")),
+            keys: get("keys").map_or_else(Vec::new, |text| {
+                text.lines().filter(|key| !key.is_empty()).take(Self::MOST_ROWS).map(str::to_string).collect()
+            }),
         })
     }
 
@@ -117,6 +122,7 @@ impl LiveRequest {
                 ("match", self.pattern.clone()),
                 ("threshold", self.threshold.map(|t| t.to_string())),
                 ("tables", self.tables.then(|| "1".to_string())),
+                ("keys", (!self.keys.is_empty()).then(|| self.keys.join("\n"))),
             ],
         )
     }
@@ -169,6 +175,12 @@ pub struct Live {
     /// The hottest name prefixes (asked with `tables=1`; `null` without).
     #[serde(default)]
     pub prefixes: Option<Vec<Prefix>>,
+    /// Asked of a global with `global.peers`: a member did not answer (`null` otherwise).
+    #[serde(default)]
+    pub partial: Option<bool>,
+    /// Asked of a global with `global.peers`: each member and whether it answered.
+    #[serde(default)]
+    pub members: Option<Vec<super::Member>>,
 }
 
 /// The interval.

@@ -35,6 +35,18 @@ pub type Bin = (f64, f64, u64);
 /// A point of a query: `[unix seconds, value]` (`null` where the step has no value).
 pub type Point = (i64, Option<f64>);
 
+/// One member of a group of globals, as an answer asked of one of them names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Its query URL (`self` for the global answering).
+    pub url: String,
+    /// It answered in time.
+    pub answered: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// Every answer that is not a success: `{"error": …}` naming what went wrong.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorAnswer {

@@ -204,6 +204,8 @@ fn live_full() -> Live {
             other: Other { names: 0, series: 0 },
         }),
         prefixes: Some(vec![Prefix { prefix: "api".into(), rate: 1.6, share: 1.0 }]),
+        partial: Some(true),
+        members: Some(vec![Member { url: "https://g2:8080".into(), answered: false, error: Some("timed out".into()) }]),
     }
 }
 
@@ -347,7 +349,15 @@ fn every_api_route_of_openapi_has_a_typed_answer() {
 
 #[test]
 fn answers_with_their_optional_fields_empty_match_their_types() {
-    let live = Live { cardinality: None, prefixes: None, store_bytes: None, flush_lag_s: None, ..live_full() };
+    let live = Live {
+        cardinality: None,
+        prefixes: None,
+        store_bytes: None,
+        flush_lag_s: None,
+        partial: None,
+        members: None,
+        ..live_full()
+    };
     let mut row = live_full().series[0].clone();
     (row.value, row.rate, row.p50, row.p99, row.at_or_above, row.bins) = (None, None, None, None, None, None);
     let live = Live { series: vec![row], ..live };
@@ -421,9 +431,10 @@ fn requests_read_back_what_their_clients_write() {
         pattern: Some("^api\\.(a|b)".into()),
         threshold: Some(1.5),
         tables: true,
+        keys: vec!["api.a;route=/x".into(), "api.b".into()],
     };
     assert_eq!(LiveRequest::from_query(&query_of(&live.path_and_query())), Ok(live.clone()));
-    let plain = LiveRequest { pattern: None, threshold: None, tables: false, ..live };
+    let plain = LiveRequest { pattern: None, threshold: None, tables: false, keys: Vec::new(), ..live };
     assert_eq!(LiveRequest::from_query(&query_of(&plain.path_and_query())), Ok(plain));
     let query = QueryRequest { expr: "quantile(a{r=/x}, 0.9)".into(), from: 100, to: 700, step: 60 };
     assert_eq!(QueryRequest::from_query(&query_of(&query.path_and_query()), 1_000, 100), Ok(query));

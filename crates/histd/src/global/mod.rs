@@ -21,6 +21,7 @@
 
 pub(crate) mod journal;
 pub mod kafka;
+pub mod live_merge;
 pub mod peers;
 pub mod rejoin;
 pub mod screen;

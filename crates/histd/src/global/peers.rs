@@ -37,17 +37,7 @@ pub struct Peers {
     tls: Option<Arc<ClientConfig>>,
 }
 
-/// One member of the group, as an answer names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Member {
-    /// Its query URL (`self` for the global answering).
-    pub url: String,
-    /// It answered in time.
-    pub answered: bool,
-    /// Why not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use crate::contract::Member;
 
 impl Peers {
     /// The peers `global.peers` lists, with `global.peerTokenFile` and `global.peerCaFile`;
@@ -80,28 +70,44 @@ impl Peers {
     /// Asks every peer `GET <path>?<query>&local=1` at once: each one's URL and its body, or
     /// why there is none (no answer within [`PEER_DEADLINE`], a status other than 200).
     pub async fn ask(&self, path: &str, query: &str) -> Vec<(String, Result<Vec<u8>, String>)> {
-        let asked = self.urls.iter().map(|url| {
-            let mut target = url.clone();
-            let separator = if query.is_empty() { "" } else { "&" };
-            target.path = format!("{}{path}?{query}{separator}{LOCAL_ONLY}=1", url.path);
+        let queries = vec![Some(query.to_string()); self.urls.len()];
+        self.ask_each(path, &queries).await.into_iter().filter_map(|(url, answer)| Some((url, answer?))).collect()
+    }
+
+    /// Asks the n-th peer `GET <path>?<queries[n]>&local=1`, all at once (a peer whose query is
+    /// `None` is not asked: its answer is `None`), in the order of `global.peers`.
+    pub async fn ask_each(
+        &self,
+        path: &str,
+        queries: &[Option<String>],
+    ) -> Vec<(String, Option<Result<Vec<u8>, String>>)> {
+        let asked = self.urls.iter().zip(queries).map(|(url, query)| {
             let shown = format!("{}://{}{}", url.scheme(), url.authority(), url.path);
-            let client = Client::new(target, Vec::new(), PEER_DEADLINE)
-                .with_tls(self.tls.clone())
-                .with_token_file(self.token.clone())
-                .with_max_body(MAX_PEER_ANSWER);
-            let asking = tokio::spawn(async move {
-                let mut client = client;
-                match client.send(Method::GET, bytes::Bytes::new()).await {
-                    Ok(answer) if answer.status == 200 => Ok(answer.body.to_vec()),
-                    Ok(answer) => Err(format!("HTTP {}: {}", answer.status, String::from_utf8_lossy(&answer.body))),
-                    Err(why) => Err(why),
-                }
+            let asking = query.as_ref().map(|query| {
+                let mut target = url.clone();
+                let separator = if query.is_empty() { "" } else { "&" };
+                target.path = format!("{}{path}?{query}{separator}{LOCAL_ONLY}=1", url.path);
+                let client = Client::new(target, Vec::new(), PEER_DEADLINE)
+                    .with_tls(self.tls.clone())
+                    .with_token_file(self.token.clone())
+                    .with_max_body(MAX_PEER_ANSWER);
+                tokio::spawn(async move {
+                    let mut client = client;
+                    match client.send(Method::GET, bytes::Bytes::new()).await {
+                        Ok(answer) if answer.status == 200 => Ok(answer.body.to_vec()),
+                        Ok(answer) => Err(format!("HTTP {}: {}", answer.status, String::from_utf8_lossy(&answer.body))),
+                        Err(why) => Err(why),
+                    }
+                })
             });
             (shown, asking)
         });
         let mut answers = Vec::with_capacity(self.urls.len());
         for (shown, asking) in asked.collect::<Vec<_>>() {
-            let answered = asking.await.unwrap_or_else(|error| Err(format!("the request failed: {error}")));
+            let answered = match asking {
+                None => None,
+                Some(asking) => Some(asking.await.unwrap_or_else(|error| Err(format!("the request failed: {error}")))),
+            };
             answers.push((shown, answered));
         }
         answers

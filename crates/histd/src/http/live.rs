@@ -7,15 +7,11 @@
 //! binned then, as the flush would), a sort of what matched, histograms cloned for the rows
 //! returned only. BENCHMARKS.md measures it at 100k series.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 
 use agg::{LiveSeries, MetricType};
-use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
 
 use super::api::sinks_map;
-use super::failure::Failure;
 use super::HttpState;
 use crate::clock::{unix_now_ms, unix_now_s};
 use crate::contract::{self, finite, Live, LiveRequest, SortBy};
@@ -50,6 +46,28 @@ pub(crate) struct Asked {
     threshold: Option<f64>,
     /// `tables=1`: the cardinality and prefix tables too (a pass over every key).
     tables: bool,
+    /// `keys`: only these series (empty: every series).
+    keys: HashSet<String>,
+}
+
+impl Asked {
+    /// The same question for the rows of `keys` alone (what a group asks a member for the rows
+    /// it left out).
+    pub(crate) fn only(&self, keys: &[String]) -> Asked {
+        Asked {
+            limit: keys.len().max(1),
+            sort: self.sort,
+            pattern: None,
+            threshold: self.threshold,
+            tables: false,
+            keys: keys.iter().cloned().collect(),
+        }
+    }
+
+    /// The rows asked for, the column they are sorted by, the tables asked or not.
+    pub(crate) fn shape(&self) -> (usize, SortBy) {
+        (self.limit, self.sort)
+    }
 }
 
 /// What a `/api/v1/live` request asks for, from its parameters (`match`, `sort`, `limit`,
@@ -65,21 +83,8 @@ pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParamet
                 .map_err(|e| BadParameter { name: "match", message: format!("not a regex: {e}") })?,
         ),
     };
-    let LiveRequest { limit, sort, threshold, tables, .. } = request;
-    Ok(Asked { limit, sort, pattern, threshold, tables })
-}
-
-/// `GET /api/v1/live`: the interval so far, for `histd top` (rows sorted and filtered, and on
-/// request the cardinality and prefix tables).
-pub async fn live(
-    State(state): State<Arc<HttpState>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Result<Response, Failure> {
-    let asked = asked(&query)?;
-    let answered = tokio::task::spawn_blocking(move || super::api::json_bytes(&answer(&state, &asked))).await;
-    let bytes = answered.map_err(|_| Failure::internal("building the live view failed"))?;
-    super::api::give_back_after(bytes.len());
-    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], bytes).into_response())
+    let LiveRequest { limit, sort, threshold, tables, keys, .. } = request;
+    Ok(Asked { limit, sort, pattern, threshold, tables, keys: keys.into_iter().collect() })
 }
 
 /// What is read under the aggregation lock.
@@ -109,7 +114,8 @@ pub(crate) fn take(aggregation: &crate::aggregation::Aggregation, asked: &Asked)
     Taken { interval_s, totals: aggregator.totals().clone(), series, matched, histograms, flush_lag }
 }
 
-fn answer(state: &HttpState, asked: &Asked) -> Live {
+/// This daemon's own live view.
+pub(crate) fn answer(state: &HttpState, asked: &Asked) -> Live {
     let aggregation = &state.admin.aggregation;
     let started_ms = aggregation.last_flush_unix_ms.get();
     let elapsed_s = (unix_now_ms().saturating_sub(started_ms) as f64 / 1000.0).max(0.001);
@@ -157,13 +163,18 @@ fn answer(state: &HttpState, asked: &Asked) -> Live {
         truncated: matched > asked.limit,
         cardinality,
         prefixes,
+        partial: None,
+        members: None,
     }
 }
 
 /// Keeps the rows `asked.pattern` matches at the front, sorted; how many matched. (The rest
 /// stays behind them for the cardinality and prefix tables, which count every series.)
 fn select(series: &mut [LiveSeries], asked: &Asked) -> usize {
-    let matches = |row: &LiveSeries| asked.pattern.as_ref().is_none_or(|p| p.is_match(&row.key));
+    let matches = |row: &LiveSeries| {
+        asked.pattern.as_ref().is_none_or(|p| p.is_match(&row.key))
+            && (asked.keys.is_empty() || asked.keys.contains(row.key.as_str()))
+    };
     let mut matched = 0;
     for index in 0..series.len() {
         if matches(&series[index]) {
@@ -352,6 +363,7 @@ mod tests {
             pattern: pattern.map(|p| regex::Regex::new(p).unwrap()),
             threshold: None,
             tables: false,
+            keys: HashSet::new(),
         }
     }
 
@@ -381,6 +393,11 @@ mod tests {
             let got: Vec<&str> = series[..top_two.min(2)].iter().map(|r| r.key.as_str()).collect();
             assert_eq!(got, want[..want.len().min(2)], "the first 2 of {sort:?} {pattern:?}");
         }
+        let mut series = rows();
+        let keys = HashSet::from(["users".to_string(), "db.pool".to_string(), "gone".to_string()]);
+        let matched = select(&mut series, &Asked { keys, ..asked(SortBy::Name, None) });
+        let got: Vec<&str> = series[..matched].iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(got, ["db.pool", "users"], "keys: those rows alone");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! | `GET /api/v1/query` | `expr`, `from` (`-1h`), `to` (`now`), `step` (fits ~240 steps) | `{"expr", "step", "points": [[unix_s, value]]}`; with `global.peers`, the group's answer with `"partial"` and `"members"` (`local=1`: this histd's alone; `rows=1`: the merged row of each step, what peers send) |
 //! | `GET /api/v1/histogram` | `name` (with `{tags}`), `from`, `to` | `{"name", "from", "to", "count", "sum", "min", "max", "bins": [[lower, upper, count]], "circllhist"}` |
 //! | `GET /api/v1/heatmap` | `name`, `from`, `to`, `step` | `{"name", "step", "steps": [{"t", "bins": [[lower, upper, count]]}]}` |
-//! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold`, `tables=1` (add the cardinality and prefix tables) | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "receive_queue_bytes", "flush_lag_s", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "alerts": [{"name", "state", "summary"}], "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
+//! | `GET /api/v1/live` | `limit` (50, at most 1000), `sort` (`rate`, `value`, `p50`, `p99`, `above`, `name`), `match` (a regex on the series key), `threshold`, `tables=1` (add the cardinality and prefix tables), `keys` (exact series keys, one per line) | `{"now_ms", "uptime_s", "interval", "totals", "receive_buffer_bytes", "receive_queue_bytes", "flush_lag_s", "rss_bytes", "flushes", "last_flush_duration_ms", "store_bytes", "series_count", "sinks", "alerts": [{"name", "state", "summary"}], "series": [{"name", "type", "value", "rate", "p50", "p99", "at_or_above", "bins"}], "matched", "truncated", "cardinality", "prefixes"}`: the current interval so far (`histd top` polls it) |
 //! | `GET /api/v1/openapi.json` | | this table as OpenAPI 3 |
 //! | `GET /` and `GET /ui/...` | the page's state is in its URL | the web UI (files embedded in the binary) |
 //! | `POST /api/v1/forward` | a snappy-compressed forward batch (docs/forward-format.md), `Content-Type: application/x-histd-forward`, `Content-Encoding: snappy` | `{"merged", "duplicate"}`; 503 unless `global.accept` (the body unread), 503 with `Retry-After` past `global.maxBytesInFlight` or `global.maxLateIntervals`, 400 for a malformed batch or an unbelievable interval, 413 past `global.maxBatchBytes`, 415 for another type or encoding, 408 past `httpBodyTimeoutMs` |
@@ -33,6 +33,7 @@ mod api;
 
 mod failure;
 mod forward;
+mod group_live;
 mod group_query;
 pub mod guard;
 pub(crate) mod live;
@@ -327,7 +328,7 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(heatmap, get(api::heatmap))
         .route(openapi, get(api::openapi))
         .route(forward, post(forward::receive))
-        .route(live, get(live::live))
+        .route(live, get(group_live::live))
         .route("/metrics", get(metrics::metrics))
         .route("/-/clear", post(metrics::clear))
         .route("/-/reload", post(api::reload))

@@ -5,6 +5,21 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::contract::{Live, LiveRequest, SeriesRow};
 
+/// Asked of a global with peers: how many members answered, and each that did not, and why.
+fn group_line(live: &Live) -> Vec<String> {
+    let Some(members) = &live.members else { return Vec::new() };
+    let answered = members.iter().filter(|member| member.answered).count();
+    let mut lines = vec![format!(
+        "group: {answered} of {} members answered{}",
+        members.len(),
+        if answered < members.len() { " (PARTIAL: their series are missing)" } else { "" }
+    )];
+    for member in members.iter().filter(|member| !member.answered) {
+        lines.push(format!("  {}: {}", member.url, member.error.as_deref().unwrap_or("no answer")));
+    }
+    lines
+}
+
 /// Points of rate and p99 kept per series for the detail view's sparklines.
 const HISTORY: usize = 600;
 
@@ -114,6 +129,7 @@ impl Model {
             pattern: self.filter.clone(),
             threshold: self.threshold,
             tables: self.view == View::Cardinality, // a pass over every key: only when shown
+            keys: Vec::new(),
         }
         .path_and_query()
     }
@@ -213,6 +229,7 @@ impl Model {
                 bytes(live.receive_buffer_bytes)
             ),
         ];
+        lines.extend(group_line(live));
         let bad_reasons: Vec<String> = live
             .totals
             .bad_lines
@@ -443,6 +460,40 @@ mod tests {
         assert!(header[1].starts_with("lines 10.0k/s"), "{header:?}");
         assert_eq!(header[2], "bad lines: no_type 20/s");
         assert_eq!(header[3], "  latest (no_type, from 10.0.0.7): api.hits:1");
+    }
+
+    /// Issue 49: top asked of a global with peers says how many members answered, and names
+    /// each that did not.
+    #[test]
+    fn the_header_says_when_the_group_answered_in_part() {
+        use crate::contract::Member;
+        let member = |url: &str, error: Option<&str>| Member {
+            url: url.into(),
+            answered: error.is_none(),
+            error: error.map(String::from),
+        };
+        let cases: Vec<(Option<Vec<Member>>, Vec<&str>)> = vec![
+            (None, vec![]),
+            (Some(vec![member("self", None), member("https://g2:8443", None)]), vec!["group: 2 of 2 members answered"]),
+            (
+                Some(vec![member("self", None), member("https://g2:8443", Some("connection refused"))]),
+                vec![
+                    "group: 1 of 2 members answered (PARTIAL: their series are missing)",
+                    "  https://g2:8443: connection refused",
+                ],
+            ),
+        ];
+        for (members, want) in cases {
+            let mut model = Model::new(None, 10);
+            model.update(Live { members, ..live(1_000, 0, vec![]) });
+            let header = model.header();
+            let group: Vec<&str> = header
+                .iter()
+                .map(String::as_str)
+                .filter(|line| line.contains("g2") || line.starts_with("group"))
+                .collect();
+            assert_eq!(group, want);
+        }
     }
 
     #[test]
