@@ -109,8 +109,25 @@ pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
             )));
         }
     }
+    if let Some(warning) = partial_warning(&answer) {
+        eprint!("{warning}");
+    }
     crate::api_client::write_stdout(&render(&answer, args.format))
         .map_err(|error| QueryFailure::Unavailable(anyhow::anyhow!("cannot write the answer: {error}")))
+}
+
+/// What standard error says of an answer a group of globals gave in part: each member that did
+/// not answer, and why (the values printed hold the others' series only).
+fn partial_warning(answer: &QueryResult) -> Option<String> {
+    if answer.partial != Some(true) {
+        return None;
+    }
+    let mut warning = "histd query: a partial answer (the group's members below are not in it)\n".to_string();
+    for member in answer.members.iter().flatten().filter(|member| !member.answered) {
+        let why = member.error.as_deref().unwrap_or("no answer");
+        warning.push_str(&format!("  {}: {}\n", member.url, printable(why)));
+    }
+    Some(warning)
 }
 
 /// The selector an expression reads.
@@ -164,7 +181,7 @@ fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryRe
         );
     }
     let points = points.into_iter().map(|(t, v)| (t, finite(v))).collect();
-    Ok(QueryResult { expr: expr_text, step, from, to, points })
+    Ok(QueryResult { expr: expr_text, step, from, to, points, ..QueryResult::default() })
 }
 
 fn from_http(api: &Endpoint, request: &QueryRequest) -> Result<QueryResult, QueryFailure> {
@@ -243,6 +260,18 @@ mod tests {
             "time (UTC)            count(x)\n1970-01-01T00:00:00Z  1.5\n1970-01-01T00:01:00Z  2\n"
         );
         assert!(render(&answer, Format::Json).starts_with('{'));
+        assert_eq!(partial_warning(&answer), None);
+        let member = |url: &str, error: Option<&str>| crate::contract::Member {
+            url: url.into(),
+            answered: error.is_none(),
+            error: error.map(String::from),
+        };
+        let members = Some(vec![member("self", None), member("https://g2:8443", Some("connection refused"))]);
+        let partial = QueryResult { partial: Some(true), members, ..answer.clone() };
+        assert_eq!(
+            partial_warning(&partial).as_deref(),
+            Some("histd query: a partial answer (the group's members below are not in it)\n  https://g2:8443: connection refused\n")
+        );
         for (value, want) in [
             (1.0 / 3.0, "0.333333"),
             (148.5, "148.5"),

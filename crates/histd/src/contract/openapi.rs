@@ -282,7 +282,19 @@ fn full_answers() -> Vec<(&'static str, &'static str, Value)> {
         (
             "/api/v1/query",
             "get",
-            value(QueryResult { expr: "count(a)".into(), step: 10, from: 0, to: 20, points: vec![(0, Some(1.5))] }),
+            value(QueryResult {
+                expr: "count(a)".into(),
+                step: 10,
+                from: 0,
+                to: 20,
+                points: vec![(0, Some(1.5))],
+                partial: Some(true),
+                members: Some(vec![Member {
+                    url: "https://g2:8080".into(),
+                    answered: false,
+                    error: Some("timed out".into()),
+                }]),
+            }),
         ),
         (
             "/api/v1/histogram",

@@ -293,6 +293,13 @@ pub struct QueryResult {
     pub to: i64,
     /// `[unix seconds, value]` per step with a value.
     pub points: Vec<Point>,
+    /// Asked of a global with `global.peers`: a member did not answer, or the function is this
+    /// global's alone (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<bool>,
+    /// Asked of a global with `global.peers`: each member and whether it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<super::Member>>,
 }
 
 /// `GET /api/v1/histogram`: a timer's histogram merged over a range.

@@ -367,7 +367,7 @@ fn query_answer(request: QueryRequest, store: &store::Store) -> Result<QueryResu
     let QueryRequest { expr: text, from, to, step } = request;
     let points = store.query(&expr, from, to, step).map_err(internal)?;
     let points = points.into_iter().map(|(t, v)| (t, finite(v))).collect();
-    Ok(QueryResult { expr: text, step, from, to, points })
+    Ok(QueryResult { expr: text, step, from, to, points, ..QueryResult::default() })
 }
 
 fn histogram_answer(request: HistogramRequest, store: &store::Store) -> Result<HistogramResult, Failure> {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use axum::extract::{Query, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use super::api::{answer, Context, Route, StoreAnswer};
 use super::{Failure, HttpState};
@@ -75,7 +74,7 @@ pub async fn group_query(
     let expr = parse(&request.expr)?;
     if !mergeable(&expr) {
         let local = super::api::with_store(state, move |store| answer(Route::Query, &query, store, &context)).await?;
-        let StoreAnswer::Query(local) = local else { unreachable!("a query's answer") };
+        let StoreAnswer::Query(mut local) = local else { unreachable!("a query's answer") };
         let members = vec![
             Member { url: "self".into(), answered: true, error: None },
             Member {
@@ -84,7 +83,8 @@ pub async fn group_query(
                 error: Some("a gauge's value and a set's cardinality are answered by this global alone".into()),
             },
         ];
-        return Ok(with_members(json!(local), &members));
+        with_members(&mut local, members);
+        return Ok(Json(local).into_response());
     }
     let (function, _, number) = call_of(&expr);
     let cumulative = matches!(expr, store::Expr::Cumulative(_));
@@ -108,15 +108,15 @@ pub async fn group_query(
         }
         points.push((*t, finite(value)));
     }
-    let result = QueryResult { expr: text, step, from, to, points };
-    Ok(with_members(json!(result), &members))
+    let mut result = QueryResult { expr: text, step, from, to, points, ..QueryResult::default() };
+    with_members(&mut result, members);
+    Ok(Json(result).into_response())
 }
 
-/// `answer` with `partial` and `members` added.
-fn with_members(mut answer: serde_json::Value, members: &[Member]) -> Response {
-    answer["partial"] = json!(members.iter().any(|member| !member.answered));
-    answer["members"] = json!(members);
-    Json(answer).into_response()
+/// `answer` with `partial` and `members` filled.
+fn with_members(answer: &mut QueryResult, members: Vec<Member>) {
+    answer.partial = Some(members.iter().any(|member| !member.answered));
+    answer.members = Some(members);
 }
 
 fn parse(text: &str) -> Result<store::Expr, Failure> {
