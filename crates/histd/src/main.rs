@@ -58,7 +58,7 @@ enum Command {
     /// Evaluate an expression over the store, from a running histd or a data directory.
     Query(query_cli::QueryArgs),
     /// Ask a running histd whether it is up (`GET /health`; exit 0: up; 1: down or no answer;
-    /// 2: a URL other than http://), for a container's or a supervisor's health check.
+    /// 2: arguments that name no API), for a container's or a supervisor's health check.
     Health(histd::health_cli::HealthArgs),
     /// The live terminal view of a running histd (`--once` for one snapshot on stdout).
     Top(histd::top::TopArgs),

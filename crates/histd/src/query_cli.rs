@@ -91,7 +91,9 @@ pub fn run(args: &QueryArgs) -> Result<(), QueryFailure> {
         (None, Some(endpoint)) => from_http(endpoint, &request)?,
         (None, None) => unreachable!("an endpoint without a data directory"),
     };
-    if answer.points.is_empty() {
+    // "No such series" only from a whole answer: a group's partial one may lack it because the
+    // member holding it did not answer.
+    if answer.points.is_empty() && answer.partial != Some(true) {
         let selector =
             selector_of(&store::parse(&args.expr).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("{e}")))?);
         let exists = match (&args.data_dir, &endpoint) {

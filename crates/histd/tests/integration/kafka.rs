@@ -35,9 +35,10 @@ struct Broker {
 }
 
 /// The three brokers of this test binary.
-struct Cluster {
+pub(crate) struct Cluster {
     brokers: Mutex<Vec<Broker>>,
-    bootstrap: String,
+    /// The brokers' addresses, `host:port,...`.
+    pub(crate) bootstrap: String,
     classpath: String,
 }
 
@@ -86,7 +87,7 @@ extern "C" fn kill_brokers_at_exit() {
 
 /// The brokers, started at the first call: storage formatted with one cluster id, three
 /// processes, then waits until they elect a controller and take a topic.
-fn cluster() -> &'static Cluster {
+pub(crate) fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
     CLUSTER.get_or_init(|| {
         let classpath_file = prepared_tool(
@@ -186,7 +187,7 @@ impl Global {
 }
 
 /// The tests of this file one at a time: one kills brokers the other uses.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -12,6 +12,7 @@ mod config_files;
 mod edges;
 mod external;
 mod faults;
+mod fleet_on_one_machine;
 mod fleet_view;
 mod forwarding;
 mod fuzz_seeds;
