@@ -15,8 +15,8 @@ mod stored;
 mod openapi;
 
 pub use live::{
-    ActiveAlert, BadLineExample, Cardinality, Interval, Live, LiveRequest, NameRow, Other, Prefix, SeriesCount,
-    SeriesRow, SortBy, Totals,
+    ActiveAlert, BadLineExample, Cardinality, Interval, KafkaStanding, Live, LiveRequest, NameRow, Other,
+    PartitionStanding, Prefix, SeriesCount, SeriesRow, SortBy, Totals,
 };
 pub use state::{AlertRule, Alerts, Budgets, Merged, Offender};
 pub use stored::{

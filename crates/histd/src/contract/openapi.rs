@@ -206,6 +206,16 @@ fn live_full() -> Live {
         prefixes: Some(vec![Prefix { prefix: "api".into(), rate: 1.6, share: 1.0 }]),
         partial: Some(true),
         members: Some(vec![Member { url: "https://g2:8080".into(), answered: false, error: Some("timed out".into()) }]),
+        kafka: Some(KafkaStanding {
+            topic: "histd-forward".into(),
+            group: "dc-a".into(),
+            instance_id: Some("histd-3f2a".into()),
+            partitions: vec![PartitionStanding { partition: 0, next: 10, end: 12, lag: 2 }],
+            lag: 2,
+            commits_pending: 1,
+            last_commit_age_s: Some(3),
+            falling_behind: false,
+        }),
     }
 }
 
@@ -368,6 +378,7 @@ fn answers_with_their_optional_fields_empty_match_their_types() {
         flush_lag_s: None,
         partial: None,
         members: None,
+        kafka: Some(KafkaStanding { instance_id: None, last_commit_age_s: None, ..live_full().kafka.unwrap() }),
         ..live_full()
     };
     let mut row = live_full().series[0].clone();

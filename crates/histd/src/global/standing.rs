@@ -7,40 +7,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// One assigned partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct PartitionStanding {
-    /// The partition.
-    pub partition: i32,
-    /// The next offset this global reads.
-    pub next: i64,
-    /// The offset the log ends at for a `read_committed` reader (its last stable offset).
-    pub end: i64,
-    /// `end - next`: messages waiting.
-    pub lag: i64,
-}
-
-/// A Kafka global's standing, for `/health`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct KafkaStanding {
-    /// The topic.
-    pub topic: String,
-    /// The consumer group.
-    pub group: String,
-    /// Its static membership id, if any (global/rejoin.rs).
-    pub instance_id: Option<String>,
-    /// The partitions assigned, with their lag (only those fetching from a known leader).
-    pub partitions: Vec<PartitionStanding>,
-    /// The lag of them all.
-    pub lag: i64,
-    /// Partitions whose carried offsets wait for the coordinator's acknowledgement.
-    pub commits_pending: u64,
-    /// Seconds since the coordinator last acknowledged a commit (none yet: `null`).
-    pub last_commit_age_s: Option<u64>,
-    /// The lag has grown over each of the last windows without ever falling back: this
-    /// global does not keep up (`/health` says `degraded`).
-    pub falling_behind: bool,
-}
+pub use crate::contract::{KafkaStanding, PartitionStanding};
 
 /// How long one window of the lag's trend is.
 pub const WINDOW: Duration = Duration::from_secs(60);

@@ -165,6 +165,7 @@ pub(crate) fn answer(state: &HttpState, asked: &Asked) -> Live {
         prefixes,
         partial: None,
         members: None,
+        kafka: state.global.standing(),
     }
 }
 

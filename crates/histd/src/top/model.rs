@@ -20,6 +20,24 @@ fn group_line(live: &Live) -> Vec<String> {
     lines
 }
 
+/// A Kafka global: its partitions with their lag, the commits waiting and the last one's age.
+fn kafka_line(live: &Live) -> Option<String> {
+    let kafka = live.kafka.as_ref()?;
+    let partitions: Vec<String> =
+        kafka.partitions.iter().map(|p| format!("{}:{}", p.partition, human(p.lag as f64))).collect();
+    let last = kafka.last_commit_age_s.map_or("no commit yet".to_string(), |age| format!("last commit {age}s ago"));
+    let behind = if kafka.falling_behind { "  FALLING BEHIND (its lag grows)" } else { "" };
+    Some(format!(
+        "kafka {} (group {}): lag {} over {} partitions [{}]  commits waiting {}  {last}{behind}",
+        kafka.topic,
+        kafka.group,
+        human(kafka.lag as f64),
+        kafka.partitions.len(),
+        partitions.join(" "),
+        kafka.commits_pending
+    ))
+}
+
 /// Points of rate and p99 kept per series for the detail view's sparklines.
 const HISTORY: usize = 600;
 
@@ -230,6 +248,7 @@ impl Model {
             ),
         ];
         lines.extend(group_line(live));
+        lines.extend(kafka_line(live));
         let bad_reasons: Vec<String> = live
             .totals
             .bad_lines
@@ -494,6 +513,31 @@ mod tests {
                 .collect();
             assert_eq!(group, want);
         }
+    }
+
+    /// Issue 49, item 5: a Kafka global's header says where it stands in its topic.
+    #[test]
+    fn a_kafka_globals_header_shows_its_partitions_lag_and_commits() {
+        use crate::contract::{KafkaStanding, PartitionStanding};
+        let partition = |partition, lag| PartitionStanding { partition, next: 100, end: 100 + lag, lag };
+        let kafka = KafkaStanding {
+            topic: "histd-forward".into(),
+            group: "dc-a".into(),
+            instance_id: None,
+            partitions: vec![partition(0, 0), partition(3, 1500)],
+            lag: 1500,
+            commits_pending: 2,
+            last_commit_age_s: Some(4),
+            falling_behind: true,
+        };
+        let mut model = Model::new(None, 10);
+        model.update(Live { kafka: Some(kafka), ..live(1_000, 0, vec![]) });
+        let header = model.header();
+        let line = header.iter().find(|line| line.starts_with("kafka")).unwrap_or_else(|| panic!("{header:?}"));
+        assert_eq!(
+            line,
+            "kafka histd-forward (group dc-a): lag 1500 over 2 partitions [0:0 3:1500]  commits waiting 2  last commit 4s ago  FALLING BEHIND (its lag grows)"
+        );
     }
 
     #[test]

@@ -172,6 +172,7 @@ fn the_fleet_on_one_machine_answers_as_one_system_through_a_global_killed_and_re
     let top_args = ["top", "--once", "--interval", "0.2", "--url", &g2, "--filter", "^e2e"];
     let (code, text) = tool(&fleet, Some(fleet.get("HISTD_TOKEN")), &top_args);
     assert!(code == Some(0) && text.contains("group: 2 of 2 members answered"), "{text}");
+    assert!(text.contains("kafka histd-fleet-script (group fleet): lag "), "where it stands in its topic: {text}");
 
     // global-1 SIGKILLed: global-2's answers are partial and name it.
     let pid: i32 = fleet.get("FLEET_GLOBAL_1_PID").parse().unwrap();
