@@ -2,9 +2,10 @@
 //! (`scripts/fleet-on-one-machine`, here on this test binary's three brokers): two globals of
 //! one group over HTTPS with read tokens, each the other's peer, and two locals. Every answer
 //! of either global is the group's (bin for bin the histogram of one histd fed every sample,
-//! `"partial": false`); with a global SIGKILLed the other's answers say `"partial": true` and
-//! name it; restarted, data sent after its restart is seen group-wide within 25 s; `histd
-//! query`, `health` and `top` reach the globals over HTTPS with `--ca-file` and `HISTD_TOKEN`.
+//! `"partial": false`); `histd query`, `health` and `top` reach the globals over HTTPS with
+//! `--ca-file` and `HISTD_TOKEN`; a browser signs in with the token typed into the page; with a
+//! global SIGKILLed the other's answers say `"partial": true` and name it; restarted, data sent
+//! after its restart is seen group-wide within 25 s.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -114,6 +115,26 @@ fn histogram(fleet: &Fleet, global: &str, name: &str) -> (Histogram, serde_json:
     (histogram, answer)
 }
 
+/// tests/e2e/sign-in.mjs in Chromium against the global at `url` (its certificate pinned):
+/// the sign-in form, the token typed, `series` shown, the session cookie, signing out.
+fn sign_in_with_a_browser(fleet: &Fleet, url: &str, series: &str) {
+    let e2e = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/e2e");
+    assert!(
+        e2e.join("node_modules/playwright-core").is_dir(),
+        "playwright-core is not installed: `npm ci` in tests/e2e (bash scripts/test does it first)"
+    );
+    let output = Command::new("node")
+        .arg(e2e.join("sign-in.mjs"))
+        .arg(format!("{url}/"))
+        .arg(fleet.dir.join("reader.token"))
+        .arg(series)
+        .arg(fleet.dir.join("tls/global-1.pem"))
+        .output()
+        .expect("node (bash scripts/test installs it)");
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && !said.contains("FAIL"), "the browser's sign-in:\n{said}");
+}
+
 fn send(address: &str, lines: &str) {
     use std::io::Write;
     let mut connection = std::net::TcpStream::connect(address).unwrap();
@@ -173,6 +194,9 @@ fn the_fleet_on_one_machine_answers_as_one_system_through_a_global_killed_and_re
     let (code, text) = tool(&fleet, Some(fleet.get("HISTD_TOKEN")), &top_args);
     assert!(code == Some(0) && text.contains("group: 2 of 2 members answered"), "{text}");
     assert!(text.contains("kafka histd-fleet-script (group fleet): lag "), "where it stands in its topic: {text}");
+
+    // A person signs in to global-1's page in a browser with the token typed into it.
+    sign_in_with_a_browser(&fleet, &g1, "e2e.latency");
 
     // global-1 SIGKILLed: global-2's answers are partial and name it.
     let pid: i32 = fleet.get("FLEET_GLOBAL_1_PID").parse().unwrap();
