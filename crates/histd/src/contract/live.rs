@@ -159,6 +159,9 @@ pub struct Live {
     pub series_count: SeriesCount,
     /// Each backend's telemetry.
     pub sinks: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Why each backend that failed last failed, by backend name.
+    #[serde(default)]
+    pub sink_last_errors: BTreeMap<String, String>,
     /// Alert rules firing or pending.
     #[serde(default)]
     pub alerts: Vec<ActiveAlert>,

@@ -186,6 +186,7 @@ fn live_full() -> Live {
         store_bytes: Some(1 << 16),
         series_count: SeriesCount { counter: 1, timer: 1, gauge: 0, set: 0 },
         sinks: BTreeMap::from([("graphite".to_string(), BTreeMap::from([("delivered".to_string(), 3.0)]))]),
+        sink_last_errors: BTreeMap::from([("forward".to_string(), "broker down".to_string())]),
         alerts: vec![ActiveAlert { name: "slow".into(), state: "firing".into(), summary: "312 waited".into() }],
         series: vec![SeriesRow {
             name: "api.latency;route=/a".into(),

@@ -102,7 +102,7 @@ pub(super) fn sinks_map(sinks: &[Arc<SinkTelemetry>]) -> BTreeMap<String, BTreeM
 }
 
 /// Why each sink that failed last failed: `{sink: reason}`.
-fn sink_last_errors(sinks: &[Arc<SinkTelemetry>]) -> BTreeMap<String, String> {
+pub(super) fn sink_last_errors(sinks: &[Arc<SinkTelemetry>]) -> BTreeMap<String, String> {
     sinks.iter().filter_map(|sink| Some((sink.sink.to_string(), sink.last_error()?))).collect()
 }
 

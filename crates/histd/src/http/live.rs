@@ -157,6 +157,7 @@ pub(crate) fn answer(state: &HttpState, asked: &Asked) -> Live {
             set: per_type[3] as u64,
         },
         sinks: sinks_map(&state.admin.sinks.telemetry()),
+        sink_last_errors: super::api::sink_last_errors(&state.admin.sinks.telemetry()),
         alerts: active_alerts(state),
         series: rows,
         matched: matched as u64,

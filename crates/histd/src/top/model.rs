@@ -287,14 +287,22 @@ impl Model {
                 s if s < 0.0 => "never".to_string(),
                 s => format!("{}s ago", number(s)),
             };
+            // A Kafka local's aborted transactions, when it has any.
+            let aborted = match value("transactions_aborted") {
+                n if n > 0.0 => format!("  transactions aborted {n}"),
+                _ => String::new(),
+            };
             lines.push(format!(
-                "sink {sink}: out {}/s  queued {}  retries {}  errors {}  buffered {}  last success {success}",
+                "sink {sink}: out {}/s  queued {}  retries {}  errors {}  buffered {}  last success {success}{aborted}",
                 out.map_or("-".to_string(), human),
                 value("queued"),
                 value("retries"),
                 value("errors"),
                 bytes(value("buffered_bytes") as u64)
             ));
+            if let Some(error) = live.sink_last_errors.get(sink) {
+                lines.push(format!("  last error: {}", crate::printable::escaped(error)));
+            }
         }
         lines
     }
@@ -513,6 +521,26 @@ mod tests {
                 .collect();
             assert_eq!(group, want);
         }
+    }
+
+    /// Issue 49, item 5: a Kafka local's sink line has its aborted transactions and why it
+    /// last failed (made printable: a broker's text never drives the terminal).
+    #[test]
+    fn a_sinks_line_has_its_aborted_transactions_and_last_error() {
+        let mut answer = live(1_000, 0, vec![]);
+        let values = [("transactions_aborted", 2.0), ("errors", 3.0), ("seconds_since_success", 1.0)];
+        let values = values.iter().map(|(name, value)| (name.to_string(), *value)).collect();
+        answer.sinks.insert("forward".into(), values);
+        answer.sink_last_errors.insert("forward".into(), "broker down \u{1b}[2J".into());
+        let mut model = Model::new(None, 10);
+        model.update(answer);
+        let header = model.header();
+        let at = header.iter().position(|line| line.starts_with("sink forward")).unwrap();
+        assert!(
+            header[at].ends_with("errors 3  buffered 0 B  last success 1s ago  transactions aborted 2"),
+            "{header:?}"
+        );
+        assert_eq!(header[at + 1], "  last error: broker down \\u{1b}[2J");
     }
 
     /// Issue 49, item 5: a Kafka global's header says where it stands in its topic.
