@@ -1019,6 +1019,33 @@ fn p17_a_backup_onto_a_full_disk_leaves_nothing_behind() {
     assert!(!backup.exists() && !partial.exists(), "nothing left behind: {said}");
 }
 
+/// P17 (issue 48): a spooled batch file damaged so badly its header says nothing (emptied, or
+/// its series count gone) was set aside and counted as no lost series at all: each damaged file
+/// now counts in `forward.corrupt_batches` too, whatever its header still says.
+#[test]
+fn p17_every_damaged_spool_file_is_counted_even_when_its_header_is_gone() {
+    let spool = temp_dir("p17-spool").join("spool");
+    std::fs::create_dir_all(&spool).unwrap();
+    std::fs::write(spool.join("0000000000000001.batch"), b"").unwrap();
+    std::fs::write(spool.join("0000000000000002.batch"), b"HSTD\xff garbage that is no batch").unwrap();
+    let closed = crate::harness::free_port();
+    let daemon = Daemon::start(
+        "p17-spool",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, backends: ['forward'], \
+               forward: {{ nodes: ['http://127.0.0.1:{closed}'], spoolDir: '{}' }} }}",
+            spool.display()
+        ),
+    );
+    let health = daemon.http_json("/health");
+    assert_eq!(health["sinks"]["forward"]["corrupt_batches"], 2.0, "{}", health["sinks"]);
+    assert_eq!(daemon.stat("forward.corrupt_batches"), 2.0);
+    let set_aside = std::fs::read_dir(&spool)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("corrupt".as_ref()));
+    assert_eq!(set_aside.count(), 2);
+}
+
 /// P8 (issue 48): sums past the largest double reach Graphite as the largest double with
 /// their sign, never `Infinity` or `NaN` (which carbon stores and no later value mends).
 #[test]

@@ -33,6 +33,10 @@ use crate::sinks::backoff::{FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::delivery::{Sender, Verdict};
 use crate::sinks::{DropReason, Flushes, SinkTelemetry};
 
+/// The detail counting spooled batch files set aside as damaged (`forward.corrupt_batches`),
+/// whatever their headers still say of the series they held.
+pub const CORRUPT_BATCHES: &str = "corrupt_batches";
+
 mod kafka;
 mod nodes;
 
@@ -48,9 +52,13 @@ pub fn spawn(
     let tls = config.client_tls().map_err(|why| anyhow::anyhow!(why))?;
     let (spool, dropped) = Spool::open(config.spool_dir.clone(), config.spool_bytes)
         .map_err(|error| anyhow::anyhow!("forward.spoolDir: {error}"))?;
-    // Files found damaged at start: never sent, their series (as their headers say) lost.
+    // Files found damaged at start: never sent, their series (as their headers say) lost, and
+    // each counted as a batch (a file whose header does not read says no series at all).
     telemetry.errors.add(dropped.batches);
     telemetry.drop_points(DropReason::Corrupt, dropped.series);
+    if dropped.batches > 0 {
+        telemetry.add_to_detail(CORRUPT_BATCHES, dropped.batches as f64);
+    }
     if !spool.is_empty() {
         tracing::info!(
             batches = spool.len(),
@@ -230,6 +238,7 @@ impl Delivery {
                 tracing::error!(%error, sequence = batch.sequence, series = batch.series, "forward: a spooled batch was damaged on disk: set aside as .corrupt, not sent (dropped_points.corrupt)");
                 self.sender.telemetry().errors.add(1);
                 self.sender.telemetry().drop_points(DropReason::Corrupt, batch.series);
+                self.sender.telemetry().add_to_detail(CORRUPT_BATCHES, 1.0);
                 self.spool().set_aside(batch.sequence);
                 None
             }
