@@ -44,6 +44,14 @@ use crate::telemetry::EdgeCounters;
 
 pub use journal::Journal;
 
+/// How many times its decompressed size a batch's entries may take in memory, as the reader
+/// counts them (each entry's slot, a long key's bytes, a set member's bytes and place): an
+/// empty set member is one byte on the wire and 24 in memory, the most of any entry (a counter
+/// with a short key: 10 and 32). `global.maxBytesInFlight` reserves this (within
+/// `global.maxBatchBytes`) for every request before it is read (probe P12: twice the size was
+/// reserved where requests held about three times it).
+pub const DECODED_PER_BYTE: usize = 24;
+
 /// What a global does with forwarded batches.
 #[derive(Debug)]
 pub struct Global {
@@ -301,9 +309,11 @@ impl Global {
     }
 
     /// What a body of `decompressed` bytes holds at most while it is read: the batch itself
-    /// and its entries decoded (bounded by `global.maxBatchBytes` too).
+    /// and its entries decoded, which may take [`DECODED_PER_BYTE`] times its size (bounded
+    /// by `global.maxBatchBytes` too; decoding refuses a batch that would take more).
     pub fn decoding_bytes(&self, decompressed: usize) -> usize {
-        decompressed.min(self.config.max_batch_bytes) * 2
+        let max = self.config.max_batch_bytes;
+        decompressed.min(max) + format::decoded_bound(decompressed, max, DECODED_PER_BYTE)
     }
 
     /// Decodes a body sent with `credential` (the `write` token's name; empty on an open port)
@@ -409,7 +419,8 @@ impl Global {
         body: &[u8],
         credential: impl FnOnce(&Batch) -> Result<String, Unproven>,
     ) -> Result<Option<Batch>, Refusal> {
-        let mut batch = format::decode(body, self.config.max_batch_bytes).map_err(|error| {
+        let decoded = format::decode_within(body, self.config.max_batch_bytes, DECODED_PER_BYTE);
+        let mut batch = decoded.map_err(|error| {
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
         })?;

@@ -142,6 +142,54 @@ fn n1_requests_past_the_bytes_in_flight_are_told_to_retry() {
     assert!(daemon.terminate());
 }
 
+/// P12 (issue 48): what concurrent forwarded requests hold stays within
+/// `global.maxBytesInFlight`. Each request reserves, before its body is decoded, the batch
+/// decompressed and what its entries may take decoded (up to `global.maxBatchBytes`); the
+/// entries' lists are sized once (no doubling). The probe saw 22 requests let in by a budget
+/// of 512 MiB hold 786 MB: twice the batch's size was reserved, three times it was held.
+#[test]
+fn p12_concurrent_batches_hold_no_more_than_the_bytes_in_flight() {
+    const IN_FLIGHT_MIB: u64 = 48;
+    let carbon = Carbon::start();
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, graphiteHost: '127.0.0.1', graphitePort: {}, \
+           flushInterval: 60000, global: {{ accept: true, maxBatchBytes: 16777216, maxBytesInFlight: {} }} }}",
+        carbon.port,
+        IN_FLIGHT_MIB << 20
+    );
+    let daemon = Daemon::start_process("p12-in-flight", &config);
+    // 300,000 counters with short keys: 3 MB decompressed, 9.6 MB decoded.
+    let batch = |chunk: u64| {
+        let mut writer = BatchWriter::new(id("p12", chunk));
+        (0..300_000).for_each(|i| writer.counter(&format!("c{i}"), 1.0));
+        compress(&writer.finish())
+    };
+    let bodies: Vec<Vec<u8>> = (0..=16).map(batch).collect();
+    assert_eq!(post(&daemon, &bodies[0], "").0, 200, "the keys are the aggregator's before the peak is measured");
+    std::fs::write(format!("/proc/{}/clear_refs", daemon.pid()), "5").expect("the peak RSS is reset");
+    let before = crate::harness::rss_kib(&daemon);
+    let address = daemon.address("http");
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let posting: Vec<_> = bodies[1..]
+            .iter()
+            .map(|body| {
+                let address = &address;
+                scope.spawn(move || http(address, "POST", "/api/v1/forward", body, BATCH_HEADERS).0)
+            })
+            .collect();
+        posting.into_iter().map(|thread| thread.join().unwrap()).collect()
+    });
+    let held_kib = peak_rss_kib(&daemon).saturating_sub(before);
+    assert!(statuses.iter().all(|&status| status == 200 || status == 503), "{statuses:?}");
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert!(
+        held_kib <= IN_FLIGHT_MIB * 1024,
+        "the requests held {} MiB at once with {IN_FLIGHT_MIB} MiB in flight allowed ({statuses:?})",
+        held_kib / 1024
+    );
+    assert!(daemon.terminate());
+}
+
 /// N1: a histd that is not a global reads no body: a 250 MiB announcement is answered at once.
 #[test]
 fn n1_a_histd_that_is_not_a_global_reads_no_body() {

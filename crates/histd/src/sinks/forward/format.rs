@@ -33,8 +33,11 @@ const MAX_KEY_BYTES: usize = 65_536;
 /// The longest source or part name (a host name, a URL): identities are remembered, so they
 /// are kept short.
 pub const MAX_NAME_BYTES: usize = 1024;
-/// What one decoded entry costs in memory besides its bytes (its key's and value's slots).
-const ENTRY_OVERHEAD: usize = 48;
+/// A key this long or shorter lives inside its slot (`CompactString`); a longer one costs its
+/// bytes on the heap besides.
+const INLINE_KEY_BYTES: usize = 24;
+/// What a set member costs besides its bytes: its box and its place in the members' table.
+const MEMBER_SLOT_BYTES: usize = 24;
 const TIMER_MS: u8 = 1;
 const TIMER_VALUES: u8 = 2;
 const SET_MEMBERS: u8 = 0;
@@ -217,12 +220,25 @@ pub fn decompressed_len(body: &[u8]) -> Result<usize, FormatError> {
 /// Decompresses and reads a body, refusing one larger than `max_bytes` decompressed or whose
 /// entries would take more than `max_bytes` of memory once decoded.
 pub fn decode(body: &[u8], max_bytes: usize) -> Result<Batch, FormatError> {
+    decode_within(body, max_bytes, usize::MAX)
+}
+
+/// As [`decode`], the entries' memory also bounded by `decoded_per_byte` times the
+/// decompressed size: what a reader reserved for the batch before reading it
+/// ([`decoded_bound`]).
+pub fn decode_within(body: &[u8], max_bytes: usize, decoded_per_byte: usize) -> Result<Batch, FormatError> {
     let length = decompressed_len(body)?;
     if length > max_bytes {
         return Err(FormatError::Compression(format!("{length} bytes decompressed, over the limit of {max_bytes}")));
     }
     let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| FormatError::Compression(e.to_string()))?;
-    read_batch_within(&raw, max_bytes)
+    read_batch_within(&raw, decoded_bound(length, max_bytes, decoded_per_byte))
+}
+
+/// The most memory the entries of a batch of `decompressed` bytes may take: `per_byte` times
+/// its size, and never past `max_bytes`.
+pub fn decoded_bound(decompressed: usize, max_bytes: usize, per_byte: usize) -> usize {
+    decompressed.saturating_mul(per_byte).min(max_bytes)
 }
 
 /// Reads an uncompressed batch (no bound on what it decodes to beyond its own size).
@@ -251,14 +267,13 @@ pub fn read_batch_within(raw: &[u8], max_decoded: usize) -> Result<Batch, Format
     };
     let mut interval = Mergeable::default();
     let count = input.count(9, "counter count")?;
-    interval.counters =
-        (0..count).map(|_| Ok((input.key()?, input.f64("counter value")?))).collect::<Result<_, _>>()?;
+    interval.counters = input.entries(count, |input| Ok((input.key()?, input.f64("counter value")?)))?;
     let count = input.count(51, "timer count")?;
-    interval.timers = (0..count).map(|_| input.timer()).collect::<Result<_, _>>()?;
+    interval.timers = input.entries(count, Input::timer)?;
     let count = input.count(10, "gauge count")?;
-    interval.gauges = (0..count).map(|_| input.gauge()).collect::<Result<_, _>>()?;
+    interval.gauges = input.entries(count, Input::gauge)?;
     let count = input.count(3, "set count")?;
-    interval.sets = (0..count).map(|_| Ok((input.key()?, input.distinct()?))).collect::<Result<_, _>>()?;
+    interval.sets = input.entries(count, |input| Ok((input.key()?, input.distinct()?)))?;
     if input.at != raw.len() {
         return Err(FormatError::Field { at: input.at, what: "trailing bytes" });
     }
@@ -315,6 +330,23 @@ impl<'a> Input<'a> {
         Err(self.error(what))
     }
 
+    /// `count` entries read with `read`, their list's room taken at once as far as the decoding
+    /// budget reaches (a list grown by doubling would hold up to twice what its entries take).
+    fn entries<T>(
+        &mut self,
+        count: usize,
+        mut read: impl FnMut(&mut Input<'a>) -> Result<T, FormatError>,
+    ) -> Result<Vec<T>, FormatError> {
+        let slot = std::mem::size_of::<T>();
+        let room = self.max_decoded.saturating_sub(self.decoded) / slot.max(1);
+        let mut list = Vec::with_capacity(count.min(room));
+        for _ in 0..count {
+            self.spend(slot, "entry")?;
+            list.push(read(self)?);
+        }
+        Ok(list)
+    }
+
     /// A count of entries of at least `smallest` bytes each: no more than the bytes left hold.
     fn count(&mut self, smallest: usize, what: &'static str) -> Result<usize, FormatError> {
         let count = self.varint(what)?;
@@ -335,7 +367,7 @@ impl<'a> Input<'a> {
 
     /// Counts `bytes` more of decoded memory against the batch's budget.
     fn spend(&mut self, bytes: usize, what: &'static str) -> Result<(), FormatError> {
-        self.decoded = self.decoded.saturating_add(bytes.saturating_add(ENTRY_OVERHEAD));
+        self.decoded = self.decoded.saturating_add(bytes);
         if self.decoded > self.max_decoded {
             return Err(FormatError::Compression(format!(
                 "{what} at byte {}: the batch decodes to more than the limit of {} bytes",
@@ -352,7 +384,7 @@ impl<'a> Input<'a> {
 
     fn key(&mut self) -> Result<CompactString, FormatError> {
         let bytes = self.bytes(MAX_KEY_BYTES, "key")?;
-        self.spend(bytes.len(), "key")?;
+        self.spend(if bytes.len() > INLINE_KEY_BYTES { bytes.len() } else { 0 }, "key")?;
         match std::str::from_utf8(bytes) {
             Ok(key) if !key.is_empty() => Ok(CompactString::from(key)),
             _ => Err(self.error("key")),
@@ -407,7 +439,7 @@ impl<'a> Input<'a> {
                 let mut members = hashbrown::HashSet::with_capacity(n.min(1024));
                 for _ in 0..n {
                     let member = self.bytes(MAX_KEY_BYTES, "set member")?;
-                    self.spend(member.len(), "set member")?;
+                    self.spend(member.len() + MEMBER_SLOT_BYTES, "set member")?;
                     members.insert(Box::<[u8]>::from(member));
                 }
                 Ok(Distinct::Members(members))
