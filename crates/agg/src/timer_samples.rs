@@ -261,20 +261,28 @@ impl TimerSamples {
     }
 }
 
-/// Bins a timer's values past the limit fill in a plain histogram before the rest are counted
-/// by decade: below the histogram's directory (16 bins), so a timer a few values past its limit
+/// Bins a timer's values past the limit fill in a plain histogram before any is counted by
+/// decade: below the histogram's directory (16 bins), so a timer a few values past its limit
 /// holds a few bytes, not a decade's 720.
 const FEW_BINS: usize = 16;
 
+/// Bins a decade must hold in the histogram to be counted by decade from then on: a decade's
+/// counts take 720 bytes, its bins in a histogram 10 each, so one value in each of many
+/// decades stays in the histogram (probe P16: 702 bytes a timer-decade, 170 MB for 1,000
+/// timers given one value in each of 254 decades).
+const BUSY_DECADE_BINS: usize = 8;
+
 /// A timer's values past the sample limit of an interval, none of them kept: their totals, and
-/// their bins: the first [`FEW_BINS`] in a histogram, then every value counted by decade
-/// ([`circllhist::DecadeCounts`]), which values arriving in no order fill without the searches
-/// and moves a histogram's sorted bins take.
+/// their bins: in a histogram, and, once a decade holds [`BUSY_DECADE_BINS`] bins, that
+/// decade's values counted by decade ([`circllhist::DecadeCounts`]), which values arriving in
+/// no order fill without the searches and moves a histogram's sorted bins take.
 #[derive(Debug, Default)]
 pub(crate) struct PastLimit {
     totals: TimerSamples,
     few: circllhist::Histogram,
     many: circllhist::DecadeCounts,
+    /// The histogram's bins at which its busy decades are moved next (0: at its first bin).
+    few_limit: usize,
 }
 
 impl PastLimit {
@@ -284,17 +292,28 @@ impl PastLimit {
         let whole = self.totals.tally(value, rate);
         if whole >= 1.0 {
             let bucket = bucket_exactly(value);
-            if self.few.bin_count() < FEW_BINS {
+            if !self.many.insert_if_held(bucket, whole as u64) {
                 self.few.insert_bucket(bucket, whole as u64);
-            } else {
-                self.many.insert_bucket(bucket, whole as u64);
+                if self.few.bin_count() > self.few_limit {
+                    self.move_busy_decades();
+                }
             }
         }
     }
 
+    /// Moves the histogram's busy decades into the decade counts; the scattered bins left are
+    /// looked at again once they doubled.
+    #[cold]
+    fn move_busy_decades(&mut self) {
+        if self.few.bin_count() >= FEW_BINS {
+            self.many.take_busy_decades(&mut self.few, BUSY_DECADE_BINS);
+        }
+        self.few_limit = (self.few.bin_count() * 2).max(FEW_BINS);
+    }
+
     /// The samples of every value added (none kept raw).
     pub(crate) fn into_samples(self) -> TimerSamples {
-        let PastLimit { mut totals, mut few, many } = self;
+        let PastLimit { mut totals, mut few, many, .. } = self;
         few.merge(&many.into_histogram()); // nothing to do when none spilled
         totals.histogram = few.into();
         totals
@@ -355,11 +374,20 @@ mod tests {
     #[test]
     fn past_the_limit_is_adding_with_no_room() {
         let spread: Vec<(f64, f64)> = (0..3000u32).map(|i| (f64::from(1 + i * 7 % 997), 1.0)).collect();
+        let every_decade: Vec<(f64, f64)> = (-127..127).map(|e| (1.5 * 10f64.powi(e), 1.0)).collect();
+        let busy_and_scattered: Vec<(f64, f64)> =
+            every_decade.iter().copied().chain((100..400).map(|v| (f64::from(v), 1.0))).collect();
+        let scattered_after_busy: Vec<(f64, f64)> =
+            (100..400).map(|v| (f64::from(v), 1.0)).chain(every_decade.iter().copied()).collect();
         let cases: &[Case] = &[
             ("nothing", &[], false),
             ("a few values, a few bins", &[(3.0, 1.0), (5.5, 1.0), (3.0, 1.0), (1e6, 1.0)], false),
             ("at a rate", &[(3.0, 0.1), (5.0, 0.3), (5.0, 0.3), (5.0, 0.3), (-2.0, 1.0)], false),
             ("many bins", &spread, true),
+            ("one value in each of 254 decades (probe P16)", &every_decade, false),
+            // Looked at again only once the bins doubled: the busy decade (30 bins) stays.
+            ("scattered decades, then a busy one", &busy_and_scattered, false),
+            ("a busy decade, then scattered ones", &scattered_after_busy, true),
         ];
         for &(case, values, spills) in cases {
             let (mut past, mut added) = (PastLimit::default(), TimerSamples::default());

@@ -15,7 +15,8 @@ const SCANNED_BLOCKS: usize = 8;
 /// [`DecadeCounts::into_histogram`] (the same histogram as inserting the same counts).
 ///
 /// Memory: 720 bytes a decade touched, so it suits a series receiving many values (a timer
-/// past its sample limit), not one holding a few scattered ones.
+/// past its sample limit), not one holding a few scattered ones: a histogram keeps those
+/// (10 bytes a bin) until [`DecadeCounts::take_busy_decades`] moves the busy decades here.
 ///
 /// ```
 /// use circllhist::{Bucket, DecadeCounts, Histogram};
@@ -78,6 +79,66 @@ impl DecadeCounts {
         place
     }
 
+    /// Adds `count` samples to `bucket` when its decade is held already (an add that takes no
+    /// new block); false, adding nothing, when it is not.
+    #[inline]
+    pub fn insert_if_held(&mut self, bucket: Bucket, count: u64) -> bool {
+        let key = bucket.key();
+        let (block, first) = block_of(key);
+        let place = match &self.places {
+            None => self.firsts.iter().position(|&held| held == first),
+            Some(places) => usize::from(places[block]).checked_sub(1),
+        };
+        let Some(place) = place else { return false };
+        let slot = &mut self.counts[place * BLOCK_BINS + usize::from(key - first)];
+        *slot = slot.saturating_add(count);
+        true
+    }
+
+    /// True when `bucket`'s decade (one sign's) is held: an add to it takes no new block.
+    #[inline]
+    pub fn holds(&self, bucket: Bucket) -> bool {
+        let (block, first) = block_of(bucket.key());
+        self.holds_block(block, first)
+    }
+
+    /// Moves into these counts every decade of `histogram` holding at least `min_bins` bins
+    /// (with the decades already held), leaving `histogram` the rest: a decade is given its
+    /// 720 bytes only once several values share it. The two together count what they did.
+    pub fn take_busy_decades(&mut self, histogram: &mut Histogram, min_bins: usize) {
+        let (keys, counts) = histogram.keyed_bins();
+        let mut bins_in_block = [0u16; BLOCKS];
+        keys.iter().for_each(|&key| bins_in_block[block_of(key).0] += 1);
+        let (mut kept_keys, mut kept_counts) = (Vec::new(), Vec::new());
+        let mut moved = Vec::new();
+        for (&key, &count) in keys.iter().zip(counts) {
+            let (block, first) = block_of(key);
+            if usize::from(bins_in_block[block]) >= min_bins || self.holds_block(block, first) {
+                moved.push((block, first, key, count));
+            } else {
+                kept_keys.push(key);
+                kept_counts.push(count);
+            }
+        }
+        if moved.is_empty() {
+            return;
+        }
+        for (block, first, key, count) in moved {
+            let place = self.place_of(block, first);
+            let slot = &mut self.counts[place * BLOCK_BINS + usize::from(key - first)];
+            *slot = slot.saturating_add(count);
+        }
+        *histogram = Histogram::from_sorted_bins(kept_keys, kept_counts)
+            .expect("a histogram's bins, some left out, are still ascending and within range");
+    }
+
+    fn holds_block(&self, block: usize, first: u16) -> bool {
+        match &self.places {
+            None => self.firsts.contains(&first),
+            Some(places) => places[block] != 0,
+        }
+    }
+
     /// True when nothing was added (or only zero counts).
     pub fn is_empty(&self) -> bool {
         self.counts.iter().all(|&count| count == 0)
@@ -112,6 +173,32 @@ mod tests {
             histogram.insert(value, count);
         }
         (counts.into_histogram(), histogram)
+    }
+
+    /// Busy decades move into the counts, the scattered ones stay in the histogram, and the
+    /// two hold what they held: one value in each of 254 decades takes no block.
+    #[test]
+    fn only_busy_decades_move_into_the_counts() {
+        let scattered: Vec<f64> = (-127..127).map(|e| 1.5 * 10f64.powi(e)).collect();
+        let busy: Vec<f64> = (1..=40).map(f64::from).chain(scattered.iter().copied()).collect();
+        // (values, bins a decade needs to move, blocks moved)
+        let cases: &[(&[f64], usize, usize)] = &[(&scattered, 4, 0), (&busy, 4, 2), (&busy, 100, 0), (&[], 1, 0)];
+        for &(values, min_bins, blocks) in cases {
+            let mut histogram = Histogram::new();
+            values.iter().for_each(|&v| {
+                histogram.insert(v, 1);
+            });
+            let whole = histogram.clone();
+            let mut counts = DecadeCounts::default();
+            counts.take_busy_decades(&mut histogram, min_bins);
+            assert_eq!(counts.firsts.len(), blocks, "{min_bins}");
+            let mut merged = counts.clone().into_histogram();
+            merged.merge(&histogram);
+            assert_eq!(merged, whole, "nothing lost or added ({min_bins})");
+            if blocks > 0 {
+                assert!(counts.holds(Bucket::of_f64(7.0)) && !counts.holds(Bucket::of_f64(1.5e50)));
+            }
+        }
     }
 
     #[test]

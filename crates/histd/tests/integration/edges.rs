@@ -1094,6 +1094,31 @@ fn p17_every_damaged_spool_file_is_counted_even_when_its_header_is_gone() {
     assert_eq!(set_aside.count(), 2);
 }
 
+/// P16 (issue 48): a timer past its sample limit given one value in each of many decades
+/// keeps them in its histogram (10 bytes a bin), not in a decade's 720-byte counts: 600 timers
+/// given one value in each of 254 decades grow the daemon by 1-2 MB, where they took 26 MB
+/// (the probe's 170 MB for 1,000 timers: 702 bytes a timer-decade).
+#[test]
+fn p16_one_value_per_decade_costs_a_bin_not_a_decade() {
+    const TIMERS: usize = 600;
+    let daemon = Daemon::start_process(
+        "p16-decades",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, server: './servers/tcp', \
+           flushInterval: 600000, timerSampleLimit: 16, backends: [] }",
+    );
+    let past_the_limit: String = (0..TIMERS).map(|t| format!("p16.t{t}{}|ms\n", ":1.5".repeat(20))).collect();
+    daemon.send_tcp(&past_the_limit);
+    daemon.wait_received(TIMERS as u64);
+    let before = crate::harness::rss_kib(&daemon);
+    let decades: String = (-127..127).map(|e| format!(":1.5e{e}")).collect();
+    let scattered: String = (0..TIMERS).map(|t| format!("p16.t{t}{decades}|ms\n")).collect();
+    daemon.send_tcp(&scattered);
+    daemon.wait_received(TIMERS as u64 * 2);
+    let grown_kib = crate::harness::rss_kib(&daemon).saturating_sub(before);
+    assert!(grown_kib < 4 * 1024, "{TIMERS} timers × 254 decades grew the daemon by {} KiB", grown_kib);
+    assert!(daemon.terminate());
+}
+
 /// P8 (issue 48): sums past the largest double reach Graphite as the largest double with
 /// their sign, never `Infinity` or `NaN` (which carbon stores and no later value mends).
 #[test]
