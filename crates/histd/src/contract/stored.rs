@@ -294,11 +294,11 @@ pub struct QueryResult {
     /// `[unix seconds, value]` per step with a value.
     pub points: Vec<Point>,
     /// Asked of a global with `global.peers`: a member did not answer, or the function is this
-    /// global's alone (absent otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// global's alone (`null` otherwise).
+    #[serde(default)]
     pub partial: Option<bool>,
     /// Asked of a global with `global.peers`: each member and whether it answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub members: Option<Vec<super::Member>>,
 }
 
