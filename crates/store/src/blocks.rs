@@ -60,7 +60,7 @@ fn merge_and_insert(
 ) -> Result<(i64, u64), StoreError> {
     let (merged, before, lost) = match stored {
         None => (series, 0, 0),
-        Some((bytes, points)) => match block::decode_all(&bytes) {
+        Some((bytes, points)) => match block::decode_all(&bytes, &key.place()) {
             Ok(stored) => (merge_series(stored, series, kind), points, 0),
             Err(_) => (series, points, points.max(0) as u64),
         },
@@ -75,6 +75,13 @@ struct BlockKey {
     grp: i64,
     start: i64,
     span: i64,
+}
+
+impl BlockKey {
+    /// The place a block's checksum covers.
+    fn place(&self) -> block::Place {
+        block::Place { resolution: self.resolution.code(), grp: self.grp, start: self.start, span: self.span }
+    }
 }
 
 /// The block's bytes and points, if there is one.
@@ -94,7 +101,7 @@ fn insert_block<R: AsRef<[Row]>>(
     series: &[(i64, R)],
 ) -> Result<i64, StoreError> {
     let points: i64 = series.iter().map(|(_, rows)| rows.as_ref().len() as i64).sum();
-    let data = block::encode(series);
+    let data = block::encode(series, &key.place());
     transaction
         .prepare_cached(
             "INSERT OR REPLACE INTO blocks (resolution, grp, start, span, points, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

@@ -181,17 +181,18 @@ fn visit_blocks(
     span: i64,
     from: i64,
     to: i64,
-    mut visit: impl FnMut(&[u8]) -> Result<(), Corrupt>,
+    mut visit: impl FnMut(&[u8], &block::Place) -> Result<(), Corrupt>,
 ) -> Result<u64, StoreError> {
     let mut statement = transaction.prepare_cached(
-        "SELECT data, points FROM blocks WHERE resolution = ?1 AND grp = ?2 AND span = ?3 \
+        "SELECT data, points, start FROM blocks WHERE resolution = ?1 AND grp = ?2 AND span = ?3 \
          AND start >= ?4 AND start < ?5 ORDER BY start",
     )?;
     let mut rows = statement.query(params![resolution.code(), grp, span, from, to])?;
     let mut corrupt = 0;
     while let Some(row) = rows.next()? {
         let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
-        if visit(bytes).is_err() {
+        let place = block::Place { resolution: resolution.code(), grp, start: row.get(2)?, span };
+        if visit(bytes, &place).is_err() {
             corrupt += row.get::<_, i64>(1)?.max(0) as u64;
         }
     }
@@ -222,8 +223,8 @@ fn merge_hour(
     kind: Kind,
 ) -> Result<(i64, u64), StoreError> {
     let mut minutes: Vec<SeriesRows> = Vec::new();
-    let mut lost = visit_blocks(transaction, Resolution::Minute, grp, PERIOD, hour, hour + 3600, |bytes| {
-        let series = block::decode_all(bytes)?;
+    let mut lost = visit_blocks(transaction, Resolution::Minute, grp, PERIOD, hour, hour + 3600, |bytes, place| {
+        let series = block::decode_all(bytes, place)?;
         minutes = crate::blocks::merge_series(std::mem::take(&mut minutes), series, kind);
         Ok(())
     })?;
@@ -247,8 +248,8 @@ fn read_heads(
     kind: Kind,
 ) -> Result<(Vec<SeriesRows>, u64), StoreError> {
     let mut series: hashbrown::HashMap<i64, Vec<crate::Row>> = hashbrown::HashMap::new();
-    let corrupt = visit_blocks(transaction, Resolution::Raw, grp, 0, period, period + PERIOD, |bytes| {
-        block::decode_each(bytes, |id, head_row| {
+    let corrupt = visit_blocks(transaction, Resolution::Raw, grp, 0, period, period + PERIOD, |bytes, place| {
+        block::decode_each(bytes, place, |id, head_row| {
             let rows = series.entry(id).or_insert_with(|| Vec::with_capacity(64));
             add_row(rows, head_row, kind);
         })

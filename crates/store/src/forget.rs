@@ -107,17 +107,19 @@ fn stored_id(transaction: &Transaction<'_>, key: &SeriesKey) -> Result<Option<(i
 /// Cuts `ids` out of every block of group `grp`; returns the points removed and the blocks
 /// that did not decode.
 fn cut_group(transaction: &Transaction<'_>, grp: i64, ids: &HashSet<i64>) -> Result<(u64, u64), StoreError> {
-    let mut blocks: Vec<(i64, i64, Vec<u8>)> = Vec::new();
+    let mut blocks: Vec<(i64, i64, Vec<u8>, block::Place)> = Vec::new();
     {
-        let mut statement = transaction.prepare_cached("SELECT rowid, points, data FROM blocks WHERE grp = ?1")?;
+        let mut statement = transaction
+            .prepare_cached("SELECT rowid, points, data, resolution, start, span FROM blocks WHERE grp = ?1")?;
         let mut rows = statement.query([grp])?;
         while let Some(row) = rows.next()? {
-            blocks.push((row.get(0)?, row.get(1)?, row.get(2)?));
+            let place = block::Place { resolution: row.get(3)?, grp, start: row.get(4)?, span: row.get(5)? };
+            blocks.push((row.get(0)?, row.get(1)?, row.get(2)?, place));
         }
     }
     let (mut points, mut corrupt) = (0, 0);
-    for (rowid, stored_points, bytes) in blocks {
-        match block::without(&bytes, |id| ids.contains(&id)) {
+    for (rowid, stored_points, bytes, place) in blocks {
+        match block::without(&bytes, &place, |id| ids.contains(&id)) {
             Ok(None) => {}
             Ok(Some(cut)) => {
                 points += cut.rows;

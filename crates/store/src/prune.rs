@@ -83,15 +83,17 @@ pub(crate) fn expired_series(
 fn in_recent_blocks(transaction: &Transaction<'_>, grp: i64) -> Result<HashSet<i64>, StoreError> {
     let hour_until: i64 =
         transaction.prepare_cached("SELECT hour_until FROM groups WHERE grp = ?1")?.query_row([grp], |r| r.get(0))?;
-    let mut statement = transaction
-        .prepare_cached("SELECT data FROM blocks WHERE grp = ?1 AND resolution IN (?2, ?3) AND start >= ?4")?;
+    let mut statement = transaction.prepare_cached(
+        "SELECT data, resolution, start, span FROM blocks WHERE grp = ?1 AND resolution IN (?2, ?3) AND start >= ?4",
+    )?;
     let mut rows =
         statement.query(params![grp, Resolution::Raw.code(), Resolution::Minute.code(), hour_until - PERIOD])?;
     let mut ids = HashSet::new();
     while let Some(row) = rows.next()? {
         let bytes = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
         // A block that does not decode holds nothing readable: its series are not kept by it.
-        ids.extend(block::series_ids(bytes).unwrap_or_default());
+        let place = block::Place { resolution: row.get(1)?, grp, start: row.get(2)?, span: row.get(3)? };
+        ids.extend(block::series_ids(bytes, &place).unwrap_or_default());
     }
     Ok(ids)
 }

@@ -59,14 +59,16 @@ impl Store {
         let _snapshot = self.read_snapshot()?;
         let Some(&(ref key, grp)) = self.series.get(&series) else { return Ok(Vec::new()) };
         let mut statement = self.connection.prepare_cached(
-            "SELECT start, data FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start >= ?3 AND start < ?4",
+            "SELECT start, data, span FROM blocks WHERE resolution = ?1 AND grp = ?2 AND start >= ?3 AND start < ?4",
         )?;
         let earliest = from.saturating_sub(resolution.block_span());
         let mut blocks = statement.query(params![resolution.code(), grp, earliest, to])?;
         let mut rows: Vec<Row> = Vec::new();
         while let Some(stored) = blocks.next()? {
             let bytes = stored.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
-            match block::decode_one(bytes, series) {
+            let place =
+                block::Place { resolution: resolution.code(), grp, start: stored.get(0)?, span: stored.get(2)? };
+            match block::decode_one(bytes, &place, series) {
                 Ok(found) => rows.extend(found.into_iter().filter(|row| (from..to).contains(&row.ts))),
                 // A damaged block is left out of the answer, never served as other numbers
                 // and never the whole answer's failure; the caller hears of it.

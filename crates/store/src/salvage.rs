@@ -335,7 +335,15 @@ fn damaged_block(values: &[Value]) -> Option<DamagedBlock> {
         _ => 0,
     };
     let reason = match values.get(6) {
-        Some(Value::Blob(bytes)) => crate::codec::block::decode_each(bytes, |_, _| {}).err()?.0,
+        Some(Value::Blob(bytes)) => {
+            let place = crate::codec::block::Place {
+                resolution: integer(1),
+                grp: integer(2),
+                start: integer(3),
+                span: integer(4),
+            };
+            crate::codec::block::decode_each(bytes, &place, |_, _| {}).err()?.0
+        }
         _ => "a block that is not bytes",
     };
     let resolution = Resolution::ALL.into_iter().find(|r| r.code() == integer(1)).unwrap_or(Resolution::Raw);

@@ -35,13 +35,14 @@ impl Store {
     pub fn scrub(&self) -> Result<ScrubReport, StoreError> {
         let _snapshot = self.read_snapshot()?;
         let mut report = ScrubReport::default();
-        let mut statement = self.connection.prepare("SELECT resolution, grp, start, data FROM blocks")?;
+        let mut statement = self.connection.prepare("SELECT resolution, grp, start, data, span FROM blocks")?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
             report.blocks += 1;
             let code: i64 = row.get(0)?;
             let bytes = row.get_ref(3)?.as_blob().map_err(rusqlite::Error::from)?;
-            if let Err(reason) = block::decode_each(bytes, |_, _| {}) {
+            let place = block::Place { resolution: code, grp: row.get(1)?, start: row.get(2)?, span: row.get(4)? };
+            if let Err(reason) = block::decode_each(bytes, &place, |_, _| {}) {
                 let resolution = Resolution::ALL.into_iter().find(|r| r.code() == code).unwrap_or(Resolution::Raw);
                 report.damaged.push(DamagedBlock {
                     resolution,
@@ -106,7 +107,7 @@ impl Store {
     pub fn scrub_step(&self, after: i64, limit: usize) -> Result<ScrubStep, StoreError> {
         let mut step = ScrubStep::default();
         let mut statement = self.connection.prepare_cached(
-            "SELECT rowid, resolution, grp, start, data FROM blocks WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+            "SELECT rowid, resolution, grp, start, data, span FROM blocks WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
         )?;
         let mut rows = statement.query(rusqlite::params![after, limit as i64])?;
         let mut last = None;
@@ -114,8 +115,9 @@ impl Store {
             step.checked += 1;
             last = Some(row.get::<_, i64>(0)?);
             let bytes = row.get_ref(4)?.as_blob().map_err(rusqlite::Error::from)?;
-            if let Err(reason) = block::decode_each(bytes, |_, _| {}) {
-                let code: i64 = row.get(1)?;
+            let code: i64 = row.get(1)?;
+            let place = block::Place { resolution: code, grp: row.get(2)?, start: row.get(3)?, span: row.get(5)? };
+            if let Err(reason) = block::decode_each(bytes, &place, |_, _| {}) {
                 let resolution = Resolution::ALL.into_iter().find(|r| r.code() == code).unwrap_or(Resolution::Raw);
                 step.damaged.push(DamagedBlock { resolution, grp: row.get(2)?, start: row.get(3)?, reason: reason.0 });
             }

@@ -829,11 +829,11 @@ fn attacks_on_the_store_format() {
         ("garbage after a block", Attack::Block(append), true, false, true),
         ("a block emptied", Attack::Block(empty), true, false, true),
         ("a block's checksum zeroed", Attack::Block(zero_checksum), true, false, true),
-        // Each row carries its own times: swapped blocks still answer every point at its time.
-        ("two blocks of a group swapped", Attack::SwapBlocks, false, false, false),
-        // Another group's series are not in it (ids are unique): its points come from the
-        // group's rollups, never from the other group's data.
-        ("a block written over another group's", Attack::BlockOverOtherGroup, false, false, false),
+        // A block's checksum covers its place (probe P10): a block read from another row, its
+        // group's or another group's, is a damaged block, counted, never another's numbers;
+        // the points it held come from the group's rollups.
+        ("two blocks of a group swapped", Attack::SwapBlocks, true, false, false),
+        ("a block written over another group's", Attack::BlockOverOtherGroup, true, false, false),
         ("garbage after the file", Attack::File(file_garbage), false, false, false),
         ("the file cut to half", Attack::File(file_half), false, false, true),
         // c1 renamed c3 by one flipped bit: c3 still answers only its own points.

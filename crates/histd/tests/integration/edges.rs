@@ -1034,6 +1034,46 @@ fn n10_a_damaged_store_block_is_left_out_not_a_failure() {
     assert!(daemon.terminate());
 }
 
+/// P10 (issue 48): a block moved into another group's row passed its checksum, and its
+/// points vanished uncounted (`histd scrub`: 0 damaged). A block's checksum now covers its
+/// place (resolution, group, start, span): scrub finds the moved block and exits 1.
+#[test]
+fn p10_a_block_moved_into_another_groups_row_is_found_damaged() {
+    let dir = temp_dir("p10-store");
+    let daemon = Daemon::start(
+        "p10-store",
+        &format!(
+            "{{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, flushInterval: 200, server: './servers/tcp', \
+               backends: ['store'], store: {{ dataDir: '{}' }} }}",
+            dir.display()
+        ),
+    );
+    let lines: String = (0..2000).map(|i| format!("p10.series.{i}:1|c\n")).collect();
+    daemon.send_tcp(&lines);
+    let stored = || daemon.http_json("/api/v1/series?match=p10.*&limit=1")["total"].as_u64().unwrap_or(0);
+    assert!(eventually(|| stored() == 2000), "{} of 2000 series stored", stored());
+    drop(daemon);
+    let database = rusqlite::Connection::open(dir.join("histd.db")).unwrap();
+    let (from, to): (Vec<u8>, i64) = database
+        .query_row(
+            "SELECT a.data, b.rowid FROM blocks a JOIN blocks b ON a.resolution = b.resolution \
+             AND a.start = b.start AND a.span = b.span AND a.grp < b.grp LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("two groups' blocks of one start");
+    database.execute("UPDATE blocks SET data = ?1 WHERE rowid = ?2", rusqlite::params![from, to]).unwrap();
+    drop(database);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_histd"))
+        .args(["scrub", "--data-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("moved from its row"), "{said}");
+}
+
 /// P17 (issue 48): a backup that cannot be written whole (the disk full: here a file size
 /// limit, writes past it failing with EFBIG) exits 1 and leaves neither the backup nor an empty
 /// `DEST.partial` behind.

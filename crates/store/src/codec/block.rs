@@ -1,7 +1,8 @@
 //! A block: the rows of a group of series over a span of time, in one blob.
 //!
 //! ```text
-//! version byte (2; 1 before checksums, still read)
+//! version byte (4; 2 with a checksum of its bytes alone, 1 before checksums, both still read;
+//!               3 is never written: one flipped bit from 1, which has no checksum)
 //! timestamps    varint count, then a number column (ascending unix seconds)
 //! index         varint series count, then per series: varint id gap, varint section bytes
 //! sections      per series, in id order:
@@ -9,11 +10,14 @@
 //!                 field byte: bit i set when field i has a value in some row
 //!                   (seconds, count, sum, sum_squares, min, max, value; bit 7: histograms)
 //!                 a number column per field set, then the histogram column
-//! checksum      (version 2) CRC32C of every byte before it, 4 bytes little-endian
+//! checksum      (version 4) CRC32C of the block's place (resolution, group, start and span,
+//!               each 8 bytes little-endian) then every byte before it, 4 bytes little-endian;
+//!               (version 2) CRC32C of every byte before it
 //! ```
 //!
 //! A block whose checksum does not verify is corrupt, whatever its bytes would decode to: bit
-//! rot that keeps a block decodable would otherwise be served as other numbers.
+//! rot that keeps a block decodable would otherwise be served as other numbers, and a block
+//! moved to another row (another group's, or another time's) would lose its points unseen.
 //!
 //! Reading one series parses the index (two varints a series) and decodes its section alone.
 
@@ -23,8 +27,11 @@ use super::bits::{put_varint, BitWriter, ByteReader};
 use super::{column, hists, Corrupt};
 use crate::Row;
 
-/// The version written: with a checksum.
-const VERSION: u8 = 2;
+/// The version written: with a checksum of its place and bytes (two bits from each version
+/// still read, so no flipped bit makes it one of them).
+const VERSION: u8 = 4;
+/// The version written before the checksum covered the block's place, still read.
+const UNPLACED_VERSION: u8 = 2;
 /// The version written before checksums, still read.
 const UNCHECKED_VERSION: u8 = 1;
 /// The checksum's bytes at the end of a version 2 block.
@@ -36,11 +43,34 @@ const MAX_TIMESTAMPS: usize = 1 << 16;
 const FIELDS: usize = 7;
 const HISTOGRAMS: u8 = 1 << 7;
 
+/// Where a block is kept (its row's key): its checksum covers it, so a block read from any
+/// other row does not verify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// The resolution's code.
+    pub resolution: i64,
+    /// The group.
+    pub grp: i64,
+    /// The first second it covers.
+    pub start: i64,
+    /// The seconds it covers.
+    pub span: i64,
+}
+
+impl Place {
+    /// The checksum of the place, the start of a version 4 block's checksum.
+    fn checksum(&self) -> u32 {
+        [self.resolution, self.grp, self.start, self.span]
+            .iter()
+            .fold(0, |sum, number| crc32c::crc32c_append(sum, &number.to_le_bytes()))
+    }
+}
+
 /// The rows of one series, sorted by time, one row a timestamp.
 pub type SeriesRows = (i64, Vec<Row>);
 
-/// Encodes series (sorted by id, each one's rows by time) into a block.
-pub fn encode<R: AsRef<[Row]>>(series: &[(i64, R)]) -> Vec<u8> {
+/// Encodes series (sorted by id, each one's rows by time) into a block kept at `place`.
+pub fn encode<R: AsRef<[Row]>>(series: &[(i64, R)], place: &Place) -> Vec<u8> {
     let mut timestamps: Vec<i64> = series.iter().flat_map(|(_, rows)| rows.as_ref().iter().map(|r| r.ts)).collect();
     timestamps.sort_unstable();
     timestamps.dedup();
@@ -62,39 +92,41 @@ pub fn encode<R: AsRef<[Row]>>(series: &[(i64, R)]) -> Vec<u8> {
     }
     out.extend_from_slice(&index);
     out.extend_from_slice(&sections);
-    seal(&mut out);
+    seal(&mut out, place);
     out
 }
 
-/// Appends the checksum of everything before it.
-fn seal(block: &mut Vec<u8>) {
-    let sum = crc32c::crc32c(block);
+/// Appends the checksum of the place and everything before it.
+fn seal(block: &mut Vec<u8>, place: &Place) {
+    let sum = crc32c::crc32c_append(place.checksum(), block);
     block.extend_from_slice(&sum.to_le_bytes());
 }
 
-/// A block's bytes without its checksum, once the checksum verifies (version 2), or as they
-/// are (version 1).
-fn content(bytes: &[u8]) -> Result<&[u8], Corrupt> {
-    match bytes.first() {
-        Some(&VERSION) => {
-            let split =
-                bytes.len().checked_sub(CHECKSUM_BYTES).filter(|&at| at > 0).ok_or(Corrupt("a block cut short"))?;
-            let (content, sum) = bytes.split_at(split);
-            let written = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
-            if crc32c::crc32c(content) != written {
-                return Err(Corrupt("a checksum mismatch (the block changed after it was written)"));
-            }
-            Ok(content)
-        }
-        Some(&UNCHECKED_VERSION) => Ok(bytes),
-        _ => Err(Corrupt("a block of an unknown version")),
+/// A block's bytes without its checksum, once the checksum verifies (versions 3 and 2), or as
+/// they are (version 1).
+fn content<'b>(bytes: &'b [u8], place: &Place) -> Result<&'b [u8], Corrupt> {
+    let version = bytes.first().copied();
+    if version == Some(UNCHECKED_VERSION) {
+        return Ok(bytes);
     }
+    let start = match version {
+        Some(VERSION) => place.checksum(),
+        Some(UNPLACED_VERSION) => 0,
+        _ => return Err(Corrupt("a block of an unknown version")),
+    };
+    let split = bytes.len().checked_sub(CHECKSUM_BYTES).filter(|&at| at > 0).ok_or(Corrupt("a block cut short"))?;
+    let (content, sum) = bytes.split_at(split);
+    let written = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
+    if crc32c::crc32c_append(start, content) != written {
+        return Err(Corrupt("a checksum mismatch (the block changed after it was written, or was moved from its row)"));
+    }
+    Ok(content)
 }
 
 /// Every series of a block, with its rows.
-pub fn decode_all(bytes: &[u8]) -> Result<Vec<SeriesRows>, Corrupt> {
+pub fn decode_all(bytes: &[u8], place: &Place) -> Result<Vec<SeriesRows>, Corrupt> {
     let mut series: Vec<SeriesRows> = Vec::new();
-    decode_each(bytes, |id, row| match series.last_mut() {
+    decode_each(bytes, place, |id, row| match series.last_mut() {
         Some((last, rows)) if *last == id => rows.push(row),
         _ => series.push((id, vec![row])),
     })?;
@@ -102,8 +134,8 @@ pub fn decode_all(bytes: &[u8]) -> Result<Vec<SeriesRows>, Corrupt> {
 }
 
 /// Every row of a block, in series then time order, handed to `visit` with its series id.
-pub fn decode_each(bytes: &[u8], mut visit: impl FnMut(i64, Row)) -> Result<(), Corrupt> {
-    let (timestamps, entries, mut sections) = read_header(bytes)?;
+pub fn decode_each(bytes: &[u8], place: &Place, mut visit: impl FnMut(i64, Row)) -> Result<(), Corrupt> {
+    let (timestamps, entries, mut sections) = read_header(bytes, place)?;
     let mut scratch = Scratch::default();
     for (id, length) in entries {
         let section = sections.take(length)?;
@@ -113,8 +145,8 @@ pub fn decode_each(bytes: &[u8], mut visit: impl FnMut(i64, Row)) -> Result<(), 
 }
 
 /// The rows of series `id` in a block (none when the block does not hold it).
-pub fn decode_one(bytes: &[u8], id: i64) -> Result<Vec<Row>, Corrupt> {
-    let (timestamps, entries, mut sections) = read_header(bytes)?;
+pub fn decode_one(bytes: &[u8], place: &Place, id: i64) -> Result<Vec<Row>, Corrupt> {
+    let (timestamps, entries, mut sections) = read_header(bytes, place)?;
     let mut rows = Vec::new();
     for (entry, length) in entries {
         let section = sections.take(length)?;
@@ -138,12 +170,12 @@ pub struct Cut {
 
 /// The block without the series `drop` picks, or `None` when it holds none of them. The other
 /// sections are copied byte for byte (their timestamps stay the block's).
-pub fn without(bytes: &[u8], drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, Corrupt> {
-    let (timestamps, entries, mut sections) = read_header(bytes)?;
+pub fn without(bytes: &[u8], place: &Place, drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, Corrupt> {
+    let (timestamps, entries, mut sections) = read_header(bytes, place)?;
     if !entries.iter().any(|&(id, _)| drop(id)) {
         return Ok(None);
     }
-    let bytes = content(bytes)?;
+    let bytes = content(bytes, place)?;
     let index_start = timestamps_end(bytes)?;
     let kept_count = entries.iter().filter(|&&(id, _)| !drop(id)).count();
     let mut out = bytes[..index_start].to_vec();
@@ -163,13 +195,13 @@ pub fn without(bytes: &[u8], drop: impl Fn(i64) -> bool) -> Result<Option<Cut>, 
         previous = id;
     }
     out.extend_from_slice(&kept_sections);
-    seal(&mut out);
+    seal(&mut out, place);
     Ok(Some(Cut { bytes: (kept_count > 0).then_some(out), rows }))
 }
 
 /// The ids of the series a block holds, ascending.
-pub fn series_ids(bytes: &[u8]) -> Result<Vec<i64>, Corrupt> {
-    let (_, entries, _) = read_header(bytes)?;
+pub fn series_ids(bytes: &[u8], place: &Place) -> Result<Vec<i64>, Corrupt> {
+    let (_, entries, _) = read_header(bytes, place)?;
     Ok(entries.into_iter().map(|(id, _)| id).collect())
 }
 
@@ -203,8 +235,8 @@ fn section_rows(section: &[u8], timestamps: usize) -> Result<u64, Corrupt> {
 /// A block's timestamps, its index as `(id, section length)`, and a reader at the first section.
 type Header<'a> = (Vec<i64>, Vec<(i64, usize)>, ByteReader<'a>);
 
-fn read_header(bytes: &[u8]) -> Result<Header<'_>, Corrupt> {
-    let bytes = content(bytes)?;
+fn read_header<'b>(bytes: &'b [u8], place: &Place) -> Result<Header<'b>, Corrupt> {
+    let bytes = content(bytes, place)?;
     let mut input = ByteReader::new(bytes);
     input.byte()?; // the version, checked by `content`
     let count = input.count(MAX_TIMESTAMPS)?;
@@ -343,6 +375,9 @@ fn field_of(row: &Row, field: usize) -> f64 {
 mod tests {
     use super::*;
 
+    /// Where the test's blocks are kept.
+    const HERE: Place = Place { resolution: 0, grp: 7, start: 1_700_000_000, span: 600 };
+
     #[test]
     fn blocks_round_trip_and_find_one_series() {
         let mut hist = Histogram::new();
@@ -364,42 +399,68 @@ mod tests {
             (40, vec![timer.clone(), Row { histogram: Some(Histogram::new()), ..Row::empty(1040) }]),
             (41, vec![Row { value: 21.37, min: 21.37, max: 21.37, seconds: 10.0, ..Row::empty(1060) }]),
         ];
-        let bytes = encode(&series);
-        assert_eq!(format!("{:?}", decode_all(&bytes).unwrap()), format!("{series:?}"));
+        let bytes = encode(&series, &HERE);
+        assert_eq!(format!("{:?}", decode_all(&bytes, &HERE).unwrap()), format!("{series:?}"));
         // Many regular timestamps take a few bytes: an idle counter over 360 flushes is a
         // block of about 20 bytes, and it decodes.
         let idle: Vec<SeriesRows> = vec![(7, (1..=360).map(|i| Row::counter(1000 + 10 * i, 0.0)).collect())];
-        let small = encode(&idle);
+        let small = encode(&idle, &HERE);
         assert!(small.len() < 24, "{} bytes", small.len());
-        assert_eq!(decode_all(&small).unwrap()[0].1.len(), 360);
-        assert_eq!(format!("{:?}", decode_one(&bytes, 40).unwrap()), format!("{:?}", series[2].1));
-        assert!(decode_one(&bytes, 5).unwrap().is_empty());
+        assert_eq!(decode_all(&small, &HERE).unwrap()[0].1.len(), 360);
+        assert_eq!(format!("{:?}", decode_one(&bytes, &HERE, 40).unwrap()), format!("{:?}", series[2].1));
+        assert!(decode_one(&bytes, &HERE, 5).unwrap().is_empty());
         // Taking series out copies the others' sections as they are.
-        assert_eq!(without(&bytes, |id| id == 5).unwrap(), None);
-        let cut = without(&bytes, |id| id == 9 || id == 40).unwrap().unwrap();
+        assert_eq!(without(&bytes, &HERE, |id| id == 5).unwrap(), None);
+        let cut = without(&bytes, &HERE, |id| id == 9 || id == 40).unwrap().unwrap();
         assert_eq!(cut.rows, 4);
         let kept = [series[0].clone(), series[3].clone()];
-        assert_eq!(format!("{:?}", decode_all(&cut.bytes.unwrap()).unwrap()), format!("{kept:?}"));
-        assert_eq!(without(&bytes, |_| true).unwrap(), Some(Cut { bytes: None, rows: 11 }));
+        assert_eq!(format!("{:?}", decode_all(&cut.bytes.unwrap(), &HERE).unwrap()), format!("{kept:?}"));
+        assert_eq!(without(&bytes, &HERE, |_| true).unwrap(), Some(Cut { bytes: None, rows: 11 }));
         for cut in 0..bytes.len() {
-            let _ = decode_all(&bytes[..cut]);
+            let _ = decode_all(&bytes[..cut], &HERE);
         }
         // The format is pinned: a store written by this version is read by the next. The same
         // bytes seed the fuzz target (HISTD_BLESS=1 rewrites them after a deliberate change).
-        let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus-seeds/store_block/v2.block");
+        let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus-seeds/store_block/v4.block");
         if std::env::var_os("HISTD_BLESS").is_some() {
             std::fs::create_dir_all(std::path::Path::new(seed).parent().unwrap()).unwrap();
             std::fs::write(seed, &bytes).unwrap();
         }
-        assert_eq!(std::fs::read(seed).unwrap(), bytes, "block format 2 changed: {seed}");
-        // Blocks written before checksums (format 1, pinned on 2026-11-24) still read, and
-        // taking a series out of one writes format 2.
-        let v1 = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus-seeds/store_block/v1.block"))
-            .unwrap();
-        assert_eq!(format!("{:?}", decode_all(&v1).unwrap()), format!("{:?}", decode_all(&bytes).unwrap()));
-        let cut = without(&v1, |id| id == 9).unwrap().unwrap().bytes.unwrap();
-        assert_eq!(cut[0], VERSION);
-        assert_eq!(decode_all(&cut).unwrap().len(), series.len() - 1);
+        assert_eq!(std::fs::read(seed).unwrap(), bytes, "block format 4 changed: {seed}");
+        // Blocks written before checksums (format 1, pinned on 2026-11-24) and before the
+        // checksum covered the place (format 2, pinned on 2026-11-26) still read, wherever they
+        // are; taking a series out of one writes format 4.
+        let pinned = |name: &str| {
+            std::fs::read(format!("{}/../../fuzz/corpus-seeds/store_block/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        };
+        let elsewhere = Place { grp: 8, ..HERE };
+        for old in [pinned("v1.block"), pinned("v2.block")] {
+            let read = decode_all(&old, &elsewhere).unwrap();
+            assert_eq!(format!("{read:?}"), format!("{:?}", decode_all(&bytes, &HERE).unwrap()));
+            let cut = without(&old, &HERE, |id| id == 9).unwrap().unwrap().bytes.unwrap();
+            assert_eq!(cut[0], VERSION);
+            assert_eq!(decode_all(&cut, &HERE).unwrap().len(), series.len() - 1);
+        }
+    }
+
+    /// Probe P10 (issue 48): a block read from another row than its own (another group's,
+    /// another start, resolution or span) does not verify: its points are counted as a damaged
+    /// block's, never silently missing from the series that looked for them.
+    #[test]
+    fn a_block_read_from_another_place_is_corrupt() {
+        let series = vec![(3i64, vec![Row { count: 1.0, ..Row::empty(1_700_000_010) }])];
+        let bytes = encode(&series, &HERE);
+        assert!(decode_all(&bytes, &HERE).is_ok());
+        for elsewhere in [
+            Place { grp: 8, ..HERE },
+            Place { start: HERE.start + 600, ..HERE },
+            Place { resolution: 1, ..HERE },
+            Place { span: 3600, ..HERE },
+        ] {
+            assert!(decode_all(&bytes, &elsewhere).is_err(), "{elsewhere:?}");
+            assert!(decode_one(&bytes, &elsewhere, 3).is_err(), "{elsewhere:?}");
+            assert!(series_ids(&bytes, &elsewhere).is_err(), "{elsewhere:?}");
+        }
     }
 
     /// Any flipped bit, anywhere in a block, makes it corrupt: never other numbers.
@@ -407,13 +468,13 @@ mod tests {
     fn every_flipped_bit_is_found() {
         let rows = |ts: i64, value: f64| Row { seconds: 10.0, count: 1.0, value, ..Row::empty(ts) };
         let series = vec![(3i64, vec![rows(10, 1000.0), rows(20, 1000.0)]), (7, vec![rows(10, 5.0)])];
-        let bytes = encode(&series);
+        let bytes = encode(&series, &HERE);
         for bit in 0..bytes.len() * 8 {
             let mut damaged = bytes.clone();
             damaged[bit / 8] ^= 1 << (bit % 8);
-            assert!(decode_all(&damaged).is_err(), "bit {bit}");
-            assert!(decode_one(&damaged, 3).is_err(), "bit {bit}");
-            assert!(without(&damaged, |id| id == 7).is_err(), "bit {bit}");
+            assert!(decode_all(&damaged, &HERE).is_err(), "bit {bit}");
+            assert!(decode_one(&damaged, &HERE, 3).is_err(), "bit {bit}");
+            assert!(without(&damaged, &HERE, |id| id == 7).is_err(), "bit {bit}");
         }
     }
 }
