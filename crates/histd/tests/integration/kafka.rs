@@ -804,6 +804,53 @@ fn a_backlog_read_at_once_is_stored_in_the_intervals_it_belongs_to() {
     assert_eq!(global.stat("messages.forward_batches_late"), sent.len() as f64);
 }
 
+/// P5 (issue 48): a backlog of late batches in front of a current one. 600 tiny batches, each
+/// an interval of its own a day back, then one of now, in one partition: every one is merged
+/// (late ones as late), and the current one on time. The reading thread paused and resumed
+/// fetching at every `global.maxLateIntervals` (16) late intervals, about 32 a second: the
+/// backlog took 19 s and made the current batch late too.
+#[test]
+fn p5_a_backlog_of_late_batches_does_not_hold_the_current_one_back() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    const LATE: u64 = 600;
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-late-flood";
+    create_topic(&cluster.bootstrap, topic, 1);
+    let producer: BaseProducer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", &cluster.bootstrap).create().unwrap();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let batch = |start_ms: u64, interval_ms: u64, value: f64| {
+        let id = histd::forward::format::BatchId {
+            source: "flood".into(),
+            interval_start_ms: start_ms,
+            interval_ms,
+            part: "p".into(),
+            chunk: 0,
+        };
+        let mut writer = histd::forward::format::BatchWriter::new(id);
+        writer.counter("flood.hits", value);
+        histd::forward::format::compress(&writer.finish())
+    };
+    let day_ago = now_ms - 86_400_000;
+    let mut bodies: Vec<Vec<u8>> = (0..LATE).map(|i| batch(day_ago + i * 10_000, 10_000, 1.0)).collect();
+    bodies.push(batch(now_ms - 1_000, 1_000, 1_000.0));
+    for body in &bodies {
+        producer.send(BaseRecord::to(topic).partition(0).key("flood").payload(body)).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let config = format!(
+        "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, \
+           flushInterval: 5000, backends: ['store'], store: {{ dataDir: '$DIR/store' }}, \
+           global: {{ kafka: {{ brokers: [{}], topic: '{topic}', group: 'flood' }} }} }}",
+        brokers_list()
+    );
+    let global = Daemon::start_process("kafka-late-flood", &config);
+    let merged = || global.stat("messages.forward_batches_merged");
+    assert!(within(Duration::from_secs(60), || merged() == (LATE + 1) as f64), "{} merged", merged());
+    assert_eq!(global.stat("messages.forward_batches_late"), LATE as f64, "the current batch was merged on time");
+}
+
 /// Each batch's `codecs.hits`, the batches a local produced to `topic` (one a flush), in order.
 fn hits_batches(bootstrap: &str, topic: &str) -> Vec<(f64, Vec<u8>)> {
     read_topic(bootstrap, topic)
