@@ -207,7 +207,7 @@ pub async fn serve(
                         let Some(slot) = slot.take(&edges).await else { return };
                         let Some(stream) = first_bytes(stream, &waiters, limits, &edges).await else { return };
                         match tls {
-                            None => serve_connection(stream, router, limits, edges, shutdown).await,
+                            None => serve_connection(stream, router, &waiters, limits, edges, shutdown).await,
                             Some(tls) => serve_tls(stream, &tls, &waiters, router, limits, edges, shutdown).await,
                         }
                         drop(slot);
@@ -225,8 +225,9 @@ pub async fn serve(
     let _ = tokio::time::timeout(Duration::from_secs(5), connections.join_all()).await;
 }
 
-/// How long a connection must have been silent before its first request (or its TLS
-/// handshake) before a new connection may take its slot when every slot is taken.
+/// How long a connection must have been silent before its first request, in its TLS
+/// handshake, or reading its first request's head, before a new connection may take its slot
+/// when every slot is taken.
 const DISPLACE_SILENT: Duration = Duration::from_secs(1);
 
 /// How long a connection that displaces a silent one waits for its slot.
@@ -313,7 +314,7 @@ async fn serve_tls(
         Some(peer) => router.layer(axum::Extension(peer)),
         None => router,
     };
-    serve_connection(stream, router, limits, edges, shutdown).await;
+    serve_connection(stream, router, waiters, limits, edges, shutdown).await;
 }
 
 fn router(state: Arc<HttpState>) -> Router {
@@ -340,25 +341,44 @@ fn router(state: Arc<HttpState>) -> Router {
         .with_state(state)
 }
 
+/// HTTP/1.1 on `stream`: until its first request's head is read, the connection is among
+/// those a new one may displace when every slot is taken (a client sending its headers a byte
+/// at a time held its slot for `httpHeaderTimeoutMs`: the header slowloris of issue 48).
 async fn serve_connection<I>(
     stream: I,
     router: Router,
+    waiters: &Waiters,
     limits: Limits,
     edges: Arc<EdgeCounters>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let first_request = Arc::new(tokio::sync::Notify::new());
+    let heard = first_request.clone();
+    let router = router.layer(axum::middleware::map_request(move |request: axum::extract::Request| {
+        heard.notify_one();
+        std::future::ready(request)
+    }));
     let service = TowerToHyperService::new(router);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
-    let result = tokio::select! {
-        result = connection.as_mut() => result,
-        _ = shutdown.changed() => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
+    let mut waiting = Some(waiters.wait());
+    let evicted = waiting.as_ref().map(|waiting| waiting.evicted.clone()).unwrap_or_default();
+    let result = loop {
+        tokio::select! {
+            result = connection.as_mut() => break result,
+            _ = first_request.notified(), if waiting.is_some() => waiting = None,
+            _ = evicted.notified(), if waiting.is_some() => {
+                edges.idle_closed_connections.add(1);
+                return;
+            }
+            _ = shutdown.changed() => {
+                connection.as_mut().graceful_shutdown();
+                break connection.await;
+            }
         }
     };
     if result.is_err_and(|error| error.is_timeout()) {

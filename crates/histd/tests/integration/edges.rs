@@ -506,6 +506,43 @@ fn n12_slow_bodies_give_their_slots_to_real_clients() {
     assert!(daemon.terminate());
 }
 
+/// Issue 48 (N12's header slowloris): clients that send their request headers a byte at a
+/// time held HTTP slots for `httpHeaderTimeoutMs` (10 s), and with every slot taken by them
+/// `/health` was refused. A connection still reading its first request's head after a second
+/// now gives its slot to a new one (closed and counted in `idle_closed_connections`).
+#[test]
+fn n12_slow_headers_give_their_slots_to_real_clients() {
+    let daemon = Daemon::start(
+        "n12-slow-headers",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, httpMaxConnections: 4 }",
+    );
+    let address = daemon.address("http");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dripping: Vec<_> = (0..4)
+        .map(|_| {
+            let (address, stop) = (address.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(&address).unwrap();
+                let _ = stream.write_all(format!("GET /health HTTP/1.1\r\nHost: {address}\r\nX-Slow: ").as_bytes());
+                for _ in 0..40 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) || stream.write_all(b"a").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1_500));
+    for round in 0..3 {
+        let (status, _) = http(&address, "GET", "/health", b"", "");
+        assert_eq!(status, 200, "round {round}: /health served past the slow headers");
+    }
+    assert!(daemon.stat("messages.idle_closed_connections") >= 1.0, "a slow header displaced");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dripping.into_iter().for_each(|thread| thread.join().unwrap());
+}
+
 /// N14 (issue 48): management connections that send a command and then stay silent (for up
 /// to `connectionIdleTimeoutMs`, ten minutes) give their slot to a new connection once they
 /// have been silent for `mgmtFirstCommandTimeoutMs`; the one displaced is closed and counted.
