@@ -851,6 +851,57 @@ fn p5_a_backlog_of_late_batches_does_not_hold_the_current_one_back() {
     assert_eq!(global.stat("messages.forward_batches_late"), LATE as f64, "the current batch was merged on time");
 }
 
+/// Issue 48: a Kafka global's memory after a rebalance storm comes back to within a few MB:
+/// another member joins and leaves its group again and again (each a rebalance that takes
+/// partitions away and gives them back: the reading thread's offsets, commits and the
+/// standing per partition), while a local keeps producing; what the global held is measured
+/// after as many rebalances as warmed it up.
+#[test]
+fn a_rebalance_storm_leaves_no_memory_behind() {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    const STORM: usize = 3;
+    let _serial = serial();
+    let cluster = cluster();
+    let topic = "histd-rebalance-storm";
+    create_topic(&cluster.bootstrap, topic, PARTITIONS);
+    let local = Daemon::start_process(
+        "kafka-storm-local",
+        &local_config("storm", topic, &temp_dir("kafka-storm-local").join("spool"), None),
+    );
+    let mut global = Global::new("kafka-storm-global", topic, "storm");
+    // Heartbeats every 1.5 s (a quarter of the session): a member hears of a rebalance sooner.
+    global.kafka_keys = ", sessionTimeoutMs: 6000".into();
+    global.start();
+    let daemon = global.daemon.as_ref().expect("running");
+    let assigned = || daemon.stat("messages.forward_partitions_assigned");
+    let rebalance = |round: usize| {
+        local.send_tcp(&format!("storm.hits:{round}|c\n"));
+        let member: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &cluster.bootstrap)
+            .set("group.id", "storm")
+            .set("session.timeout.ms", "6000")
+            .create()
+            .unwrap();
+        member.subscribe(&[topic]).unwrap();
+        let shared = within(Duration::from_secs(30), || {
+            let _ = member.poll(Duration::from_millis(50));
+            assigned() < PARTITIONS as f64
+        });
+        assert!(shared, "round {round}: the group gave the newcomer partitions");
+        member.unsubscribe();
+        drop(member);
+        assert!(within(Duration::from_secs(30), || assigned() == PARTITIONS as f64), "round {round}: all back");
+    };
+    assert!(within(Duration::from_secs(30), || assigned() == PARTITIONS as f64), "the global took the topic");
+    (0..STORM).for_each(rebalance);
+    std::thread::sleep(Duration::from_secs(2));
+    let before = crate::harness::rss_kib(daemon);
+    (STORM..2 * STORM).for_each(rebalance);
+    std::thread::sleep(Duration::from_secs(2));
+    let grown = crate::harness::rss_kib(daemon).saturating_sub(before);
+    assert!(grown < 4 * 1024, "{STORM} rebalances grew the global by {grown} KiB");
+}
+
 /// Each batch's `codecs.hits`, the batches a local produced to `topic` (one a flush), in order.
 fn hits_batches(bootstrap: &str, topic: &str) -> Vec<(f64, Vec<u8>)> {
     read_topic(bootstrap, topic)
