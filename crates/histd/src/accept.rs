@@ -129,6 +129,55 @@ impl Waiters {
     }
 }
 
+/// The connections open from each client address, at most `most` each (0: no cap): one
+/// address cannot take every slot of a listener.
+#[derive(Debug)]
+pub struct AddressSlots {
+    most: usize,
+    open: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+/// One connection's place in its address's share, given back when it drops.
+#[derive(Debug)]
+pub struct AddressSlot {
+    address: std::net::IpAddr,
+    open: Option<Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>>,
+}
+
+impl AddressSlots {
+    /// At most `most` connections from one address at once (0: no cap).
+    pub fn new(most: usize) -> AddressSlots {
+        AddressSlots { most, open: Arc::default() }
+    }
+
+    /// A place for a new connection from `address`; `None` when its share is open already.
+    pub fn admit(&self, address: std::net::IpAddr) -> Option<AddressSlot> {
+        if self.most == 0 {
+            return Some(AddressSlot { address, open: None });
+        }
+        let mut open = crate::clock::lock(&self.open);
+        let count = open.entry(address).or_default();
+        if *count >= self.most {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot { address, open: Some(self.open.clone()) })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let Some(open) = &self.open else { return };
+        let mut open = crate::clock::lock(open);
+        if let Some(count) = open.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
+}
+
 /// `read`, or a `TimedOut` error once `idle` passes first (`None`: no limit).
 pub async fn within_idle<T>(
     idle: Option<Duration>,
@@ -138,5 +187,29 @@ pub async fn within_idle<T>(
     match tokio::time::timeout(idle, read).await {
         Ok(result) => result,
         Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "idle")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One address holds at most its share; another address is not held back by it; a share
+    /// comes back as its connections close; 0 caps nothing.
+    #[test]
+    fn each_address_holds_at_most_its_share() {
+        let (a, b): (std::net::IpAddr, std::net::IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        // (the cap, connections from a, then from b, how many of each are admitted)
+        let cases = [(2, 3, 1, (2, 1)), (0, 5, 5, (5, 5)), (1, 1, 2, (1, 1))];
+        for (most, from_a, from_b, want) in cases {
+            let slots = AddressSlots::new(most);
+            let held_a: Vec<_> = (0..from_a).filter_map(|_| slots.admit(a)).collect();
+            let held_b: Vec<_> = (0..from_b).filter_map(|_| slots.admit(b)).collect();
+            assert_eq!((held_a.len(), held_b.len()), want, "cap {most}");
+            drop(held_a);
+            assert!(slots.admit(a).is_some(), "cap {most}: a's share came back");
+            drop(held_b);
+            assert!(crate::clock::lock(&slots.open).is_empty(), "cap {most}: nothing left held");
+        }
     }
 }

@@ -193,6 +193,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
     });
     let limits = http::Limits {
         max_connections: config.ingest.http_max_connections,
+        max_per_address: config.ingest.http_max_connections_per_address,
         header_timeout: config.ingest.http_header_timeout,
     };
     let http_task =

@@ -311,6 +311,7 @@ const INGEST_FIELDS: &[(&str, bool)] = &[
     ("maxStreamConnections", false),
     ("connectionIdleTimeoutMs", false),
     ("httpMaxConnections", false),
+    ("httpMaxConnectionsPerAddress", false),
     ("httpHeaderTimeoutMs", false),
     ("httpBodyTimeoutMs", false),
     ("maxStreamLineBytes", false),

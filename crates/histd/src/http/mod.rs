@@ -56,7 +56,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::accept::{AcceptFailures, ConnectionSlots, Waiters};
+use crate::accept::{AcceptFailures, AddressSlots, ConnectionSlots, Waiters};
 use crate::admin::AdminState;
 use crate::telemetry::EdgeCounters;
 
@@ -160,11 +160,15 @@ const API_ROUTES: [&str; 10] = [
     "/api/v1/live",
 ];
 
-/// The HTTP server's bounds (`httpMaxConnections`, `httpHeaderTimeoutMs`).
+/// The HTTP server's bounds (`httpMaxConnections`, `httpMaxConnectionsPerAddress`,
+/// `httpHeaderTimeoutMs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Connections open at once; more are closed and counted (`refused_api_connections`).
     pub max_connections: usize,
+    /// Connections open at once from one address (0: no cap); more are closed and counted
+    /// (`refused_address_connections`).
+    pub max_per_address: usize,
     /// How long a request's headers may take (`http_header_timeouts` counts the closes).
     pub header_timeout: Duration,
 }
@@ -185,12 +189,18 @@ pub async fn serve(
     let waiters = state.waiters.clone();
     let router = router(state);
     let slots = Arc::new(ConnectionSlots::new(limits.max_connections));
+    let per_address = Arc::new(AddressSlots::new(limits.max_per_address));
     let mut connections = JoinSet::new();
     let mut failures = AcceptFailures::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
+                    // One address cannot take every slot (issue 48): past its share, closed.
+                    let Some(address_slot) = per_address.admit(peer.ip()) else {
+                        edges.refused_address_connections.add(1);
+                        continue;
+                    };
                     // Every slot taken: the connection silent longest before its first request
                     // (no byte yet, or no TLS handshake) gives its slot to this one (P6).
                     let slot = match slots.try_admit() {
@@ -210,7 +220,7 @@ pub async fn serve(
                             None => serve_connection(stream, router, &waiters, limits, edges, shutdown).await,
                             Some(tls) => serve_tls(stream, &tls, &waiters, router, limits, edges, shutdown).await,
                         }
-                        drop(slot);
+                        drop((slot, address_slot));
                     });
                 }
                 Err(error) => failures.failed("http", &error).await,

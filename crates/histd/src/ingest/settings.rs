@@ -51,6 +51,9 @@ pub struct IngestConfig {
     pub idle_timeout: Option<std::time::Duration>,
     /// `httpMaxConnections`: HTTP connections open at once (256); more are closed and counted.
     pub http_max_connections: usize,
+    /// `httpMaxConnectionsPerAddress`: HTTP connections open at once from one client address
+    /// (64; 0: no cap); more are closed and counted.
+    pub http_max_connections_per_address: usize,
     /// `httpHeaderTimeoutMs`: how long an HTTP client may take to send a request's headers
     /// (10 s); then the connection is closed and counted.
     pub http_header_timeout: std::time::Duration,
@@ -89,6 +92,7 @@ impl IngestConfig {
             "maxStreamConnections": self.max_stream_connections,
             "connectionIdleTimeoutMs": self.idle_timeout.map_or(0, |t| t.as_millis() as u64),
             "httpMaxConnections": self.http_max_connections,
+            "httpMaxConnectionsPerAddress": self.http_max_connections_per_address,
             "httpHeaderTimeoutMs": self.http_header_timeout.as_millis() as u64,
             "httpBodyTimeoutMs": self.http_body_timeout.as_millis() as u64,
             "httpAnswerBytes": self.http_answer_bytes,
@@ -128,6 +132,7 @@ pub fn ingest(top: &Reader<'_>) -> Result<IngestConfig, ConfigError> {
             ms => Some(std::time::Duration::from_millis(ms as u64)),
         },
         http_max_connections: count(top, "httpMaxConnections", 256, 1, 100_000)?,
+        http_max_connections_per_address: count(top, "httpMaxConnectionsPerAddress", 64, 0, 100_000)?,
         http_header_timeout: std::time::Duration::from_millis(
             count(top, "httpHeaderTimeoutMs", 10_000, 1, 600_000)? as u64
         ),

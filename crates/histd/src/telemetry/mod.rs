@@ -74,6 +74,9 @@ pub struct EdgeCounters {
     pub refused_stream_connections: Counter,
     /// HTTP connections closed at once because `httpMaxConnections` were open.
     pub refused_api_connections: Counter,
+    /// HTTP connections closed at once because `httpMaxConnectionsPerAddress` were open from
+    /// their address.
+    pub refused_address_connections: Counter,
     /// Stream and management connections closed after `connectionIdleTimeoutMs` of silence,
     /// and management and HTTP connections a new one displaced when every slot was taken
     /// (silent, or a forwarded body still arriving).
@@ -210,13 +213,14 @@ impl EdgeCounters {
     }
 
     /// Every counter by its `stats` name.
-    pub fn entries(&self) -> [(&'static str, u64); 46] {
+    pub fn entries(&self) -> [(&'static str, u64); 47] {
         [
             ("refused_http_connections", self.refused_http_connections.get()),
             ("refused_management_connections", self.refused_management_connections.get()),
             ("refused_management_lines", self.refused_management_lines.get()),
             ("refused_stream_connections", self.refused_stream_connections.get()),
             ("refused_api_connections", self.refused_api_connections.get()),
+            ("refused_address_connections", self.refused_address_connections.get()),
             ("idle_closed_connections", self.idle_closed_connections.get()),
             ("http_header_timeouts", self.http_header_timeouts.get()),
             ("refused_api_requests", self.refused_api_requests.get()),

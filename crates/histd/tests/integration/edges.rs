@@ -543,6 +543,42 @@ fn n12_slow_headers_give_their_slots_to_real_clients() {
     dripping.into_iter().for_each(|thread| thread.join().unwrap());
 }
 
+/// Issue 48, item 6: one address cannot take every HTTP slot. With
+/// `httpMaxConnectionsPerAddress: 3`, three silent connections from 127.0.0.1 hold that
+/// address's share: a fourth from it is closed at once and counted, while a client at
+/// 127.0.0.2 is served; the share comes back when they close.
+#[test]
+fn one_address_cannot_take_every_http_slot() {
+    let daemon = Daemon::start(
+        "per-address-cap",
+        "{ address: '127.0.0.1', port: 0, mgmt_port: 0, http_port: 0, httpMaxConnections: 8, \
+           httpMaxConnectionsPerAddress: 3 }",
+    );
+    let port: u16 = daemon.address("http").rsplit(':').next().unwrap().parse().unwrap();
+    let from = |source: [u8; 4]| {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.bind(&std::net::SocketAddr::from((source, 0)).into()).unwrap();
+        socket.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into()).unwrap();
+        TcpStream::from(socket)
+    };
+    let health = |mut stream: TcpStream| {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = stream.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    let silent: Vec<TcpStream> = (0..3).map(|_| from([127, 0, 0, 1])).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let refused = health(from([127, 0, 0, 1]));
+    assert!(!refused.starts_with("HTTP/1.1 200"), "a fourth from one address: {refused}");
+    assert_eq!(daemon.stat("messages.refused_address_connections"), 1.0);
+    assert!(health(from([127, 0, 0, 2])).starts_with("HTTP/1.1 200"), "another address is served");
+    drop(silent);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(health(from([127, 0, 0, 1])).starts_with("HTTP/1.1 200"), "the share came back");
+}
+
 /// N14 (issue 48): management connections that send a command and then stay silent (for up
 /// to `connectionIdleTimeoutMs`, ten minutes) give their slot to a new connection once they
 /// have been silent for `mgmtFirstCommandTimeoutMs`; the one displaced is closed and counted.
