@@ -173,7 +173,7 @@ pub async fn start_reloadable(config: Config, source: Option<ConfigSource>) -> a
         Arc::new(Reloader::new(source, config.clone(), daemon))
     });
     let http_state = Arc::new(HttpState {
-        reloader: reloader.clone(),
+        reloader: reloader.clone().map(|reloader| reloader as Arc<dyn http::Reload>),
         prefix_stats: config.agg.prefix_stats.clone(),
         global: global.clone(),
         ingress: ingress.clone(),

@@ -83,18 +83,7 @@ const EDGE_KEYS: [&str; 5] = ["servers", "backends", "sinkQueueBytes", "alerts",
 /// management `health` command's to change; `ignoredKeys` is a report).
 const NOT_COMPARED: [&str; 2] = ["healthStatus", "ignoredKeys"];
 
-/// What a reload changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReloadOutcome {
-    /// Keys whose new values are in force.
-    pub applied: Vec<String>,
-    /// Keys that changed in the file but take a restart (the management and HTTP ports,
-    /// `flushInterval`, `prefixStats`, reader settings, ...).
-    pub needs_restart: Vec<String>,
-    /// What was opened, closed, started, restarted or stopped (`opened udp 127.0.0.1:8125`,
-    /// `restarted graphite`).
-    pub changes: Vec<String>,
-}
+pub use crate::contract::ReloadOutcome;
 
 /// The parts of the running daemon a reload changes.
 #[derive(Debug)]
@@ -129,6 +118,14 @@ pub struct Reloader {
 impl std::fmt::Debug for Reloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reloader").field("path", &self.source.path).finish_non_exhaustive()
+    }
+}
+
+impl crate::http::Reload for Reloader {
+    fn reload(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<ReloadOutcome, String>> + Send + '_>> {
+        Box::pin(Reloader::reload(self))
     }
 }
 

@@ -7,7 +7,8 @@
 //! sibling dependencies must form no circle. A folder's own `mod.rs` (or `lib.rs`) speaks for
 //! the folder, so a parent and its children may refer to each other. Test code (every item
 //! marked `#[cfg(test)]`, wherever it stands, and files named `tests.rs`) is left out: tests
-//! may reach anywhere; the rest of a file is read to its end.
+//! may reach anywhere; the rest of a file is read to its end. In the daemon, the layers
+//! ARCHITECTURE.md draws are held too: no module imports one drawn above it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,56 @@ fn no_module_imports_in_a_circle() {
         report.extend(circles(krate, &edges));
     }
     assert!(report.is_empty(), "modules that import each other in a circle:\n\n{}", report.join("\n\n"));
+}
+
+/// The daemon's layers as ARCHITECTURE.md draws them (the block under "## Layers", bottom
+/// line first): every top-level module of `crates/histd` is on one line, and none imports a
+/// module drawn on a line above its own.
+#[test]
+fn the_daemon_imports_only_downward_as_architecture_draws_it() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let layers = drawn_layers(&std::fs::read_to_string(workspace.join("ARCHITECTURE.md")).unwrap());
+    let src = workspace.join("crates/histd/src");
+    let modules = modules_of(&src);
+    let known: BTreeSet<ModulePath> = modules.iter().map(|(path, _)| path.clone()).collect();
+    let top: BTreeSet<&str> = known.iter().filter_map(|path| path.first().map(String::as_str)).collect();
+    let unplaced: Vec<&&str> = top.iter().filter(|module| !layers.contains_key(**module)).collect();
+    assert!(unplaced.is_empty(), "modules ARCHITECTURE.md's layers do not place: {unplaced:?}");
+    let mut upward: Vec<String> = modules
+        .iter()
+        .flat_map(|(path, file)| edges_of(path, file, &known))
+        .filter_map(|edge| {
+            let (from, to) = (edge.from.first()?, edge.to.first()?);
+            let (below, above) = (layers.get(from.as_str())?, layers.get(to.as_str())?);
+            (above > below).then(|| format!("{from} (line {below}) imports {to} (line {above}) at {}", edge.at))
+        })
+        .collect();
+    upward.sort();
+    upward.dedup();
+    assert!(upward.is_empty(), "imports upward through ARCHITECTURE.md's layers:\n{}", upward.join("\n"));
+}
+
+/// The module names on each line of the first fenced block after "## Layers", by line (0: the
+/// bottom); what is in parentheses, file names and separators left out.
+fn drawn_layers(architecture: &str) -> BTreeMap<String, usize> {
+    let section = architecture.split("## Layers").nth(1).expect("a Layers section");
+    let block = section.split("```").nth(1).expect("a drawing of the layers");
+    let mut layers = BTreeMap::new();
+    for (line, text) in block.lines().skip(1).filter(|line| !line.trim().is_empty()).enumerate() {
+        let (mut depth, mut names) = (0, String::new());
+        for c in text.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ if depth == 0 => names.push(if c == '·' { ' ' } else { c }),
+                _ => {}
+            }
+        }
+        for name in names.split_whitespace().filter(|name| !name.contains('.')) {
+            layers.insert(name.to_string(), line);
+        }
+    }
+    layers
 }
 
 /// Every module file of a crate's `src` and its path.

@@ -47,6 +47,19 @@ pub struct Member {
     pub error: Option<String>,
 }
 
+/// What a reload changed (`POST /-/reload`'s answer, `histd`'s SIGHUP log).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadOutcome {
+    /// Keys whose new values are in force.
+    pub applied: Vec<String>,
+    /// Keys that changed in the file but take a restart (the management and HTTP ports,
+    /// `flushInterval`, `prefixStats`, reader settings, ...).
+    pub needs_restart: Vec<String>,
+    /// What was opened, closed, started, restarted or stopped (`opened udp 127.0.0.1:8125`,
+    /// `restarted graphite`).
+    pub changes: Vec<String>,
+}
+
 /// Every answer that is not a success: `{"error": …}` naming what went wrong.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorAnswer {

@@ -65,10 +65,19 @@ pub use api::{answer, Context, Route, StoreAnswer};
 pub use failure::Failure;
 pub use metrics::AnswerBudget;
 
+/// What `POST /-/reload` asks of the daemon (its reloader, reload.rs, a layer above this one).
+pub trait Reload: Send + Sync {
+    /// Reads the config again and applies what changed: what did, or why nothing did.
+    fn reload(&self)
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<ReloadOutcome, String>> + Send + '_>>;
+}
+
+pub use crate::contract::ReloadOutcome;
+
 /// What the handlers read.
 pub struct HttpState {
     /// Reloads the config (`POST /-/reload`); `None` when started without a config source.
-    pub reloader: Option<Arc<crate::reload::Reloader>>,
+    pub reloader: Option<Arc<dyn Reload>>,
     /// `prefixStats`: series under it are histd's own (the series list folds them).
     pub prefix_stats: String,
     /// The metric listeners (the live view reads their UDP receive queues).
