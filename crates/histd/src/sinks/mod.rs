@@ -11,6 +11,7 @@ pub mod delivery;
 pub mod file;
 pub mod forward;
 pub mod graphite;
+pub mod http_settings;
 pub mod influx;
 pub mod otlp;
 pub mod prometheus;

@@ -109,9 +109,10 @@ fn a_receiver_down_for_a_minute_loses_nothing_within_the_buffer() {
 
 #[test]
 fn a_full_retry_buffer_drops_the_oldest_and_counts_them() {
-    let url = format!("{{ url: 'http://127.0.0.1:{}/api/v1/write', retryBufferBytes: 1 }}", free_port());
+    let url = format!("{{ url: 'http://127.0.0.1:{}/api/v1/write', retryBufferBytes: 1024 }}", free_port());
     let daemon = Daemon::start("rw-full", &config(&url, ""));
-    daemon.send_udp("full.hits:1|c");
+    // Enough series that two flushes' requests pass the buffer's 1 KiB (its least).
+    daemon.send_udp(&(0..100).map(|i| format!("full.hits.{i}:1|c\n")).collect::<String>());
     let sink = "prometheus.remote_write_0";
     wait_until(|| sink_value(&daemon, sink, "dropped_points.buffer_full") > 0.0, "dropped samples are counted");
     let metrics = daemon.http_get("/metrics").1;

@@ -1,16 +1,13 @@
 //! The `circonus` section: where flushes go (a Circonus HTTPTrap check or an IRONdb node) and,
 //! for IRONdb, which check the metrics belong to.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use crate::config_reader::keys::{histd, KeyDoc};
-use crate::config_reader::{string_object, ConfigError, Reader};
+use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::HttpUrl;
+use crate::sinks::http_settings::HttpSettings;
 
-/// What waits while the receiver fails.
-pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
 /// One request's size: a flush larger than this is split.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
@@ -31,34 +28,31 @@ pub enum CirconusFormat {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CirconusConfig {
     /// `circonus.url` (required with the backend): the HTTPTrap check's submission URL, or an
-    /// IRONdb node's `http://host:8112/raw`.
-    pub url: HttpUrl,
-    /// The URL as given (for `check-config`, its secret path hidden).
-    pub url_text: String,
+    /// IRONdb node's `http://host:8112/raw`; and what every HTTP destination is given
+    /// (`maxRequestBytes` 4 MiB).
+    pub http: HttpSettings,
     /// `circonus.format` (`httptrap`) and what `irondb` needs.
     pub format: CirconusFormat,
-    /// `circonus.headers` (none): sent with every request.
-    pub headers: Vec<(String, String)>,
-    /// `circonus.timeoutMs` (10000).
-    pub timeout: Duration,
-    /// `circonus.retryBufferBytes` (64 MiB).
-    pub retry_buffer_bytes: u64,
-    /// `circonus.maxRequestBytes` (4 MiB).
-    pub max_request_bytes: usize,
 }
 
 impl CirconusConfig {
     /// The settings as `histd check-config` prints them (the URL's path, an HTTPTrap secret,
     /// and header values hidden).
     pub fn effective(&self) -> Value {
-        json!({
-            "url": format!("{}://{}/…", self.url.scheme(), self.url.authority()),
-            "format": match &self.format { CirconusFormat::HttpTrap => "httptrap".to_string(), CirconusFormat::Irondb { check } => format!("irondb ({check})") },
-            "headers": self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-            "timeoutMs": self.timeout.as_millis() as u64,
-            "retryBufferBytes": self.retry_buffer_bytes,
-            "maxRequestBytes": self.max_request_bytes,
-        })
+        let url = &self.http.url;
+        let mut shown = self.http.effective();
+        shown.insert("url".into(), json!(format!("{}://{}/…", url.scheme(), url.authority())));
+        let format = match &self.format {
+            CirconusFormat::HttpTrap => "httptrap".to_string(),
+            CirconusFormat::Irondb { check } => format!("irondb ({check})"),
+        };
+        shown.insert("format".into(), json!(format));
+        Value::Object(shown)
+    }
+
+    /// The largest request.
+    pub fn max_request_bytes(&self) -> usize {
+        self.http.max_request_bytes.unwrap_or(DEFAULT_MAX_REQUEST_BYTES)
     }
 }
 
@@ -80,15 +74,7 @@ pub fn circonus(top: &Reader<'_>, required: bool) -> Result<Option<CirconusConfi
         Some("irondb") => CirconusFormat::Irondb { check: irondb_check(&section)? },
         Some(other) => return Err(section.error("format", format!("expected httptrap or irondb, got '{other}'"))),
     };
-    Ok(Some(CirconusConfig {
-        url,
-        url_text,
-        format,
-        headers: string_object(&section, "headers")?,
-        timeout: section.milliseconds("timeoutMs", Duration::from_secs(10))?,
-        retry_buffer_bytes: section.whole("retryBufferBytes", DEFAULT_RETRY_BUFFER_BYTES, 1024)?,
-        max_request_bytes: section.whole("maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES as u64, 4096)? as usize,
-    }))
+    Ok(Some(CirconusConfig { http: HttpSettings::read(&section, url, Some(DEFAULT_MAX_REQUEST_BYTES))?, format }))
 }
 
 /// The `UUID` field of IRONdb's records: `` TARGET`MODULE`c_ACCOUNT_BUNDLE::MODULE`uuid ``.
@@ -117,17 +103,14 @@ fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
 }
 
 /// Its keys, for README's table (`config/keys.rs`).
-pub const KEYS: &[KeyDoc] = &[
+pub const KEYS: &[KeyDoc] = crate::with_http_keys!("circonus", "added to every request (an IRONdb proxy's credentials)", [
     histd(&["circonus.url"], "required with the `circonus` backend", "a Circonus HTTPTrap check's submission URL (`http://broker:43191/module/httptrap/<uuid>/<secret>`), or an IRONdb node's `http://host:8112/raw`; `https://` goes over TLS, checked as for remote write (a Circonus broker's certificate chains to Circonus' own CA: give it in `SSL_CERT_FILE` with the system's roots)"),
     histd(&["circonus.format"], "`httptrap`", "`httptrap`: one JSON object per flush, `{\"name\": {\"_type\": \"h\", \"_value\": \"<base64 circllhist>\"}}`, counters and gauges as `n`, sets as `L`; `irondb`: `/raw` TSV, `M` records for numbers and `H1` records for histograms"),
     histd(&["circonus.checkUuid"], "required with `format: \"irondb\"`", "the check the metrics belong to (IRONdb's record `UUID` is `` target`module`c_<accountId>_<checkBundleId>::module`<checkUuid> ``)"),
     histd(&["circonus.accountId", "circonus.checkBundleId"], "1", "the account (how IRONdb partitions data) and check bundle in that identifier"),
     histd(&["circonus.target", "circonus.module"], "the host name, `histd`", "the check's target and module in that identifier"),
-    histd(&["circonus.headers"], "none", "added to every request (an IRONdb proxy's credentials)"),
-    histd(&["circonus.timeoutMs"], "10000", "one request's deadline"),
-    histd(&["circonus.retryBufferBytes"], "67108864 (64 MiB)", "requests held while the receiver fails (5xx, 429, no answer); past it the oldest are dropped (`circonus.dropped_points.buffer_full`)"),
     histd(&["circonus.maxRequestBytes"], "4194304 (4 MiB)", "a flush larger than this is sent in several requests"),
-];
+]);
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 pub use config::CirconusConfig;
 use config::CirconusFormat;
 
-use super::delivery::{plain_judge, spawn_http_sink, Destination};
+use super::delivery::{plain_judge, spawn_http_sink};
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
@@ -41,7 +41,7 @@ impl Backend for Circonus {
 
     fn identity(settings: &Option<CirconusConfig>, shared: &Shared) -> Value {
         json!({
-            "circonus": settings.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
+            "circonus": settings.as_ref().map(|c| (c.http.identity(), c.effective())),
             "sinkQueueBytes": shared.sink_queue_bytes,
         })
     }
@@ -49,27 +49,19 @@ impl Backend for Circonus {
     fn start(settings: &Option<CirconusConfig>, context: Context) -> anyhow::Result<Started> {
         let settings =
             settings.clone().ok_or_else(|| anyhow::anyhow!("circonus.url: the circonus backend needs a URL"))?;
-        Ok(Started::task(spawn(settings, context)))
+        Ok(Started::task(spawn(settings, context)?))
     }
 }
 
 /// Starts the circonus backend's task.
-fn spawn(config: CirconusConfig, context: Context) -> JoinHandle<()> {
+fn spawn(config: CirconusConfig, context: Context) -> anyhow::Result<JoinHandle<()>> {
     let content_type = match config.format {
         CirconusFormat::HttpTrap => "application/json",
         CirconusFormat::Irondb { .. } => "text/tab-separated-values",
     };
-    let mut headers = vec![("content-type".to_string(), content_type.to_string())];
-    headers.extend(config.headers.iter().cloned());
-    let destination = Destination {
-        name: "circonus".to_string(),
-        url: config.url.clone(),
-        method: Method::PUT,
-        headers,
-        timeout: config.timeout,
-        retry_buffer_bytes: config.retry_buffer_bytes,
-        judge: plain_judge,
-    };
-    let (format, max) = (config.format, config.max_request_bytes);
-    spawn_http_sink(move |snapshot| encode::encode(snapshot, &format, max), destination, context)
+    let headers = vec![("content-type".to_string(), content_type.to_string())];
+    let destination = config.http.destination("circonus", Method::PUT, headers, plain_judge, "circonus")?;
+    let max = config.max_request_bytes();
+    let format = config.format;
+    Ok(spawn_http_sink(move |snapshot| encode::encode(snapshot, &format, max), destination, context))
 }

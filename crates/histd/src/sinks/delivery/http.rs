@@ -108,6 +108,8 @@ pub struct Destination {
     pub timeout: Duration,
     /// The retry buffer's bound in bytes: past it the oldest requests are dropped.
     pub retry_buffer_bytes: u64,
+    /// The TLS of an `https://` URL (`None`: the system's roots, no client certificate).
+    pub tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
     /// How answers are read.
     pub judge: Judge,
 }
@@ -131,7 +133,8 @@ pub struct HttpTransport {
 impl HttpTransport {
     /// A transport to `destination`.
     pub fn new(destination: &Destination) -> HttpTransport {
-        let client = Client::new(destination.url.clone(), destination.headers.clone(), destination.timeout);
+        let client = Client::new(destination.url.clone(), destination.headers.clone(), destination.timeout)
+            .with_tls(destination.tls.clone());
         HttpTransport { client, method: destination.method.clone(), judge: destination.judge }
     }
 }

@@ -290,19 +290,8 @@ fn read_destination(section: &Reader<'_>, config: &mut ForwardConfig, required: 
     config.spool_dir = section.string("spoolDir")?.map(PathBuf::from);
     config.spool_bytes = section.whole("spoolBytes", defaults.spool_bytes, 1024)?;
     config.token_file = section.string("tokenFile")?.map(PathBuf::from);
-    config.tls = client_tls(&section.object("tls")?)?;
+    config.tls = crate::sinks::http_settings::client_files(section)?;
     Ok(())
-}
-
-/// Reads `forward.tls`.
-fn client_tls(tls: &Reader<'_>) -> Result<crate::tls::ClientFiles, ConfigError> {
-    let identity = match (tls.string("certFile")?, tls.string("keyFile")?) {
-        (None, None) => None,
-        (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
-        (None, Some(_)) => return Err(tls.error("certFile", "a client certificate needs its certificate file (PEM)")),
-        (Some(_), None) => return Err(tls.error("keyFile", "a client certificate needs its private key file (PEM)")),
-    };
-    Ok(crate::tls::ClientFiles { ca: tls.string("caFile")?.map(PathBuf::from), identity })
 }
 
 /// What a global histd does with forwarded batches.

@@ -1,17 +1,14 @@
 //! The `influx` section: the write endpoint (InfluxDB 1.x `/write`, 2.x and 3.x
 //! `/api/v2/write`, or any receiver of line protocol) and how points are named.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use super::encode::Layout;
 use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{string_object, ConfigError, Reader};
 use crate::http_client::HttpUrl;
+use crate::sinks::http_settings::HttpSettings;
 
-/// What waits while the receiver fails.
-pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
 /// One request's size: a flush larger than this is split (InfluxDB's own advice is batches of
 /// about 5,000 lines; 1 MiB holds that many short ones).
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -19,42 +16,32 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// The influx backend's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InfluxConfig {
-    /// `influx.url` (required with the backend), with `precision=s` added.
-    pub url: HttpUrl,
-    /// The URL as given (for `check-config`, its query hidden: it may hold a password).
-    pub url_text: String,
-    /// `influx.headers` (none): sent with every request (`Authorization: Token ...`).
-    pub headers: Vec<(String, String)>,
+    /// `influx.url` (required with the backend), with `precision=s` added, and what every HTTP
+    /// destination is given (`headers`: `Authorization: Token ...`; `maxRequestBytes` 1 MiB).
+    pub http: HttpSettings,
     /// `influx.separator` (`_`) and `influx.tags` (none).
     pub separator: String,
     /// Tags added to every point.
     pub tags: Vec<(String, String)>,
-    /// `influx.timeoutMs` (10000).
-    pub timeout: Duration,
-    /// `influx.retryBufferBytes` (64 MiB).
-    pub retry_buffer_bytes: u64,
-    /// `influx.maxRequestBytes` (1 MiB).
-    pub max_request_bytes: usize,
 }
 
 impl InfluxConfig {
     /// The settings as `histd check-config` prints them (the URL's query and header values
     /// hidden).
     pub fn effective(&self) -> Value {
-        json!({
-            "url": format!("{}://{}/…", self.url.scheme(), self.url.authority()),
-            "headers": self.headers.iter().map(|(name, _)| name).collect::<Vec<_>>(),
-            "separator": self.separator,
-            "tags": self.tags.iter().map(|(tag, value)| (tag.clone(), Value::from(value.as_str()))).collect::<serde_json::Map<_, _>>(),
-            "timeoutMs": self.timeout.as_millis() as u64,
-            "retryBufferBytes": self.retry_buffer_bytes,
-            "maxRequestBytes": self.max_request_bytes,
-        })
+        let url = &self.http.url;
+        let mut shown = self.http.effective();
+        shown.insert("url".into(), json!(format!("{}://{}/…", url.scheme(), url.authority())));
+        shown.insert("separator".into(), json!(self.separator));
+        let tags = self.tags.iter().map(|(tag, value)| (tag.clone(), Value::from(value.as_str())));
+        shown.insert("tags".into(), Value::Object(tags.collect()));
+        Value::Object(shown)
     }
 
     /// How the encoder names and packs points.
     pub fn layout(&self) -> Layout {
-        Layout { separator: self.separator.clone(), tags: self.tags.clone(), max_request_bytes: self.max_request_bytes }
+        let max_request_bytes = self.http.max_request_bytes.unwrap_or(DEFAULT_MAX_REQUEST_BYTES);
+        Layout { separator: self.separator.clone(), tags: self.tags.clone(), max_request_bytes }
     }
 }
 
@@ -81,27 +68,19 @@ pub fn influx(top: &Reader<'_>, required: bool) -> Result<Option<InfluxConfig>, 
         return Err(section.error("tags", format!("'{tag}': a tag needs a name and a value")));
     }
     Ok(Some(InfluxConfig {
-        url,
-        url_text,
-        headers: string_object(&section, "headers")?,
+        http: HttpSettings::read(&section, url, Some(DEFAULT_MAX_REQUEST_BYTES))?,
         separator: section.string("separator")?.unwrap_or_else(|| "_".to_string()),
         tags,
-        timeout: section.milliseconds("timeoutMs", Duration::from_secs(10))?,
-        retry_buffer_bytes: section.whole("retryBufferBytes", DEFAULT_RETRY_BUFFER_BYTES, 1024)?,
-        max_request_bytes: section.whole("maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES as u64, 4096)? as usize,
     }))
 }
 
 /// Its keys, for README's table (`config/keys.rs`).
-pub const KEYS: &[KeyDoc] = &[
+pub const KEYS: &[KeyDoc] = crate::with_http_keys!("influx", "added to every request: `{ Authorization: \"Token ...\" }` for InfluxDB 2.x and 3.x", [
     histd(&["influx.url"], "required with the `influx` backend", "the line-protocol write endpoint: InfluxDB 1.x `http://host:8086/write?db=NAME` (with `&u=...&p=...` or a header for a user), 2.x and 3.x `http://host:8086/api/v2/write?org=ORG&bucket=BUCKET`, or another receiver (VictoriaMetrics `/write`); histd adds `precision=s`. `https://` goes over TLS, checked as for remote write"),
-    histd(&["influx.headers"], "none", "added to every request: `{ Authorization: \"Token ...\" }` for InfluxDB 2.x and 3.x"),
     histd(&["influx.separator"], "`_`", "what `.` in a series name becomes in its measurement (Telegraf's `metric_separator`); `.` keeps names as they are"),
     histd(&["influx.tags"], "none", "tags added to every point (`{ host: \"web-1\" }`, as Telegraf's global tags); a series' own tag of the same name wins"),
-    histd(&["influx.timeoutMs"], "10000", "one request's deadline"),
-    histd(&["influx.retryBufferBytes"], "67108864 (64 MiB)", "requests held while the receiver fails (5xx, 429, no answer); past it the oldest are dropped (`influx.dropped_points.buffer_full`)"),
     histd(&["influx.maxRequestBytes"], "1048576 (1 MiB)", "a flush larger than this is sent in several requests, split at line ends"),
-];
+]);
 
 #[cfg(test)]
 mod tests {
@@ -117,17 +96,17 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!(config.url.path, "/write?db=histd&u=me&p=secret&precision=s");
+        assert_eq!(config.http.url.path, "/write?db=histd&u=me&p=secret&precision=s");
         assert_eq!((config.separator.as_str(), config.tags.clone()), ("_", vec![("host".into(), "web-1".into())]));
         assert!(!config.effective().to_string().contains("secret"));
         let config =
             read("{ influx: { url: 'https://db/api/v2/write?org=o&bucket=b', separator: '.' } }").unwrap().unwrap();
         assert_eq!(
-            (config.url.path.as_str(), config.separator.as_str()),
+            (config.http.url.path.as_str(), config.separator.as_str()),
             ("/api/v2/write?org=o&bucket=b&precision=s", ".")
         );
         assert_eq!(
-            read("{ influx: { url: 'http://db:8086/write' } }").unwrap().unwrap().url.path,
+            read("{ influx: { url: 'http://db:8086/write' } }").unwrap().unwrap().http.url.path,
             "/write?precision=s"
         );
         assert_eq!(read("{}").unwrap(), None);

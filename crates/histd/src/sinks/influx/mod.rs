@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 pub use config::InfluxConfig;
 
-use super::delivery::{plain_judge, spawn_http_sink, Destination, Verdict};
+use super::delivery::{plain_judge, spawn_http_sink, Verdict};
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
@@ -46,32 +46,23 @@ impl Backend for Influx {
 
     fn identity(settings: &Option<InfluxConfig>, shared: &Shared) -> Value {
         json!({
-            "influx": settings.as_ref().map(|c| (c.url_text.clone(), c.effective(), c.headers.clone())),
+            "influx": settings.as_ref().map(|c| (c.http.identity(), c.effective())),
             "sinkQueueBytes": shared.sink_queue_bytes,
         })
     }
 
     fn start(settings: &Option<InfluxConfig>, context: Context) -> anyhow::Result<Started> {
         let settings = settings.clone().ok_or_else(|| anyhow::anyhow!("influx.url: the influx backend needs a URL"))?;
-        Ok(Started::task(spawn(settings, context)))
+        Ok(Started::task(spawn(settings, context)?))
     }
 }
 
 /// Starts the influx backend's task.
-fn spawn(config: InfluxConfig, context: Context) -> JoinHandle<()> {
-    let mut headers = vec![("content-type".to_string(), "text/plain; charset=utf-8".to_string())];
-    headers.extend(config.headers.iter().cloned());
-    let destination = Destination {
-        name: "influx".to_string(),
-        url: config.url.clone(),
-        method: Method::POST,
-        headers,
-        timeout: config.timeout,
-        retry_buffer_bytes: config.retry_buffer_bytes,
-        judge,
-    };
+fn spawn(config: InfluxConfig, context: Context) -> anyhow::Result<JoinHandle<()>> {
+    let headers = vec![("content-type".to_string(), "text/plain; charset=utf-8".to_string())];
+    let destination = config.http.destination("influx", Method::POST, headers, judge, "influx")?;
     let layout = config.layout();
-    spawn_http_sink(move |snapshot| encode::encode(snapshot, &layout), destination, context)
+    Ok(spawn_http_sink(move |snapshot| encode::encode(snapshot, &layout), destination, context))
 }
 
 /// InfluxDB's reading of an answer: a partial write is delivered less the points it dropped;

@@ -97,7 +97,7 @@ impl Encoder {
             temporality: config.temporality,
             gzip: config.gzip,
             monotonic_counters: config.monotonic_counters,
-            max_request_bytes: config.max_request_bytes,
+            max_request_bytes: config.max_request_bytes(),
         }
     }
 

@@ -50,12 +50,12 @@ impl Backend for Otlp {
     }
 
     fn identity(settings: &OtlpConfig, shared: &Shared) -> Value {
-        json!({ "otlp": settings.effective(), "headers": settings.headers, "sinkQueueBytes": shared.sink_queue_bytes })
+        json!({ "otlp": settings.effective(), "http": settings.http.identity(), "sinkQueueBytes": shared.sink_queue_bytes })
     }
 
     /// Its `retryBufferBytes` bounds the requests waiting; the queue of flushes is
     /// `sinkQueueBytes`.
     fn start(settings: &OtlpConfig, context: Context) -> anyhow::Result<Started> {
-        Ok(Started::task(sink::spawn(settings, context)))
+        Ok(Started::task(sink::spawn(settings, context)?))
     }
 }

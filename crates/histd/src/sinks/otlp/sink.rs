@@ -18,28 +18,20 @@ use crate::sinks::delivery::{spawn_http_sink, Destination, Verdict};
 use crate::sinks::Context;
 
 /// Starts the otlp backend's task.
-pub fn spawn(config: &OtlpConfig, context: Context) -> JoinHandle<()> {
+pub fn spawn(config: &OtlpConfig, context: Context) -> anyhow::Result<JoinHandle<()>> {
     let encoder = Encoder::new(config);
     let mut running = Running::default();
-    spawn_http_sink(move |snapshot| encoder.encode(snapshot, &mut running), destination(config), context)
+    let destination = destination(config)?;
+    Ok(spawn_http_sink(move |snapshot| encoder.encode(snapshot, &mut running), destination, context))
 }
 
 /// The collector's endpoint, with OTLP/HTTP's headers and then the configured ones.
-fn destination(config: &OtlpConfig) -> Destination {
+fn destination(config: &OtlpConfig) -> anyhow::Result<Destination> {
     let mut headers = vec![("content-type".to_string(), "application/x-protobuf".to_string())];
     if config.gzip {
         headers.push(("content-encoding".to_string(), "gzip".to_string()));
     }
-    headers.extend(config.headers.iter().cloned());
-    Destination {
-        name: "otlp".to_string(),
-        url: config.url.clone(),
-        method: Method::POST,
-        headers,
-        timeout: config.timeout,
-        retry_buffer_bytes: config.retry_buffer_bytes,
-        judge,
-    }
+    config.http.destination("otlp", Method::POST, headers, judge, "otlp")
 }
 
 /// OTLP/HTTP's reading of an answer.

@@ -232,7 +232,8 @@ fn cumulative_points_run_from_the_series_start_and_restart_after_a_gap() {
 fn a_large_flush_is_split_into_requests_of_whole_metrics() {
     let packet: String = (0..500).map(|i| format!("name.{i}:1|c\n")).collect();
     let flush = &snapshots(&[&packet])[0];
-    let config = OtlpConfig { max_request_bytes: 4096, ..config(OtlpHistograms::Explicit, Temporality::Delta) };
+    let mut config = config(OtlpHistograms::Explicit, Temporality::Delta);
+    config.http.max_request_bytes = Some(4096);
     let requests = Encoder::new(&config).encode(flush, &mut Running::default());
     assert!(requests.len() > 5, "{} requests", requests.len());
     let mut names = Vec::new();

@@ -11,13 +11,10 @@ use super::mapping::Mapper;
 use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::HttpUrl;
+use crate::sinks::http_settings::HttpSettings;
 
 /// Prometheus' `DefBuckets`, in seconds.
 pub const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-/// What each remote-write target holds while its receiver is slow or down.
-pub const DEFAULT_RETRY_BUFFER_BYTES: u64 = 64 * 1024 * 1024;
-/// How long one remote-write request may take.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a histogram becomes Prometheus series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,16 +55,11 @@ impl HistogramMode {
 pub struct RemoteWriteTarget {
     /// `name` (`remote_write_<index>`): its telemetry's name in `stats` and `/health`.
     pub name: String,
-    /// `url`.
-    pub url: HttpUrl,
+    /// `url`, and what every HTTP destination is given (`headers`: `Authorization`,
+    /// `X-Scope-OrgID`...; the retry buffer holds compressed requests).
+    pub http: HttpSettings,
     /// `histograms` (`classic`): `classic`, `vmrange` or `native`.
     pub histograms: HistogramMode,
-    /// `headers` (none): added to every request (`Authorization`, `X-Scope-OrgID`...).
-    pub headers: Vec<(String, String)>,
-    /// `timeoutMs` (10000): one request's deadline.
-    pub timeout: Duration,
-    /// `retryBufferBytes` (64 MiB): compressed requests held while the receiver fails.
-    pub retry_buffer_bytes: u64,
 }
 
 /// The prometheus backend's settings.
@@ -121,11 +113,12 @@ impl PrometheusConfig {
             .remote_write
             .iter()
             .map(|t| {
-                json!({
-                    "name": t.name, "url": format!("{}://{}{}", t.url.scheme(), t.url.authority(), t.url.path),
-                    "histograms": t.histograms.name(), "headers": t.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
-                    "timeoutMs": t.timeout.as_millis() as u64, "retryBufferBytes": t.retry_buffer_bytes,
-                })
+                let url = &t.http.url;
+                let mut shown = t.http.effective();
+                shown.insert("name".into(), json!(t.name));
+                shown.insert("url".into(), json!(format!("{}://{}{}", url.scheme(), url.authority(), url.path)));
+                shown.insert("histograms".into(), json!(t.histograms.name()));
+                Value::Object(shown)
             })
             .collect();
         json!({
@@ -227,36 +220,19 @@ fn buckets(section: &Reader<'_>) -> Result<Vec<f64>, ConfigError> {
 fn remote_write_target(target: &Reader<'_>, index: usize) -> Result<RemoteWriteTarget, ConfigError> {
     let url = target.string("url")?.ok_or_else(|| target.error("url", "is missing"))?;
     let url = HttpUrl::parse(&url).map_err(|message| target.error("url", message))?;
-    let headers = crate::config_reader::string_object(target, "headers")?;
-    let timeout = match target.number("timeoutMs")? {
-        None => DEFAULT_TIMEOUT,
-        Some(ms) if ms >= 1.0 && ms.is_finite() => Duration::from_millis(ms as u64),
-        Some(ms) => return Err(target.error("timeoutMs", format!("expected milliseconds, at least 1, got {ms}"))),
-    };
-    let retry_buffer_bytes = match target.number("retryBufferBytes")? {
-        None => DEFAULT_RETRY_BUFFER_BYTES,
-        Some(bytes) if bytes >= 0.0 && bytes.is_finite() => bytes as u64,
-        Some(bytes) => return Err(target.error("retryBufferBytes", format!("expected a byte count, got {bytes}"))),
-    };
     Ok(RemoteWriteTarget {
         name: target.string("name")?.unwrap_or_else(|| format!("remote_write_{index}")),
-        url,
+        http: HttpSettings::read(target, url, None)?,
         histograms: HistogramMode::parse(target, "histograms")?,
-        headers,
-        timeout,
-        retry_buffer_bytes,
     })
 }
 
 /// Its keys, for README's table (`config/keys.rs`).
-pub const KEYS: &[KeyDoc] = &[
-    histd(&["prometheus.remoteWrite"], "none", "remote-write 1.0 receivers (Prometheus `--web.enable-remote-write-receiver`, VictoriaMetrics, Mimir, Thanos): `[{url, name, histograms, headers, timeoutMs, retryBufferBytes}]`; with the `prometheus` backend every flush sends every series, at the flush's time"),
-    histd(&["prometheus.remoteWrite[].url"], "required", "`http://host:port/path` (`/api/v1/write`), or `https://`: over TLS, the server's certificate checked against the system's trusted roots (`SSL_CERT_FILE` or `SSL_CERT_DIR` name others)"),
+pub const KEYS: &[KeyDoc] = crate::with_http_keys!("prometheus.remoteWrite[]", "headers added to every request, an object of strings (`Authorization`, `X-Scope-OrgID`)", [
+    histd(&["prometheus.remoteWrite"], "none", "remote-write 1.0 receivers (Prometheus `--web.enable-remote-write-receiver`, VictoriaMetrics, Mimir, Thanos): `[{url, name, histograms, headers, timeoutMs, retryBufferBytes, tls}]`; with the `prometheus` backend every flush sends every series, at the flush's time"),
+    histd(&["prometheus.remoteWrite[].url"], "required", "`http://host:port/path` (`/api/v1/write`), or `https://`: over TLS, the server's certificate checked against the system's trusted roots (`SSL_CERT_FILE` or `SSL_CERT_DIR` name others) and the target's `tls.caFile`; a 4xx answer other than 429 drops the request (`dropped_points.rejected`)"),
     histd(&["prometheus.remoteWrite[].name"], "`remote_write_<index>`", "the target's telemetry is `prometheus.<name>` in `stats`, `/health` and `/metrics`"),
     histd(&["prometheus.remoteWrite[].histograms"], "`classic`", "`classic`: cumulative `le` buckets at `prometheus.buckets`; `vmrange`: one VictoriaMetrics `vmrange` bucket per circllhist bin (exact, for VictoriaMetrics only); `native`: Prometheus native histograms at `prometheus.nativeSchema` (the receiver needs `--enable-feature=native-histograms` before Prometheus 3.8)"),
-    histd(&["prometheus.remoteWrite[].headers"], "none", "headers added to every request, an object of strings (`Authorization`, `X-Scope-OrgID`)"),
-    histd(&["prometheus.remoteWrite[].timeoutMs"], "10000", "one request's deadline; a request that times out is retried"),
-    histd(&["prometheus.remoteWrite[].retryBufferBytes"], "67108864 (64 MiB)", "compressed requests held while the receiver fails (5xx, 429, unreachable: retried in order with backoff from 0.25 s to 5 s); past it the oldest are dropped (`prometheus.<name>.dropped_points.buffer_full`). Other 4xx answers drop the request (`dropped_points.rejected`)"),
     histd(&["prometheus.timerSeconds"], "true", "export `ms` timers in seconds, as statsd_exporter does (`h` and `d` histograms keep their unit)"),
     histd(&["prometheus.buckets"], "Prometheus' DefBuckets `[0.005 … 10]` (×1000 without `timerSeconds`)", "classic `le` boundaries, increasing; exact for boundaries with two significant digits. A bucket counts the values below its boundary (circllhist bins are lower-inclusive)"),
     histd(&["prometheus.scrapeHistograms"], "`classic`", "histograms on `/metrics`: `classic`; `vmrange` (for vmagent or VictoriaMetrics scraping; always served as text 0.0.4); `native`: the protobuf exposition to scrapers that ask for it, each histogram with native and classic buckets (text scrapers get the classic ones)"),
@@ -264,4 +240,4 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["prometheus.nativeSchema"], "5", "native histograms' resolution, -4 to 8: bucket edges are powers of 2^(2^-schema) (5: 2.2% wide). Each circllhist bin is spread over the native buckets it overlaps; a quantile stays within its circllhist bin widened by one native bucket"),
     histd(&["prometheus.mappingFile"], "none", "a statsd_exporter mapping file (YAML), read unchanged: `match` (glob or regex), `name`, `labels` with `$1`/`${1}`, `action: drop`, `match_metric_type`, `help`, `ttl`, `scale`, `honor_labels`, `histogram_options.buckets`, `observer_type: summary` with `summary_options`, `defaults`; globs first, then regexes, first match wins"),
     histd(&["prometheus.externalLabels"], "none", "labels added to every remote-written series, as Prometheus' `external_labels` (`{instance: 'web-1'}`): hosts writing the same names to one receiver must differ by one; a series' own tag of that name wins"),
-];
+]);

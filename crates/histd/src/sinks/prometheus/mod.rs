@@ -72,11 +72,11 @@ impl Backend for Prometheus {
     /// credentials): a reload that rotates an `Authorization` header restarts the sink, and the
     /// new one is sent.
     fn identity(settings: &PrometheusConfig, shared: &Shared) -> Value {
-        let headers: Vec<&Vec<(String, String)>> = settings.remote_write.iter().map(|target| &target.headers).collect();
-        serde_json::json!({ "prometheus": settings.effective(), "headers": headers, "sinkQueueBytes": shared.sink_queue_bytes })
+        let targets: Vec<Value> = settings.remote_write.iter().map(|target| target.http.identity()).collect();
+        serde_json::json!({ "prometheus": settings.effective(), "targets": targets, "sinkQueueBytes": shared.sink_queue_bytes })
     }
 
     fn start(settings: &PrometheusConfig, context: Context) -> anyhow::Result<Started> {
-        Ok(sink::spawn(settings.clone(), context))
+        sink::spawn(settings.clone(), context)
     }
 }

@@ -35,11 +35,11 @@ pub struct Exposed {
 /// Starts the backend: the registry task and one task per remote-write target, each target
 /// counting into its own telemetry (`prometheus.<name>`, in config order). Offers the
 /// registry's series (`Arc<Exposed>`) to `/metrics`.
-pub fn spawn(config: PrometheusConfig, context: Context) -> Started {
+pub fn spawn(config: PrometheusConfig, context: Context) -> anyhow::Result<Started> {
     let targets: Vec<Arc<SinkTelemetry>> = config
         .remote_write
         .iter()
-        .map(|target| context.target_telemetry(&target.name, target.retry_buffer_bytes))
+        .map(|target| context.target_telemetry(&target.name, target.http.retry_buffer_bytes))
         .collect();
     let exposed = Arc::new(Exposed {
         registry: Mutex::new(
@@ -53,11 +53,11 @@ pub fn spawn(config: PrometheusConfig, context: Context) -> Started {
     let mut tasks = Vec::new();
     for (target, target_telemetry) in config.remote_write.iter().zip(&targets) {
         let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
-        tasks.push(tokio::spawn(destination(target).outbox(target_telemetry.clone()).run(waiting)));
+        tasks.push(tokio::spawn(destination(target)?.outbox(target_telemetry.clone()).run(waiting)));
         queues.push(TargetQueue { mode: target.histograms, batches, telemetry: target_telemetry.clone() });
     }
     let task = tokio::spawn(run(exposed.clone(), config, telemetry.clone(), receiver, queues, tasks));
-    Started { task, targets, offered: vec![exposed as Arc<dyn std::any::Any + Send + Sync>] }
+    Ok(Started { task, targets, offered: vec![exposed as Arc<dyn std::any::Any + Send + Sync>] })
 }
 
 /// The schema native histograms are kept at, when a target sends them.
@@ -139,28 +139,21 @@ fn apply(
         .collect()
 }
 
-/// Remote write 1.0's headers, then the target's own.
-fn remote_write_headers(own: &[(String, String)]) -> Vec<(String, String)> {
+/// Remote write 1.0's headers (the target's own follow them).
+fn remote_write_headers() -> Vec<(String, String)> {
     let fixed = [
         ("content-encoding", "snappy"),
         ("content-type", "application/x-protobuf"),
         ("x-prometheus-remote-write-version", "0.1.0"),
     ];
-    fixed.iter().map(|(name, value)| (name.to_string(), value.to_string())).chain(own.iter().cloned()).collect()
+    fixed.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()
 }
 
 /// Where a remote-write target's requests go, read as the remote-write spec says: 5xx and 429
 /// retried, any other status dropped.
-fn destination(target: &RemoteWriteTarget) -> Destination {
-    Destination {
-        name: format!("prometheus.{}", target.name),
-        url: target.url.clone(),
-        method: Method::POST,
-        headers: remote_write_headers(&target.headers),
-        timeout: target.timeout,
-        retry_buffer_bytes: target.retry_buffer_bytes,
-        judge: plain_judge,
-    }
+fn destination(target: &RemoteWriteTarget) -> anyhow::Result<Destination> {
+    let name = format!("prometheus.{}", target.name);
+    target.http.destination(&name, Method::POST, remote_write_headers(), plain_judge, "prometheus.remoteWrite[]")
 }
 
 /// Whether anything exports classic `le` buckets: the scrape (native scrapes carry them
