@@ -1,7 +1,7 @@
 //! What every HTTP destination is given, read by one rule (otlp, influx, circonus, each
 //! prometheus remote-write target): its URL, the headers added to every request, one
 //! request's deadline, the requests held while it fails, the largest request, and the TLS
-//! that reaches an `https://` URL (a CA of one's own, a client certificate). Each backend reads
+//! that reaches an `https://` URL (CAs of one's own, a client certificate). Each backend reads
 //! its URL its own way (a default, a path added) and hands it to [`HttpSettings::read`]; its
 //! keys are documented by one maker ([`with_http_keys!`](crate::with_http_keys)).
 
@@ -36,8 +36,8 @@ pub struct HttpSettings {
     pub retry_buffer_bytes: u64,
     /// `maxRequestBytes`, for the destinations that split a flush (`None` for the others).
     pub max_request_bytes: Option<usize>,
-    /// `tls` (`caFile`, `certFile`, `keyFile`): a CA to trust besides the system's, and a
-    /// client certificate to present.
+    /// `tls` (`caFile`, `certFile`, `keyFile`): the CAs to trust in place of the system's
+    /// roots, and a client certificate to present.
     pub tls: crate::tls::ClientFiles,
 }
 
@@ -148,7 +148,7 @@ macro_rules! with_http_keys {
             $crate::config_reader::keys::histd(
                 &[concat!($section, ".tls.caFile"), concat!($section, ".tls.certFile"), concat!($section, ".tls.keyFile")],
                 "none (the system's roots)",
-                "for an `https://` URL: a PEM file of CA certificates to trust besides the system's, and a client certificate with its key to present (mutual TLS); read at start and at every reload",
+                "for an `https://` URL: a PEM file of the CA certificates to trust in place of the system's roots, and a client certificate with its key to present (mutual TLS); read when the sink starts (a reload that changes them restarts it)",
             ),
         ]
     };

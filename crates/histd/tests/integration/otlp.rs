@@ -277,6 +277,17 @@ fn otlp_over_https_checks_the_receivers_certificate() {
         assert_eq!(number(&receiver.points("secure.latency")[0].1["count"]), 2.0, "{host}");
     }
 
+    // Issue 51: the destination's own CA (`otlp.tls.caFile`, in place of the system's roots),
+    // with another CA in the environment: trusted without touching the process's trust store.
+    let receiver = OtlpReceiver::start("otlp-https-own-ca", &tls);
+    let own_ca =
+        config("localhost", receiver.port).replace("' } }", &format!("', tls: {{ caFile: '{}' }} }} }}", ca.display()));
+    let distrusting = [("SSL_CERT_FILE", other_ca.to_str().unwrap())];
+    let daemon = Daemon::start_process_with_environment("otlp-https-own-ca", &own_ca, &distrusting);
+    daemon.send_tcp("secure.latency:12|ms\n");
+    daemon.wait_received(1);
+    wait_until(|| !receiver.points("secure.latency").is_empty(), "a flush over https to the section's own CA");
+
     let receiver = OtlpReceiver::start("otlp-https-untrusted", &tls);
     let distrusting = [("SSL_CERT_FILE", other_ca.to_str().unwrap())];
     let daemon = Daemon::start_process_with_environment(
