@@ -49,10 +49,13 @@ impl OtlpReceiver {
         OtlpReceiver { port, out, child }
     }
 
-    /// Every request decoded so far (a request that did not decode fails the test).
+    /// Every request decoded so far (a request that did not decode fails the test); a line the
+    /// receiver is still writing (no newline yet) is read next time.
     fn requests(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        text.lines()
+        let whole = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+        whole
+            .lines()
             .map(|line| {
                 let record: Value = serde_json::from_str(line).unwrap();
                 assert!(record.get("error").is_none(), "a request did not decode: {record}");
