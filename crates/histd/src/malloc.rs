@@ -6,7 +6,7 @@
 //! freed in one arena serves only the threads of that arena. histd's flush runs on whichever
 //! control-plane thread is free, so each flush's snapshot (30 MB at 100k timers) can grow a
 //! different arena, and every one of them keeps its peak: one arena gives the flusher the room
-//! the last flush and the readers' freed lists left (BENCHMARKS.md, "Timers in 2 bytes,
+//! the last flush and the readers' freed lists left (docs/benchmarks-history.md, "Timers in 2 bytes,
 //! statistics in 8, one malloc arena"). The readers do not allocate per line (a timer's list
 //! once an interval, and as it grows), and glibc's per-thread cache serves most small
 //! allocations without the arena's lock.
