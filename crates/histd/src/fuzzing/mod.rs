@@ -12,6 +12,11 @@ use agg::{AggConfig, Aggregator, Table};
 use crate::ingest::framer::{Framed, Framer, PendingBudget};
 use crate::telemetry::EdgeCounters;
 
+/// A query's parameters from `key=value` lines (the input of the targets that read them).
+pub fn parameters(text: &str) -> HashMap<String, String> {
+    text.split('\n').filter_map(|line| line.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
 /// An aggregator holding a few series of every type, under names a command can pick.
 fn aggregator() -> Aggregator {
     let mut aggregator = Aggregator::new(AggConfig::default());

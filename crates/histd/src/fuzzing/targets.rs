@@ -56,7 +56,6 @@ pub mod forget_filters {
     //!
     //! Input: `key=value` lines.
 
-    use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
 
     fn store() -> &'static Mutex<store::Store> {
@@ -70,12 +69,7 @@ pub mod forget_filters {
 
     /// Runs the target on one input.
     pub fn run(bytes: &[u8]) {
-        let text = String::from_utf8_lossy(bytes);
-        let query: HashMap<String, String> = text
-            .split('\n')
-            .filter_map(|line| line.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let query = crate::fuzzing::parameters(&String::from_utf8_lossy(bytes));
         crate::fuzzing::forget_filters(&query, &store().lock().unwrap());
     }
 }
@@ -172,7 +166,6 @@ pub mod http_parameters {
     //! Input: lines `route`, then `key=value` pairs (the route picks series, query, histogram or
     //! heatmap by its first byte).
 
-    use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
 
     use crate::api::{answer, Context, Route};
@@ -205,8 +198,7 @@ pub mod http_parameters {
             2 => Route::Histogram,
             _ => Route::Heatmap,
         };
-        let query: HashMap<String, String> =
-            lines.filter_map(|line| line.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let query = crate::fuzzing::parameters(&lines.collect::<Vec<_>>().join("\n"));
         let store = store().lock().unwrap();
         let context = Context { now: NOW, prefix_stats: "statsd".to_string(), limits: Default::default() };
         if let Err(failure) = answer(route, &query, &store, &context) {
@@ -253,16 +245,9 @@ pub mod live_parameters {
     //!
     //! Input: `key=value` lines.
 
-    use std::collections::HashMap;
-
     /// Runs the target on one input.
     pub fn run(bytes: &[u8]) {
-        let text = String::from_utf8_lossy(bytes);
-        let query: HashMap<String, String> = text
-            .split('\n')
-            .filter_map(|line| line.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let query = crate::fuzzing::parameters(&String::from_utf8_lossy(bytes));
         crate::fuzzing::live_parameters(&query);
     }
 }
