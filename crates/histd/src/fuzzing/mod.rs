@@ -118,7 +118,8 @@ pub fn journal_file(file: &[u8]) {
 /// `/api/v1/live`'s parameters, read and answered from an aggregation of a few series: a
 /// parameter that does not read is an error naming it, never a panic.
 pub fn live_parameters(query: &HashMap<String, String>) {
-    let Ok(asked) = crate::http::live::asked(query) else { return };
+    let Ok(request) = crate::contract::LiveRequest::from_query(query) else { return };
+    let Ok(asked) = crate::http::live::asked(&request) else { return };
     let aggregation = crate::aggregation::Aggregation::new(AggConfig::default());
     aggregation.current().absorb({
         let mut table = Table::new(true, 64);

@@ -742,10 +742,12 @@ pub mod table_insert {
 pub mod peer_answers {
     //! `fuzz/fuzz_targets/peer_answers.rs`:
     //! Any bytes a peer of a global's group (`global.peers`) answers with, read as each answer
-    //! the group routes merge (a histogram, a heatmap, a series list, a query's step rows) and
-    //! merged into this global's own: refused or merged, never a panic (issue 49).
+    //! the group routes merge (a histogram, a heatmap, a series list, a query's step rows, a
+    //! live view) and merged into this global's own: refused or merged, never a panic (issue
+    //! 49).
 
-    use crate::contract::{HeatmapResult, HistogramResult, SeriesList};
+    use crate::contract::{HeatmapResult, HistogramResult, Live, SeriesList, SortBy};
+    use crate::global::live_merge::{left_out, merge_live, order_and_cut};
     use crate::global::peers::{
         cut_series, merge_answers, merge_heatmap, merge_histogram, merge_series, merge_step_rows, StepRows,
     };
@@ -762,6 +764,13 @@ pub mod peer_answers {
         cut_series(&mut series, 10);
         let mut rows = StepRows::default();
         merge_answers(&mut rows, answer(), merge_step_rows);
+        let mut live = Live::default();
+        if let Ok(theirs) = serde_json::from_slice::<Live>(data) {
+            merge_live(&mut live, theirs.clone());
+            merge_live(&mut live, theirs.clone());
+            order_and_cut(&mut live, SortBy::P99, 5);
+            let _ = left_out(&theirs, &live.series);
+        }
     }
 }
 

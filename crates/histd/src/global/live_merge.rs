@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use circllhist::{Bucket, Histogram};
 
+use super::peers::{add, combine};
 use crate::contract::{Bin, Cardinality, Live, NameRow, Prefix, SeriesRow, SortBy};
 
 /// Adds `other`'s input totals, series counts, rows and tables into `into`.
@@ -119,12 +120,7 @@ fn merge_row(into: &mut SeriesRow, other: SeriesRow) {
             into.value = add(into.value, other.value);
             into.rate = add(into.rate, other.rate);
         }
-        "set" => {
-            into.value = match (into.value, other.value) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            }
-        }
+        "set" => into.value = combine(into.value, other.value, f64::max),
         _ => {} // a gauge: the first member's (whose is newest is not known)
     }
     if into.kind != "timer" {
@@ -150,13 +146,6 @@ pub fn histogram_of(bins: &[Bin]) -> Histogram {
         histogram.insert_bucket(Bucket::of_f64((lower + upper) / 2.0), count);
     }
     histogram
-}
-
-fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
-        (a, b) => a.or(b),
-    }
 }
 
 /// Names' series added, each tag key's distinct values at least the most a member has; the
@@ -280,6 +269,20 @@ mod tests {
         assert_eq!((group.matched, group.truncated), (70, true));
         assert_eq!(left_out(&peer, &group.series), Vec::<String>::new(), "it listed all it has");
         assert_eq!(left_out(&cutting_peer, &group.series), ["a", "c"]);
+    }
+
+    /// A peer's word is taken as it comes: bins at the ends of the doubles and counts at their
+    /// limit merge without a panic (counts saturate), and the quantiles stay numbers or none.
+    #[test]
+    fn extreme_bins_from_a_peer_merge_without_a_panic() {
+        let bins =
+            vec![(1e308, 1.7e308, u64::MAX), (-1.7e308, -1e308, u64::MAX), (0.0, 0.0, 1), (f64::MAX, f64::MAX, 3)];
+        let row = SeriesRow { name: "t".into(), kind: "timer".into(), bins: Some(bins), ..SeriesRow::default() };
+        let mut rows = vec![row.clone()];
+        merge_rows(&mut rows, vec![row]);
+        let merged = &rows[0];
+        assert!(merged.bins().iter().all(|&(lower, upper, _)| lower <= upper), "{merged:?}");
+        assert!(merged.p99.is_none_or(f64::is_finite) && merged.p50.is_none_or(f64::is_finite), "{merged:?}");
     }
 
     #[test]

@@ -222,14 +222,17 @@ fn entry_key(entry: &SeriesEntry) -> (String, String, Vec<String>) {
     }
 }
 
-fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+/// Two members' figures added (either alone when the other has none).
+pub(crate) fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),
     }
 }
 
-fn combine(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64> {
+/// Two members' figures combined by `pick` (`f64::min`, `f64::max`; either alone when the
+/// other has none).
+pub(crate) fn combine(a: Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(pick(a, b)),
         (a, b) => a.or(b),

@@ -28,9 +28,10 @@ pub async fn live(
     Query(query): Query<HashMap<String, String>>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    let asked = asked(&query)?;
+    let request = LiveRequest::from_query(&query)?;
+    let asked = asked(&request)?;
     if let Some(peers) = state.global.peers().filter(|_| !query.contains_key(crate::global::peers::LOCAL_ONLY)) {
-        return group_live(state, asked, raw.unwrap_or_default(), peers).await;
+        return group_live(state, (request, asked), raw.unwrap_or_default(), peers).await;
     }
     let answered = tokio::task::spawn_blocking(move || super::api::json_bytes(&answer(&state, &asked))).await;
     let bytes = answered.map_err(|_| Failure::internal("building the live view failed"))?;
@@ -39,7 +40,12 @@ pub async fn live(
 }
 
 /// The group's live view (see the module).
-async fn group_live(state: Arc<HttpState>, asked: Asked, raw: String, peers: Arc<Peers>) -> Result<Response, Failure> {
+async fn group_live(
+    state: Arc<HttpState>,
+    (request, asked): (LiveRequest, Asked),
+    raw: String,
+    peers: Arc<Peers>,
+) -> Result<Response, Failure> {
     let (limit, sort) = asked.shape();
     let asked = Arc::new(asked);
     let mine = own_answer(&state, &asked).await?;
@@ -62,7 +68,7 @@ async fn group_live(state: Arc<HttpState>, asked: Asked, raw: String, peers: Arc
         .iter()
         .map(|answer| {
             let missing = answer.as_ref().map(|answer| left_out(answer, &group.series)).unwrap_or_default();
-            (!missing.is_empty()).then(|| keys_query(&raw, &missing))
+            (!missing.is_empty()).then(|| keys_query(&request, &missing))
         })
         .collect();
     let more = rows_left_out(&state, &asked, &peers, &my_missing, &queries, &mut members).await?;
@@ -110,14 +116,12 @@ async fn rows_left_out(
     Ok(rows)
 }
 
-/// The first answer's query (`raw`) asking only for `keys`, as many rows as there are keys.
-fn keys_query(raw: &str, keys: &[String]) -> String {
-    let kept = raw
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .filter(|pair| !["limit=", "keys=", "match=", "tables="].iter().any(|name| pair.starts_with(name)));
-    let asked = format!("limit={}&keys={}", keys.len(), crate::http_client::percent_encode(&keys.join("\n")));
-    kept.map(str::to_string).chain([asked]).collect::<Vec<_>>().join("&")
+/// The first question (`request`) asking only for `keys`, as many rows as there are keys: its
+/// query string.
+fn keys_query(request: &LiveRequest, keys: &[String]) -> String {
+    let only = LiveRequest { limit: keys.len(), pattern: None, tables: false, keys: keys.to_vec(), ..request.clone() };
+    let path_and_query = only.path_and_query();
+    path_and_query.split_once('?').map_or_else(String::new, |(_, query)| query.to_string())
 }
 
 #[cfg(test)]
@@ -126,17 +130,21 @@ mod tests {
 
     #[test]
     fn a_members_second_question_asks_for_the_keys_alone() {
+        let request = |text: &str| {
+            let query = text.split('&').filter_map(|pair| pair.split_once('='));
+            LiveRequest::from_query(&query.map(|(k, v)| (k.to_string(), v.to_string())).collect()).unwrap()
+        };
         let cases = [
             (
-                "limit=200&sort=p99&match=api&threshold=5",
+                "limit=200&sort=p99&match=api&threshold=5&tables=1",
                 vec!["a;x=1", "b"],
-                "sort=p99&threshold=5&limit=2&keys=a%3Bx%3D1%0Ab",
+                "limit=2&sort=p99&threshold=5&keys=a%3Bx%3D1%0Ab",
             ),
-            ("", vec!["a"], "limit=1&keys=a"),
+            ("", vec!["a"], "limit=1&sort=rate&keys=a"),
         ];
-        for (raw, keys, want) in cases {
+        for (text, keys, want) in cases {
             let keys: Vec<String> = keys.into_iter().map(String::from).collect();
-            assert_eq!(keys_query(raw, &keys), want, "{raw}");
+            assert_eq!(keys_query(&request(text), &keys), want, "{text}");
         }
     }
 }

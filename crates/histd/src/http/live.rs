@@ -70,10 +70,9 @@ impl Asked {
     }
 }
 
-/// What a `/api/v1/live` request asks for, from its parameters (`match`, `sort`, `limit`,
-/// `threshold`, `tables`); a bad one is named.
-pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParameter> {
-    let request = LiveRequest::from_query(query)?;
+/// What a `/api/v1/live` request asks for, its `match` regex compiled; one that does not
+/// compile is named.
+pub(crate) fn asked(request: &LiveRequest) -> Result<Asked, BadParameter> {
     let pattern = match &request.pattern {
         None => None,
         Some(text) => Some(
@@ -84,7 +83,8 @@ pub(crate) fn asked(query: &HashMap<String, String>) -> Result<Asked, BadParamet
         ),
     };
     let LiveRequest { limit, sort, threshold, tables, keys, .. } = request;
-    Ok(Asked { limit, sort, pattern, threshold, tables, keys: keys.into_iter().collect() })
+    let keys = keys.iter().cloned().collect();
+    Ok(Asked { limit: *limit, sort: *sort, pattern, threshold: *threshold, tables: *tables, keys })
 }
 
 /// What is read under the aggregation lock.
