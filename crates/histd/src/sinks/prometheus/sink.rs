@@ -36,6 +36,8 @@ pub struct Exposed {
 /// counting into its own telemetry (`prometheus.<name>`, in config order). Offers the
 /// registry's series (`Arc<Exposed>`) to `/metrics`.
 pub fn spawn(config: PrometheusConfig, context: Context) -> anyhow::Result<Started> {
+    // Every target's destination first: one whose TLS files do not read starts nothing.
+    let destinations = config.remote_write.iter().map(destination).collect::<anyhow::Result<Vec<_>>>()?;
     let targets: Vec<Arc<SinkTelemetry>> = config
         .remote_write
         .iter()
@@ -51,9 +53,9 @@ pub fn spawn(config: PrometheusConfig, context: Context) -> anyhow::Result<Start
     let (receiver, telemetry) = (context.flushes(), context.telemetry);
     let mut queues = Vec::new();
     let mut tasks = Vec::new();
-    for (target, target_telemetry) in config.remote_write.iter().zip(&targets) {
+    for ((target, target_telemetry), destination) in config.remote_write.iter().zip(&targets).zip(destinations) {
         let (batches, waiting) = mpsc::channel(BATCH_QUEUE);
-        tasks.push(tokio::spawn(destination(target)?.outbox(target_telemetry.clone()).run(waiting)));
+        tasks.push(tokio::spawn(destination.outbox(target_telemetry.clone()).run(waiting)));
         queues.push(TargetQueue { mode: target.histograms, batches, telemetry: target_telemetry.clone() });
     }
     let task = tokio::spawn(run(exposed.clone(), config, telemetry.clone(), receiver, queues, tasks));
