@@ -108,6 +108,12 @@ impl HttpSettings {
         })
     }
 
+    /// What `histd check-config` says of the files `tls` names, read as the sink reads them
+    /// at start (each problem named under `section`).
+    pub fn check_files(&self, section: &str) -> Vec<String> {
+        self.client_tls().err().map(|why| format!("{section}.tls: {why}")).into_iter().collect()
+    }
+
     /// The TLS to reach the URL with, when `tls` names files (else the system's roots).
     fn client_tls(&self) -> Result<Option<Arc<ClientConfig>>, String> {
         if self.tls == crate::tls::ClientFiles::default() {
@@ -190,6 +196,12 @@ mod tests {
         let shown = Value::Object(given.effective()).to_string();
         assert!(shown.contains("Authorization") && !shown.contains("Bearer x"), "{shown}");
         assert!(given.identity().to_string().contains("Bearer x"), "a reload compares the values");
+        let problems = given.check_files("to");
+        assert!(
+            problems.len() == 1 && problems[0].starts_with("to.tls: ") && problems[0].contains("/ca.pem"),
+            "{problems:?}"
+        );
+        assert!(defaults.check_files("to").is_empty(), "no files, nothing to check");
         for (text, key) in [
             ("{ to: { timeoutMs: 'soon' } }", "to.timeoutMs"),
             ("{ to: { retryBufferBytes: 10 } }", "to.retryBufferBytes"),

@@ -39,6 +39,10 @@ impl Backend for Circonus {
         settings.as_ref().map_or(Value::Null, CirconusConfig::effective)
     }
 
+    fn check_files(settings: &Option<CirconusConfig>) -> Vec<String> {
+        settings.as_ref().map_or_else(Vec::new, |c| c.http.check_files("circonus"))
+    }
+
     fn identity(settings: &Option<CirconusConfig>, shared: &Shared) -> Value {
         json!({
             "circonus": settings.as_ref().map(|c| (c.http.identity(), c.effective())),

@@ -44,6 +44,10 @@ impl Backend for Influx {
         settings.as_ref().map_or(Value::Null, InfluxConfig::effective)
     }
 
+    fn check_files(settings: &Option<InfluxConfig>) -> Vec<String> {
+        settings.as_ref().map_or_else(Vec::new, |c| c.http.check_files("influx"))
+    }
+
     fn identity(settings: &Option<InfluxConfig>, shared: &Shared) -> Value {
         json!({
             "influx": settings.as_ref().map(|c| (c.http.identity(), c.effective())),

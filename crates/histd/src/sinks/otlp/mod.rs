@@ -49,6 +49,10 @@ impl Backend for Otlp {
         settings.effective()
     }
 
+    fn check_files(settings: &OtlpConfig) -> Vec<String> {
+        settings.http.check_files("otlp")
+    }
+
     fn identity(settings: &OtlpConfig, shared: &Shared) -> Value {
         json!({ "otlp": settings.effective(), "http": settings.http.identity(), "sinkQueueBytes": shared.sink_queue_bytes })
     }

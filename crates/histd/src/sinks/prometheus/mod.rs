@@ -68,6 +68,10 @@ impl Backend for Prometheus {
         settings.effective()
     }
 
+    fn check_files(settings: &PrometheusConfig) -> Vec<String> {
+        settings.remote_write.iter().flat_map(|target| target.http.check_files("prometheus.remoteWrite[]")).collect()
+    }
+
     /// The remote-write targets' header values are compared too (never printed: they are
     /// credentials): a reload that rotates an `Authorization` header restarts the sink, and the
     /// new one is sent.
