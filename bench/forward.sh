@@ -8,5 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "# $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo; echo "## one flush of 100k series (90k counters, 10k timers of 150 values) for 2 nodes"
-cargo bench -q -p histd --bench forward -- --warm-up-time 2 --measurement-time 10 2>&1 |
+cargo bench -q -p fleet --bench forward -- --warm-up-time 2 --measurement-time 10 2>&1 |
   grep -E "^(with raw values|histograms only):|time:|^forward flush" | sed 's/^forward flush of 100k series\///'

@@ -37,6 +37,7 @@ mod access;
 mod admin;
 mod aggregation;
 mod backends;
+mod backoff;
 mod clock;
 mod cross_protocol;
 mod daemon;
@@ -45,11 +46,11 @@ mod global;
 mod http;
 mod http_client;
 mod ingest;
-mod integrity;
+mod kafka_config;
 mod placement;
 pub mod printable;
 pub mod reload;
-mod secret_file;
+use fleet::secret_file;
 mod sinks;
 mod telemetry;
 mod timefmt;
@@ -80,10 +81,5 @@ pub mod exports {
     pub use crate::sinks::file::{config as file_config, encode as file};
     pub use crate::sinks::influx::encode as influx;
     pub use crate::sinks::influx::{judge as influx_judge, partial_write as influx_partial_write};
-}
-/// The forward backend's parts without the daemon (the wire format of docs/forward-format.md,
-/// cutting a flush by owner, the ring), for tests, fuzzing and benchmarks.
-pub mod forward {
-    pub use crate::sinks::forward::{encode, format, ring, signing};
 }
 pub use daemon::{run, start, start_reloadable, Bound, Listening, Running};

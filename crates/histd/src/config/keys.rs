@@ -107,9 +107,11 @@ pub const COMMON: &[KeyDoc] = &[
     unused(&["keyFlush"], "Etsy's periodic log of the busiest keys is not implemented"),
 ];
 
-/// Every key histd knows, in README's order: those no backend owns, then each backend's.
+/// Every key histd knows, in README's order: those no backend owns (the global's and the Kafka
+/// cluster's among them), then each backend's.
 pub fn all() -> impl Iterator<Item = &'static KeyDoc> {
-    COMMON.iter().chain(super::backends::keys())
+    let fleet = crate::global::config::KEYS.iter().chain(crate::kafka_config::CLUSTER_KEYS);
+    COMMON.iter().chain(fleet).chain(super::backends::keys())
 }
 
 /// The documentation of the key at `path` as read (`servers[2].port` finds `servers[].port`).

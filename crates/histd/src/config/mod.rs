@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agg::AggConfig;
 
-use crate::sinks::forward::GlobalConfig;
+use crate::global::config::GlobalConfig;
 use serde_json::{json, Map, Value};
 
 pub use crate::config_reader::{object_literal, parse_bytes, parse_duration, read_file, ConfigError};
@@ -155,7 +155,7 @@ impl Config {
             mgmt: SocketAddr::new(mgmt_ip, top.port("mgmt_port", DEFAULT_MGMT_PORT)?),
             agg,
             backend_settings: BackendSettings::read(&top, listed)?,
-            global: crate::sinks::forward::config::global(&top)?,
+            global: crate::global::config::global(&top)?,
             backends,
             http_port: http_port(&top)?,
             http: crate::access::read(&top)?,

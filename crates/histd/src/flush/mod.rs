@@ -251,16 +251,13 @@ mod tests {
     /// again at its restart, where it lost it before.
     #[test]
     fn what_a_flush_carried_is_let_go_of_once_the_sinks_have_it() {
-        use crate::sinks::forward::format::{compress, BatchId, BatchWriter};
+        use fleet::format::{compress, BatchId, BatchWriter};
         let dir = std::env::temp_dir().join(format!("histd-flush-release-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let aggregation = Arc::new(Aggregation::new(AggConfig::default()));
-        let config = crate::sinks::forward::config::GlobalConfig {
-            accept: true,
-            journal_dir: Some(dir.clone()),
-            ..Default::default()
-        };
+        let config =
+            crate::global::config::GlobalConfig { accept: true, journal_dir: Some(dir.clone()), ..Default::default() };
         let edges = Arc::new(crate::telemetry::EdgeCounters::default());
         let global = Arc::new(crate::global::Global::new(config, aggregation.clone(), edges).unwrap());
         let now_ms = crate::clock::unix_now_ms();

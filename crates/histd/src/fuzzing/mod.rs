@@ -74,9 +74,9 @@ pub fn cross_protocol(bytes: &[u8]) -> bool {
 /// A packet routed by `histd proxy` to three aggregators (on ports nothing listens on): every
 /// line is counted once, as forwarded or bad.
 pub fn proxy_route(packet: &[u8], sanitize: bool) {
-    let nodes: Vec<crate::sinks::forward::ring::Node> =
-        ["a", "b", "c"].iter().map(|name| crate::sinks::forward::ring::Node::new(name.to_string())).collect();
-    let ring = Arc::new(crate::sinks::forward::ring::Ring::new(nodes));
+    let nodes: Vec<fleet::ring::Node> =
+        ["a", "b", "c"].iter().map(|name| fleet::ring::Node::new(name.to_string())).collect();
+    let ring = Arc::new(fleet::ring::Ring::new(nodes));
     let targets: Arc<[SocketAddr]> = (1..=3).map(|port| SocketAddr::from(([127, 0, 0, 1], port))).collect();
     let registry = Arc::new(crate::proxy::route::CountsRegistry::new(3));
     let Ok(mut router) = crate::proxy::route::Router::new(ring, targets, 512, sanitize, registry.clone()) else {
@@ -96,10 +96,10 @@ pub fn spool_file(file: &[u8]) {
     let dir = std::env::temp_dir().join(format!("histd-fuzz-spool-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    std::fs::write(crate::sinks::forward::spool::file_path(&dir, 7), file).expect("a scratch file");
+    std::fs::write(fleet::spool::file_path(&dir, 7), file).expect("a scratch file");
     // A file under another name is not histd's: never listed, so never half-read.
     std::fs::write(dir.join("00000000000000000009.batch"), file).expect("a scratch file");
-    if let Ok((spool, _)) = crate::sinks::forward::spool::Spool::open(Some(dir.clone()), 1 << 30) {
+    if let Ok((spool, _)) = fleet::spool::Spool::open(Some(dir.clone()), 1 << 30) {
         for waiting in spool.waiting() {
             let body = spool.body(&waiting).expect("a file whose header read gives its body");
             assert_eq!(body.len() as u64, waiting.bytes);

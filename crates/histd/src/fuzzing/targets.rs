@@ -80,8 +80,8 @@ pub mod forward_batch {
     //! neither compressed nor raw; what decodes merges into an aggregator and flushes without a
     //! panic.
 
-    use crate::forward::format;
     use agg::{AggConfig, Aggregator};
+    use fleet::format;
 
     /// Runs the target on one input.
     pub fn run(bytes: &[u8]) {

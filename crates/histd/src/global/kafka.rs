@@ -44,11 +44,11 @@ use super::standing::{KafkaStanding, LagTrend, PartitionStanding};
 use super::unreadable::{Cause, Found, Seen, Watcher};
 use super::{Global, UnreadableBatch};
 use crate::aggregation::Receipt;
+use crate::backoff::{Backoff, SENDER_STEPS};
 use crate::clock::lock;
-use crate::sinks::backoff::{Backoff, SENDER_STEPS};
-use crate::sinks::forward::kafka::ConsumerSettings;
-use crate::sinks::forward::signing::SourceKeys;
 use crate::telemetry::EdgeCounters;
+use fleet::kafka::ConsumerSettings;
+use fleet::signing::SourceKeys;
 
 /// The credential batches read from Kafka are remembered under (their identities are bound
 /// to it as a posted batch's are to its token's name).
@@ -170,7 +170,7 @@ struct Membership {
     offsets: Arc<Mutex<Offsets>>,
     edges: Arc<EdgeCounters>,
     /// Broker errors a person must mend, logged once.
-    told: crate::sinks::forward::kafka::BrokerErrors,
+    told: fleet::kafka::BrokerErrors,
     /// Where each partition stands, as the client's last statistics said.
     standing: Mutex<BTreeMap<i32, Standing>>,
     /// The group fenced this member: another has its instance id (logged once).
@@ -579,7 +579,7 @@ fn read(
         let receipt = Receipt::Log { partition, offset, generation };
         let signature = message.headers().and_then(|headers| {
             use rdkafka::message::Headers as _;
-            headers.iter().find(|header| header.key == crate::sinks::forward::signing::HEADER).and_then(|h| h.value)
+            headers.iter().find(|header| header.key == fleet::signing::HEADER).and_then(|h| h.value)
         });
         let proof = keys.as_ref().map(|keys| super::Proof { keys, signature });
         match global.receive_logged(message.payload().unwrap_or_default(), proof, receipt) {

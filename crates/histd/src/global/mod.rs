@@ -14,12 +14,12 @@
 //! A batch is screened as a statsd line is (screen.rs: keys cleaned, values that are not
 //! finite, gauges stamped in the future and unbelievable intervals refused and counted), and
 //! every request reserves what it will hold (its body, the batch decompressed, what that
-//! decodes to) in one budget across requests (`global.maxBytesInFlight`, [`InFlight`]). With `global.journalDir` (journal.rs) every
+//! decodes to) in one budget across requests (`global.maxBytesInFlight`, [`InFlight`]). With `global.journalDir` (`fleet::journal`) every
 //! batch is written there before it is acknowledged and kept until a flush carried it, so a
 //! global killed in between loses nothing; without it, a killed global loses what it merged
 //! since its last flush, and forgets the identities it had seen.
 
-pub(crate) mod journal;
+pub mod config;
 pub mod kafka;
 pub mod live_merge;
 pub mod peers;
@@ -37,12 +37,12 @@ use hashbrown::HashSet;
 
 use crate::aggregation::{Aggregation, Receipt};
 use crate::placement::Place;
-use crate::sinks::forward::config::GlobalConfig;
-use crate::sinks::forward::format::{self, Batch, BatchId, FormatError};
-use crate::sinks::forward::signing::{SourceKeys, Unproven};
 use crate::telemetry::EdgeCounters;
+use config::GlobalConfig;
+use fleet::format::{self, Batch, BatchId, FormatError};
+use fleet::signing::{SourceKeys, Unproven};
 
-pub use journal::Journal;
+pub use fleet::journal::{self, Journal};
 
 /// How many times its decompressed size a batch's entries may take in memory, as the reader
 /// counts them (each entry's slot, a long key's bytes, a set member's bytes and place): an

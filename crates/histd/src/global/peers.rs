@@ -42,7 +42,7 @@ pub use crate::contract::Member;
 impl Peers {
     /// The peers `global.peers` lists, with `global.peerTokenFile` and `global.peerCaFile`;
     /// `None` without peers.
-    pub fn of(config: &crate::sinks::forward::config::GlobalConfig) -> Result<Option<Peers>, String> {
+    pub fn of(config: &crate::global::config::GlobalConfig) -> Result<Option<Peers>, String> {
         if config.peers.is_empty() {
             return Ok(None);
         }

@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-pub use crate::sinks::forward::kafka::not_an_instance_id;
+pub use crate::kafka_config::not_an_instance_id;
 
 /// The file in the data directory holding the instance id a global made at its first start.
 pub const INSTANCE_FILE: &str = "kafka-instance-id";

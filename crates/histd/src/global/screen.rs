@@ -8,7 +8,7 @@
 use agg::Mergeable;
 use compact_str::CompactString;
 
-use crate::sinks::forward::format::BatchId;
+use fleet::format::BatchId;
 
 /// How far ahead of this histd's clock a gauge's update time may be (a local's
 /// clock a little ahead is fine; a gauge stamped years ahead would win every later update).

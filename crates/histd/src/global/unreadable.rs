@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// How long a partition behind its log's end must deliver nothing, fetching running, before
 /// it is taken for stuck.
-pub const STUCK_AFTER: Duration = crate::sinks::forward::kafka::UNREADABLE_AFTER;
+pub const STUCK_AFTER: Duration = fleet::kafka::UNREADABLE_AFTER;
 
 /// How long after an error of the client's (a codec missing, a batch damaged) the stuck
 /// partitions are put down to it.

@@ -21,7 +21,7 @@ use super::HttpState;
 use crate::access::Caller;
 use crate::contract::{ErrorAnswer, Merged};
 use crate::global::{Received, Refusal, Reservation};
-use crate::sinks::forward::format::{self, CONTENT_TYPE};
+use fleet::format::{self, CONTENT_TYPE};
 
 fn answer(status: StatusCode, error: impl Into<String>) -> Response {
     (status, Json(ErrorAnswer { error: error.into() })).into_response()

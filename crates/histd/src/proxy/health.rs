@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::sinks::forward::ring::Ring;
+use fleet::ring::Ring;
 
 /// Checks every node every `interval` until `stop`.
 pub async fn check_nodes(

@@ -17,8 +17,8 @@ use super::route::{CountsRegistry, Router};
 use super::ProxyConfig;
 use crate::ingest::recv::Batch;
 use crate::ingest::{open_udp, DatagramSocket, DatagramSource, ReaderMode, UdpSettings};
-use crate::sinks::forward::ring::Ring;
 use crate::telemetry::Counter;
+use fleet::ring::Ring;
 
 /// What every router of the proxy shares.
 pub struct Routes {

@@ -33,8 +33,8 @@ pub use config::ProxyConfig;
 use listen::Routes;
 use route::CountsRegistry;
 
-use crate::sinks::forward::ring::{Node, Ring};
 use crate::telemetry::Counter;
+use fleet::ring::{Node, Ring};
 
 /// What a running proxy listens on.
 #[derive(Debug, Clone, Copy)]

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use proto::{Line, Scanned};
 
 use super::refusals;
-use crate::sinks::forward::ring::Ring;
 use crate::telemetry::Counter;
+use fleet::ring::Ring;
 
 /// What one router counted (a reader thread's, or a TCP connection's).
 #[derive(Debug, Default)]
@@ -289,7 +289,7 @@ impl Drop for Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::forward::ring::Node;
+    use fleet::ring::Node;
     use std::time::Duration;
 
     /// Two receiving sockets as aggregators and a router to them.

@@ -193,6 +193,15 @@ pub fn plain_identity(key: &str, effective: Value, shared: &Shared) -> Value {
     json!({ key: effective, "sinkQueueBytes": shared.sink_queue_bytes })
 }
 
+/// This machine's name (`forward.source`, otlp's `host.name`, circonus' target): the host name (`/proc/sys/kernel/hostname`), or `histd` when it cannot be read.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "histd".to_string())
+}
+
 /// A destination's telemetry name, made once per name for the life of the process (restarts
 /// reuse it; telemetry names are `&'static str`).
 fn target_name(wanted: &str) -> &'static str {

@@ -4,7 +4,6 @@
 //! (counted), never blocks the flusher. README.md beside this file is the shape of a sink.
 
 pub mod backend;
-pub mod backoff;
 pub mod circonus;
 pub mod console;
 pub mod delivery;
@@ -22,7 +21,7 @@ pub mod store;
 use agg::Snapshot;
 
 pub use crate::telemetry::{Detail, DropReason, SinkTelemetry};
-pub use backend::{offer, plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started};
+pub use backend::{host_name, offer, plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started};
 
 /// Flushes of one aggregator with `config`, one packet each, 10 s apart from `first_ms`: the
 /// snapshots the sinks' encoder tests read back.

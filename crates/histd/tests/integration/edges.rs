@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use histd::forward::format::{compress, BatchId, BatchWriter};
+use fleet::format::{compress, BatchId, BatchWriter};
 
 use crate::harness::{
     eventually, free_port, http, peak_rss_kib, spooled_batches, temp_dir, wait_until, Carbon, Daemon,

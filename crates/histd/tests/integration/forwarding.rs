@@ -240,7 +240,7 @@ fn a_local_killed_with_a_full_spool_sends_it_after_its_restart() {
 
 #[test]
 fn a_batch_posted_twice_is_merged_once_and_bad_ones_are_refused() {
-    use histd::forward::format::{compress, BatchId, BatchWriter};
+    use fleet::format::{compress, BatchId, BatchWriter};
     let mut global = Global::new("g-dedup");
     global.start();
     let address = global.daemon().address("http");

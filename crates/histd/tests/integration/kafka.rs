@@ -821,16 +821,16 @@ fn p5_a_backlog_of_late_batches_does_not_hold_the_current_one_back() {
         rdkafka::ClientConfig::new().set("bootstrap.servers", &cluster.bootstrap).create().unwrap();
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let batch = |start_ms: u64, interval_ms: u64, value: f64| {
-        let id = histd::forward::format::BatchId {
+        let id = fleet::format::BatchId {
             source: "flood".into(),
             interval_start_ms: start_ms,
             interval_ms,
             part: "p".into(),
             chunk: 0,
         };
-        let mut writer = histd::forward::format::BatchWriter::new(id);
+        let mut writer = fleet::format::BatchWriter::new(id);
         writer.counter("flood.hits", value);
-        histd::forward::format::compress(&writer.finish())
+        fleet::format::compress(&writer.finish())
     };
     let day_ago = now_ms - 86_400_000;
     let mut bodies: Vec<Vec<u8>> = (0..LATE).map(|i| batch(day_ago + i * 10_000, 10_000, 1.0)).collect();
@@ -907,7 +907,7 @@ fn hits_batches(bootstrap: &str, topic: &str) -> Vec<(f64, Vec<u8>)> {
     read_topic(bootstrap, topic)
         .into_iter()
         .filter_map(|(_, _, payload)| {
-            let batch = histd::forward::format::decode(&payload, 1 << 20).expect("a local's batch decodes");
+            let batch = fleet::format::decode(&payload, 1 << 20).expect("a local's batch decodes");
             let hits = batch.interval.counters.iter().find(|(key, _)| key == "codecs.hits")?.1;
             Some((hits, payload))
         })

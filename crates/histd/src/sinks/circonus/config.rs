@@ -92,7 +92,7 @@ fn irondb_check(section: &Reader<'_>) -> Result<String, ConfigError> {
     }
     let id = |key: &str| -> Result<u64, ConfigError> { section.whole(key, 1, 1) };
     let (account, bundle) = (id("accountId")?, id("checkBundleId")?);
-    let target = section.string("target")?.unwrap_or_else(crate::sinks::forward::config::host_name);
+    let target = section.string("target")?.unwrap_or_else(crate::sinks::host_name);
     let module = section.string("module")?.unwrap_or_else(|| "histd".to_string());
     for (key, value) in [("target", &target), ("module", &module)] {
         if value.is_empty() || value.contains(['`', '\t', '\n']) {

@@ -12,9 +12,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Limits, Outbox, Parcel, Transport, Verdict};
+use crate::backoff::SENDER_STEPS;
 use crate::clock::unix_now_s;
 use crate::http_client::{Answer, Client, HttpUrl, Outcome};
-use crate::sinks::backoff::SENDER_STEPS;
 use crate::sinks::{Context, DropReason, SinkTelemetry};
 
 /// Flushes' requests a destination may have waiting to enter its retry buffer.

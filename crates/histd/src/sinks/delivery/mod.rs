@@ -27,8 +27,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::backoff::FINAL_DEADLINE;
 use super::SinkTelemetry;
+use crate::backoff::FINAL_DEADLINE;
 
 pub use http::{plain_judge, spawn_http_sink, Destination, Request, BATCH_QUEUE};
 pub use sender::Sender;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Verdict;
+use crate::backoff::Backoff;
 use crate::clock::unix_now_s;
-use crate::sinks::backoff::Backoff;
 use crate::sinks::{DropReason, SinkTelemetry};
 
 /// A destination's counts, waits and once-per-run logs.

@@ -1,5 +1,4 @@
-//! `forward` (a local histd sending its intervals to global ones) and `global` (a histd
-//! accepting them) sections.
+//! The `forward` section: a local histd sending its intervals to global ones.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +9,7 @@ use crate::config_reader::keys::{histd, KeyDoc};
 use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::HttpUrl;
 
-use super::kafka::{ConsumerSettings, ProducerSettings};
+use fleet::kafka::ProducerSettings;
 
 /// Where batches are posted on a node given as `http://host:port` alone.
 pub const FORWARD_PATH: &str = "/api/v1/forward";
@@ -18,23 +17,6 @@ pub const FORWARD_PATH: &str = "/api/v1/forward";
 pub const DEFAULT_SPOOL_BYTES: u64 = 256 * 1024 * 1024;
 /// The default `forward.setMembersLimit`.
 pub const DEFAULT_SET_MEMBERS_LIMIT: usize = 1000;
-/// The default `global.maxBatchBytes`: 64 MiB decompressed (a local cuts its parts at 8 MiB).
-pub const DEFAULT_MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
-/// The default `global.batchWaitMs`: how long past its interval's end a batch may come and
-/// still be in the flush it belongs to.
-pub const DEFAULT_BATCH_WAIT_MS: u64 = 2_000;
-
-/// The default `global.maxLateIntervals`.
-pub const DEFAULT_MAX_LATE_INTERVALS: usize = 16;
-
-/// The default `global.maxBytesInFlight`: 512 MiB of bodies, their decompressed batches and
-/// what those decode to, across every forwarded request at once.
-pub const DEFAULT_MAX_BYTES_IN_FLIGHT: usize = 512 * 1024 * 1024;
-/// The default `global.dedupBytes`: 32 MiB of remembered batch identities.
-pub const DEFAULT_DEDUP_BYTES: usize = 32 * 1024 * 1024;
-/// The default `global.dedupBatches`.
-pub const DEFAULT_DEDUP_BATCHES: usize = 100_000;
-
 /// The forward backend's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForwardConfig {
@@ -90,7 +72,7 @@ impl Default for ForwardConfig {
     fn default() -> Self {
         ForwardConfig {
             nodes: Vec::new(),
-            source: host_name(),
+            source: crate::sinks::host_name(),
             check_interval: Duration::from_secs(10),
             timeout: Duration::from_secs(10),
             redirect_after: Duration::from_secs(60),
@@ -169,15 +151,6 @@ impl ForwardConfig {
     }
 }
 
-/// The host name (`/proc/sys/kernel/hostname`), or `histd` when it cannot be read.
-pub(crate) fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|name| name.trim().to_string())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "histd".to_string())
-}
-
 /// Reads `forward.*`; `required` (the backend is on) makes a destination mandatory: `nodes`
 /// or `kafka`, at the top or in each of `paths`.
 pub fn forward(top: &Reader<'_>, required: bool) -> Result<ForwardConfig, ConfigError> {
@@ -242,7 +215,7 @@ fn name_transactions(config: &mut ForwardConfig, path: Option<&str>) {
     let source = config.source.clone();
     if let Some(id) = config.kafka.as_mut().and_then(|kafka| kafka.transactional_id.as_mut()) {
         if id.is_empty() {
-            *id = super::kafka::default_transactional_id(&source, path);
+            *id = fleet::kafka::default_transactional_id(&source, path);
         }
     }
 }
@@ -258,8 +231,8 @@ fn read_destination(section: &Reader<'_>, config: &mut ForwardConfig, required: 
         if url.path == "/" {
             url.path = FORWARD_PATH.to_string();
         }
-        if text.len() > super::format::MAX_NAME_BYTES {
-            return Err(section.error(&key, format!("a node's URL is at most {} bytes", super::format::MAX_NAME_BYTES)));
+        if text.len() > fleet::format::MAX_NAME_BYTES {
+            return Err(section.error(&key, format!("a node's URL is at most {} bytes", fleet::format::MAX_NAME_BYTES)));
         }
         if nodes.iter().any(|(name, _)| name == text) {
             return Err(section.error(&key, format!("'{text}' is listed twice")));
@@ -268,7 +241,7 @@ fn read_destination(section: &Reader<'_>, config: &mut ForwardConfig, required: 
     }
     let kafka = match section.raw("kafka") {
         None => None,
-        Some(_) => Some(super::kafka::producer(&section.object("kafka")?)?),
+        Some(_) => Some(crate::kafka_config::producer(&section.object("kafka")?)?),
     };
     if required && nodes.is_empty() && kafka.is_none() {
         return Err(section.error(
@@ -294,144 +267,6 @@ fn read_destination(section: &Reader<'_>, config: &mut ForwardConfig, required: 
     Ok(())
 }
 
-/// What a global histd does with forwarded batches.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GlobalConfig {
-    /// `global.accept` (false): `POST /api/v1/forward` merges batches from local histd
-    /// (refused with 403 otherwise).
-    pub accept: bool,
-    /// `global.tagSource` (none): a tag name; each forwarded series gets the tag
-    /// `<name>=<source>`, so hosts stay apart instead of merging.
-    pub tag_source: Option<String>,
-    /// `global.dedupBatches` (100000): batch identities remembered so that a batch sent twice
-    /// (a retry, a spool replayed after a crash) merges once; the oldest are forgotten first
-    /// (`forward_ids_forgotten`).
-    pub dedup_batches: usize,
-    /// `global.dedupBytes` (32 MiB): the memory those identities may take; past it the oldest
-    /// are forgotten too.
-    pub dedup_bytes: usize,
-    /// `global.maxBatchBytes` (64 MiB): the largest batch accepted, decompressed, and the most
-    /// memory its entries may take once decoded.
-    pub max_batch_bytes: usize,
-    /// `global.maxBytesInFlight` (512 MiB): bodies, decompressed batches and decoded entries
-    /// of every forwarded request at once; past it a request is answered 503 with
-    /// `Retry-After` (the local keeps its batch and tries again).
-    pub max_bytes_in_flight: usize,
-    /// `global.journalDir` (none): batches are written here before they are acknowledged and
-    /// removed once a flush carried them, so a global killed in between loses nothing.
-    pub journal_dir: Option<PathBuf>,
-    /// `global.kafka` (none): consume the batches locals produce to a Kafka topic, as a member
-    /// of a consumer group.
-    pub kafka: Option<ConsumerSettings>,
-    /// `global.batchWaitMs` (2000): a batch whose interval ends at `e` belongs to this
-    /// global's flush at the first grid point at or after `e` + this wait (see placement.rs);
-    /// one that comes after that flush is late, flushed in an interval of its own.
-    pub batch_wait_ms: u64,
-    /// `global.peers` (none): the query URLs of the other members of this global's group;
-    /// the histogram, heatmap and series routes asked of this global are answered for the
-    /// whole group (global/peers.rs).
-    pub peers: Vec<crate::http_client::HttpUrl>,
-    /// `global.peerTokenFile` (none): a read token of the peers, sent to them.
-    pub peer_token_file: Option<PathBuf>,
-    /// `global.peerCaFile` (none: the system's roots): CA certificates `https://` peers are
-    /// checked against, besides the system's.
-    pub peer_ca_file: Option<PathBuf>,
-    /// `global.maxLateIntervals` (16): late intervals held or in the backends' hands at once;
-    /// filling it sends those held at once; a batch that would start one more is answered 503
-    /// with `Retry-After` (HTTP, counted in `forward_batches_busy`); a Kafka global pauses
-    /// fetching.
-    pub max_late_intervals: usize,
-}
-
-impl Default for GlobalConfig {
-    fn default() -> Self {
-        GlobalConfig {
-            accept: false,
-            tag_source: None,
-            dedup_batches: DEFAULT_DEDUP_BATCHES,
-            dedup_bytes: DEFAULT_DEDUP_BYTES,
-            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
-            max_bytes_in_flight: DEFAULT_MAX_BYTES_IN_FLIGHT,
-            journal_dir: None,
-            kafka: None,
-            batch_wait_ms: DEFAULT_BATCH_WAIT_MS,
-            max_late_intervals: DEFAULT_MAX_LATE_INTERVALS,
-            peers: Vec::new(),
-            peer_token_file: None,
-            peer_ca_file: None,
-        }
-    }
-}
-
-impl GlobalConfig {
-    /// The settings as `histd check-config` prints them.
-    pub fn effective(&self) -> Value {
-        json!({
-            "accept": self.accept, "tagSource": self.tag_source,
-            "dedupBatches": self.dedup_batches, "dedupBytes": self.dedup_bytes,
-            "maxBatchBytes": self.max_batch_bytes, "maxBytesInFlight": self.max_bytes_in_flight,
-            "journalDir": self.journal_dir,
-            "batchWaitMs": self.batch_wait_ms, "maxLateIntervals": self.max_late_intervals,
-            "kafka": self.kafka.as_ref().map(ConsumerSettings::effective),
-            "peers": self.peers.iter().map(|url| format!("{}://{}{}", url.scheme(), url.authority(), url.path)).collect::<Vec<_>>(),
-            "peerTokenFile": self.peer_token_file, "peerCaFile": self.peer_ca_file,
-        })
-    }
-}
-
-/// Reads `global.*`.
-pub fn global(top: &Reader<'_>) -> Result<GlobalConfig, ConfigError> {
-    let section = top.object("global")?;
-    let defaults = GlobalConfig::default();
-    let tag_source = section.string("tagSource")?;
-    if let Some(tag) = &tag_source {
-        let valid = !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
-            return Err(section.error("tagSource", format!("'{tag}' is not a tag name ([A-Za-z0-9_-]+)")));
-        }
-    }
-    let max_batch_bytes = section.whole("maxBatchBytes", defaults.max_batch_bytes as u64, 1024)? as usize;
-    let max_bytes_in_flight = section.whole("maxBytesInFlight", defaults.max_bytes_in_flight as u64, 1024)? as usize;
-    if max_bytes_in_flight < 3 * max_batch_bytes {
-        let why = format!(
-            "{max_bytes_in_flight} cannot hold one batch of global.maxBatchBytes ({max_batch_bytes}): a request holds its body, \
-             the batch decompressed and what it decodes to, so give at least 3 × maxBatchBytes"
-        );
-        return Err(section.error("maxBytesInFlight", why));
-    }
-    Ok(GlobalConfig {
-        accept: section.bool("accept", defaults.accept)?,
-        tag_source,
-        dedup_batches: section.whole("dedupBatches", defaults.dedup_batches as u64, 1)? as usize,
-        dedup_bytes: section.whole("dedupBytes", defaults.dedup_bytes as u64, 4096)? as usize,
-        max_batch_bytes,
-        max_bytes_in_flight,
-        journal_dir: section.string("journalDir")?.map(PathBuf::from),
-        batch_wait_ms: section.whole("batchWaitMs", defaults.batch_wait_ms, 0)?,
-        max_late_intervals: section.whole("maxLateIntervals", defaults.max_late_intervals as u64, 1)? as usize,
-        kafka: match section.raw("kafka") {
-            None => None,
-            Some(_) => Some(super::kafka::consumer(&section.object("kafka")?)?),
-        },
-        peers: peers(&section)?,
-        peer_token_file: section.string("peerTokenFile")?.map(PathBuf::from),
-        peer_ca_file: section.string("peerCaFile")?.map(PathBuf::from),
-    })
-}
-
-/// Reads `global.peers`: `http://` or `https://` URLs of the other members' HTTP ports.
-fn peers(section: &Reader<'_>) -> Result<Vec<crate::http_client::HttpUrl>, ConfigError> {
-    let mut peers = Vec::new();
-    for (index, peer) in section.array("peers")?.iter().enumerate() {
-        let key = format!("peers[{index}]");
-        let text = peer.as_str().ok_or_else(|| section.error(&key, format!("expected a URL, got {peer}")))?;
-        let mut url = crate::http_client::HttpUrl::parse(text).map_err(|why| section.error(&key, why))?;
-        url.path = url.path.trim_end_matches('/').to_string();
-        peers.push(url);
-    }
-    Ok(peers)
-}
-
 /// Its keys, for README's table (`config/keys.rs`).
 pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.nodes", "forward.paths[].nodes"], "required with the `forward` backend", "the global histd nodes, `[\"http://10.0.0.5:8127\", ...]` (their HTTP port; batches go to `/api/v1/forward` unless a path is given). Each series goes to one node by rendezvous hashing of its key over the nodes that are up (docs/forward-format.md); a node that fails is skipped until its `/health` answers again"),
@@ -449,15 +284,6 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.setMembersLimit"], "1000", "sets with more members this interval are sent as a HyperLogLog sketch (16 KiB, ~0.8% error) instead of their members"),
     histd(&["forward.rawValuesLimit"], "`timerSampleLimit`", "timers with at most this many values send them all (the global's percentiles are then Etsy-exact); busier ones send their circllhist and exact totals only (8 bytes a value saved)"),
     histd(&["forward.maxBatchBytes"], "8388608 (8 MiB)", "a node's part of a flush larger than this before compression goes in several requests"),
-    histd(&["forward.kafka.brokers", "global.kafka.brokers", "forward.paths[].kafka.brokers"], "none (required to use Kafka)", "`[\"host:port\", ...]`: some of the Kafka cluster's brokers. With `forward.kafka` a local produces its batches to the topic instead of posting them to `forward.nodes`; with `global.kafka` a global consumes them"),
-    histd(&["forward.kafka.topic", "global.kafka.topic", "forward.paths[].kafka.topic"], "`histd-forward`", "the topic. Each series goes to one partition: rendezvous hashing of its key over the partitions' numbers (docs/forward-format.md); give the topic replication factor 3 and `min.insync.replicas` 2. Partitions added later are used by a local from its next start"),
-    histd(&["forward.kafka.clientId", "global.kafka.clientId", "forward.paths[].kafka.clientId"], "`histd`", "the client's name in the brokers' logs and quotas"),
-    histd(&["forward.kafka.tls", "global.kafka.tls", "forward.paths[].kafka.tls"], "none (plaintext)", "`true`: TLS to the brokers, checked against the system's CAs; an object: with the files below"),
-    histd(&["forward.kafka.tls.caFile", "global.kafka.tls.caFile", "forward.paths[].kafka.tls.caFile"], "the system's CAs", "PEM CA certificates the brokers are checked against"),
-    histd(&["forward.kafka.tls.certFile", "forward.kafka.tls.keyFile", "global.kafka.tls.certFile", "global.kafka.tls.keyFile", "forward.paths[].kafka.tls.certFile", "forward.paths[].kafka.tls.keyFile"], "none", "a client certificate and its key (PEM), for brokers that ask for one (both or neither)"),
-    histd(&["forward.kafka.sasl", "global.kafka.sasl", "forward.paths[].kafka.sasl"], "none", "SASL authentication to the brokers (over TLS when `tls` is set)"),
-    histd(&["forward.kafka.sasl.mechanism", "global.kafka.sasl.mechanism", "forward.paths[].kafka.sasl.mechanism"], "`SCRAM-SHA-512`", "`PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`"),
-    histd(&["forward.kafka.sasl.username", "global.kafka.sasl.username", "forward.kafka.sasl.passwordFile", "global.kafka.sasl.passwordFile", "forward.paths[].kafka.sasl.username", "forward.paths[].kafka.sasl.passwordFile"], "none (required with `sasl`)", "the user, and a file whose first line is the password"),
     histd(&["forward.kafka.acks", "forward.paths[].kafka.acks"], "`all`", "`all`: every in-sync replica has the batch before it leaves the spool (an idempotent producer: no duplicates from its retries); `1`: the leader alone"),
     histd(&["forward.kafka.compression", "forward.paths[].kafka.compression"], "`none`", "`none`, `gzip`, `snappy`, `lz4` or `zstd` of the record batches (the batches are snappy-compressed already)"),
     histd(&["forward.kafka.maxMessageBytes", "forward.paths[].kafka.maxMessageBytes"], "1000000", "the largest message the topic takes (its `max.message.bytes`); a part is cut to fit"),
@@ -465,14 +291,6 @@ pub const KEYS: &[KeyDoc] = &[
     histd(&["forward.kafka.transactions", "forward.paths[].kafka.transactions"], "`true` with `acks: 'all'`", "the batches of each send are produced in one Kafka transaction and leave the spool once it commits: a copy the brokers took without the local hearing of it (a dying leader, a local killed mid-send) is aborted and never read by a global, which reads committed batches only. Needs brokers whose transaction log can be written (`transaction.state.log.replication.factor` brokers up); `false` for brokers that do not allow transactions"),
     histd(&["forward.kafka.transactionalId", "forward.paths[].kafka.transactionalId"], "`histd-<forward.source>` (`-<name>` for a path)", "the transactions' id: unique in the fleet and the same across restarts. A local's start fences the run before it (what that left open is aborted)"),
     histd(&["forward.kafka.signingKeyFile", "forward.paths[].kafka.signingKeyFile"], "none", "a file whose first line holds this local's signing key (at least 32 characters, 8 of them different: `openssl rand -hex 32`); each batch is signed with it (HMAC-SHA256 in the message's `histd-signature` header), so globals with `global.kafka.signingKeys` know it came from this local. Read at start"),
-    histd(&["global.kafka.signingKeys"], "none", "a file of `SOURCE KEY` lines (each local's `forward.source` and the key in its `signingKeyFile`); when given, a batch is merged only when signed with the key of the source it names, and identities are remembered per source, so a producer without a local's key can neither forge its batches nor claim their identities first (refused: `messages.forward_refused_signatures`). Read at start"),
-    histd(&["global.peers"], "none", "the query URLs of the other globals of this one's group (`[\"https://global2:8127\"]`): a query, histogram, heatmap or series list asked of this global is answered for the whole group, each peer asked in parallel within 5 s and the answers merged exactly (counts and sums added, histograms bin for bin, min and max combined, series listed once); a query of the query language merges each step's rows across members before its function is applied (a gauge's `value` and a set's `cardinality` are this global's alone, marked partial); every such answer carries `partial` and `members` (each peer's URL, whether it answered and why not): a peer down makes answers partial, never wrong. Read at start"),
-    histd(&["global.peerTokenFile"], "none", "a file holding a read token of the peers (`http.tokens.read` there), sent to them"),
-    histd(&["global.peerCaFile"], "none (the system's roots)", "a PEM file of CA certificates `https://` peers are checked against, besides the system's roots"),
-    histd(&["global.kafka.group"], "`histd-global`", "the consumer group: the globals of one datacenter share one and split the partitions; every group receives every batch. Offsets are committed once every backend has taken the flush that carried their batches (the store wrote it, forward spooled it, ...)"),
-    histd(&["global.kafka.sessionTimeoutMs"], "45000", "how long a silent global keeps its partitions before the group gives them to the others (a global stopped with SIGTERM leaves at once). Keep it above the brokers' failover (their `broker.session.timeout.ms`, 9 s, and the election after it): a group whose coordinator fails over for longer loses its members' sessions, and batches flushed meanwhile are read again by the next owners"),
-    histd(&["global.kafka.instanceId"], "the one kept in the data directory", "this global's static membership of its group (Kafka's `group.instance.id`): restarted within `sessionTimeoutMs`, it is given its own partitions back at once and the others never stop (without one, the group waits `sessionTimeoutMs` for the old member). Unique in the group. When not given, a global with the store makes one at its first start and keeps it in `store.dataDir` (`kafka-instance-id`), as with `global.journalDir`; a global with neither has none (dynamic membership, logged at start)"),
-    histd(&["global.kafka.skipUnreadableAfterMs"], "120000", "how long a partition may stay stopped at a record batch the Kafka client cannot read (damaged, or past its size limits) before that record is read past: counted in `forward_batches_unreadable`, logged with topic, partition and offset, named in `/health`; meanwhile the partition is held there and `/health` says degraded. 0: never skip (a person decides). A batch in a codec this histd lacks is never skipped: a newer histd may read it. At least 20000, well past a broker's failover"),
 ];
 
 #[cfg(test)]

@@ -16,17 +16,11 @@
 //! when the first is marked down: then both merge it.
 
 pub mod config;
-pub mod encode;
-pub mod format;
-pub mod kafka;
-pub mod ring;
-pub mod signing;
 mod sink;
-pub mod spool;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ForwardConfig, GlobalConfig};
+pub use config::ForwardConfig;
 
 use serde_json::{json, Value};
 
@@ -38,7 +32,7 @@ use tokio::task::JoinHandle;
 use super::{Backend, Context, Flushes, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
-use encode::CutSettings;
+use fleet::cut::CutSettings;
 
 /// The forward backend: each flush's mergeable state to global histd nodes.
 pub struct Forward;

@@ -3,9 +3,9 @@
 
 use agg::{AggConfig, Aggregator, Snapshot, Table, TimerStat};
 
-use super::encode::{cut, CutSettings};
-use super::format::{self, FormatError};
-use super::ring::{Node, Ring};
+use fleet::cut::{cut, CutSettings};
+use fleet::format::{self, FormatError};
+use fleet::ring::{Node, Ring};
 
 fn ring(names: &[&str]) -> Ring {
     Ring::new(names.iter().map(|n| Node::new(n.to_string())).collect())

@@ -85,10 +85,7 @@ impl Default for OtlpConfig {
 }
 
 fn default_resource() -> Vec<(String, String)> {
-    vec![
-        ("service.name".to_string(), "histd".to_string()),
-        ("host.name".to_string(), crate::sinks::forward::config::host_name()),
-    ]
+    vec![("service.name".to_string(), "histd".to_string()), ("host.name".to_string(), crate::sinks::host_name())]
 }
 
 impl OtlpConfig {

@@ -17,14 +17,14 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{report_left_at_stop, Delivery, DeliveryParts, Pass, Way};
+use crate::backoff::{Backoff, SENDER_STEPS};
 use crate::clock::unix_now_s;
-use crate::sinks::backoff::{Backoff, SENDER_STEPS};
 use crate::sinks::delivery::Verdict;
-use crate::sinks::forward::encode::CutSettings;
-use crate::sinks::forward::kafka::{Producer, ProducerSettings, Refused, TransactionFailed};
-use crate::sinks::forward::ring::{Node, Ring};
-use crate::sinks::forward::spool::{Spool, Waiting};
 use crate::sinks::{DropReason, Flushes, SinkTelemetry};
+use fleet::cut::CutSettings;
+use fleet::kafka::{Producer, ProducerSettings, Refused, TransactionFailed};
+use fleet::ring::{Node, Ring};
+use fleet::spool::{Spool, Waiting};
 
 /// Batches produced to Kafka at once before their acknowledgements are awaited.
 const KAFKA_IN_FLIGHT: usize = 64;

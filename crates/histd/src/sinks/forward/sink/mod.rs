@@ -24,14 +24,14 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::config::ForwardConfig;
-use super::encode::{cut, CutSettings, Part};
-use super::ring::Ring;
-use super::spool::{Dropped, Spool, Waiting};
+use crate::backoff::{FINAL_DEADLINE, SENDER_STEPS};
 use crate::clock::unix_now_s;
 use crate::http_client::Client;
-use crate::sinks::backoff::{FINAL_DEADLINE, SENDER_STEPS};
 use crate::sinks::delivery::{Sender, Verdict};
 use crate::sinks::{DropReason, Flushes, SinkTelemetry};
+use fleet::cut::{cut, CutSettings, Part};
+use fleet::ring::Ring;
+use fleet::spool::{Dropped, Spool, Waiting};
 
 /// The detail counting spooled batch files set aside as damaged (`forward.corrupt_batches`),
 /// whatever their headers still say of the series they held.

@@ -13,9 +13,9 @@ use crate::http_client::{Client, HttpUrl, Outcome};
 use crate::secret_file::TokenFile;
 use crate::sinks::delivery::{plain_judge, Verdict};
 use crate::sinks::forward::config::ForwardConfig;
-use crate::sinks::forward::format::CONTENT_TYPE;
-use crate::sinks::forward::ring::{Node, Ring};
 use crate::sinks::Flushes;
+use fleet::format::CONTENT_TYPE;
+use fleet::ring::{Node, Ring};
 
 /// Posts batches to `forward.nodes`, with a health task that asks each node's `/health`.
 pub(super) fn spawn_on_nodes(

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use agg::distinct::{fmix64, fnv1a64};
 
-use crate::clock::unix_now_ms;
+use crate::unix_now_ms;
 
 /// One node and whether it is believed up.
 #[derive(Debug)]

@@ -38,7 +38,7 @@ impl TokenFile {
     /// `Bearer TOKEN` with the token the file holds now (the last good one while it does not
     /// read).
     pub fn bearer(&self) -> String {
-        let mut state = crate::clock::lock(&self.state);
+        let mut state = crate::lock(&self.state);
         if stamp_of(&self.path) != state.stamp {
             match read_token(&self.path, self.key) {
                 Ok((stamp, bearer)) => {

@@ -4,16 +4,16 @@
 //! decoding and merging them; and what proving the batches' source costs (issue 48, P4): the
 //! local signing each body (HMAC-SHA256, `forward.kafka.signingKeyFile`), the global checking
 //! it (`global.kafka.signingKeys`, 100 sources). Bytes per flush are printed once per mode.
-//! Run: `cargo bench -p histd --bench forward`.
+//! Run: `cargo bench -p fleet --bench forward`.
 
 use agg::{AggConfig, Aggregator};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
-use histd::forward::encode::{cut, CutSettings};
-use histd::forward::format;
-use histd::forward::ring::{Node, Ring};
-use histd::forward::signing::{SigningKey, SourceKeys};
+use fleet::cut::{cut, CutSettings};
+use fleet::format;
+use fleet::ring::{Node, Ring};
+use fleet::signing::{SigningKey, SourceKeys};
 
-#[path = "flush_of_100k.rs"]
+#[path = "../../histd/benches/flush_of_100k.rs"]
 mod flush_of_100k;
 
 fn ring() -> Ring {

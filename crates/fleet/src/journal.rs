@@ -16,7 +16,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sinks::forward::spool::{batch_files, file_path, next_sequence, write_durably};
+use crate::spool::{batch_files, file_path, next_sequence, write_durably};
 
 /// The journal directory and the next sequence number.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub struct Left {
 
 /// Splits a journal file into its credential and body; why not, when it is damaged (its
 /// checksum, or a header that does not read).
-pub(crate) fn parse(mut file: Vec<u8>) -> Result<(String, Vec<u8>), String> {
+pub fn parse(mut file: Vec<u8>) -> Result<(String, Vec<u8>), String> {
     if file.starts_with(HEADER) {
         let length = crate::integrity::verified(&file).map_err(|damage| damage.to_string())?.len();
         file.truncate(length);
@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn files_name_their_credential_and_old_files_read_as_sent_with_none() {
-        let body = crate::sinks::forward::format::compress(b"HFWD");
+        let body = crate::format::compress(b"HFWD");
         let name = |header: &[u8], credential: &[u8]| {
             [header, &(credential.len() as u16).to_le_bytes(), credential, &body].concat()
         };
@@ -153,7 +153,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("histd-journal-damage-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (journal, _, _) = Journal::open(dir.clone()).unwrap();
-        let body = crate::sinks::forward::format::compress(b"HFWD batch");
+        let body = crate::format::compress(b"HFWD batch");
         for credential in ["a", "b", "c"] {
             journal.write(&body, credential).unwrap();
         }
@@ -176,8 +176,8 @@ mod tests {
     /// row's.
     #[test]
     fn attacks_on_the_journal_format() {
+        use crate::format::{compress, decode, BatchId, BatchWriter};
         use crate::integrity::attacks::{apply, Attack};
-        use crate::sinks::forward::format::{compress, decode, BatchId, BatchWriter};
         let batch = |part: &str| {
             let id = BatchId {
                 source: "web-1".into(),

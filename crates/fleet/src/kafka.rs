@@ -15,8 +15,6 @@ use std::time::Duration;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
-use crate::config_reader::{ConfigError, Reader};
-
 /// The default `forward.kafka.maxMessageBytes`: the brokers' own default `message.max.bytes`.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_000_000;
 
@@ -272,134 +270,6 @@ impl ConsumerSettings {
     }
 }
 
-/// Reads the cluster's keys of `section` (`forward.kafka` or `global.kafka`).
-fn cluster(section: &Reader<'_>) -> Result<KafkaSettings, ConfigError> {
-    let mut brokers = Vec::new();
-    for (index, broker) in section.array("brokers")?.iter().enumerate() {
-        let key = format!("brokers[{index}]");
-        let text =
-            broker.as_str().ok_or_else(|| section.error(&key, format!("expected \"host:port\", got {broker}")))?;
-        let port = text
-            .rsplit_once(':')
-            .and_then(|(host, port)| (!host.is_empty()).then(|| port.parse::<u16>().ok()).flatten());
-        if port.is_none_or(|port| port == 0) {
-            return Err(section.error(&key, format!("'{text}' is not host:port")));
-        }
-        brokers.push(text.to_string());
-    }
-    if brokers.is_empty() {
-        return Err(section.error("brokers", "at least one broker is needed: [\"kafka1:9092\"]"));
-    }
-    let topic = section.string("topic")?.unwrap_or_else(|| "histd-forward".to_string());
-    let legal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-    if topic.is_empty() || topic.len() > 249 || !topic.bytes().all(legal) {
-        return Err(section.error("topic", format!("'{topic}' is not a Kafka topic name ([A-Za-z0-9._-], 1 to 249)")));
-    }
-    let tls = match section.raw("tls") {
-        None | Some(Value::Bool(false)) => None,
-        Some(Value::Bool(true)) => Some(KafkaTls::default()),
-        Some(_) => {
-            let tls = section.object("tls")?;
-            let file = |key: &str| tls.string(key).map(|file| file.map(PathBuf::from));
-            let (ca, cert, key) = (file("caFile")?, file("certFile")?, file("keyFile")?);
-            if cert.is_some() != key.is_some() {
-                return Err(tls.error("certFile", "a client certificate needs both certFile and keyFile (PEM)"));
-            }
-            Some(KafkaTls { ca, cert, key })
-        }
-    };
-    let sasl = match section.raw("sasl") {
-        None => None,
-        Some(_) => {
-            let sasl = section.object("sasl")?;
-            let mechanism = sasl.string("mechanism")?.unwrap_or_else(|| "SCRAM-SHA-512".to_string());
-            if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&mechanism.as_str()) {
-                return Err(
-                    sasl.error("mechanism", format!("'{mechanism}': expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
-                );
-            }
-            let username = sasl.string("username")?.ok_or_else(|| sasl.error("username", "SASL needs a user name"))?;
-            let password_file = sasl
-                .string("passwordFile")?
-                .map(PathBuf::from)
-                .ok_or_else(|| sasl.error("passwordFile", "SASL needs a file holding the password"))?;
-            Some(Sasl { mechanism, username, password_file })
-        }
-    };
-    let client_id = section.string("clientId")?.unwrap_or_else(|| "histd".to_string());
-    Ok(KafkaSettings { brokers, topic, client_id, tls, sasl })
-}
-
-/// Reads `forward.kafka`.
-pub fn producer(section: &Reader<'_>) -> Result<ProducerSettings, ConfigError> {
-    let acks = match section.raw("acks") {
-        None => Acks::All,
-        Some(Value::String(all)) if all == "all" => Acks::All,
-        Some(value) if value == &json!(-1) || value == &json!("-1") => Acks::All,
-        Some(value) if value == &json!(1) || value == &json!("1") => Acks::Leader,
-        Some(value) => return Err(section.error("acks", format!("expected \"all\" or 1, got {value}"))),
-    };
-    let compression = section.string("compression")?.unwrap_or_else(|| "none".to_string());
-    if !["none", "gzip", "snappy", "lz4", "zstd"].contains(&compression.as_str()) {
-        return Err(section.error("compression", format!("'{compression}': expected none, gzip, snappy, lz4 or zstd")));
-    }
-    let transactions = section.bool("transactions", acks == Acks::All)?;
-    if transactions && acks != Acks::All {
-        return Err(section.error("transactions", "Kafka transactions need acks: 'all' (or transactions: false)"));
-    }
-    let transactional_id = section.string("transactionalId")?;
-    if transactional_id.as_ref().is_some_and(|id| id.is_empty() || id.len() > 249) {
-        return Err(section.error("transactionalId", "expected a name of 1 to 249 bytes"));
-    }
-    Ok(ProducerSettings {
-        cluster: cluster(section)?,
-        acks,
-        compression,
-        max_message_bytes: section.whole("maxMessageBytes", DEFAULT_MAX_MESSAGE_BYTES as u64, 65_536)? as usize,
-        delivery_timeout: section.milliseconds("deliveryTimeoutMs", Duration::from_secs(30))?,
-        // An empty id is filled in by `forward` once the source and the path are known.
-        transactional_id: transactions.then(|| transactional_id.unwrap_or_default()),
-        signing_key_file: section.string("signingKeyFile")?.map(std::path::PathBuf::from),
-    })
-}
-
-/// Why `id` cannot be a `group.instance.id` (Kafka's rule for names), if it cannot.
-pub fn not_an_instance_id(id: &str) -> Option<String> {
-    let legal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-    (id.is_empty() || id.len() > 249 || !id.bytes().all(legal))
-        .then(|| format!("'{}' is not an instance id ([A-Za-z0-9._-], 1 to 249)", crate::printable::escaped(id)))
-}
-
-/// Reads `global.kafka`.
-pub fn consumer(section: &Reader<'_>) -> Result<ConsumerSettings, ConfigError> {
-    let group = section.string("group")?.unwrap_or_else(|| "histd-global".to_string());
-    if group.is_empty() {
-        return Err(section.error("group", "a consumer group's name is not empty"));
-    }
-    let session_timeout = section.milliseconds("sessionTimeoutMs", DEFAULT_SESSION_TIMEOUT)?;
-    if session_timeout < Duration::from_secs(1) {
-        return Err(section.error("sessionTimeoutMs", "at least 1000"));
-    }
-    let skip_unreadable_after = section.milliseconds("skipUnreadableAfterMs", DEFAULT_SKIP_UNREADABLE_AFTER)?;
-    if !skip_unreadable_after.is_zero() && skip_unreadable_after < UNREADABLE_AFTER {
-        return Err(section.error("skipUnreadableAfterMs", "0 (never) or at least 20000"));
-    }
-    let skip_unreadable_after = (!skip_unreadable_after.is_zero()).then_some(skip_unreadable_after);
-    let signing_keys = section.string("signingKeys")?.map(std::path::PathBuf::from);
-    let instance_id = section.string("instanceId")?;
-    if let Some(why) = instance_id.as_deref().and_then(not_an_instance_id) {
-        return Err(section.error("instanceId", why));
-    }
-    Ok(ConsumerSettings {
-        cluster: cluster(section)?,
-        group,
-        session_timeout,
-        skip_unreadable_after,
-        signing_keys,
-        instance_id,
-    })
-}
-
 /// librdkafka's own log and errors, at debug level: histd logs a run of failures once itself.
 /// What only a person can mend (the brokers refused the credentials, or TLS failed: a wrong
 /// password, CA or certificate) is logged once as an error, naming the key to check.
@@ -500,7 +370,7 @@ pub struct Producer {
     /// Whether its batches go in transactions (`transactionalId` set).
     transactional: bool,
     /// What its batches are signed with (`signingKeyFile`).
-    signing: Option<super::signing::SigningKey>,
+    signing: Option<crate::signing::SigningKey>,
 }
 
 impl Producer {
@@ -509,7 +379,7 @@ impl Producer {
         let inner =
             settings.client_config()?.create_with_context(Quiet::default()).map_err(|error| error.to_string())?;
         let transactional = settings.transactional_id.is_some();
-        let signing = settings.signing_key_file.as_deref().map(super::signing::SigningKey::read).transpose()?;
+        let signing = settings.signing_key_file.as_deref().map(crate::signing::SigningKey::read).transpose()?;
         Ok(Producer { inner, topic: settings.cluster.topic.clone(), transactional, signing })
     }
 
@@ -586,7 +456,7 @@ impl Producer {
         let mut record =
             rdkafka::producer::FutureRecord::to(&self.topic).partition(partition as i32).key(key).payload(body);
         if let Some(signature) = &signature {
-            let header = rdkafka::message::Header { key: super::signing::HEADER, value: Some(signature) };
+            let header = rdkafka::message::Header { key: crate::signing::HEADER, value: Some(signature) };
             record = record.headers(rdkafka::message::OwnedHeaders::new().insert(header));
         }
         let delivery = self.inner.send_result(record).map_err(|(error, _)| error.to_string())?;
@@ -614,14 +484,6 @@ fn judge(error: &rdkafka::error::KafkaError) -> Refused {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config_reader::object_literal;
-
-    fn read(text: &str) -> Result<ProducerSettings, String> {
-        let object = object_literal(text).map_err(|e| e.to_string())?;
-        let keys = Default::default();
-        let root = Reader::root(&object, &keys);
-        producer(&root).map_err(|e| e.to_string())
-    }
 
     #[test]
     fn a_global_beats_a_quarter_of_its_session_and_at_most_every_3_s() {
@@ -629,50 +491,5 @@ mod tests {
         for (session, beat) in cases {
             assert_eq!(heartbeat_interval(Duration::from_millis(session)), Duration::from_millis(beat), "{session} ms");
         }
-    }
-
-    #[test]
-    fn settings_and_their_errors() {
-        let settings = read("{ brokers: ['127.0.0.1:9092'] }").unwrap();
-        assert_eq!((settings.acks, settings.cluster.topic.as_str()), (Acks::All, "histd-forward"));
-        assert_eq!(settings.cluster.client_config().unwrap().get("security.protocol"), Some("plaintext"));
-        let cases = [
-            ("{ }", "brokers"),
-            ("{ brokers: ['kafka'] }", "host:port"),
-            ("{ brokers: ['k:9092'], topic: 'a b' }", "topic name"),
-            ("{ brokers: ['k:9092'], acks: 0 }", "acks"),
-            ("{ brokers: ['k:9092'], compression: 'brotli' }", "compression"),
-            ("{ brokers: ['k:9092'], tls: { certFile: 'c.pem' } }", "keyFile"),
-            ("{ brokers: ['k:9092'], sasl: { username: 'u' } }", "passwordFile"),
-            ("{ brokers: ['k:9092'], sasl: { mechanism: 'GSSAPI', username: 'u', passwordFile: 'p' } }", "SCRAM"),
-            ("{ brokers: ['k:9092'], acks: 1, transactions: true }", "acks: 'all'"),
-            ("{ brokers: ['k:9092'], transactionalId: '' }", "transactionalId"),
-            ("{ brokers: ['k:9092'], transactions: 'yes' }", "transactions"),
-        ];
-        for (text, expected) in cases {
-            let error = read(text).expect_err(text);
-            assert!(error.contains(expected), "{text}: {error}");
-        }
-        let tls = read("{ brokers: ['k:9092'], tls: true, acks: 1 }").unwrap();
-        let config = tls.client_config().unwrap();
-        assert_eq!((config.get("security.protocol"), config.get("enable.idempotence")), (Some("ssl"), Some("false")));
-        assert_eq!((tls.transactional_id, config.get("transactional.id")), (None, None), "acks 1: no transactions");
-        // (settings, transactional.id, transaction.timeout.ms)
-        let cases = [
-            ("{ brokers: ['k:9092'], transactionalId: 't' }", Some("t"), Some("60000")),
-            ("{ brokers: ['k:9092'], transactionalId: 't', deliveryTimeoutMs: 90000 }", Some("t"), Some("90000")),
-            ("{ brokers: ['k:9092'], transactions: false }", None, None),
-        ];
-        for (text, id, timeout) in cases {
-            let config = read(text).unwrap().client_config().unwrap();
-            assert_eq!((config.get("transactional.id"), config.get("transaction.timeout.ms")), (id, timeout), "{text}");
-        }
-    }
-
-    #[test]
-    fn a_part_fits_a_message_after_compression() {
-        let settings = read("{ brokers: ['k:9092'] }").unwrap();
-        let part = settings.max_part_bytes();
-        assert!(part + part / 6 + 64 <= settings.max_message_bytes, "{part}");
     }
 }

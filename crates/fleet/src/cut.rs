@@ -3,8 +3,8 @@
 
 use agg::Snapshot;
 
-use super::format::{compress, BatchId, BatchWriter};
-use super::ring::Ring;
+use crate::format::{compress, BatchId, BatchWriter};
+use crate::ring::Ring;
 
 /// What a cut needs besides the snapshot and the ring.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ impl<'a> Parts<'a> {
         // its chunks are numbered from when it is cut, so they never take the identity of
         // that interval's first batches, nor of another late cut of it.
         let (start_ms, first_chunk) = match snapshot.late {
-            true => (snapshot.flushed_at_ms.saturating_sub(interval_ms), crate::clock::unix_now_ms() << 16),
+            true => (snapshot.flushed_at_ms.saturating_sub(interval_ms), crate::unix_now_ms() << 16),
             false => (snapshot.flushed_at_ms.saturating_sub(interval_ms).max(previous_start_ms + 1), 0),
         };
         Parts {
