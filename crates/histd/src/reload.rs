@@ -6,16 +6,20 @@
 //! - the listeners (`servers`, or `port`/`address`): new ones are opened, dropped ones drain
 //!   what their sockets hold and close, kept ones are not touched (a new receive buffer,
 //!   `udpReceiveBufferBytes` or `recvBufferSize`, and a socket's mode are set in place);
-//! - the backends (`backends` and every backend's section, `sinkQueueBytes`,
-//!   `store.dataDir`): added ones start, changed ones restart, dropped ones stop, each flush
-//!   going whole to one generation of a sink and a retired sink delivering what it holds
-//!   ([`crate::backends`]);
+//! - the backends (`backends`, every backend's section, `sinkQueueBytes`): added ones start,
+//!   dropped ones stop, and a changed one does what its backend says
+//!   ([`crate::sinks::Backend::reload`]): it restarts, takes the change in place (the store's
+//!   retention, `maxBytes`, scrub and snapshots) or is replaced (forward on a spool directory
+//!   it keeps), each flush going whole to one generation of a sink and a retired sink
+//!   delivering what it holds ([`crate::backends`]). A change is what the sink started with:
+//!   its settings, header values included, and the bytes of the files it read at start
+//!   (certificates, keys, passwords, a mapping file), so one rotated in place is taken up;
 //! - who may use the HTTP port (`http.*`): the token files and the TLS certificate, key and
 //!   client CA are read again at every reload, changed or not (rotation); turning HTTPS on or
 //!   off takes a restart; a listener's `allow` list changes in place;
 //! - the timer settings (`percentThreshold`, `histogram`, `calculatedTimerMetrics`,
 //!   `timerSampleLimit`), the `delete*` family, `gaugesMaxTTL` and `idleTTL`, the cardinality budgets,
-//!   `histdSelfMetrics`, and the store's retention and `maxBytes`: the interval in progress is
+//!   and `histdSelfMetrics`: the interval in progress is
 //!   flushed by the new settings; every series keeps its state.
 //!
 //! The new listeners and sinks are opened and started before anything running changes, so a
@@ -186,16 +190,14 @@ impl Reloader {
                 return Err(format!("{error:#}"));
             }
         };
-        for backend in &started.kept_as_they_were {
-            outcome.applied.retain(|key| key != backend);
-            outcome.needs_restart.push(format!("{backend} (its spoolDir is in use)"));
-        }
-        outcome.changes = sinks.apply(started);
+        let done = sinks.apply(started);
+        outcome.changes = done.changes;
         outcome.changes.extend(ingress.apply(listeners).await.map_err(|error| format!("{error:#}"))?);
-        if outcome.applied.iter().any(|key| key.starts_with("store.")) {
-            if let Some(store) = sinks.store() {
-                store.control.set_options(applied.settings::<crate::sinks::store::Store>()).await?;
-            }
+        for (_, change) in done.in_place {
+            change.await?;
+        }
+        for (backend, identity) in done.replace {
+            outcome.changes.push(sinks.replace(&applied, backend, identity).await?);
         }
         if let Some(alerts) = alerts.as_ref().filter(|_| outcome.applied.iter().any(|key| key == "alerts")) {
             alerts.set_rules(&applied.alerts.rules);
@@ -277,7 +279,6 @@ fn classify(old: &Value, new: &Value) -> ReloadOutcome {
             continue;
         }
         match key.as_str() {
-            "store" => classify_fields(old.get(key), new.get(key), "store.", STORE_FIELDS, &mut outcome),
             "ingest" => classify_fields(old.get(key), new.get(key), "", INGEST_FIELDS, &mut outcome),
             key if AGGREGATOR_KEYS.contains(&key)
                 || EDGE_KEYS.contains(&key)
@@ -290,10 +291,6 @@ fn classify(old: &Value, new: &Value) -> ReloadOutcome {
     }
     outcome
 }
-
-/// The store's fields: whether each applies live.
-const STORE_FIELDS: &[(&str, bool)] =
-    &[("retention", true), ("maxBytes", true), ("scrubInterval", true), ("dataDir", true)];
 
 /// The ingest keys: the receive buffer applies to running sockets; the readers, their batches
 /// and the connection bounds take a restart.
@@ -358,7 +355,7 @@ mod tests {
             ("{ port: 9125, percentThreshold: 90, flushInterval: 5000 }", &["servers"], &["flushInterval"]),
             (
                 "{ port: 8125, percentThreshold: 90, flushInterval: 10000, store: { retention: { raw: '2h' }, dataDir: '/x' } }",
-                &["store.retention", "store.dataDir"],
+                &["store"],
                 &[],
             ),
             (
@@ -420,10 +417,6 @@ mod tests {
             (
                 &["mgmt", "httpPort"],
                 r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 8126, "http_port": 1}"#,
-            ),
-            (
-                &["forward (its spoolDir is in use)"],
-                r#"{"percentThreshold": [75], "flushInterval": 2000, "mgmt_port": 9000, "http_port": 2}"#,
             ),
         ];
         for (restart, want) in cases {

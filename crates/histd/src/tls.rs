@@ -116,6 +116,14 @@ pub struct ClientFiles {
     pub identity: Option<(PathBuf, PathBuf)>,
 }
 
+impl ClientFiles {
+    /// The files named: the CA, the certificate and its key.
+    pub fn paths(&self) -> impl Iterator<Item = &std::path::Path> {
+        let identity = self.identity.iter().flat_map(|(cert, key)| [cert.as_path(), key.as_path()]);
+        self.ca.as_deref().into_iter().chain(identity)
+    }
+}
+
 /// A client config: `files`' CA (else the system's roots) and client certificate.
 pub fn client_config(
     files: &ClientFiles,

@@ -5,21 +5,20 @@
 //! retired sink delivers what it holds (its queue, graphite's retry buffer, forward's spool)
 //! within [`SINK_GRACE`] before it ends, so no interval is lost or sent twice.
 //!
-//! A restarted sink starts with new telemetry (its counters begin at zero), and the
-//! prometheus backend with an empty registry (a counter reset to its scrapers). The store
-//! restarts only for a new `store.dataDir` (its retention and `maxBytes` apply in place; see
-//! [`crate::reload`]).
+//! What a changed backend needs is its own to say ([`crate::sinks::Backend::reload`]): most
+//! restart; the store takes new retention, `maxBytes`, scrub and snapshot settings in place
+//! (a new `dataDir` restarts it); forward on a spool directory it keeps is replaced, the old
+//! sink stopped before the new one starts on the directory, the flushes made meanwhile queued
+//! for the new one. A restarted sink starts with new telemetry (its counters begin at zero),
+//! and the prometheus backend with an empty registry (a counter reset to its scrapers).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::clock::lock;
-use crate::config::{Backend, Config};
+use crate::config::{Backend, Config, SinkIdentity};
 use crate::flush::{Outlet, Outlets};
 use crate::ingest::TapSwitch;
-use std::any::Any;
 
 use agg::Snapshot;
 use tokio::sync::mpsc;
@@ -28,7 +27,7 @@ use tokio::task::JoinHandle;
 use crate::ingest::Tap;
 use crate::sinks::prometheus::Exposed;
 use crate::sinks::store::OpenStore;
-use crate::sinks::{Context, QueueSlot};
+use crate::sinks::{Context, Flushes, InPlace, Offered, QueueSlot, Reload};
 use crate::telemetry::SinkTelemetry;
 
 /// How long sinks get to deliver their last flushes when they stop (at shutdown, or retired
@@ -52,17 +51,16 @@ pub struct Roster {
 
 struct RunningSink {
     backend: Backend,
-    /// The settings it was started with ([`Backend::identity`]): a reload restarts it when
-    /// they change.
-    settings: Value,
+    /// What it was started with ([`Backend::identity`]): a reload acts when it changes.
+    identity: SinkIdentity,
     handle: SinkHandle,
     /// What it offers the rest of the daemon, found by type.
-    offered: Vec<Arc<dyn Any + Send + Sync>>,
+    offered: Offered,
 }
 
 impl std::fmt::Debug for RunningSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningSink").field("backend", &self.backend).field("settings", &self.settings).finish()
+        f.debug_struct("RunningSink").field("backend", &self.backend).finish_non_exhaustive()
     }
 }
 
@@ -79,20 +77,34 @@ struct SinkHandle {
     task: JoinHandle<()>,
 }
 
-/// The sinks a reload starts, and the backends whose running sinks it retires.
-#[derive(Debug, Default)]
+/// What a reload does to the sinks: in the new config's order, each backend's sink kept,
+/// changed in place, started (new or restarted) or to be replaced.
+#[derive(Default)]
 pub struct SinkPlan {
-    /// In the new config's order: `Ok` a kept sink's backend, `Err` a sink started for it.
-    order: Vec<Result<Backend, RunningSink>>,
-    /// Backends whose new settings cannot apply while they run (named as needing a restart).
-    pub kept_as_they_were: Vec<String>,
+    order: Vec<Step>,
 }
 
-impl SinkPlan {
-    /// Whether it changes nothing.
-    pub fn is_empty(&self) -> bool {
-        self.order.iter().all(Result::is_ok)
-    }
+/// What becomes of one backend's sink.
+enum Step {
+    /// Kept as it runs.
+    Keep(Backend),
+    /// Kept, its new settings handed over by the future (its identity becomes the new one).
+    InPlace(Backend, SinkIdentity, InPlace),
+    /// A sink started for it (a new backend, or a restart).
+    Start(RunningSink),
+    /// The running one stops before one with the new identity starts ([`Roster::replace`]).
+    Replace(Backend, SinkIdentity),
+}
+
+/// What [`Roster::apply`] leaves to do once the new list is in force.
+#[derive(Default)]
+pub struct Applied {
+    /// What changed, for the log and the reload's answer.
+    pub changes: Vec<String>,
+    /// Settings to hand to running sinks, by backend name.
+    pub in_place: Vec<(&'static str, InPlace)>,
+    /// Backends whose sinks [`Roster::replace`] stops and starts again.
+    pub replace: Vec<(Backend, SinkIdentity)>,
 }
 
 impl Roster {
@@ -120,70 +132,146 @@ impl Roster {
     /// [`Roster::apply`]. An error (a store directory that cannot be opened, a spool that
     /// cannot be read) names the key, and the sinks started for the plan are stopped.
     pub fn plan(&self, config: &Config) -> anyhow::Result<SinkPlan> {
-        let running: Vec<(Backend, Value)> =
-            lock(&self.running).iter().map(|sink| (sink.backend, sink.settings.clone())).collect();
         let mut plan = SinkPlan::default();
         for &backend in &config.backends {
             let wanted = backend.identity(config);
-            let old = running.iter().find(|(b, _)| *b == backend).map(|(_, settings)| settings);
-            if old == Some(&wanted) {
-                plan.order.push(Ok(backend));
-                continue;
-            }
-            if old.is_some_and(|old| shares_a_spool(old, &wanted)) {
-                // Two forward sinks on one spool directory would number files alike.
-                plan.order.push(Ok(backend));
-                plan.kept_as_they_were.push(backend.name().to_string());
-                continue;
-            }
-            match self.start_sink(config, backend, wanted) {
-                Ok(sink) => plan.order.push(Err(sink)),
-                Err(error) => {
-                    self.retire(plan.order.into_iter().filter_map(Result::err).collect());
-                    return Err(error);
-                }
-            }
+            let reload = {
+                let running = lock(&self.running);
+                let old = running.iter().find(|sink| sink.backend == backend);
+                decide(backend, old.map(|old| (&old.identity, &old.offered)), &wanted, config)
+            };
+            let step = match reload {
+                None => Step::Keep(backend),
+                Some(Reload::InPlace(change)) => Step::InPlace(backend, wanted, change),
+                Some(Reload::Replace) => Step::Replace(backend, wanted),
+                Some(Reload::Restart) => match self.start_sink(
+                    &config.shared(),
+                    backend,
+                    wanted,
+                    QueueSlot::default(),
+                    self.telemetry_for(config, backend),
+                ) {
+                    Ok(sink) => Step::Start(sink),
+                    Err(error) => {
+                        let started = plan.order.into_iter().filter_map(|step| match step {
+                            Step::Start(sink) => Some(sink),
+                            _ => None,
+                        });
+                        self.retire(started.collect());
+                        return Err(error);
+                    }
+                },
+            };
+            plan.order.push(step);
         }
         Ok(plan)
     }
 
     /// Puts a plan in force: the flusher sends the next flush to the new list; sinks no longer
-    /// in it finish delivering on their own. Returns what changed, for the log.
-    pub fn apply(&self, plan: SinkPlan) -> Vec<String> {
-        let mut changes = Vec::new();
+    /// in it finish delivering on their own. Returns what changed, and what is left to do:
+    /// the changes to hand to running sinks, the sinks to replace.
+    pub fn apply(&self, plan: SinkPlan) -> Applied {
+        let mut applied = Applied::default();
         let retired = {
             let mut running = lock(&self.running);
             let mut old = std::mem::take(&mut *running);
-            for entry in plan.order {
-                match entry {
-                    Ok(backend) => {
-                        let at = old.iter().position(|sink| sink.backend == backend);
-                        running.extend(at.map(|at| old.remove(at)));
-                    }
-                    Err(sink) => {
+            for step in plan.order {
+                let (backend, identity) = match step {
+                    Step::Start(sink) => {
                         let restarted = old.iter().any(|old| old.backend == sink.backend);
-                        changes.push(format!(
-                            "{} {}",
-                            if restarted { "restarted" } else { "started" },
-                            sink.backend.name()
-                        ));
+                        let verb = if restarted { "restarted" } else { "started" };
+                        applied.changes.push(format!("{verb} {}", sink.backend.name()));
                         running.push(sink);
+                        continue;
                     }
+                    Step::Keep(backend) => (backend, None),
+                    Step::InPlace(backend, identity, change) => {
+                        applied.changes.push(format!("changed {} in place", backend.name()));
+                        applied.in_place.push((backend.name(), change));
+                        (backend, Some(identity))
+                    }
+                    Step::Replace(backend, identity) => {
+                        applied.replace.push((backend, identity));
+                        (backend, None)
+                    }
+                };
+                let Some(at) = old.iter().position(|sink| sink.backend == backend) else { continue };
+                let mut sink = old.remove(at);
+                if let Some(identity) = identity {
+                    sink.identity = identity;
                 }
+                running.push(sink);
             }
-            let kept_or_restarted = |backend: Backend| running.iter().any(|sink| sink.backend == backend);
-            changes.extend(
-                old.iter()
-                    .filter(|sink| !kept_or_restarted(sink.backend))
-                    .map(|sink| format!("stopped {}", sink.backend.name())),
-            );
-            self.publish_outlets(&running);
-            let tap = running.iter().find_map(|sink| sink.offered::<Tap>()).map(|tap| (*tap).clone());
-            self.tap.set(tap);
+            let stopped = old.iter().filter(|sink| !running.iter().any(|kept| kept.backend == sink.backend));
+            applied.changes.extend(stopped.map(|sink| format!("stopped {}", sink.backend.name())));
+            self.publish(&running);
             old
         };
         self.retire(retired);
-        changes
+        applied
+    }
+
+    /// Stops `backend`'s running sink and starts one with `config`'s settings (`identity`) in
+    /// its place, for what two sinks cannot share (forward's spool directory): the flusher
+    /// sends to the new sink's queue at once, the old one delivers what it can within
+    /// [`SINK_GRACE`] (what it holds stays in its spool), then the new one starts and reads
+    /// the flushes queued meanwhile. When the new one cannot start, one with the old
+    /// settings takes the queue (the error is returned, naming the key).
+    pub async fn replace(&self, config: &Config, backend: Backend, identity: SinkIdentity) -> Result<String, String> {
+        let telemetry = self.telemetry_for(config, backend);
+        let (sender, flushes) = Flushes::queue(telemetry.clone());
+        let (old_identity, task) = {
+            let mut running = lock(&self.running);
+            let Some(old) = running.iter_mut().find(|sink| sink.backend == backend) else {
+                return Ok(format!("{} not running", backend.name()));
+            };
+            // Until the new sink starts, the flusher sends to its queue; the old one's closes.
+            old.handle.snapshots = Some(sender.clone());
+            old.handle.telemetry = telemetry.clone();
+            old.handle.targets.clear();
+            let task = std::mem::replace(&mut old.handle.task, tokio::spawn(async {}));
+            let identity = old.identity.clone();
+            self.publish(&running);
+            (identity, task)
+        };
+        let abort = task.abort_handle();
+        if tokio::time::timeout(SINK_GRACE, task).await.is_err() {
+            abort.abort();
+            tracing::warn!(backend = backend.name(), "the replaced sink did not finish within the grace: stopped");
+        }
+        let slot = QueueSlot::with_queue(sender, flushes);
+        let shared = config.shared();
+        let started = match self.start_sink(&shared, backend, identity, slot.clone(), telemetry.clone()) {
+            Ok(sink) => Ok(sink),
+            Err(error) => {
+                let error = format!("{error:#}");
+                let again = self.start_sink(&shared, backend, old_identity, slot, telemetry);
+                again.map_err(|again| format!("{error}; and with the settings before: {again:#}")).and_then(|sink| {
+                    let mut running = lock(&self.running);
+                    self.put_in_place(&mut running, sink);
+                    Err(format!("{error} (the settings before kept)"))
+                })
+            }
+        }?;
+        let mut running = lock(&self.running);
+        self.put_in_place(&mut running, started);
+        Ok(format!("replaced {}", backend.name()))
+    }
+
+    /// Puts `sink` where its backend's stands in `running`, and publishes the list.
+    fn put_in_place(&self, running: &mut Vec<RunningSink>, sink: RunningSink) {
+        match running.iter().position(|old| old.backend == sink.backend) {
+            Some(at) => running[at] = sink,
+            None => running.push(sink),
+        }
+        self.publish(running);
+    }
+
+    /// Publishes `running`: the flusher's queues and the repeater's tap.
+    fn publish(&self, running: &[RunningSink]) {
+        self.publish_outlets(running);
+        let tap = running.iter().find_map(|sink| sink.offered.get::<Tap>()).map(|tap| (*tap).clone());
+        self.tap.set(tap);
     }
 
     /// Sends every flush to `outlet` too (after the backends), its `telemetry` shown beside
@@ -217,12 +305,12 @@ impl Roster {
 
     /// The prometheus backend's series, while it runs.
     pub fn prometheus(&self) -> Option<Arc<Exposed>> {
-        lock(&self.running).iter().find_map(|sink| sink.offered::<Exposed>())
+        lock(&self.running).iter().find_map(|sink| sink.offered.get::<Exposed>())
     }
 
     /// The store's writer and its database file, while the store backend runs.
     pub fn store(&self) -> Option<OpenStore> {
-        lock(&self.running).iter().find_map(|sink| sink.offered::<OpenStore>()).map(|open| (*open).clone())
+        lock(&self.running).iter().find_map(|sink| sink.offered.get::<OpenStore>()).map(|open| (*open).clone())
     }
 
     /// Stops every sink (the flusher has made its last flush): each delivers what it holds,
@@ -269,16 +357,41 @@ impl Roster {
         }
     }
 
-    fn start_sink(&self, config: &Config, backend: Backend, settings: Value) -> anyhow::Result<RunningSink> {
-        let telemetry = Arc::new(
-            SinkTelemetry::new(backend.name(), backend.etsy(), self.startup_s)
-                .with_queue_limit(backend.queue_limit(config)),
-        );
-        let slot = QueueSlot::default();
-        let context = Context::new(config.shared(), telemetry.clone(), self.startup_s, slot.clone());
-        let started = backend.start(config, context)?;
+    /// A new telemetry for `backend`'s sink, bounded as `config` says.
+    fn telemetry_for(&self, config: &Config, backend: Backend) -> Arc<SinkTelemetry> {
+        let telemetry = SinkTelemetry::new(backend.name(), backend.etsy(), self.startup_s);
+        Arc::new(telemetry.with_queue_limit(backend.queue_limit(config)))
+    }
+
+    /// Starts `backend`'s sink with the settings of `identity`; its queue is found in `slot`.
+    fn start_sink(
+        &self,
+        shared: &crate::sinks::Shared,
+        backend: Backend,
+        identity: SinkIdentity,
+        slot: QueueSlot,
+        telemetry: Arc<SinkTelemetry>,
+    ) -> anyhow::Result<RunningSink> {
+        let context = Context::new(shared.clone(), telemetry.clone(), self.startup_s, slot.clone());
+        let started = backend.start(&identity, context)?;
         let handle = SinkHandle { snapshots: slot.sender(), telemetry, targets: started.targets, task: started.task };
-        Ok(RunningSink { backend, settings, handle, offered: started.offered })
+        Ok(RunningSink { backend, identity, handle, offered: Offered(started.offered) })
+    }
+}
+
+/// What a reload does with `backend`'s sink, running with `old` (its identity and what it
+/// offered) or not at all, when `config` wants it with identity `wanted`: `None` keeps it as
+/// it runs; a sink not running is started.
+fn decide(
+    backend: Backend,
+    old: Option<(&SinkIdentity, &Offered)>,
+    wanted: &SinkIdentity,
+    config: &Config,
+) -> Option<Reload> {
+    match old {
+        Some((identity, _)) if identity == wanted => None,
+        Some((identity, offered)) => Some(backend.reload(identity, config, offered)),
+        None => Some(Reload::Restart),
     }
 }
 
@@ -286,52 +399,7 @@ impl RunningSink {
     fn outlet(&self) -> Option<Outlet> {
         Some((self.handle.telemetry.clone(), self.handle.snapshots.clone()?))
     }
-
-    /// What it offers of type `T`.
-    fn offered<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        self.offered.iter().find_map(|thing| thing.clone().downcast::<T>().ok())
-    }
-}
-
-/// Whether a forward sink's old and new settings spool to the same directory: the old sink
-/// still writes and removes its files while it delivers, so a new one cannot start beside it.
-fn shares_a_spool(old: &Value, new: &Value) -> bool {
-    let dir = |settings: &Value| settings.get("forward").and_then(|f| f.get("spoolDir")).cloned();
-    dir(old).is_some_and(|old| !old.is_null() && Some(old) == dir(new))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What a reload compares: a changed setting restarts a backend, a forward spool in use
-    /// keeps it as it was.
-    #[test]
-    fn settings_name_what_a_sink_started_with() {
-        let config = |text: &str| Config::from_text(text).unwrap();
-        let base = config("{ backends: ['graphite', 'forward'], forward: { nodes: ['http://127.0.0.1:1'] } }");
-        let cases: &[(&str, &str, bool)] = &[
-            ("{ backends: ['graphite'], graphitePort: 2004 }", "graphite", true),
-            ("{ backends: ['graphite'], percentThreshold: [50] }", "graphite", false),
-            ("{ backends: ['graphite'], histdSelfMetrics: true }", "graphite", true),
-            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] } }", "forward", false),
-            ("{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:2'] } }", "forward", true),
-            (
-                "{ backends: ['forward'], forward: { nodes: ['http://127.0.0.1:1'] }, timerSampleLimit: 5 }",
-                "forward",
-                true,
-            ),
-        ];
-        let settings = |config: &Config, name: &str| Backend::named(name).unwrap().identity(config);
-        for (text, backend, changed) in cases {
-            let differs = settings(&base, backend) != settings(&config(text), backend);
-            assert_eq!(differs, *changed, "{text}");
-        }
-        let spooled = |nodes: &str, dir: &str| {
-            settings(&config(&format!("{{ forward: {{ nodes: ['{nodes}'], spoolDir: '{dir}' }} }}")), "forward")
-        };
-        assert!(shares_a_spool(&spooled("http://a:1", "/s"), &spooled("http://b:1", "/s")));
-        assert!(!shares_a_spool(&spooled("http://a:1", "/s"), &spooled("http://a:1", "/t")));
-        assert!(!shares_a_spool(&settings(&base, "forward"), &settings(&base, "forward")));
-    }
-}
+mod tests;

@@ -15,7 +15,7 @@ use super::Config;
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 use crate::sinks::{circonus, console, file, forward, graphite, otlp, prometheus, repeater, store};
-use crate::sinks::{Backend as Kind, Context, Started};
+use crate::sinks::{Backend as Kind, Context, Offered, Reload, Started};
 use crate::telemetry::EtsyStatus;
 
 /// Every backend, in the order `backends`' error lists them.
@@ -131,14 +131,25 @@ impl Backend {
         self.0.etsy()
     }
 
+    /// Its keys (`config/keys.rs`).
+    pub fn keys(self) -> &'static [KeyDoc] {
+        self.0.keys()
+    }
+
     /// Whether it needs the HTTP port.
     pub fn serves_http(self) -> bool {
         self.0.serves_http()
     }
 
-    /// What of `config` its sink starts with: a reload restarts it when this changes.
-    pub fn identity(self, config: &Config) -> Value {
+    /// What of `config` its sink starts with: a reload acts when this changes.
+    pub fn identity(self, config: &Config) -> SinkIdentity {
         self.0.identity(config)
+    }
+
+    /// What a reload does with its sink started with `old` when `config`'s identity differs
+    /// (`running`: what the sink offered).
+    pub fn reload(self, old: &SinkIdentity, config: &Config, running: &Offered) -> Reload {
+        self.0.reload(old, config, running)
     }
 
     /// The bytes its queue of flushes may hold.
@@ -146,9 +157,9 @@ impl Backend {
         self.0.queue_limit(config)
     }
 
-    /// Starts its sink with `config`'s settings.
-    pub fn start(self, config: &Config, context: Context) -> anyhow::Result<Started> {
-        self.0.start(config, context)
+    /// Starts its sink with the settings `identity` was made of.
+    pub fn start(self, identity: &SinkIdentity, context: Context) -> anyhow::Result<Started> {
+        self.0.start(identity, context)
     }
 }
 
@@ -182,9 +193,10 @@ trait Listed: Sync {
     fn keys(&self) -> &'static [KeyDoc];
     fn etsy(&self) -> EtsyStatus;
     fn serves_http(&self) -> bool;
-    fn identity(&self, config: &Config) -> Value;
+    fn identity(&self, config: &Config) -> SinkIdentity;
+    fn reload(&self, old: &SinkIdentity, config: &Config, running: &Offered) -> Reload;
     fn queue_limit(&self, config: &Config) -> u64;
-    fn start(&self, config: &Config, context: Context) -> anyhow::Result<Started>;
+    fn start(&self, identity: &SinkIdentity, context: Context) -> anyhow::Result<Started>;
 }
 
 impl<B: Kind> Listed for Entry<B> {
@@ -216,16 +228,62 @@ impl<B: Kind> Listed for Entry<B> {
         B::SERVES_HTTP
     }
 
-    fn identity(&self, config: &Config) -> Value {
-        B::identity(config.backend_settings.of::<B>(), &config.shared())
+    fn identity(&self, config: &Config) -> SinkIdentity {
+        let settings = config.backend_settings.of::<B>().clone();
+        let identity = B::identity(&settings, &config.shared());
+        SinkIdentity { held: std::sync::Arc::new(Was::<B> { identity, settings }), same: same_as::<B> }
+    }
+
+    fn reload(&self, old: &SinkIdentity, config: &Config, running: &Offered) -> Reload {
+        match old.held.downcast_ref::<Was<B>>() {
+            Some(was) => B::reload(&was.settings, config.backend_settings.of::<B>(), running),
+            None => Reload::Restart,
+        }
     }
 
     fn queue_limit(&self, config: &Config) -> u64 {
         B::queue_limit(config.backend_settings.of::<B>(), &config.shared())
     }
 
-    fn start(&self, config: &Config, context: Context) -> anyhow::Result<Started> {
-        B::start(config.backend_settings.of::<B>(), context)
+    fn start(&self, identity: &SinkIdentity, context: Context) -> anyhow::Result<Started> {
+        match identity.held.downcast_ref::<Was<B>>() {
+            Some(was) => B::start(&was.settings, context),
+            None => Err(anyhow::anyhow!("{}: started with another backend's settings", B::NAME)),
+        }
+    }
+}
+
+/// A sink's identity ([`Kind::Identity`]) with the settings it was started with, its type put
+/// aside: a reload compares two of one backend. Never printed (it holds credentials).
+#[derive(Clone)]
+pub struct SinkIdentity {
+    held: std::sync::Arc<dyn Any + Send + Sync>,
+    same: fn(&SinkIdentity, &SinkIdentity) -> bool,
+}
+
+impl PartialEq for SinkIdentity {
+    fn eq(&self, other: &SinkIdentity) -> bool {
+        (self.same)(self, other)
+    }
+}
+
+impl fmt::Debug for SinkIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SinkIdentity(..)")
+    }
+}
+
+/// What a sink of backend `B` was started with.
+struct Was<B: Kind> {
+    identity: B::Identity,
+    settings: B::Settings,
+}
+
+/// Whether two identities are of backend `B` and equal.
+fn same_as<B: Kind>(a: &SinkIdentity, b: &SinkIdentity) -> bool {
+    match (a.held.downcast_ref::<Was<B>>(), b.held.downcast_ref::<Was<B>>()) {
+        (Some(a), Some(b)) => a.identity == b.identity,
+        _ => false,
     }
 }
 

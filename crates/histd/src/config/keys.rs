@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::config_reader::keys::{etsy, histd, unused};
-pub use crate::config_reader::keys::{KeyDoc, Origin};
+pub use crate::config_reader::keys::{KeyDoc, OnReload, Origin};
 use crate::config_reader::KeysRead;
 
 /// The keys no backend owns, in README's order (each backend's follow, from its folder).
@@ -212,7 +212,11 @@ pub fn markdown_table() -> String {
             Origin::Histd => format!("(histd) {}", doc.meaning),
             Origin::EtsyUnused => format!("accepted, no effect: {}", doc.meaning),
         };
-        table.push_str(&format!("| {keys} | {} | {meaning} |\n", doc.default));
+        let reload = match doc.on_reload {
+            OnReload::InPlace => "; a reload applies it to the running backend in place",
+            OnReload::RestartsItsSink => "",
+        };
+        table.push_str(&format!("| {keys} | {} | {meaning}{reload} |\n", doc.default));
     }
     table
 }

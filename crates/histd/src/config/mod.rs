@@ -22,7 +22,7 @@ pub use crate::sinks::console::ConsoleConfig;
 pub use crate::sinks::graphite::{GraphiteConfig, GraphiteProtocol};
 pub use crate::sinks::repeater::{RepeaterConfig, RepeaterProtocol};
 pub use crate::sinks::store::StoreConfig;
-pub use backends::{Backend, BackendSettings};
+pub use backends::{Backend, BackendSettings, SinkIdentity};
 
 /// The management port when none is given.
 pub const DEFAULT_MGMT_PORT: u16 = 8126;

@@ -10,7 +10,7 @@ use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use agg::Snapshot;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -50,8 +50,20 @@ pub trait Backend: 'static {
         Vec::new()
     }
 
-    /// Everything its sink starts with: a reload restarts it when this changes.
-    fn identity(settings: &Self::Settings, shared: &Shared) -> Value;
+    /// Everything its sink starts with, compared as a value by a reload (secrets included:
+    /// header values, and the bytes of the files it reads at start, [`FileContents`]). Not
+    /// printable: it holds credentials.
+    type Identity: PartialEq + Send + Sync + 'static;
+
+    /// Its identity under `settings` and `shared`: a reload acts when it changes.
+    fn identity(settings: &Self::Settings, shared: &Shared) -> Self::Identity;
+
+    /// What a reload does with its running sink when its identity changed from `old`'s to
+    /// `new`'s (`running`: what the sink offered at start). Restarts it unless the backend
+    /// says otherwise.
+    fn reload(_old: &Self::Settings, _new: &Self::Settings, _running: &Offered) -> Reload {
+        Reload::Restart
+    }
 
     /// The bytes its queue of flushes may hold (`sinkQueueBytes` unless it has its own bound).
     fn queue_limit(_settings: &Self::Settings, shared: &Shared) -> u64 {
@@ -60,6 +72,51 @@ pub trait Backend: 'static {
 
     /// Starts its sink; an error names the key that stops it.
     fn start(settings: &Self::Settings, context: Context) -> anyhow::Result<Started>;
+}
+
+/// What a reload does with a running sink whose identity changed.
+pub enum Reload {
+    /// A new sink starts beside the old one, which delivers what it holds and stops (within
+    /// the roster's grace).
+    Restart,
+    /// The old sink stops first, delivering what it can and keeping the rest where the new
+    /// one finds it; then the new one starts, with the flushes made meanwhile (forward's
+    /// spool directory, which two sinks cannot share).
+    Replace,
+    /// The running sink takes the new settings: the future hands them over.
+    InPlace(InPlace),
+}
+
+/// A change handed to a running sink; its error names the key.
+pub type InPlace = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
+/// What a running sink offered the daemon ([`Started::offered`]), found by type.
+#[derive(Clone, Default)]
+pub struct Offered(pub Vec<Arc<dyn Any + Send + Sync>>);
+
+impl Offered {
+    /// What it offered of type `T`.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.0.iter().find_map(|thing| thing.clone().downcast::<T>().ok())
+    }
+}
+
+/// The files a sink reads at start (certificates, keys, passwords, mapping files), as a
+/// reload compares them: each path and a SHA-256 of its bytes (none when it does not read),
+/// so that one rotated in place restarts the sink that holds the old one.
+#[derive(PartialEq, Eq, Default)]
+pub struct FileContents(Vec<(std::path::PathBuf, Option<[u8; 32]>)>);
+
+impl FileContents {
+    /// The contents of `paths` now.
+    pub fn of<'a>(paths: impl IntoIterator<Item = &'a std::path::Path>) -> FileContents {
+        let digest = |path: &std::path::Path| {
+            let bytes = std::fs::read(path).ok()?;
+            let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+            digest.as_ref().try_into().ok()
+        };
+        FileContents(paths.into_iter().map(|path| (path.to_path_buf(), digest(path))).collect())
+    }
 }
 
 /// The settings every backend may read, besides its own.
@@ -114,12 +171,24 @@ pub struct Context {
 
 /// Where the flusher finds a sink's queue once the sink has asked for one.
 #[derive(Debug, Clone, Default)]
-pub struct QueueSlot(Arc<Mutex<Option<mpsc::Sender<Arc<Snapshot>>>>>);
+pub struct QueueSlot(Arc<Mutex<SlotState>>);
+
+#[derive(Debug, Default)]
+struct SlotState {
+    sender: Option<mpsc::Sender<Arc<Snapshot>>>,
+    /// A queue made before the sink started, holding the flushes made meanwhile.
+    made: Option<Flushes>,
+}
 
 impl QueueSlot {
+    /// A slot whose queue is made already (the flusher sends to it before the sink starts).
+    pub fn with_queue(sender: mpsc::Sender<Arc<Snapshot>>, flushes: Flushes) -> QueueSlot {
+        QueueSlot(Arc::new(Mutex::new(SlotState { sender: Some(sender), made: Some(flushes) })))
+    }
+
     /// The queue's sending side, when the sink reads flushes.
     pub fn sender(&self) -> Option<mpsc::Sender<Arc<Snapshot>>> {
-        lock(&self.0).clone()
+        lock(&self.0).sender.clone()
     }
 }
 
@@ -133,8 +202,12 @@ impl Context {
     /// reads packets). Bounded at [`SNAPSHOT_QUEUE`] flushes and the sink's byte limit, which
     /// the flusher checks and counts (`queue_full_drops`).
     pub fn flushes(&self) -> Flushes {
+        let mut slot = lock(&self.queue.0);
+        if let Some(made) = slot.made.take() {
+            return made;
+        }
         let (sender, flushes) = Flushes::queue(self.telemetry.clone());
-        *lock(&self.queue.0) = Some(sender);
+        slot.sender = Some(sender);
         flushes
     }
 
@@ -185,12 +258,6 @@ pub fn offer(queue: &mpsc::Sender<Arc<Snapshot>>, telemetry: &SinkTelemetry, sna
     }
     telemetry.queued.set((queue.max_capacity() - queue.capacity()) as u64);
     queued
-}
-
-/// The identity most backends have: their settings as `check-config` prints them, and the
-/// queue's bound.
-pub fn plain_identity(key: &str, effective: Value, shared: &Shared) -> Value {
-    json!({ key: effective, "sinkQueueBytes": shared.sink_queue_bytes })
 }
 
 /// This machine's name (`forward.source`, otlp's `host.name`, circonus' target): the host name (`/proc/sys/kernel/hostname`), or `histd` when it cannot be read.

@@ -78,11 +78,9 @@ impl HttpSettings {
         shown
     }
 
-    /// Everything a reload compares, header values and the URL's secrets included (never
-    /// printed: a rotated credential restarts the sink, and the new one is sent).
-    pub fn identity(&self) -> Value {
-        let url = format!("{}://{}{}", self.url.scheme(), self.url.authority(), self.url.path);
-        json!({ "url": url, "headers": self.headers, "effective": self.effective() })
+    /// The files it reads at start (its TLS files), for a reload to compare.
+    pub fn files(&self) -> crate::sinks::FileContents {
+        crate::sinks::FileContents::of(self.tls.paths())
     }
 
     /// Where the sink named `name` sends: `headers` of its protocol first, then the configured
@@ -154,7 +152,7 @@ macro_rules! with_http_keys {
             $crate::config_reader::keys::histd(
                 &[concat!($section, ".tls.caFile"), concat!($section, ".tls.certFile"), concat!($section, ".tls.keyFile")],
                 "none (the system's roots)",
-                "for an `https://` URL: a PEM file of the CA certificates to trust in place of the system's roots, and a client certificate with its key to present (mutual TLS); read when the sink starts (a reload that changes them restarts it)",
+                "for an `https://` URL: a PEM file of the CA certificates to trust in place of the system's roots, and a client certificate with its key to present (mutual TLS); read when the sink starts (a reload that changes them, or the bytes in them, restarts it)",
             ),
         ]
     };
@@ -195,7 +193,8 @@ mod tests {
         assert_eq!(given.tls.ca.as_deref(), Some(std::path::Path::new("/ca.pem")));
         let shown = Value::Object(given.effective()).to_string();
         assert!(shown.contains("Authorization") && !shown.contains("Bearer x"), "{shown}");
-        assert!(given.identity().to_string().contains("Bearer x"), "a reload compares the values");
+        let rotated = HttpSettings { headers: vec![("Authorization".into(), "Bearer y".into())], ..given.clone() };
+        assert!(given != rotated, "a reload compares the values");
         let problems = given.check_files("to");
         assert!(
             problems.len() == 1 && problems[0].starts_with("to.tls: ") && problems[0].contains("/ca.pem"),

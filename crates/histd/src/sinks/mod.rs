@@ -21,7 +21,9 @@ pub mod store;
 use agg::Snapshot;
 
 pub use crate::telemetry::{Detail, DropReason, SinkTelemetry};
-pub use backend::{host_name, offer, plain_identity, Backend, Context, Flushes, QueueSlot, Shared, Started};
+pub use backend::{
+    host_name, offer, Backend, Context, FileContents, Flushes, InPlace, Offered, QueueSlot, Reload, Shared, Started,
+};
 
 /// Flushes of one aggregator with `config`, one packet each, 10 s apart from `first_ms`: the
 /// snapshots the sinks' encoder tests read back.

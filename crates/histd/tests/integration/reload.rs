@@ -235,3 +235,95 @@ fn a_rotated_remote_write_header_is_sent_after_a_reload() {
     );
     assert!(daemon.stderr().contains("prometheus"), "the restart is said: {}", daemon.stderr());
 }
+
+/// Issue 51: a forward backend on a spool directory it keeps is replaced by a reload, not kept
+/// as it was: the old sink stops first, the new one starts on the directory, and the rotated
+/// credential (here its token file) is the one sent from then on; every increment is sent once,
+/// before or after.
+#[test]
+fn a_forward_credential_rotated_with_its_spool_is_sent_after_a_reload() {
+    let node = crate::harness::HttpCapture::start();
+    let dir = std::env::temp_dir().join(format!("histd-forward-rotation-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = |name: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("{name}-0123456789abcdef\n")).unwrap();
+        path
+    };
+    let (old, new) = (token("old"), token("new"));
+    let spool = dir.join("spool");
+    let config = |token: &std::path::Path| {
+        format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, \
+               backends: ['forward'], forward: {{ nodes: ['http://{}'], source: 'rotating', spoolDir: '{}', \
+               tokenFile: '{}' }} }}",
+            node.address,
+            spool.display(),
+            token.display()
+        )
+    };
+    let daemon = Daemon::start_process("reload-forward-spool", &config(&old));
+    let batches = |bearer: &str| {
+        let wanted = format!("Bearer {bearer}-0123456789abcdef");
+        let posted = node.requests().into_iter().filter(|r| r.method == "POST");
+        posted.filter(|r| r.header("authorization") == Some(wanted.as_str())).collect::<Vec<_>>()
+    };
+    daemon.send_tcp("rotation.c:1|c\n".repeat(10).as_str());
+    assert!(eventually(|| !batches("old").is_empty()), "sent with the first token: {}", daemon.stderr());
+    let outcome = reload_with(&daemon, &config(&new));
+    assert_eq!(outcome["needs_restart"], serde_json::json!([]), "{outcome}");
+    assert!(outcome["changes"].to_string().contains("replaced forward"), "{outcome}");
+    daemon.send_tcp("rotation.c:1|c\n".repeat(5).as_str());
+    assert!(eventually(|| !batches("new").is_empty()), "sent with the rotated token: {}", daemon.stderr());
+    let first_new =
+        node.requests().iter().position(|r| r.header("authorization").is_some_and(|a| a.contains("new-"))).unwrap();
+    let after = node.requests().into_iter().skip(first_new).filter(|r| r.method == "POST").collect::<Vec<_>>();
+    assert!(
+        after.iter().all(|r| r.header("authorization").is_some_and(|a| a.contains("new-"))),
+        "the old token is no longer sent"
+    );
+    let counted = |batches: Vec<crate::harness::Captured>| -> f64 {
+        let decoded = batches.iter().map(|r| fleet::format::decode(&r.body, 1 << 24).expect("a forward batch"));
+        let mut seen = std::collections::HashSet::new();
+        decoded
+            .filter(|batch| seen.insert(batch.id.clone()))
+            .flat_map(|batch| batch.interval.counters)
+            .filter(|(key, _)| key.as_str() == "rotation.c")
+            .map(|(_, value)| value)
+            .sum()
+    };
+    let all = || {
+        let posted = node.requests().into_iter().filter(|r| r.method == "POST").collect::<Vec<_>>();
+        counted(posted)
+    };
+    assert!(eventually(|| all() == 15.0), "every increment sent once: {}", all());
+    assert!(daemon.terminate());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 51: the store's retention and disk budget changed by a reload are handed to the
+/// running writer (named as changed in place), its data directory kept and still written.
+#[test]
+fn a_store_reload_changes_retention_in_place() {
+    let dir = std::env::temp_dir().join(format!("histd-store-in-place-{}", std::process::id()));
+    let config = |raw: &str| {
+        format!(
+            "{{ address: '127.0.0.1', port: 0, server: './servers/tcp', mgmt_port: 0, http_port: 0, flushInterval: 200, \
+               backends: ['store'], store: {{ dataDir: '{}', retention: {{ raw: '{raw}' }}, maxBytes: '1GiB' }} }}",
+            dir.display()
+        )
+    };
+    let daemon = Daemon::start_process("reload-store-in-place", &config("2h"));
+    daemon.send_tcp("inplace.c:1|c\n");
+    let delivered = daemon.stat("store.delivered");
+    assert!(eventually(|| daemon.stat("store.delivered") > delivered));
+    let outcome = reload_with(&daemon, &config("3h"));
+    assert_eq!(outcome["applied"], serde_json::json!(["store"]), "{outcome}");
+    let changes = outcome["changes"].to_string();
+    assert!(changes.contains("changed store in place") && !changes.contains("restarted store"), "{outcome}");
+    let after = daemon.stat("store.delivered");
+    assert!(after > 0.0, "the writer's counters go on (no new sink)");
+    assert!(eventually(|| daemon.stat("store.delivered") > after), "the same writer keeps writing");
+    assert!(daemon.terminate());
+    let _ = std::fs::remove_dir_all(&dir);
+}

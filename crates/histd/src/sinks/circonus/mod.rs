@@ -11,14 +11,14 @@ pub mod encode;
 mod tests;
 
 use hyper::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub use config::CirconusConfig;
 use config::CirconusFormat;
 
 use super::delivery::{plain_judge, spawn_http_sink};
-use super::{Backend, Context, Shared, Started};
+use super::{Backend, Context, FileContents, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 
@@ -43,11 +43,12 @@ impl Backend for Circonus {
         settings.as_ref().map_or_else(Vec::new, |c| c.http.check_files("circonus"))
     }
 
-    fn identity(settings: &Option<CirconusConfig>, shared: &Shared) -> Value {
-        json!({
-            "circonus": settings.as_ref().map(|c| (c.http.identity(), c.effective())),
-            "sinkQueueBytes": shared.sink_queue_bytes,
-        })
+    /// Its settings (header values included), its TLS files' bytes and `sinkQueueBytes`.
+    type Identity = (Option<CirconusConfig>, FileContents, u64);
+
+    fn identity(settings: &Option<CirconusConfig>, shared: &Shared) -> Self::Identity {
+        let files = settings.as_ref().map(|settings| settings.http.files()).unwrap_or_default();
+        (settings.clone(), files, shared.sink_queue_bytes)
     }
 
     fn start(settings: &Option<CirconusConfig>, context: Context) -> anyhow::Result<Started> {

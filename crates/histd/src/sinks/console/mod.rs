@@ -43,8 +43,11 @@ impl Backend for Console {
         json!({ "prettyprint": settings.prettyprint })
     }
 
-    fn identity(settings: &ConsoleConfig, shared: &Shared) -> Value {
-        json!({ "console": settings.prettyprint, "sinkQueueBytes": shared.sink_queue_bytes })
+    /// Its settings and `sinkQueueBytes`.
+    type Identity = (ConsoleConfig, u64);
+
+    fn identity(settings: &ConsoleConfig, shared: &Shared) -> Self::Identity {
+        (settings.clone(), shared.sink_queue_bytes)
     }
 
     fn start(settings: &ConsoleConfig, context: Context) -> anyhow::Result<Started> {

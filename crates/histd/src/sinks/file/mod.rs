@@ -11,7 +11,7 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use config::FileConfig;
 
@@ -36,12 +36,11 @@ impl Backend for File {
         settings.as_ref().map_or(Value::Null, FileConfig::effective)
     }
 
-    fn identity(settings: &Option<FileConfig>, shared: &Shared) -> Value {
-        json!({
-            "file": settings.as_ref().map(FileConfig::effective),
-            "prefixStats": shared.prefix_stats,
-            "sinkQueueBytes": shared.sink_queue_bytes,
-        })
+    /// Its settings, `prefixStats` and `sinkQueueBytes`.
+    type Identity = (Option<FileConfig>, String, u64);
+
+    fn identity(settings: &Option<FileConfig>, shared: &Shared) -> Self::Identity {
+        (settings.clone(), shared.prefix_stats.clone(), shared.sink_queue_bytes)
     }
 
     fn start(settings: &Option<FileConfig>, context: Context) -> anyhow::Result<Started> {

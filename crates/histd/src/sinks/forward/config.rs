@@ -90,6 +90,30 @@ impl Default for ForwardConfig {
 }
 
 impl ForwardConfig {
+    /// The files its sink reads at start, every path's too (TLS files, the Kafka password,
+    /// TLS files and signing key; the token file is read again whenever it changes).
+    pub fn files(&self) -> crate::sinks::FileContents {
+        crate::sinks::FileContents::of(self.file_paths())
+    }
+
+    fn file_paths(&self) -> Vec<&std::path::Path> {
+        let mut paths: Vec<&std::path::Path> = self.tls.paths().collect();
+        if let Some(kafka) = &self.kafka {
+            let cluster = &kafka.cluster;
+            paths.extend(cluster.sasl.iter().map(|sasl| sasl.password_file.as_path()));
+            let tls = cluster.tls.iter().flat_map(|tls| [&tls.ca, &tls.cert, &tls.key]);
+            paths.extend(tls.flatten().map(PathBuf::as_path));
+            paths.extend(kafka.signing_key_file.as_deref());
+        }
+        paths.extend(self.paths.iter().flat_map(|(_, path)| path.file_paths()));
+        paths
+    }
+
+    /// The spool directories it writes (its own, or each path's).
+    pub fn spool_dirs(&self) -> impl Iterator<Item = &std::path::Path> {
+        self.spool_dir.as_deref().into_iter().chain(self.paths.iter().filter_map(|(_, path)| path.spool_dir.as_deref()))
+    }
+
     /// The settings as `histd check-config` prints them.
     pub fn effective(&self) -> Value {
         json!({

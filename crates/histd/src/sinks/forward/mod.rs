@@ -22,14 +22,14 @@ mod tests;
 
 pub use config::ForwardConfig;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Backend, Context, Flushes, Shared, SinkTelemetry, Started};
+use super::{Backend, Context, FileContents, Flushes, Offered, Reload, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 use fleet::cut::CutSettings;
@@ -50,13 +50,25 @@ impl Backend for Forward {
         settings.effective()
     }
 
-    fn identity(settings: &ForwardConfig, shared: &Shared) -> Value {
-        json!({
-            "forward": settings.effective(),
-            "prefixStats": shared.prefix_stats,
-            "timerSampleLimit": settings.raw_values_limit.unwrap_or(shared.timer_sample_limit),
-            "sinkQueueBytes": shared.sink_queue_bytes,
-        })
+    /// Its settings, the bytes of the files it reads at start, `prefixStats`, the raw values
+    /// it sends (`rawValuesLimit`, else `timerSampleLimit`) and `sinkQueueBytes`.
+    type Identity = (ForwardConfig, FileContents, String, usize, u64);
+
+    fn identity(settings: &ForwardConfig, shared: &Shared) -> Self::Identity {
+        let raw_values = settings.raw_values_limit.unwrap_or(shared.timer_sample_limit);
+        (settings.clone(), settings.files(), shared.prefix_stats.clone(), raw_values, shared.sink_queue_bytes)
+    }
+
+    /// A spool directory the running sink writes and the new settings keep: the old sink
+    /// stops first (what it holds stays in the directory), then the new one starts on it. Two
+    /// sinks on one directory would number their files alike.
+    fn reload(old: &ForwardConfig, new: &ForwardConfig, _running: &Offered) -> Reload {
+        let kept = old.spool_dirs().any(|dir| new.spool_dirs().any(|new| new == dir));
+        if kept {
+            Reload::Replace
+        } else {
+            Reload::Restart
+        }
     }
 
     fn check_files(settings: &ForwardConfig) -> Vec<String> {

@@ -12,7 +12,7 @@ mod window;
 pub use config::{GraphiteConfig, GraphiteProtocol};
 pub use encode::{Chunked, GraphiteNames};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{Backend, Context, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
@@ -36,13 +36,12 @@ impl Backend for Graphite {
         settings.effective()
     }
 
-    fn identity(settings: &GraphiteConfig, shared: &Shared) -> Value {
-        json!({
-            "graphite": settings.effective(),
-            "histdSelfMetrics": settings.self_metrics,
-            "prefixStats": shared.prefix_stats,
-            "keyNameSanitize": shared.key_name_sanitize,
-        })
+    /// Its settings, `prefixStats` and `keyNameSanitize` (its queue is bounded by its own
+    /// `retryBufferBytes`).
+    type Identity = (GraphiteConfig, String, bool);
+
+    fn identity(settings: &GraphiteConfig, shared: &Shared) -> Self::Identity {
+        (settings.clone(), shared.prefix_stats.clone(), shared.key_name_sanitize)
     }
 
     /// `graphite.retryBufferBytes` bounds what graphite holds: flushes waiting and lines to

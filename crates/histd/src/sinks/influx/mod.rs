@@ -16,13 +16,13 @@ pub mod encode;
 mod tests;
 
 use hyper::Method;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub use config::InfluxConfig;
 
 use super::delivery::{plain_judge, spawn_http_sink, Verdict};
-use super::{Backend, Context, Shared, Started};
+use super::{Backend, Context, FileContents, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 use crate::http_client::Answer;
@@ -48,11 +48,12 @@ impl Backend for Influx {
         settings.as_ref().map_or_else(Vec::new, |c| c.http.check_files("influx"))
     }
 
-    fn identity(settings: &Option<InfluxConfig>, shared: &Shared) -> Value {
-        json!({
-            "influx": settings.as_ref().map(|c| (c.http.identity(), c.effective())),
-            "sinkQueueBytes": shared.sink_queue_bytes,
-        })
+    /// Its settings (header values included), its TLS files' bytes and `sinkQueueBytes`.
+    type Identity = (Option<InfluxConfig>, FileContents, u64);
+
+    fn identity(settings: &Option<InfluxConfig>, shared: &Shared) -> Self::Identity {
+        let files = settings.as_ref().map(|settings| settings.http.files()).unwrap_or_default();
+        (settings.clone(), files, shared.sink_queue_bytes)
     }
 
     fn start(settings: &Option<InfluxConfig>, context: Context) -> anyhow::Result<Started> {

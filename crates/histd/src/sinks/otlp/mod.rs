@@ -24,12 +24,12 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use config::OtlpConfig;
 pub use sink::{judge, partial_success};
 
-use super::{Backend, Context, Shared, Started};
+use super::{Backend, Context, FileContents, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 
@@ -53,8 +53,11 @@ impl Backend for Otlp {
         settings.http.check_files("otlp")
     }
 
-    fn identity(settings: &OtlpConfig, shared: &Shared) -> Value {
-        json!({ "otlp": settings.effective(), "http": settings.http.identity(), "sinkQueueBytes": shared.sink_queue_bytes })
+    /// Its settings (header values included), its TLS files' bytes and `sinkQueueBytes`.
+    type Identity = (OtlpConfig, FileContents, u64);
+
+    fn identity(settings: &OtlpConfig, shared: &Shared) -> Self::Identity {
+        (settings.clone(), settings.http.files(), shared.sink_queue_bytes)
     }
 
     /// Its `retryBufferBytes` bounds the requests waiting; the queue of flushes is

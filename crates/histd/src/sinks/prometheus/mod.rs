@@ -47,7 +47,8 @@ pub use sink::Exposed;
 
 use serde_json::Value;
 
-use super::{Backend, Context, Shared, Started};
+use super::http_settings::HttpSettings;
+use super::{Backend, Context, FileContents, Shared, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 
@@ -75,9 +76,15 @@ impl Backend for Prometheus {
     /// The remote-write targets' header values are compared too (never printed: they are
     /// credentials): a reload that rotates an `Authorization` header restarts the sink, and the
     /// new one is sent.
-    fn identity(settings: &PrometheusConfig, shared: &Shared) -> Value {
-        let targets: Vec<Value> = settings.remote_write.iter().map(|target| target.http.identity()).collect();
-        serde_json::json!({ "prometheus": settings.effective(), "targets": targets, "sinkQueueBytes": shared.sink_queue_bytes })
+    /// Its settings as shown, each remote-write target's (header values included), the bytes
+    /// of its mapping file and TLS files, and `sinkQueueBytes`.
+    type Identity = (Value, Vec<HttpSettings>, FileContents, u64);
+
+    fn identity(settings: &PrometheusConfig, shared: &Shared) -> Self::Identity {
+        let targets: Vec<HttpSettings> = settings.remote_write.iter().map(|target| target.http.clone()).collect();
+        let tls = targets.iter().flat_map(|http| http.tls.paths());
+        let files = FileContents::of(settings.mapping_file.as_deref().into_iter().chain(tls));
+        (settings.effective(), targets, files, shared.sink_queue_bytes)
     }
 
     fn start(settings: &PrometheusConfig, context: Context) -> anyhow::Result<Started> {

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use serde_json::Value;
 
-use super::{plain_identity, Backend, Context, DropReason, Shared, SinkTelemetry, Started};
+use super::{Backend, Context, DropReason, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 pub mod config;
@@ -40,8 +40,11 @@ impl Backend for Repeater {
         settings.effective()
     }
 
-    fn identity(settings: &RepeaterConfig, shared: &Shared) -> Value {
-        plain_identity("repeater", settings.effective(), shared)
+    /// Its settings and `sinkQueueBytes`.
+    type Identity = (RepeaterConfig, u64);
+
+    fn identity(settings: &RepeaterConfig, shared: &Shared) -> Self::Identity {
+        (settings.clone(), shared.sink_queue_bytes)
     }
 
     fn start(settings: &RepeaterConfig, context: Context) -> anyhow::Result<Started> {

@@ -11,10 +11,10 @@ use agg::Snapshot;
 use anyhow::Context as _;
 use tokio::sync::{mpsc, oneshot};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::{Backend, Context, Detail, DropReason, Shared, SinkTelemetry, Started};
+use super::{Backend, Context, Detail, DropReason, Offered, Reload, Shared, SinkTelemetry, Started};
 use crate::config_reader::keys::KeyDoc;
 use crate::config_reader::{ConfigError, Reader};
 mod backup;
@@ -134,9 +134,24 @@ impl Backend for Store {
         settings.effective()
     }
 
-    /// Only its directory: its retention and disk budget are applied in place by a reload.
-    fn identity(settings: &StoreConfig, _shared: &Shared) -> Value {
-        json!({ "dataDir": settings.data_dir })
+    /// Its settings (`sinkQueueBytes` does not bound it: the writer takes every flush).
+    type Identity = StoreConfig;
+
+    fn identity(settings: &StoreConfig, _shared: &Shared) -> StoreConfig {
+        settings.clone()
+    }
+
+    /// A new `dataDir` restarts it; its retention, `maxBytes`, `scrubInterval` and snapshots
+    /// are handed to the running writer, from its next flush on.
+    fn reload(old: &StoreConfig, new: &StoreConfig, running: &Offered) -> Reload {
+        if old.data_dir != new.data_dir {
+            return Reload::Restart;
+        }
+        let (open, new) = (running.get::<OpenStore>(), new.clone());
+        Reload::InPlace(Box::pin(async move {
+            let open = open.ok_or("store: its writer is not running")?;
+            open.control.set_options(&new).await.map_err(|why| format!("store: {why}"))
+        }))
     }
 
     /// Offers an [`OpenStore`]: its writer and its database file.
