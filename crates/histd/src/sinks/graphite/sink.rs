@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::window::{in_flight_capacity, Payload, SentWindow};
+use super::window::{in_flight_capacity, AtRisk, Payload, SentWindow};
 use super::GraphiteConfig;
 use super::{Chunked, GraphiteNames};
 use crate::backoff::SENDER_STEPS;
@@ -37,6 +37,7 @@ pub fn spawn(config: GraphiteConfig, names: GraphiteNames, context: Context) -> 
         port: config.port,
         connection: None,
         sent: SentWindow::new(in_flight_capacity()),
+        at_risk: AtRisk::default(),
         resend: Vec::new(),
         telemetry: telemetry.clone(),
     };
@@ -158,6 +159,8 @@ struct Carbon {
     connection: Option<TcpStream>,
     /// Written on the current connection, kept to be sent again if it breaks.
     sent: SentWindow,
+    /// What of it carbon may not have read.
+    at_risk: AtRisk,
     /// What a broken connection hands back, for the outbox to put first.
     resend: Vec<Payload>,
     telemetry: Arc<SinkTelemetry>,
@@ -192,6 +195,10 @@ impl Transport for Carbon {
 
     fn delivered(&mut self, payload: Payload) {
         self.sent.written(payload);
+        if let Some(at_risk) = self.connection.as_ref().and_then(|connection| self.at_risk.now(connection)) {
+            self.sent.settle(at_risk);
+        }
+        self.telemetry.resend_window_bytes.set(self.sent.bytes());
     }
 
     fn take_resend(&mut self) -> Vec<Payload> {
@@ -228,6 +235,7 @@ impl Carbon {
                 .await
                 .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
             connection.set_nodelay(true)?;
+            self.at_risk.reset();
             self.connection = Some(connection);
         }
         Ok(self.connection.as_mut().unwrap_or_else(|| unreachable!("set above")))

@@ -3,9 +3,15 @@
 //! A successful write only means the kernel took the bytes: up to a send buffer and carbon's
 //! receive buffer of them die with a carbon that is killed. Graphite points are idempotent by
 //! name and timestamp, so after a broken connection the newest payloads written are sent
-//! again. The window keeps as many as `retryBufferBytes` leaves room for (unsent data comes
-//! first); what left the window while it could still have been in flight is counted as
-//! possibly lost when the connection breaks.
+//! again. The window keeps what may still be lost and no more: after each write it asks the
+//! kernel ([`AtRisk`]) how many bytes carbon's host has not acknowledged (`SIOCOUTQ`) and how
+//! many it may hold acknowledged but not read by carbon (bounded by its receive buffer, seen
+//! through the window it advertises, `TCP_INFO`), and lets go of older payloads, which carbon
+//! has read. A
+//! carbon that keeps up leaves little in the window; one that stalls keeps it full up to what
+//! `retryBufferBytes` leaves room for (unsent data comes first). What left the window for room
+//! while it could still have been in flight is counted as possibly lost when the connection
+//! breaks.
 
 use std::collections::VecDeque;
 
@@ -78,6 +84,19 @@ impl SentWindow {
         }
     }
 
+    /// Lets go of the oldest payloads that lie before the newest `at_risk` bytes written: the
+    /// peer has read them.
+    pub fn settle(&mut self, at_risk: u64) {
+        while let Some((payload, _)) = self.kept.front() {
+            let length = payload.bytes.len() as u64;
+            if self.kept_bytes - length < at_risk {
+                break;
+            }
+            self.kept_bytes -= length;
+            self.kept.pop_front();
+        }
+    }
+
     /// Lets go of the oldest payloads until at most `bytes` are kept.
     pub fn shrink_to(&mut self, bytes: u64) {
         let settled = self.written.saturating_sub(self.in_flight_capacity);
@@ -98,6 +117,56 @@ impl SentWindow {
         self.written = 0;
         Broken { resend, possibly_lost }
     }
+}
+
+/// What of the bytes written on a connection may still be lost with the peer: those its host
+/// has not acknowledged, and those acknowledged that the peer's process may not have read.
+/// The second is bounded by the peer's receive buffer, which its kernel grows only as the
+/// peer reads and of which it advertises at most about half as its window: so at most twice
+/// the widest window seen on the connection, less the window it offers now (free room).
+#[derive(Debug, Default)]
+pub struct AtRisk {
+    widest_window: u64,
+}
+
+impl AtRisk {
+    /// The bytes at risk on `connection` now; `None` when the kernel does not say (then
+    /// nothing is let go of).
+    pub fn now(&mut self, connection: &impl std::os::fd::AsRawFd) -> Option<u64> {
+        let fd = connection.as_raw_fd();
+        let window = peer_window(fd)?;
+        self.widest_window = self.widest_window.max(window);
+        Some(unacknowledged(fd)? + (2 * self.widest_window).saturating_sub(window))
+    }
+
+    /// A new connection: its peer's window is learnt again.
+    pub fn reset(&mut self) {
+        self.widest_window = 0;
+    }
+}
+
+/// Bytes written on the socket that its peer has not acknowledged (`SIOCOUTQ`).
+fn unacknowledged(fd: std::os::fd::RawFd) -> Option<u64> {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ) writes one int through the pointer, which is valid.
+    let done = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
+    (done == 0 && queued >= 0).then_some(queued as u64)
+}
+
+/// The receive window the peer advertised last (`tcpi_snd_wnd` of `TCP_INFO`, Linux 5.4 on).
+fn peer_window(fd: std::os::fd::RawFd) -> Option<u64> {
+    /// Where `tcpi_snd_wnd` lies in `struct tcp_info`.
+    const SND_WND: usize = 228;
+    let mut info = [0u8; 256];
+    let mut length = info.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `length` bytes into `info` and says how many.
+    let done =
+        unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, info.as_mut_ptr().cast(), &mut length) };
+    if done != 0 || (length as usize) < SND_WND + 4 {
+        return None;
+    }
+    let bytes = [info[SND_WND], info[SND_WND + 1], info[SND_WND + 2], info[SND_WND + 3]];
+    Some(u32::from_ne_bytes(bytes) as u64)
 }
 
 /// The most bytes a TCP connection can hold unread on this host: the largest send buffer plus
@@ -156,6 +225,44 @@ mod tests {
         // written 500: payloads ending at or before 350 are settled; the last two are not.
         let broken = window.broken();
         assert_eq!((broken.resend.len(), broken.possibly_lost), (0, 4));
+    }
+
+    #[test]
+    fn settling_keeps_the_newest_payloads_that_cover_what_is_at_risk() {
+        // (bytes at risk, payloads kept of five of 100 bytes)
+        let cases = [(0, 0), (1, 1), (100, 1), (101, 2), (250, 3), (500, 5), (10_000, 5)];
+        for (at_risk, kept) in cases {
+            let mut window = SentWindow::new(1000);
+            for _ in 0..5 {
+                window.written(payload(100, 2));
+            }
+            window.settle(at_risk);
+            assert_eq!(window.bytes(), kept * 100, "{at_risk} at risk");
+            let broken = window.broken();
+            assert_eq!((broken.resend.len() as u64, broken.possibly_lost), (kept, 0), "settled is not lost");
+        }
+    }
+
+    /// A peer that reads everything leaves nothing at risk once it acknowledged it; one that
+    /// reads nothing leaves everything written at risk.
+    #[test]
+    fn the_kernel_says_what_a_peer_has_not_read() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut receiver, _) = listener.accept().unwrap();
+        let mut at_risk = AtRisk::default();
+        let Some(idle) = at_risk.now(&sender) else { return }; // a kernel before 5.4
+        assert!(idle < 200_000, "nothing written: at most the peer's buffer ({idle})");
+        sender.write_all(&[7u8; 100_000]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let unread = at_risk.now(&sender).unwrap();
+        assert!(unread >= 90_000, "written, not read: {unread} at risk");
+        let mut read = vec![0u8; 100_000];
+        receiver.read_exact(&mut read).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let after = at_risk.now(&sender).unwrap();
+        assert!(after < unread, "read: {after} at risk (was {unread})");
     }
 
     #[test]
