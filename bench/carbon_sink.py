@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A carbon stand-in for benchmarks: accepts plaintext connections on 127.0.0.1:PORT, reads
-and discards everything, and prints the bytes received when SECONDS have passed.
+and discards everything, and prints the bytes received when SECONDS have passed or it is
+sent SIGTERM.
 Usage: bench/carbon_sink.py PORT SECONDS"""
+import signal
 import socket
 import sys
 import threading
@@ -25,10 +27,12 @@ def drain(connection):
 
 
 deadline = time.time() + seconds
-while time.time() < deadline:
+stopped = [False]
+signal.signal(signal.SIGTERM, lambda *_: stopped.__setitem__(0, True))
+while time.time() < deadline and not stopped[0]:
     try:
         connection, _ = server.accept()
     except socket.timeout:
         continue
     threading.Thread(target=drain, args=(connection,), daemon=True).start()
-print(f"carbon stand-in received {received[0]} bytes")
+print(f"carbon stand-in received {received[0]} bytes", flush=True)

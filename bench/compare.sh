@@ -4,7 +4,7 @@
 # every daemon (the kernel's drops on the daemon's port, /proc/net/udp; CPU and memory from
 # /proc/PID), one daemon after the other per workload so that machine noise hits them alike.
 #
-# Usage: bench/compare.sh [-s SECONDS] [-b BYTES] [-w PATTERN] NAME PORT 'COMMAND' [NAME PORT 'COMMAND' ...]
+# Usage: bench/compare.sh [-s SECONDS] [-b BYTES] [-w PATTERN] [-c PORT] NAME PORT 'COMMAND' [NAME PORT 'COMMAND' ...]
 #   NAME     a label for the rows
 #   PORT     the UDP port COMMAND's daemon listens on (127.0.0.1)
 #   COMMAND  starts the daemon in the foreground, configured to flush every 2 s (the script
@@ -16,23 +16,27 @@
 #            histd asks with SO_RCVBUFFORCE, so give it `udpReceiveBufferBytes` of half.
 #            The buffer each daemon was granted is printed (ss's rb) next to its rows.
 #   -w       run only the workloads whose title contains PATTERN
+#   -c       a carbon stand-in that reads everything (bench/carbon_sink.py) listens on
+#            127.0.0.1:PORT during each run (bench/peers/histd-carbon.js and brubeck.json
+#            send there); the megabytes it received are printed after each row
 # Example (bench/peers/ has the configs; see BENCHMARKS.md for building the peers):
 #   bench/compare.sh histd 18125 'target/release/histd run -c bench/peers/histd.js' \
 #     brubeck 18126 '/path/to/brubeck --config bench/peers/brubeck.json' \
 #     etsy 18127 'node /path/to/statsd/stats.js bench/peers/etsy-statsd.js'
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=5 buffer=16777216 only=
-while getopts "s:b:w:" option; do
+seconds=5 buffer=16777216 only= carbon=
+while getopts "s:b:w:c:" option; do
   case $option in
     s) seconds=$OPTARG ;;
     b) buffer=$OPTARG ;;
     w) only=$OPTARG ;;
-    *) sed -n '2,25p' "$0"; exit 2 ;;
+    c) carbon=$OPTARG ;;
+    *) sed -n '2,28p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-(( $# >= 3 && $# % 3 == 0 )) || { sed -n '2,25p' "$0"; exit 2; }
+(( $# >= 3 && $# % 3 == 0 )) || { sed -n '2,28p' "$0"; exit 2; }
 daemons=("$@")
 
 cargo build --release -q -p histd
@@ -54,6 +58,20 @@ echo "- Each daemon pinned to CPU 0 (\`taskset\`), the generator (\`histd bench 
 echo "- received = lines sent less the datagrams the kernel dropped on the daemon's port; ns/metric"
 echo "  = the daemon's CPU time (user + system, all threads, flushes included) per line received."
 for ((i = 0; i < ${#daemons[@]}; i += 3)); do echo "- ${daemons[i]}: \`${daemons[i + 2]}\` (port ${daemons[i + 1]})"; done
+[[ -z $carbon ]] || echo "- A carbon stand-in reading everything (bench/carbon_sink.py) on 127.0.0.1:$carbon during each run."
+
+# carbon_start / carbon_stop: the carbon stand-in around one run, when asked for (-c)
+carbon_start() {
+  [[ -n $carbon ]] || return 0
+  python3 bench/carbon_sink.py "$carbon" 3600 > /tmp/compare-carbon.log 2>&1 &
+  carbon_pid=$!
+  for _ in $(seq 50); do ss -Htln "sport = :$carbon" | grep -q . && return; sleep 0.1; done
+}
+carbon_stop() { # NAME: notes what the stand-in received from it in $received_by
+  [[ -n $carbon ]] || return 0
+  kill -TERM "$carbon_pid"; wait "$carbon_pid" || true
+  received_by+="$1 $(awk '{ printf "%.1f", $4 / 1e6 }' /tmp/compare-carbon.log) MB; "
+}
 
 # start NAME PORT COMMAND -> sets $pid once the port is bound
 start() {
@@ -81,14 +99,18 @@ workload() {
   echo; echo "### $title"; echo
   echo "| daemon | target | sent/s | received | loss % | kernel drops | ns/metric | µs/datagram | RSS MB peak | buffer granted |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
+  received_by=
   for ((i = 0; i < ${#daemons[@]}; i += 3)); do
     local name=${daemons[i]} port=${daemons[i + 1]} command=${daemons[i + 2]}
+    carbon_start
     start "$name" "$port" "$command"
     local granted; granted=$(ss -Hulmn "sport = :$port" | grep -o 'rb[0-9]*' | tr -d rb | sort -u | paste -sd/)
     taskset -c 1 "$bench" bench --count kernel --target "127.0.0.1:$port" --pid "$pid" --duration "$seconds" \
       --quiet --markdown "$@" | tail -n +3 | sed "s/^|/| $name |/; s/\$/ $granted |/"
     stop
+    carbon_stop "$name"
   done
+  [[ -z $carbon ]] || { echo; echo "Carbon received: $received_by"; }
 }
 
 workload "25 lines/datagram, 1k counter names" --lines 25 --names 1000 --rate 1M,4M,0

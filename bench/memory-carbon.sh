@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Memory with outputs that read (issue 53): the memory rows measured with the graphite backend
+# sending nowhere (no graphiteHost: every flush computed, nothing sent) and sending every flush
+# to a carbon stand-in that reads everything (bench/carbon_sink.py), side by side in one run.
+# Each daemon pinned to CPU 0, the generator (`histd bench --count kernel`) to CPU 1, 2 s
+# flushes, 25 lines a datagram, an 8 MiB receive buffer asked (SO_RCVBUFFORCE: 16 MiB granted);
+# ROUNDS rounds, the builds alternating within each round; the median of the rounds is printed
+# after the rows.
+#
+# Usage: bench/memory-carbon.sh [-s SECONDS] [-r ROUNDS] NAME BINARY [NAME BINARY ...]
+#   NAME BINARY  a label and a histd binary (e.g. `before /tmp/before/histd after target/release/histd`)
+#   -s           seconds of load per run (5); -r rounds (3)
+#   BRUBECK=/path/to/brubeck adds Brubeck sending to the same stand-in (bench/peers/brubeck.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=5 rounds=3
+while getopts "s:r:" option; do
+  case $option in
+    s) seconds=$OPTARG ;;
+    r) rounds=$OPTARG ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+(( $# >= 2 && $# % 2 == 0 )) || { sed -n '2,15p' "$0"; exit 2; }
+builds=("$@")
+generator=${builds[-1]}
+carbon_port=12099
+
+echo "# Memory with a carbon that reads, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "# rmem_max=$(sysctl -n net.core.rmem_max); $seconds s a run, $rounds rounds"
+for ((i = 0; i < ${#builds[@]}; i += 2)); do echo "# ${builds[i]}: ${builds[i + 1]}"; done
+[[ -z ${BRUBECK:-} ]] || echo "# brubeck: $BRUBECK --config bench/peers/brubeck.json"
+
+# run LABEL COMMAND PORT BENCH-ARGS... -> one row: label, output, loss %, ns/metric, peak RSS MB, carbon MB
+run() {
+  local label=$1 command=$2 port=$3; shift 3
+  python3 bench/carbon_sink.py "$carbon_port" 3600 > /tmp/memory-carbon-sink.log 2>&1 &
+  local carbon=$!
+  for _ in $(seq 50); do ss -Htln "sport = :$carbon_port" | grep -q . && break; sleep 0.1; done
+  taskset -c 0 bash -c "exec $command" > /tmp/memory-carbon-daemon.log 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do ss -Hulnp "sport = :$port" | grep -q "pid=$pid," && break; sleep 0.1; done
+  sleep 1
+  local row
+  row=$(taskset -c 1 "$generator" bench --count kernel --target "127.0.0.1:$port" --pid "$pid" \
+    --duration "$duration" --quiet --markdown "$@" | tail -n 1)
+  sleep 2.5 # a last flush reaches carbon
+  local peak; peak=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$pid/status")
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+  kill -TERM "$carbon"; wait "$carbon" 2>/dev/null || true
+  local received; received=$(awk '{ printf "%.1f", $4 / 1e6 }' /tmp/memory-carbon-sink.log)
+  local loss ns
+  loss=$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $5); print $5 }')
+  ns=$(echo "$row" | awk -F'|' '{ gsub(/ /, "", $7); print $7 }')
+  echo "| $label | $loss | $ns | $peak | $received |"
+}
+
+config() { # GRAPHITE-KEYS -> a config file for histd
+  local file; file=$(mktemp /tmp/memory-carbon-XXXX.js)
+  echo "{ port: 18125, address: '127.0.0.1', mgmt_port: 18135, http_port: 0, flushInterval: 2000, udpReceiveBufferBytes: 8388608 $1 }" > "$file"
+  echo "$file"
+}
+no_host=$(config "")
+to_carbon=$(config ", graphiteHost: '127.0.0.1', graphitePort: $carbon_port, graphite: { legacyNamespace: true }")
+
+workload() { # TITLE SECONDS BENCH-ARGS... (SECONDS: `-` for -s)
+  local title=$1; duration=$2; shift 2
+  [[ $duration != - ]] || duration=$seconds
+  echo; echo "### $title"; echo
+  echo "| build, output | loss % | ns/metric | peak RSS MB | carbon received MB |"
+  echo "|---|---|---|---|---|"
+  local rows=()
+  for _ in $(seq "$rounds"); do
+    for ((i = 0; i < ${#builds[@]}; i += 2)); do
+      rows+=("$(run "${builds[i]}, no host" "${builds[i + 1]} run -c $no_host" 18125 "$@")")
+      rows+=("$(run "${builds[i]}, carbon that reads" "${builds[i + 1]} run -c $to_carbon" 18125 "$@")")
+    done
+    [[ -z ${BRUBECK:-} ]] || rows+=("$(run "brubeck, carbon that reads" "$BRUBECK --config bench/peers/brubeck.json" 18126 "$@")")
+  done
+  printf '%s\n' "${rows[@]}"
+  echo; echo "Medians of the rounds: peak RSS MB, loss %"
+  local labels; labels=$(printf '%s\n' "${rows[@]}" | awk -F'|' '{ gsub(/^ +| +$/, "", $2); print $2 }' | sort -u)
+  while IFS= read -r label; do
+    median() { # COLUMN
+      printf '%s\n' "${rows[@]}" | awk -F'|' -v l="$label" -v c="$1" '{ x = $2; gsub(/^ +| +$/, "", x) } x == l { gsub(/ /, "", $c); print $c }' |
+        sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+    }
+    echo "- $label: $(median 5) MB, loss $(median 3) %"
+  done <<< "$labels"
+}
+
+workload "100k counter names at 2M lines/s" - --lines 25 --names 100000 --rate 2M
+workload "1M counter names, 3M lines at 1M lines/s" 3 --lines 25 --names 1000000 --rate 1M
+workload "100k names, 90% timers, at 4M lines/s" - --lines 25 --names 100000 --mix timer-heavy --rate 4M
+rm -f "$no_host" "$to_carbon"
