@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# A global fed by many locals (issue 53, item 3): one global histd (pinned to CPU 0, graphite
+# computing every flush and sending it nowhere, as the ingest rows) takes every interval of N
+# simulated locals over HTTP, each posting the same 100k series (90k counters, 10k timers of 150
+# values with their raw values) in the forward format (crates/fleet/examples/simulated_locals.rs,
+# on CPU 1, cutting each local's flush as the forward backend does). Printed per N: the series
+# the global merged and its CPU time for them (merges, flushes and all), series merged per
+# second of that CPU, its idle and peak memory, the median time it took to take one interval of
+# every local, and the batches that came too late for their flush.
+# Usage: bench/global-merge.sh [INTERVALS [INTERVAL_MS [LOCALS]]]   (4, 10000, "10 50 100")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+intervals=${1:-4}
+interval_ms=${2:-10000}
+read -r -a counts <<< "${3:-10 50 100}"
+cargo build --release -q -p histd
+cargo build --release -q -p fleet --example simulated_locals
+config=$(mktemp /tmp/global-merge-XXXX.js)
+cat > "$config" <<CONFIG
+{ address: '127.0.0.1', port: 18140, mgmt_port: 18145, http_port: 18147, flushInterval: $interval_ms,
+  global: { accept: true } }
+CONFIG
+echo "# A global fed by simulated locals, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "# $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
+echo
+echo "| locals | intervals | series sent | series merged | global CPU s | M series merged / CPU s | µs a series | s to take an interval (median) | late batches | idle RSS MB | peak RSS MB |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for locals in "${counts[@]}"; do
+  taskset -c 0 target/release/histd run -c "$config" > /tmp/global-merge.log 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ss -Htlnp "sport = :18147" | grep -q "pid=$pid," && break; sleep 0.1; done
+  # One interval to warm up (the global numbers the series), then the measured ones.
+  taskset -c 1 target/release/examples/simulated_locals 127.0.0.1:18147 127.0.0.1:18145 "$pid" "$locals" 1 "$interval_ms" > /dev/null
+  taskset -c 1 target/release/examples/simulated_locals 127.0.0.1:18147 127.0.0.1:18145 "$pid" "$locals" "$intervals" "$interval_ms"
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+done
+rm -f "$config"
