@@ -37,7 +37,8 @@ fn main() {
     let ring = Ring::new(vec![Node::new(format!("http://{http}"))]);
     let mut connections: Vec<Option<TcpStream>> = (0..locals).map(|_| None).collect();
     let idle_rss = memory_kb(pid, "VmRSS");
-    let (cpu_before, merged_before, late_before) = (cpu_ns(pid), stat(&admin, "forward_series_merged"), stat(&admin, "forward_batches_late"));
+    let (cpu_before, merged_before, late_before) =
+        (cpu_ns(pid), stat(&admin, "forward_series_merged"), stat(&admin, "forward_batches_late"));
     let mut takes = Vec::new();
     let mut series_sent = 0u64;
     let start = now_ms() / interval_ms * interval_ms + interval_ms;

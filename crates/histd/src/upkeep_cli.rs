@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use crate::sinks::store::DATABASE;
+use store::data_dir::DATABASE;
 
 /// `histd scrub --data-dir DIR`: reads every block and checks it (its checksum, its bytes)
 /// and SQLite's pages; lists what is damaged now, then the store's record of damage found
@@ -183,14 +183,14 @@ fn latest_whole_snapshot(dir: &Path) -> anyhow::Result<PathBuf> {
 fn restore_file(backup: &Path, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     anyhow::ensure!(scrub_file(backup)?, "{} is damaged: not restored", backup.display());
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let _lock = crate::sinks::store::lock_data_dir(dir)?;
+    let _lock = store::data_dir::lock(dir)?;
     let target = dir.join(DATABASE);
-    let incoming = dir.join(format!("{DATABASE}.restoring"));
+    let incoming = store::data_dir::restoring(dir);
     std::fs::copy(backup, &incoming).with_context(|| format!("cannot copy into {}", incoming.display()))?;
     std::fs::File::open(&incoming)?.sync_all()?;
-    let kept = dir.join(format!("{DATABASE}.replaced-{}", crate::clock::unix_now_s()));
+    let kept = store::data_dir::replaced(dir, crate::clock::unix_now_s());
     // The old store goes aside whole, its write-ahead log with it.
-    let replaced = crate::sinks::store::move_files(&target, &kept)
+    let replaced = store::data_dir::move_files(&target, &kept)
         .with_context(|| format!("cannot move {} aside", target.display()))?;
     std::fs::rename(&incoming, &target)?;
     std::fs::File::open(dir)?.sync_all()?;

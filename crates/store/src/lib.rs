@@ -13,6 +13,7 @@ mod checked_rows;
 pub mod codec;
 mod compact;
 mod damage_record;
+pub mod data_dir;
 mod first_page;
 mod forget;
 mod log_positions;

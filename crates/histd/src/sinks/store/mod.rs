@@ -2,8 +2,6 @@
 //! transaction a flush, then compaction, retention and the disk budget), with the store's size
 //! and drops published in the sink's telemetry.
 
-use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,7 +25,6 @@ pub mod snapshots;
 pub use backup::back_up;
 pub use config::StoreConfig;
 pub use damage::DamagedBlocks;
-pub(crate) use recover::move_files;
 use recover::Recovery;
 use scrub::Scrubber;
 
@@ -36,7 +33,7 @@ use scrub::Scrubber;
 pub type ReaderSlot = Arc<std::sync::Mutex<Option<store::Store>>>;
 
 /// The database file inside the data directory.
-pub const DATABASE: &str = "histd.db";
+pub use store::data_dir::DATABASE;
 
 /// Asks the store's writer to forget series (`DELETE /api/v1/series`) or to keep the store by
 /// new settings (a reload): the writer does it between two flushes, so it never races a write.
@@ -189,7 +186,7 @@ fn spawn(
     std::fs::create_dir_all(&config.data_dir).with_context(|| {
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
     })?;
-    let lock = lock_data_dir(&config.data_dir)?;
+    let lock = store::data_dir::lock(&config.data_dir)?;
     let path = config.data_dir.join(DATABASE);
     let mut options = options_of(config);
     let mut recovery = Recovery::default();
@@ -329,41 +326,6 @@ fn forget(store: &mut store::Store, request: ForgetRequest) {
     let _ = request.reply.send(result.map_err(|error| error.to_string()));
 }
 
-/// The lock file inside the data directory: it holds the owner's pid.
-pub const LOCK_FILE: &str = "histd.lock";
-
-/// Makes this process the data directory's one writer: an exclusive `flock` on its lock file,
-/// held for as long as the returned file is open (the kernel releases it when the process ends,
-/// however it ends). A second daemon on the same directory gets an error naming the directory
-/// and the pid that holds it.
-pub(crate) fn lock_data_dir(dir: &Path) -> anyhow::Result<File> {
-    use std::io::{Read, Seek, Write};
-    use std::os::fd::AsRawFd;
-    let path = dir.join(LOCK_FILE);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
-    // SAFETY: flock on an open descriptor this function owns; no memory is touched.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        let holder = holder.trim();
-        let holder = if holder.is_empty() { "another process".to_string() } else { format!("histd pid {holder}") };
-        anyhow::bail!(
-            "the data directory {} is in use by {holder} (store.dataDir / --data-dir: one histd per directory)",
-            dir.display()
-        );
-    }
-    file.set_len(0)?;
-    file.rewind()?;
-    write!(file, "{}", std::process::id())?;
-    Ok(file)
-}
-
 /// Writes one flush in one transaction, counting rows written or the failure (returned).
 fn write_flush(
     store: &mut store::Store,
@@ -448,20 +410,4 @@ fn publish_usage(
         level("store_damage_unacknowledged", unacknowledged_damage as f64),
     ]);
     telemetry.set_details(details);
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn one_owner_per_data_directory() {
-        let dir = std::env::temp_dir().join(format!("histd-lock-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let first = super::lock_data_dir(&dir).unwrap();
-        let error = super::lock_data_dir(&dir).unwrap_err().to_string();
-        let want = format!("{} is in use by histd pid {}", dir.display(), std::process::id());
-        assert!(error.contains(&want), "{error}");
-        drop(first);
-        assert!(super::lock_data_dir(&dir).is_ok(), "free again once the owner is gone");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

@@ -15,7 +15,7 @@
 //! writer salvages when the check finds damage. While it runs, the old file keeps being written: a salvage that cannot
 //! make its fresh store (no space) puts the file back and changes nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -99,11 +99,12 @@ impl Recovery {
         options: store::Options,
         why: &store::StoreError,
     ) -> anyhow::Result<store::Store> {
-        let aside = PathBuf::from(format!("{}.damaged-{}", path.display(), crate::clock::unix_now_s()));
-        move_files(path, &aside).with_context(|| format!("cannot move the damaged store {} aside", path.display()))?;
+        let aside = store::data_dir::damaged(path, crate::clock::unix_now_s());
+        store::data_dir::move_files(path, &aside)
+            .with_context(|| format!("cannot move the damaged store {} aside", path.display()))?;
         let fresh = store::Store::open(path, options).map(drop);
         if let Err(error) = fresh {
-            let _ = move_files(&aside, path);
+            let _ = store::data_dir::move_files(&aside, path);
             return Err(error).with_context(|| format!("cannot make a fresh store {} to salvage into", path.display()));
         }
         self.files_set_aside += 1;
@@ -177,19 +178,4 @@ impl Recovery {
             total("store_salvage_lost_points", self.lost_points),
         ]
     }
-}
-
-/// Renames a store file with its write-ahead log and shared memory, where they exist (a log
-/// left behind would be replayed into whatever file takes the name: SQLite finds it by the
-/// database's name). True when the store file itself was there.
-pub(crate) fn move_files(from: &Path, to: &Path) -> std::io::Result<bool> {
-    let mut moved = false;
-    for suffix in ["", "-wal", "-shm"] {
-        let file = format!("{}{suffix}", from.display());
-        if Path::new(&file).exists() {
-            std::fs::rename(&file, format!("{}{suffix}", to.display()))?;
-            moved |= suffix.is_empty();
-        }
-    }
-    Ok(moved)
 }
