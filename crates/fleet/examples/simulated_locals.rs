@@ -89,7 +89,7 @@ fn post(http: &str, connection: &mut Option<TcpStream>, body: &[u8]) {
     for _ in 0..600 {
         let stream = connection.get_or_insert_with(|| TcpStream::connect(http).expect("the global's HTTP port"));
         let head = format!(
-            "POST /api/v1/forward HTTP/1.1\r\nHost: {http}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
+            "POST /api/v1/forward HTTP/1.1\r\nHost: {http}\r\nContent-Type: {}\r\nContent-Encoding: snappy\r\nContent-Length: {}\r\n\r\n",
             fleet::format::CONTENT_TYPE,
             body.len()
         );
