@@ -4,9 +4,10 @@
 //! Run: `cargo bench -p histd --bench prometheus`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use histd::exposition::Exposition;
 use histd::prometheus::config::{HistogramMode, DEFAULT_BUCKETS};
 use histd::prometheus::encode::{encode, Flush};
-use histd::prometheus::exposition::Exposition;
+use histd::prometheus::exposition::WriteRegistry;
 use histd::prometheus::samples::Layout;
 use histd::prometheus::state::Registry;
 

@@ -41,6 +41,7 @@ mod backoff;
 mod clock;
 mod cross_protocol;
 mod daemon;
+pub mod exposition;
 mod flush;
 mod global;
 mod http;

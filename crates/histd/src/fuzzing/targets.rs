@@ -316,9 +316,10 @@ pub mod prometheus_output {
 
     use std::sync::Arc;
 
+    use crate::exposition::{Exposition, Format};
     use crate::prometheus::config::{HistogramMode, DEFAULT_BUCKETS};
     use crate::prometheus::encode::{encode, Flush};
-    use crate::prometheus::exposition::{Exposition, Format};
+    use crate::prometheus::exposition::WriteRegistry;
     use crate::prometheus::mapping::Mapper;
     use crate::prometheus::samples::Layout;
     use crate::prometheus::state::Registry;

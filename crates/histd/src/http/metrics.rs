@@ -10,10 +10,7 @@ use proto::ParseError;
 
 use super::HttpState;
 use crate::clock::unix_now_s;
-use crate::sinks::prometheus::exposition::{Exposition, Format};
-use crate::sinks::prometheus::kind::Kind;
-use crate::sinks::prometheus::samples::Layout;
-use crate::sinks::prometheus::HistogramMode;
+use crate::exposition::{Exposition, Format, Kind};
 use crate::telemetry::budgets::BudgetState;
 use crate::telemetry::EdgeCounters;
 
@@ -133,34 +130,17 @@ pub async fn clear(State(state): State<Arc<HttpState>>) -> Response {
 /// are native; never OpenMetrics for vmrange histograms.
 pub fn render_bytes(state: &HttpState, accept: &str) -> (&'static str, Vec<u8>) {
     let prometheus = state.prometheus();
-    let mode = prometheus.as_ref().map(|exposed| exposed.layout.mode);
-    let format = match Format::negotiate(accept, mode == Some(HistogramMode::Native)) {
-        Format::OpenMetrics if mode == Some(HistogramMode::Vmrange) => Format::Text,
-        format => format,
+    let format = match &prometheus {
+        Some(exposed) => exposed.format_for(accept),
+        None => Format::negotiate(accept, false),
     };
     let mut out = Exposition::in_format(format);
     own_metrics(state, &mut out);
     if let Some(exposed) = &prometheus {
-        let registry = exposed.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let series = registry.series_count() as f64;
-        single(&mut out, "histd_prometheus_series", Kind::Gauge, "Series the prometheus backend holds.", series);
-        for (name, help, value) in registry.counts.entries() {
-            single(&mut out, &format!("histd_prometheus_{name}_total"), Kind::Counter, help, value as f64);
-        }
-        match (exposed.layout.mode, format) {
-            (HistogramMode::Native, Format::Text | Format::OpenMetrics) => {
-                out.registry(&registry, &Layout::new(HistogramMode::Classic, &exposed.layout.bounds))
-            }
-            _ => out.registry(&registry, &exposed.layout),
-        }
+        exposed.write(&mut out, format);
     }
     let content_type = out.content_type();
     (content_type, out.finish_bytes())
-}
-
-fn single(out: &mut Exposition, name: &str, kind: Kind, help: &str, value: f64) {
-    let sample = out.family(name, Some(kind), Some(help));
-    out.sample(&sample, &[], None, value);
 }
 
 fn own_metrics(state: &HttpState, out: &mut Exposition) {
@@ -192,7 +172,7 @@ fn own_metrics(state: &HttpState, out: &mut Exposition) {
         ("histd_flushes_total", "Flushes done.", admin.aggregation.flushes.get()),
     ];
     for (name, help, value) in counters {
-        single(out, name, Kind::Counter, help, value as f64);
+        out.single(name, Kind::Counter, help, value as f64);
     }
     let bad = out.family("histd_bad_lines_total", Some(Kind::Counter), Some("Lines rejected, by reason."));
     for reason in ParseError::ALL {
@@ -200,14 +180,14 @@ fn own_metrics(state: &HttpState, out: &mut Exposition) {
         out.sample(&bad, &labels, None, totals.bad_by_reason[reason.index()] as f64);
     }
     let flush_s = admin.aggregation.last_flush_us.get() as f64 / 1e6;
-    single(out, "histd_last_flush_duration_seconds", Kind::Gauge, "How long the last flush took to derive.", flush_s);
-    single(out, "histd_uptime_seconds", Kind::Gauge, "Seconds since start.", uptime as f64);
+    out.single("histd_last_flush_duration_seconds", Kind::Gauge, "How long the last flush took to derive.", flush_s);
+    out.single("histd_uptime_seconds", Kind::Gauge, "Seconds since start.", uptime as f64);
     for (name, value) in admin.edges.entries() {
         let (metric, kind) = match EdgeCounters::is_level(name) {
             true => (format!("histd_{name}"), Kind::Gauge),
             false => (format!("histd_{name}_total"), Kind::Counter),
         };
-        single(out, &metric, kind, "See README: self-telemetry.", value as f64);
+        out.single(&metric, kind, "See README: self-telemetry.", value as f64);
     }
     budget_metrics(&budgets, out);
     sink_metrics(state, out);
@@ -233,7 +213,7 @@ fn budget_metrics(budgets: &BudgetState, out: &mut Exposition) {
         out.sample(&folded, &labels, None, report.folded[reason as usize] as f64);
     }
     let help = "Set intervals counted by a sketch past maxSetMembers.";
-    single(out, "histd_sets_sketched_total", Kind::Counter, help, budgets.sets_sketched as f64);
+    out.single("histd_sets_sketched_total", Kind::Counter, help, budgets.sets_sketched as f64);
     let help = "Series deleted after going without a value for their idleTTL, per type.";
     let expired = out.family("histd_idle_expired_series_total", Some(Kind::Counter), Some(help));
     for (kind, value) in agg::MetricType::ALL.iter().zip(budgets.idle_expired) {

@@ -36,9 +36,9 @@ use circllhist::{Bucket, Histogram};
 
 use super::config::{OtlpConfig, OtlpHistograms, Temporality};
 use super::state::{HistogramValues, Running};
+use crate::exposition::wire;
 use crate::sinks::delivery::Request;
 use crate::sinks::prometheus::native::Native;
-use crate::sinks::prometheus::wire;
 
 /// `AggregationTemporality` values.
 const DELTA: u64 = 1;

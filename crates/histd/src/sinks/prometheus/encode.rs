@@ -17,7 +17,7 @@ use super::config::HistogramMode;
 use super::native::Native;
 use super::samples::{for_each_sample, Layout};
 use super::state::{Forgotten, Registry, Starts, Value};
-use super::wire;
+use crate::exposition::wire;
 
 /// Time series in one request (Prometheus sends at most 2000 samples a request by default;
 /// receivers take far more: VictoriaMetrics up to 32 MiB a request).

@@ -19,8 +19,8 @@ use std::time::Duration;
 use regex::{Regex, RegexSet};
 use serde::Deserialize;
 
-use super::kind::Kind;
 use super::names::{escape, Labels};
+use crate::exposition::Kind;
 
 /// What a mapping says of one statsd name.
 #[derive(Debug, Clone, PartialEq)]

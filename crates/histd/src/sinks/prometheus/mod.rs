@@ -20,7 +20,6 @@ pub mod config;
 pub mod encode;
 pub mod exposition;
 mod histogram;
-pub mod kind;
 pub mod mapping;
 pub mod names;
 pub mod native;
@@ -30,7 +29,6 @@ mod sink;
 pub mod state;
 #[cfg(test)]
 mod tests;
-pub(crate) mod wire;
 
 pub use config::{HistogramMode, PrometheusConfig};
 

@@ -17,14 +17,10 @@
 //! ```
 
 use super::histogram::classic;
-use super::kind::Kind;
 use super::native::Native;
 use super::state::{Cumulative, Registry, Value};
-use super::wire;
-
-/// The content type of the protobuf exposition.
-pub const CONTENT_TYPE: &str =
-    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
+use crate::exposition::protobuf::{label_pairs, number_metric, write_family};
+use crate::exposition::{wire, Kind};
 
 /// Every family of `registry` (histograms with native and classic `bounds` buckets), each
 /// prefixed by its length, appended to `out`.
@@ -40,7 +36,7 @@ pub fn write_registry(out: &mut Vec<u8>, registry: &Registry, bounds: &[f64]) {
                     wire::bytes(&mut message, 0x22, &summary_message(cumulative, &summary.quantiles, &quantiles));
                     message
                 }
-                _ => metric(labels, None, family.kind, &series.value, bounds),
+                _ => metric(labels, family.kind, &series.value, bounds),
             };
             wire::bytes(&mut metrics, 0x22, &message);
         }
@@ -48,69 +44,17 @@ pub fn write_registry(out: &mut Vec<u8>, registry: &Registry, bounds: &[f64]) {
     }
 }
 
-/// A `MetricFamily` whose `Metric` fields (already tagged) are `metrics`, length-prefixed.
-pub fn write_family(out: &mut Vec<u8>, name: &str, help: Option<&str>, kind: Kind, metrics: &[u8]) {
-    let mut message = Vec::new();
-    wire::bytes(&mut message, 0x0a, name.as_bytes());
-    if let Some(help) = help {
-        wire::bytes(&mut message, 0x12, help.as_bytes());
-    }
-    wire::uint(&mut message, 0x18, family_type(kind));
-    message.extend_from_slice(metrics);
-    wire::varint(out, message.len() as u64);
-    out.extend_from_slice(&message);
-}
-
-/// Appends a `Metric` field (tagged) holding a counter's or gauge's `value`.
-pub fn write_number_metric(
-    out: &mut Vec<u8>,
-    labels: &[(String, String)],
-    extra: Option<(&str, &str)>,
-    kind: Kind,
-    value: f64,
-) {
-    wire::bytes(out, 0x22, &metric(labels, extra, kind, &Value::Number(value), &[]));
-}
-
-fn family_type(kind: Kind) -> u64 {
-    match kind {
-        Kind::Counter => 0,
-        Kind::Gauge => 1,
-        Kind::Histogram => 4,
-        Kind::Summary => 2,
-    }
-}
-
-fn metric(
-    labels: &[(String, String)],
-    extra: Option<(&str, &str)>,
-    kind: Kind,
-    value: &Value,
-    bounds: &[f64],
-) -> Vec<u8> {
-    let mut metric = label_pairs(labels, extra);
+/// A `Metric` of a series: its number, or its histogram with native and classic `bounds`
+/// buckets.
+fn metric(labels: &[(String, String)], kind: Kind, value: &Value, bounds: &[f64]) -> Vec<u8> {
     match value {
-        Value::Number(number) => {
-            let mut inner = Vec::with_capacity(9);
-            wire::double(&mut inner, 0x09, *number);
-            let tag = if kind == Kind::Counter { 0x1a } else { 0x12 };
-            wire::bytes(&mut metric, tag, &inner);
+        Value::Number(number) => number_metric(labels, None, kind, *number),
+        Value::Histogram(cumulative) => {
+            let mut metric = label_pairs(labels, None);
+            wire::bytes(&mut metric, 0x3a, &histogram(cumulative, bounds));
+            metric
         }
-        Value::Histogram(cumulative) => wire::bytes(&mut metric, 0x3a, &histogram(cumulative, bounds)),
     }
-    metric
-}
-
-/// A `Metric`'s `LabelPair` fields.
-fn label_pairs(labels: &[(String, String)], extra: Option<(&str, &str)>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (label, text) in labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra) {
-        let mut pair = Vec::new();
-        wire::bytes(&mut pair, 0x0a, label.as_bytes());
-        wire::bytes(&mut pair, 0x12, text.as_bytes());
-        wire::bytes(&mut out, 0x0a, &pair);
-    }
-    out
 }
 
 /// `Summary { uint64 sample_count = 1; double sample_sum = 2; repeated Quantile quantile = 3; }`,

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use agg::Snapshot;
 use circllhist::{Bucket, Histogram};
 
-use super::kind::Kind;
 use super::mapping::{Mapped, Mapper, Summary};
 use super::names::{series_name, Labels, SeriesName};
 use super::native::Native;
+use crate::exposition::Kind;
 
 /// A histogram's running totals, in the exported unit.
 #[derive(Debug, Clone, Default, PartialEq)]

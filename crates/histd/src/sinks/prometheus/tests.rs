@@ -6,10 +6,11 @@ use agg::{AggConfig, Snapshot};
 
 use super::config::{HistogramMode, DEFAULT_BUCKETS};
 use super::encode::{encode, Flush, SERIES_PER_REQUEST, STALE_NAN};
-use super::exposition::{Exposition, Format};
+use super::exposition::WriteRegistry;
 use super::native::Native;
 use super::samples::Layout;
 use super::state::Registry;
+use crate::exposition::{Exposition, Format};
 
 /// Flushes of one aggregator, one packet each, 10 s apart from t = 1000 s.
 fn snapshots(packets: &[&str]) -> Vec<Snapshot> {
@@ -426,7 +427,7 @@ mappings:
 fn protobuf_exposition_carries_native_and_classic_buckets() {
     let registry = registry(&["hits:2|c|#env:prod\nrt:100|ms\nrt:4|ms\ntemp:3|g"]);
     let mut out = Exposition::in_format(Format::Protobuf);
-    let sample = out.family("histd_own_total", Some(super::kind::Kind::Counter), Some("own"));
+    let sample = out.family("histd_own_total", Some(crate::exposition::Kind::Counter), Some("own"));
     out.sample(&sample, &[], None, 7.0);
     out.registry(&registry, &Layout::new(HistogramMode::Native, &[0.01, 0.5]));
     let bytes = out.finish_bytes();
