@@ -11,6 +11,10 @@
 #   NAME BINARY  a label and a histd binary (e.g. `before /tmp/before/histd after target/release/histd`)
 #   -s           seconds of load per run (5); -r rounds (3)
 #   BRUBECK=/path/to/brubeck adds Brubeck sending to the same stand-in (bench/peers/brubeck.json)
+#   OUTPUTS="graphite remote-write otlp influx circonus forward" measures each of those outputs
+#   sending to a receiver that reads everything (graphite: the carbon stand-in; the others:
+#   bench/http_sink.py, which answers every request 200); `graphite` alone by default
+#   WORKLOADS=PATTERN runs only the workloads whose title contains it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=5 rounds=3
@@ -26,6 +30,7 @@ shift $((OPTIND - 1))
 builds=("$@")
 generator=${builds[-1]}
 carbon_port=12099
+outputs=${OUTPUTS:-graphite}
 
 echo "# Memory with a carbon that reads, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# rmem_max=$(sysctl -n net.core.rmem_max); $seconds s a run, $rounds rounds"
@@ -35,7 +40,9 @@ for ((i = 0; i < ${#builds[@]}; i += 2)); do echo "# ${builds[i]}: ${builds[i + 
 # run LABEL COMMAND PORT BENCH-ARGS... -> one row: label, output, loss %, ns/metric, peak RSS MB, carbon MB
 run() {
   local label=$1 command=$2 port=$3; shift 3
-  python3 bench/carbon_sink.py "$carbon_port" 3600 > /tmp/memory-carbon-sink.log 2>&1 &
+  local sink=bench/carbon_sink.py
+  [[ $label != *"receiver that reads"* ]] || sink=bench/http_sink.py
+  python3 "$sink" "$carbon_port" 3600 > /tmp/memory-carbon-sink.log 2>&1 &
   local carbon=$!
   for _ in $(seq 50); do ss -Htln "sport = :$carbon_port" | grep -q . && break; sleep 0.1; done
   taskset -c 0 bash -c "exec $command" > /tmp/memory-carbon-daemon.log 2>&1 &
@@ -62,19 +69,38 @@ config() { # GRAPHITE-KEYS -> a config file for histd
   echo "$file"
 }
 no_host=$(config "")
-to_carbon=$(config ", graphiteHost: '127.0.0.1', graphitePort: $carbon_port, graphite: { legacyNamespace: true }")
+# output_keys OUTPUT -> the config keys sending to the receiver on $carbon_port
+output_keys() {
+  local url=http://127.0.0.1:$carbon_port
+  case $1 in
+    graphite) echo ", graphiteHost: '127.0.0.1', graphitePort: $carbon_port, graphite: { legacyNamespace: true }" ;;
+    remote-write) echo ", backends: ['prometheus'], prometheus: { remoteWrite: [{ url: '$url/api/v1/write' }] }" ;;
+    otlp) echo ", backends: ['otlp'], otlp: { endpoint: '$url/v1/metrics' }" ;;
+    influx) echo ", backends: ['influx'], influx: { url: '$url/write?db=statsd' }" ;;
+    circonus) echo ", backends: ['circonus'], circonus: { url: '$url/module/httptrap/check/secret' }" ;;
+    forward) echo ", backends: ['forward'], forward: { nodes: ['$url'], source: 'bench' }" ;;
+    *) echo "unknown output $1" >&2; exit 2 ;;
+  esac
+}
+# label OUTPUT -> how a row names the output
+output_label() { [[ $1 == graphite ]] && echo "carbon that reads" || echo "$1 to a receiver that reads"; }
+declare -A output_config
+for output in $outputs; do output_config[$output]=$(config "$(output_keys "$output")"); done
 
 workload() { # TITLE SECONDS BENCH-ARGS... (SECONDS: `-` for -s)
   local title=$1; duration=$2; shift 2
+  [[ -z ${WORKLOADS:-} || $title == *"$WORKLOADS"* ]] || return 0
   [[ $duration != - ]] || duration=$seconds
   echo; echo "### $title"; echo
-  echo "| build, output | loss % | ns/metric | peak RSS MB | carbon received MB |"
+  echo "| build, output | loss % | ns/metric | peak RSS MB | received MB |"
   echo "|---|---|---|---|---|"
   local rows=()
   for _ in $(seq "$rounds"); do
     for ((i = 0; i < ${#builds[@]}; i += 2)); do
       rows+=("$(run "${builds[i]}, no host" "${builds[i + 1]} run -c $no_host" 18125 "$@")")
-      rows+=("$(run "${builds[i]}, carbon that reads" "${builds[i + 1]} run -c $to_carbon" 18125 "$@")")
+      for output in $outputs; do
+        rows+=("$(run "${builds[i]}, $(output_label "$output")" "${builds[i + 1]} run -c ${output_config[$output]}" 18125 "$@")")
+      done
     done
     [[ -z ${BRUBECK:-} ]] || rows+=("$(run "brubeck, carbon that reads" "$BRUBECK --config bench/peers/brubeck.json" 18126 "$@")")
   done
@@ -93,4 +119,4 @@ workload() { # TITLE SECONDS BENCH-ARGS... (SECONDS: `-` for -s)
 workload "100k counter names at 2M lines/s" - --lines 25 --names 100000 --rate 2M
 workload "1M counter names, 3M lines at 1M lines/s" 3 --lines 25 --names 1000000 --rate 1M
 workload "100k names, 90% timers, at 4M lines/s" - --lines 25 --names 100000 --mix timer-heavy --rate 4M
-rm -f "$no_host" "$to_carbon"
+rm -f "$no_host" "${output_config[@]}"
