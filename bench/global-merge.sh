@@ -7,6 +7,8 @@
 # the global merged and its CPU time for them (merges, flushes and all), series merged per
 # second of that CPU, its idle and peak memory, the median time it took to take one interval of
 # every local, and the batches that came too late for their flush.
+# With KAFKA=1 the locals produce to a topic of 6 partitions on one KRaft broker (bench/kafka-brokers.sh,
+# on CPU 1 with the locals) and the global consumes it (global.kafka) instead of taking posts.
 # Usage: bench/global-merge.sh [INTERVALS [INTERVAL_MS [LOCALS]]]   (4, 10000, "10 50 100")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,12 +18,25 @@ read -r -a counts <<< "${3:-10 50 100}"
 cargo build --release -q -p histd
 cargo build --release -q -p fleet --example simulated_locals
 config=$(mktemp /tmp/global-merge-XXXX.js)
+intake="accept: true" transport=http
+pids=()
+if [[ ${KAFKA:-} == 1 ]]; then
+  work=$(mktemp -d)
+  trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"' EXIT
+  # shellcheck source=bench/kafka-brokers.sh
+  source bench/kafka-brokers.sh
+  start_brokers 1 "$work" histd-bench 6
+  intake="kafka: { brokers: ['$bootstrap'], topic: 'histd-bench', group: 'global-merge' }" transport=kafka
+  export KAFKA="$bootstrap/histd-bench/6"
+else
+  unset KAFKA
+fi
 cat > "$config" <<CONFIG
 { address: '127.0.0.1', port: 18140, mgmt_port: 18145, http_port: 18147, flushInterval: $interval_ms,
-  global: { accept: true } }
+  global: { $intake } }
 CONFIG
 echo "# A global fed by simulated locals, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "# $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
+echo "# over $transport; $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
 echo
 echo "| locals | intervals | series sent | series merged | global CPU s | M series merged / CPU s | µs a series | s to take an interval (median) | late batches | idle RSS MB | peak RSS MB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -29,6 +44,7 @@ for locals in "${counts[@]}"; do
   taskset -c 0 target/release/histd run -c "$config" > /tmp/global-merge.log 2>&1 &
   pid=$!
   for _ in $(seq 100); do ss -Htlnp "sport = :18147" | grep -q "pid=$pid," && break; sleep 0.1; done
+  [[ $transport == http ]] || sleep 5 # the consumer joins its group
   # One interval to warm up (the global numbers the series), then the measured ones.
   taskset -c 1 target/release/examples/simulated_locals 127.0.0.1:18147 127.0.0.1:18145 "$pid" "$locals" 1 "$interval_ms" > /dev/null
   taskset -c 1 target/release/examples/simulated_locals 127.0.0.1:18147 127.0.0.1:18145 "$pid" "$locals" "$intervals" "$interval_ms"

@@ -20,12 +20,6 @@ samples=${2:-20}
 mix=${3:-mixed}
 cargo build --release -q -p histd
 bin=target/release/histd
-classpath_file=target/tools/kafka.classpath
-if [ ! -s "$classpath_file" ]; then
-  mkdir -p target/tools
-  mvn -q -f crates/histd/tests/kafka/pom.xml dependency:build-classpath -Dmdep.outputFile="$PWD/$classpath_file"
-fi
-classpath=$(cat "$classpath_file")
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -38,32 +32,9 @@ trap cleanup EXIT
 echo "# $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# rmem_max=$(sysctl -n net.core.rmem_max); histd asks for a 16 MiB receive buffer"
 
-voters="1@127.0.0.1:19291,2@127.0.0.1:19292,3@127.0.0.1:19293"
-bootstrap="127.0.0.1:19191,127.0.0.1:19192,127.0.0.1:19193"
-for id in 1 2 3; do
-  cat > "$work/broker$id.properties" <<PROPERTIES
-process.roles=broker,controller
-node.id=$id
-listeners=PLAINTEXT://127.0.0.1:1919$id,CONTROLLER://127.0.0.1:1929$id
-advertised.listeners=PLAINTEXT://127.0.0.1:1919$id
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-controller.quorum.voters=$voters
-log.dirs=$work/data$id
-offsets.topic.replication.factor=3
-offsets.topic.num.partitions=3
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
-PROPERTIES
-  java -cp "$classpath" kafka.tools.StorageTool format -t aGlzdGQtYmVuY2gtMDAwMQ -c "$work/broker$id.properties" >/dev/null
-  taskset -c 1 java -Xmx512m -XX:+UseSerialGC -cp "$classpath" kafka.Kafka "$work/broker$id.properties" >"$work/broker$id.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 120); do
-  java -cp "$classpath" org.apache.kafka.tools.TopicCommand --bootstrap-server "$bootstrap" --create --topic histd-bench \
-    --partitions 6 --replication-factor 3 --config min.insync.replicas=2 >/dev/null 2>&1 && break
-  sleep 1
-done
+# shellcheck source=bench/kafka-brokers.sh
+source bench/kafka-brokers.sh
+start_brokers 3 "$work" histd-bench 6 2
 
 cpu_ms() { # PID: user + system CPU in ms
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"

@@ -1,8 +1,10 @@
-//! A global histd fed by N simulated locals over HTTP (issue 53, item 3): every interval each
-//! local posts its flush of the same 100k series (90k counters, 10k timers of 150 values, as
-//! `benches/forward.rs` cuts them: the series names a fleet shares) in the forward format to
-//! the global's `POST /api/v1/forward`, as the forward backend would (its own `source`, one
-//! identity per interval, 503 answered by waiting and posting again). Then it reports what the
+//! A global histd fed by N simulated locals (issue 53, item 3): every interval each local sends
+//! its flush of the same 100k series (90k counters, 10k timers of 150 values, as
+//! `benches/forward.rs` cuts them: the series names a fleet shares) in the forward format, as
+//! the forward backend would (its own `source`, one identity per interval): posted to the
+//! global's `POST /api/v1/forward` (503 answered by waiting and posting again), or, with
+//! `KAFKA=BROKERS/TOPIC/PARTITIONS` in the environment, produced to the topic the global
+//! consumes, each part to the partition it was cut for (acks all, no transactions). Then it reports what the
 //! global spent: its CPU time per series merged (from /proc), the series it merged and the
 //! batches that came too late for their flush (its management `stats`), its peak memory, and
 //! how long the global took to take one interval of every local.
@@ -34,7 +36,12 @@ fn main() {
 
     let mut snapshot = flush_of_100k::snapshot(interval_ms, true);
     snapshot.interval = Duration::from_millis(interval_ms);
-    let ring = Ring::new(vec![Node::new(format!("http://{http}"))]);
+    let kafka = std::env::var("KAFKA").ok().map(|spec| Kafka::new(&spec));
+    let ring = match &kafka {
+        Some(kafka) => Ring::new((0..kafka.partitions).map(|p| Node::new(p.to_string())).collect()),
+        None => Ring::new(vec![Node::new(format!("http://{http}"))]),
+    };
+    let max_batch_bytes = kafka.as_ref().map_or(8 << 20, |kafka| kafka.max_part_bytes);
     let mut connections: Vec<Option<TcpStream>> = (0..locals).map(|_| None).collect();
     let idle_rss = memory_kb(pid, "VmRSS");
     let (cpu_before, merged_before, late_before) =
@@ -54,16 +61,17 @@ fn main() {
                 prefix_stats: "statsd".into(),
                 set_members_limit: 1000,
                 raw_values_limit: 8192,
-                max_batch_bytes: 8 << 20,
+                max_batch_bytes,
             };
             let parts = cut(&snapshot, &settings, &ring, 0);
             series_sent += parts.iter().map(|part| part.series).sum::<u64>();
-            bodies.push(parts.into_iter().map(|part| part.body).collect::<Vec<_>>());
+            bodies.push((settings.source, parts));
         }
         let taking = Instant::now();
-        for (local, parts) in bodies.iter().enumerate() {
-            for body in parts {
-                post(&http, &mut connections[local], body);
+        for (local, (source, parts)) in bodies.iter().enumerate() {
+            match &kafka {
+                Some(kafka) => kafka.produce(source, parts),
+                None => parts.iter().for_each(|part| post(&http, &mut connections[local], &part.body)),
             }
         }
         takes.push(taking.elapsed().as_secs_f64());
@@ -82,6 +90,58 @@ fn main() {
         idle_rss as f64 / 1024.0,
         memory_kb(pid, "VmHWM") as f64 / 1024.0,
     );
+}
+
+/// A producer to the topic the global consumes.
+struct Kafka {
+    producer: fleet::kafka::Producer,
+    partitions: usize,
+    max_part_bytes: usize,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Kafka {
+    /// `BROKERS/TOPIC/PARTITIONS` (`127.0.0.1:19191/histd-bench/6`).
+    fn new(spec: &str) -> Kafka {
+        let mut fields = spec.split('/');
+        let (brokers, topic, partitions) = (fields.next().unwrap(), fields.next().unwrap(), fields.next().unwrap());
+        let settings = fleet::kafka::ProducerSettings {
+            cluster: fleet::kafka::KafkaSettings {
+                brokers: brokers.split(',').map(str::to_string).collect(),
+                topic: topic.to_string(),
+                client_id: "simulated-locals".to_string(),
+                tls: None,
+                sasl: None,
+            },
+            acks: fleet::kafka::Acks::All,
+            compression: "none".to_string(),
+            max_message_bytes: fleet::kafka::DEFAULT_MAX_MESSAGE_BYTES,
+            delivery_timeout: Duration::from_secs(30),
+            transactional_id: None,
+            signing_key_file: None,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let producer = runtime.block_on(async { fleet::kafka::Producer::new(&settings) }).expect("a producer");
+        Kafka {
+            producer,
+            partitions: partitions.parse().expect("a partition count"),
+            max_part_bytes: settings.max_part_bytes(),
+            runtime,
+        }
+    }
+
+    /// Produces a local's parts, each to its partition, and waits for the brokers' acks.
+    fn produce(&self, source: &str, parts: &[fleet::cut::Part]) {
+        self.runtime.block_on(async {
+            let mut acks = Vec::new();
+            for part in parts {
+                acks.push(self.producer.produce(part.node, source, &part.body).expect("queued"));
+            }
+            for ack in acks {
+                ack.await.expect("the brokers took the batch");
+            }
+        });
+    }
 }
 
 /// Posts one batch, again after a wait while the global answers 503 (busy).
