@@ -37,12 +37,10 @@ echo "# rmem_max=$(sysctl -n net.core.rmem_max); $seconds s a run, $rounds round
 for ((i = 0; i < ${#builds[@]}; i += 2)); do echo "# ${builds[i]}: ${builds[i + 1]}"; done
 [[ -z ${BRUBECK:-} ]] || echo "# brubeck: $BRUBECK --config bench/peers/brubeck.json"
 
-# run LABEL COMMAND PORT BENCH-ARGS... -> one row: label, output, loss %, ns/metric, peak RSS MB, carbon MB
+# run LABEL SINK COMMAND PORT BENCH-ARGS... (SINK: the receiver script, carbon_sink.py or http_sink.py) -> one row: label, output, loss %, ns/metric, peak RSS MB, MB the receiver read
 run() {
-  local label=$1 command=$2 port=$3; shift 3
-  local sink=bench/carbon_sink.py
-  [[ $label != *"receiver that reads"* ]] || sink=bench/http_sink.py
-  python3 "$sink" "$carbon_port" 3600 > /tmp/memory-carbon-sink.log 2>&1 &
+  local label=$1 sink=$2 command=$3 port=$4; shift 4
+  python3 "bench/$sink" "$carbon_port" 3600 > /tmp/memory-carbon-sink.log 2>&1 &
   local carbon=$!
   for _ in $(seq 50); do ss -Htln "sport = :$carbon_port" | grep -q . && break; sleep 0.1; done
   taskset -c 0 bash -c "exec $command" > /tmp/memory-carbon-daemon.log 2>&1 &
@@ -82,6 +80,8 @@ output_keys() {
     *) echo "unknown output $1" >&2; exit 2 ;;
   esac
 }
+# output_sink OUTPUT -> the receiver that reads it
+output_sink() { [[ $1 == graphite ]] && echo carbon_sink.py || echo http_sink.py; }
 # label OUTPUT -> how a row names the output
 output_label() { [[ $1 == graphite ]] && echo "carbon that reads" || echo "$1 to a receiver that reads"; }
 declare -A output_config
@@ -97,12 +97,12 @@ workload() { # TITLE SECONDS BENCH-ARGS... (SECONDS: `-` for -s)
   local rows=()
   for _ in $(seq "$rounds"); do
     for ((i = 0; i < ${#builds[@]}; i += 2)); do
-      rows+=("$(run "${builds[i]}, no host" "${builds[i + 1]} run -c $no_host" 18125 "$@")")
+      rows+=("$(run "${builds[i]}, no host" carbon_sink.py "${builds[i + 1]} run -c $no_host" 18125 "$@")")
       for output in $outputs; do
-        rows+=("$(run "${builds[i]}, $(output_label "$output")" "${builds[i + 1]} run -c ${output_config[$output]}" 18125 "$@")")
+        rows+=("$(run "${builds[i]}, $(output_label "$output")" "$(output_sink "$output")" "${builds[i + 1]} run -c ${output_config[$output]}" 18125 "$@")")
       done
     done
-    [[ -z ${BRUBECK:-} ]] || rows+=("$(run "brubeck, carbon that reads" "$BRUBECK --config bench/peers/brubeck.json" 18126 "$@")")
+    [[ -z ${BRUBECK:-} ]] || rows+=("$(run "brubeck, carbon that reads" carbon_sink.py "$BRUBECK --config bench/peers/brubeck.json" 18126 "$@")")
   done
   printf '%s\n' "${rows[@]}"
   echo; echo "Medians of the rounds: peak RSS MB, loss %"

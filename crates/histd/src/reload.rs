@@ -193,7 +193,7 @@ impl Reloader {
         let done = sinks.apply(started);
         outcome.changes = done.changes;
         outcome.changes.extend(ingress.apply(listeners).await.map_err(|error| format!("{error:#}"))?);
-        for (_, change) in done.in_place {
+        for change in done.in_place {
             change.await?;
         }
         for (backend, identity) in done.replace {

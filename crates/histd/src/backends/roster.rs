@@ -101,8 +101,8 @@ enum Step {
 pub struct Applied {
     /// What changed, for the log and the reload's answer.
     pub changes: Vec<String>,
-    /// Settings to hand to running sinks, by backend name.
-    pub in_place: Vec<(&'static str, InPlace)>,
+    /// Settings to hand to running sinks (each future names its backend in its error).
+    pub in_place: Vec<InPlace>,
     /// Backends whose sinks [`Roster::replace`] stops and starts again.
     pub replace: Vec<(Backend, SinkIdentity)>,
 }
@@ -187,7 +187,7 @@ impl Roster {
                     Step::Keep(backend) => (backend, None),
                     Step::InPlace(backend, identity, change) => {
                         applied.changes.push(format!("changed {} in place", backend.name()));
-                        applied.in_place.push((backend.name(), change));
+                        applied.in_place.push(change);
                         (backend, Some(identity))
                     }
                     Step::Replace(backend, identity) => {
@@ -241,21 +241,16 @@ impl Roster {
         }
         let slot = QueueSlot::with_queue(sender, flushes);
         let shared = config.shared();
-        let started = match self.start_sink(&shared, backend, identity, slot.clone(), telemetry.clone()) {
-            Ok(sink) => Ok(sink),
+        let (sink, outcome) = match self.start_sink(&shared, backend, identity, slot.clone(), telemetry.clone()) {
+            Ok(sink) => (sink, Ok(format!("replaced {}", backend.name()))),
             Err(error) => {
-                let error = format!("{error:#}");
                 let again = self.start_sink(&shared, backend, old_identity, slot, telemetry);
-                again.map_err(|again| format!("{error}; and with the settings before: {again:#}")).and_then(|sink| {
-                    let mut running = lock(&self.running);
-                    self.put_in_place(&mut running, sink);
-                    Err(format!("{error} (the settings before kept)"))
-                })
+                let sink = again.map_err(|again| format!("{error:#}; and with the settings before: {again:#}"))?;
+                (sink, Err(format!("{error:#} (the settings before kept)")))
             }
-        }?;
-        let mut running = lock(&self.running);
-        self.put_in_place(&mut running, started);
-        Ok(format!("replaced {}", backend.name()))
+        };
+        self.put_in_place(&mut lock(&self.running), sink);
+        outcome
     }
 
     /// Puts `sink` where its backend's stands in `running`, and publishes the list.
