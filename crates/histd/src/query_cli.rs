@@ -142,7 +142,7 @@ fn selector_of(expr: &store::Expr) -> store::Selector {
 
 /// Whether a data directory's store has a series `selector` picks.
 fn series_exist_in(dir: &std::path::Path, selector: &store::Selector) -> Result<bool, QueryFailure> {
-    let path = dir.join(store::data_dir::DATABASE);
+    let path = store::data_dir::database(dir);
     let store = store::Store::open_reader(&path).map_err(|e| QueryFailure::Unavailable(e.into()))?;
     Ok(!store.select(selector).is_empty())
 }
@@ -158,7 +158,7 @@ fn series_exist_at(endpoint: &Endpoint, selector: &store::Selector) -> Result<bo
 fn from_data_dir(dir: &std::path::Path, request: QueryRequest) -> Result<QueryResult, QueryFailure> {
     let QueryRequest { expr: expr_text, from, to, step } = request;
     let expr = store::parse(&expr_text).map_err(|e| QueryFailure::BadInput(anyhow::anyhow!("expression: {e}")))?;
-    let path = dir.join(store::data_dir::DATABASE);
+    let path = store::data_dir::database(dir);
     if !path.exists() {
         return Err(QueryFailure::BadInput(anyhow::anyhow!("no store at {} (--data-dir)", path.display())));
     }

@@ -6,8 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use store::data_dir::DATABASE;
-
 /// `histd scrub --data-dir DIR`: reads every block and checks it (its checksum, its bytes)
 /// and SQLite's pages; lists what is damaged now, then the store's record of damage found
 /// before (blocks left out, salvages) that no operator acknowledged. Exit 0: clean and nothing
@@ -15,7 +13,7 @@ use store::data_dir::DATABASE;
 /// at all (a damaged header or schema is damage: issue 48, P9); 2: no store file. With
 /// `acknowledge`, the record's entries are acknowledged (kept, no longer reported).
 pub fn scrub(dir: &Path, acknowledge: bool) -> ExitCode {
-    let path = dir.join(DATABASE);
+    let path = store::data_dir::database(dir);
     if !path.exists() {
         eprintln!("histd scrub: no store at {} (--data-dir)", path.display());
         return ExitCode::from(2);
@@ -184,7 +182,7 @@ fn restore_file(backup: &Path, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     anyhow::ensure!(scrub_file(backup)?, "{} is damaged: not restored", backup.display());
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let _lock = store::data_dir::lock(dir)?;
-    let target = dir.join(DATABASE);
+    let target = store::data_dir::database(dir);
     let incoming = store::data_dir::restoring(dir);
     std::fs::copy(backup, &incoming).with_context(|| format!("cannot copy into {}", incoming.display()))?;
     std::fs::File::open(&incoming)?.sync_all()?;

@@ -456,7 +456,7 @@ pub fn start(global: Arc<Global>, store_dir: Option<&std::path::Path>) -> anyhow
     let stored = match store_dir {
         None => Stored::default(),
         Some(dir) => {
-            let file = dir.join(store::data_dir::DATABASE);
+            let file = store::data_dir::database(dir);
             Stored::read(&file, &settings.cluster.topic).unwrap_or_else(|why| {
                 tracing::warn!(file = %file.display(), error = %why, "global.kafka: where the store's batches were read cannot be told: a message flushed before the last stop and not committed then is merged again");
                 Stored::default()

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::DATABASE;
-
 /// What a backup of a store with damage left out.
 pub struct Damage {
     /// The blocks whose checksum or bytes did not hold.
@@ -33,7 +31,7 @@ impl Damage {
 
 /// Writes the backup; the damage it left out, if the store has any.
 pub fn back_up(dir: &Path, destination: &Path) -> anyhow::Result<Option<Damage>> {
-    let source = dir.join(DATABASE);
+    let source = store::data_dir::database(dir);
     anyhow::ensure!(source.exists(), "no store at {} (--data-dir)", source.display());
     anyhow::ensure!(!destination.exists(), "{} exists already", destination.display());
     // Written whole as DEST.partial, checked, synced, then renamed: a backup killed or failing

@@ -32,9 +32,6 @@ use scrub::Scrubber;
 /// (and holds it closed) while it swaps a damaged file for a salvaged one.
 pub type ReaderSlot = Arc<std::sync::Mutex<Option<store::Store>>>;
 
-/// The database file inside the data directory.
-pub use store::data_dir::DATABASE;
-
 /// Asks the store's writer to forget series (`DELETE /api/v1/series`) or to keep the store by
 /// new settings (a reload): the writer does it between two flushes, so it never races a write.
 #[derive(Debug, Clone)]
@@ -155,7 +152,11 @@ impl Backend for Store {
     fn start(settings: &StoreConfig, context: Context) -> anyhow::Result<Started> {
         let reader = ReaderSlot::default();
         let (task, control) = spawn(settings, context, reader.clone())?;
-        Ok(Started::task(task).offering(OpenStore { control, database: settings.data_dir.join(DATABASE), reader }))
+        Ok(Started::task(task).offering(OpenStore {
+            control,
+            database: store::data_dir::database(&settings.data_dir),
+            reader,
+        }))
     }
 }
 
@@ -187,7 +188,7 @@ fn spawn(
         format!("cannot create the data directory {} (store.dataDir / --data-dir)", config.data_dir.display())
     })?;
     let lock = store::data_dir::lock(&config.data_dir)?;
-    let path = config.data_dir.join(DATABASE);
+    let path = store::data_dir::database(&config.data_dir);
     let mut options = options_of(config);
     let mut recovery = Recovery::default();
     let store = recovery.open(&path, options)?;
