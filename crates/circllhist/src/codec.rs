@@ -79,28 +79,10 @@ impl Histogram {
 
     /// Reads a histogram from the front of `bytes`; returns it and the bytes it used.
     pub fn read_bytes(bytes: &[u8]) -> Result<(Histogram, usize), DecodeError> {
-        let header: [u8; 2] = bytes.get(..2).and_then(|h| h.try_into().ok()).ok_or(DecodeError::TooShort)?;
-        let announced = u16::from_be_bytes(header);
-        let mut at = 2;
-        let mut bins = Vec::with_capacity(usize::from(announced).min(bytes.len() / 4));
-        for _ in 0..announced {
-            if at == bytes.len() {
-                break; // the header is only an upper bound
-            }
-            let head = bytes.get(at..at + 3).ok_or(DecodeError::Truncated { at })?;
-            let length = usize::from(head[2]) + 1;
-            if length > 8 {
-                return Err(DecodeError::BadCountLength { at: at + 2 });
-            }
-            let count_bytes = bytes.get(at + 3..at + 3 + length).ok_or(DecodeError::Truncated { at })?;
-            let mut count = [0u8; 8];
-            count[..length].copy_from_slice(count_bytes);
-            if let Some(bucket) = Bucket::new(head[0] as i8, head[1] as i8) {
-                bins.push((bucket.key(), u64::from_le_bytes(count)));
-            }
-            at += 3 + length;
-        }
-        Ok((Histogram::from_unsorted(bins), at))
+        let announced = bytes.get(..2).map_or(0, |header| usize::from(u16::from_be_bytes([header[0], header[1]])));
+        let mut bins = Vec::with_capacity(announced.min(bytes.len() / 4));
+        let used = read_bins(bytes, |key, count| bins.push((key, count)))?;
+        Ok((Histogram::from_unsorted(bins), used))
     }
 
     /// Reads a histogram that is exactly `bytes`.
@@ -112,9 +94,77 @@ impl Histogram {
         Ok(histogram)
     }
 
+    /// Checks that `bytes` are exactly one histogram, as [`Histogram::from_bytes`] would read
+    /// them, without building it.
+    pub fn check_bytes(bytes: &[u8]) -> Result<(), DecodeError> {
+        exactly(bytes, read_bins(bytes, |_, _| {})?)
+    }
+
+    /// Adds the histogram that is exactly `bytes`: what `self.merge(&Histogram::from_bytes(bytes)?)`
+    /// does, in place and without decoding it first when its bins come in order and at most
+    /// 16 of them are new here (a global merging its locals' histograms of
+    /// the same series). Bytes that are not a histogram add nothing.
+    pub fn merge_bytes(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
+        let (mut in_order, mut previous, mut bins, mut new) = (true, None, 0, 0);
+        let used = read_bins(bytes, |key, count| {
+            in_order &= previous < Some(key);
+            previous = Some(key);
+            bins += usize::from(count > 0);
+            new += usize::from(count > 0 && self.position(key).is_err());
+        })?;
+        exactly(bytes, used)?;
+        if !in_order || (new > NEW_BINS_IN_PLACE && !self.is_empty()) {
+            self.merge(&Histogram::from_bytes(bytes)?);
+            return Ok(());
+        }
+        self.reserve(new);
+        read_bins(bytes, |key, count| {
+            self.insert_key(key, count);
+        })?;
+        Ok(())
+    }
     /// Reads padded standard base64 (whitespace ignored) holding exactly one histogram.
     pub fn from_base64(text: &str) -> Result<Histogram, DecodeError> {
         Histogram::from_bytes(&decode_base64(text)?)
+    }
+}
+
+/// Bins of a histogram's binary form a merge adds in place ([`Histogram::merge_bytes`]): each
+/// moves the bins above it, so past a few a merge of sorted lists is cheaper.
+const NEW_BINS_IN_PLACE: usize = 16;
+
+/// Calls `bin` with the key ([`Bucket::key`]) and count of each valid bin at the front of
+/// `bytes`, in the order written (invalid buckets skipped, as the C reader does); the bytes
+/// the bins took.
+fn read_bins(bytes: &[u8], mut bin: impl FnMut(u16, u64)) -> Result<usize, DecodeError> {
+    let header: [u8; 2] = bytes.get(..2).and_then(|h| h.try_into().ok()).ok_or(DecodeError::TooShort)?;
+    let announced = u16::from_be_bytes(header);
+    let mut at = 2;
+    for _ in 0..announced {
+        if at == bytes.len() {
+            break; // the header is only an upper bound
+        }
+        let head = bytes.get(at..at + 3).ok_or(DecodeError::Truncated { at })?;
+        let length = usize::from(head[2]) + 1;
+        if length > 8 {
+            return Err(DecodeError::BadCountLength { at: at + 2 });
+        }
+        let count_bytes = bytes.get(at + 3..at + 3 + length).ok_or(DecodeError::Truncated { at })?;
+        let mut count = [0u8; 8];
+        count[..length].copy_from_slice(count_bytes);
+        if let Some(bucket) = Bucket::new(head[0] as i8, head[1] as i8) {
+            bin(bucket.key(), u64::from_le_bytes(count));
+        }
+        at += 3 + length;
+    }
+    Ok(at)
+}
+
+/// `Ok` when the histogram used all of `bytes`.
+fn exactly(bytes: &[u8], used: usize) -> Result<(), DecodeError> {
+    match used == bytes.len() {
+        true => Ok(()),
+        false => Err(DecodeError::TrailingBytes { used }),
     }
 }
 

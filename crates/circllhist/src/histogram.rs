@@ -115,10 +115,15 @@ impl Histogram {
 
     /// Adds `count` samples to `bucket`; returns how many were added.
     pub fn insert_bucket(&mut self, bucket: Bucket, count: u64) -> u64 {
+        self.insert_key(bucket.key(), count)
+    }
+
+    /// Adds `count` samples to the bucket whose key ([`Bucket::key`]) is `key`; returns how
+    /// many were added.
+    pub(crate) fn insert_key(&mut self, key: u16, count: u64) -> u64 {
         if count == 0 {
             return 0;
         }
-        let key = bucket.key();
         match self.keys.last() {
             // Bins arriving in order (a sorted run of values) are appended: no search, and no
             // directory built for a histogram that never needs one.
@@ -146,11 +151,7 @@ impl Histogram {
         if self.directory.is_none() && self.keys.len() >= DIRECTORY_FROM_BINS {
             self.directory = Some(Directory::build(&self.keys));
         }
-        let found = match &self.directory {
-            Some(directory) => directory.find(&self.keys, key),
-            None => find(&self.keys, key),
-        };
-        match found {
+        match self.position(key) {
             Ok(index) => {
                 let before = self.counts[index];
                 self.counts[index] = before.saturating_add(count);
@@ -165,6 +166,20 @@ impl Histogram {
                 count
             }
         }
+    }
+
+    /// Where `key` is in `keys` (`Ok`), or would be inserted (`Err`).
+    pub(crate) fn position(&self, key: u16) -> Result<usize, usize> {
+        match &self.directory {
+            Some(directory) => directory.find(&self.keys, key),
+            None => find(&self.keys, key),
+        }
+    }
+
+    /// Room for `more` bins.
+    pub(crate) fn reserve(&mut self, more: usize) {
+        self.keys.reserve(more);
+        self.counts.reserve(more);
     }
 
     /// Drops the directory after the keys changed wholesale; the next insert rebuilds it.
@@ -240,10 +255,35 @@ impl Histogram {
             self.clone_from(other);
             return;
         }
+        if self.add_where_held(other) {
+            return;
+        }
         let (keys, counts) = merge_sorted(&self.keys, &self.counts, &other.keys, &other.counts, u64::saturating_add);
         self.keys = keys;
         self.counts = counts;
         self.reindex();
+    }
+
+    /// Adds `other` bin by bin in place when every bin of it is one of these (no bin is
+    /// made, so nothing moves); false, nothing added, otherwise.
+    fn add_where_held(&mut self, other: &Histogram) -> bool {
+        if other.keys.len() > self.keys.len() {
+            return false;
+        }
+        let mut at = 0;
+        let mut places = other.keys.iter().map(|&key| {
+            at += self.keys[at..].iter().take_while(|&&held| held < key).count();
+            (at < self.keys.len() && self.keys[at] == key).then_some(at)
+        });
+        if !places.all(|place| place.is_some()) {
+            return false;
+        }
+        let mut at = 0;
+        for (&key, &count) in other.keys.iter().zip(&other.counts) {
+            at += self.keys[at..].iter().take_while(|&&held| held < key).count();
+            self.counts[at] = self.counts[at].saturating_add(count);
+        }
+        true
     }
 
     /// The sum of many histograms: a dense accumulation over every bucket when there are

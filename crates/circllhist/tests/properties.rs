@@ -144,6 +144,58 @@ proptest! {
         }
     }
 
+    /// A histogram merged into one that holds every bin of it (added in place) gives what
+    /// inserting its values again gives.
+    #[test]
+    fn merging_a_part_again_adds_its_samples((a_values, a) in histogram(), (b_values, b) in histogram()) {
+        let mut sum = a.clone();
+        sum.merge(&b);
+        sum.merge(&a);
+        let mut expected = Histogram::new();
+        for &v in a_values.iter().chain(&b_values).chain(&a_values) {
+            expected.insert(v, 1);
+        }
+        prop_assert_eq!(sum, expected);
+    }
+
+    /// Merging a histogram's bytes in place is merging the histogram they decode to, for
+    /// written forms (in order: few new bins or many) and for any bytes (out of order,
+    /// repeated or zero bins, invalid buckets, cut short: then nothing is added), onto an
+    /// empty histogram or a full one; and a checked form is one that decodes.
+    #[test]
+    fn merging_bytes_is_merging_what_they_decode_to(
+        (_, held) in histogram(),
+        (_, other) in histogram(),
+        noise in prop::collection::vec(any::<u8>(), 0..64),
+        subset in any::<bool>(),
+    ) {
+        let mut bytes = other.to_bytes();
+        if subset {
+            // Only bins the held histogram has: added where they are.
+            let mut some = held.clone();
+            some.merge(&other);
+            bytes = some.to_bytes();
+        }
+        for bytes in [bytes, noise] {
+            let decoded = Histogram::from_bytes(&bytes);
+            prop_assert_eq!(Histogram::check_bytes(&bytes).is_ok(), decoded.is_ok());
+            for start in [Histogram::new(), held.clone()] {
+                let mut in_place = start.clone();
+                let merged = in_place.merge_bytes(&bytes);
+                prop_assert_eq!(merged.is_ok(), decoded.is_ok());
+                let mut expected = start.clone();
+                if let Ok(decoded) = &decoded {
+                    expected.merge(decoded);
+                }
+                prop_assert_eq!(&in_place, &expected);
+                // And the result keeps answering lookups as a histogram built bin by bin does.
+                in_place.insert(1.5, 1);
+                expected.insert(1.5, 1);
+                prop_assert_eq!(in_place, expected);
+            }
+        }
+    }
+
     #[test]
     fn subtracting_a_merged_part_gives_the_other_part((_, a) in histogram(), (_, b) in histogram()) {
         let mut sum = a.clone();

@@ -77,8 +77,33 @@ fn forward_costs(c: &mut Criterion) {
                 BatchSize::LargeInput,
             )
         });
+        // A global's steady state: the series known already, 10 locals' flushes merged (each
+        // timer's raw values adding up), then its flush, which sorts and bins them.
+        group.bench_function(format!("global: 10 locals merged and flushed, {mode}"), |b| {
+            b.iter_batched(
+                || {
+                    let mut global = Aggregator::new(AggConfig::default());
+                    bodies.iter().for_each(|body| merge_into(&mut global, body));
+                    global.flush(0);
+                    global
+                },
+                |mut global| {
+                    for _ in 0..10 {
+                        bodies.iter().for_each(|body| merge_into(&mut global, body));
+                    }
+                    black_box(global.flush(10_000));
+                    global
+                },
+                BatchSize::LargeInput,
+            )
+        });
     }
     group.finish();
+}
+
+/// What a global does with one body: decode it and merge its series.
+fn merge_into(global: &mut Aggregator, body: &[u8]) {
+    global.absorb_mergeable(format::decode(body, 1 << 30).unwrap().interval);
 }
 
 criterion_group!(benches, forward_costs);
