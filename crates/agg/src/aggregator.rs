@@ -20,7 +20,7 @@ use crate::metric_type::MetricType;
 use crate::snapshot::{GaugePoint, Released, SetPoint, Snapshot, TimerPoint, TimerStats, TimerTotals};
 use crate::table::{IngestCounts, Table, TakenInterval};
 use crate::timer::{bin_counts, timer_stats};
-use crate::timer_samples::TimerSamples;
+use crate::timer_samples::{TimerPart, TimerSamples};
 use crate::timer_store::TimerStore;
 
 type KeyedMap<V> = HashMap<CompactString, V>;
@@ -291,36 +291,21 @@ impl Aggregator {
         self.sets_sketched
     }
 
-    /// Merges another histd's interval (forwarded to this one) into the current interval:
-    /// counters add, timers merge (raw values kept while they fit `timerSampleLimit`), a gauge
-    /// takes the forwarded value when it is newer ([`ForwardedGauge`]), sets unite.
+    /// Merges another histd's interval (forwarded to this one) into the current interval,
+    /// as [`Absorbing`] merges it series by series.
     pub fn absorb_mergeable(&mut self, interval: Mergeable) {
+        let mut absorbing = self.absorbing();
+        interval.counters.into_iter().for_each(|(key, amount)| absorbing.counter(&key, amount));
+        interval.timers.into_iter().for_each(|(key, samples)| absorbing.timer_samples(&key, samples));
+        interval.gauges.into_iter().for_each(|(key, gauge)| absorbing.gauge(&key, gauge));
+        interval.sets.into_iter().for_each(|(key, distinct)| absorbing.set(&key, distinct));
+    }
+
+    /// Merges another histd's interval series by series, as a decoder reads them (nothing of
+    /// it built first).
+    pub fn absorbing(&mut self) -> Absorbing<'_> {
         self.refresh_ledger();
-        for (key, amount) in interval.counters {
-            let key = admitted(&mut self.ledger, self.counters.contains(&key), MetricType::Counters, &key);
-            self.counters.add_key(&key, amount);
-        }
-        let limit = self.config.timer_sample_limit;
-        for (key, samples) in interval.timers {
-            let key = admitted(&mut self.ledger, self.timers.contains(&key), MetricType::Timers, &key);
-            self.timers.merge(&key, samples, limit);
-        }
-        let ttl = self.gauge_ttl();
-        for (key, gauge) in interval.gauges {
-            let key = admitted(&mut self.ledger, self.gauges.contains_key(key.as_str()), MetricType::Gauges, &key);
-            let updated = GaugeState::updated(gauge.value, ttl, gauge.updated_unix_s);
-            let state = value_for(&mut self.gauges, &key, || updated);
-            if state.is_older_than(&gauge) {
-                *state = updated;
-            }
-        }
-        let cap = self.config.budgets.max_set_members;
-        for (key, distinct) in interval.sets {
-            let key = admitted(&mut self.ledger, self.sets.contains_key(key.as_str()), MetricType::Sets, &key);
-            let set = value_for(&mut self.sets, &key, Distinct::default);
-            set.merge(distinct);
-            self.sets_sketched += u64::from(set.cap(cap));
-        }
+        Absorbing { aggregator: self }
     }
 
     fn count_ingest(&mut self, ingest: &IngestCounts) {
@@ -686,6 +671,66 @@ fn keys_of<V>(map: &KeyedMap<V>) -> impl Iterator<Item = &str> {
 
 /// The key a series is kept under: its own when it is `held` already, else what the budgets
 /// admit.
+/// Another histd's interval merged into an [`Aggregator`]'s current one, series by series:
+/// counters add, timers merge (raw values kept while they fit `timerSampleLimit`), a gauge
+/// takes the forwarded value when it is newer ([`ForwardedGauge`]), sets unite. A series new
+/// here is admitted by the budgets as a line's would be.
+#[derive(Debug)]
+pub struct Absorbing<'a> {
+    aggregator: &'a mut Aggregator,
+}
+
+impl Absorbing<'_> {
+    /// Adds a counter's interval sum.
+    pub fn counter(&mut self, key: &str, amount: f64) {
+        let aggregator = &mut *self.aggregator;
+        if aggregator.counters.add_if_held(key, amount) {
+            return;
+        }
+        let key = admitted(&mut aggregator.ledger, aggregator.counters.contains(key), MetricType::Counters, key);
+        aggregator.counters.add_key(&key, amount);
+    }
+
+    /// Merges a timer's forwarded part, read where it lies.
+    pub fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
+        let aggregator = &mut *self.aggregator;
+        let limit = aggregator.config.timer_sample_limit;
+        if aggregator.timers.merge_part_if_live(key, part, limit) {
+            return;
+        }
+        let key = admitted(&mut aggregator.ledger, aggregator.timers.contains(key), MetricType::Timers, key);
+        aggregator.timers.merge_part(&key, part, limit);
+    }
+
+    /// Merges a timer's samples.
+    pub fn timer_samples(&mut self, key: &str, samples: TimerSamples) {
+        let aggregator = &mut *self.aggregator;
+        let key = admitted(&mut aggregator.ledger, aggregator.timers.contains(key), MetricType::Timers, key);
+        aggregator.timers.merge(&key, samples, aggregator.config.timer_sample_limit);
+    }
+
+    /// Takes a gauge's forwarded value when it is newer than the one held.
+    pub fn gauge(&mut self, key: &str, gauge: ForwardedGauge) {
+        let aggregator = &mut *self.aggregator;
+        let ttl = aggregator.gauge_ttl();
+        let key = admitted(&mut aggregator.ledger, aggregator.gauges.contains_key(key), MetricType::Gauges, key);
+        let updated = GaugeState::updated(gauge.value, ttl, gauge.updated_unix_s);
+        let state = value_for(&mut aggregator.gauges, &key, || updated);
+        if state.is_older_than(&gauge) {
+            *state = updated;
+        }
+    }
+
+    /// Unites a set with the one held.
+    pub fn set(&mut self, key: &str, distinct: Distinct) {
+        let aggregator = &mut *self.aggregator;
+        let key = admitted(&mut aggregator.ledger, aggregator.sets.contains_key(key), MetricType::Sets, key);
+        let set = value_for(&mut aggregator.sets, &key, Distinct::default);
+        set.merge(distinct);
+        aggregator.sets_sketched += u64::from(set.cap(aggregator.config.budgets.max_set_members));
+    }
+}
+
 fn admitted<'k>(ledger: &mut Ledger, held: bool, kind: MetricType, key: &'k str) -> Cow<'k, str> {
     match held {
         true => Cow::Borrowed(key),

@@ -202,6 +202,13 @@ impl CounterStore {
         self.add(id, amount);
     }
 
+    /// Adds `amount` to `key` when it is numbered already; false (nothing added) when not.
+    pub(crate) fn add_if_held(&mut self, key: &str, amount: f64) -> bool {
+        let Some(id) = self.ids.find(key) else { return false };
+        self.add(id, amount);
+        true
+    }
+
     /// True when `key` is numbered (live or not).
     pub(crate) fn contains(&self, key: &str) -> bool {
         self.ids.find(key).is_some()

@@ -30,7 +30,7 @@ mod timer_store;
 mod timers;
 mod values;
 
-pub use aggregator::{is_internal_key, Aggregator, LiveSeries};
+pub use aggregator::{is_internal_key, Absorbing, Aggregator, LiveSeries};
 pub use budget::{BudgetReport, Budgets, FoldReason, Offender};
 pub use config::{AggConfig, BinLimit, HistogramRule, Threshold};
 pub use counters::{CounterIter, CounterPoint, Counters, ReaderMap, CHURN_SLACK};
@@ -43,5 +43,5 @@ pub use snapshot::{
     TimerStat, TimerStats, TimerStatsIter, TimerTotals,
 };
 pub use table::{apply_delta, GaugeInterval, GaugeUpdate, IngestCounts, Table, TakenInterval};
-pub use timer_samples::{LazyHistogram, TimerSamples};
+pub use timer_samples::{LazyHistogram, TimerPart, TimerSamples};
 pub use values::Values;

@@ -81,6 +81,63 @@ impl std::ops::DerefMut for LazyHistogram {
     }
 }
 
+impl LazyHistogram {
+    /// Adds a part's histogram (allocating this one only when it has a bin).
+    fn merge_part(&mut self, part: &TimerPart<'_>) {
+        if part.histogram.len() > 2 && part.histogram[..2] != [0, 0] {
+            (**self).merge_checked_bytes(part.histogram); // TimerPart::new checked it
+        }
+    }
+}
+
+/// One timer's interval as another histd forwarded it, read where it lies in the batch:
+/// exact totals, its raw values (8-byte little-endian IEEE 754 each) when all of them were
+/// kept, and its circllhist in libcircllhist's binary form. Made only by [`TimerPart::new`],
+/// which checks that the parts agree.
+#[derive(Debug, Clone, Copy)]
+pub struct TimerPart<'a> {
+    /// Exact count, sum, sum of squares and extremes.
+    pub totals: crate::TimerTotals,
+    /// True when the values came as a statsd timer (`ms`).
+    pub milliseconds: bool,
+    values: &'a [u8],
+    histogram: &'a [u8],
+}
+
+impl<'a> TimerPart<'a> {
+    /// The part, or `None` when its pieces disagree: values present but not one per value
+    /// received, a value that is not finite, a count below zero, min above max, or a histogram
+    /// that is not exactly one circllhist.
+    pub fn new(
+        totals: crate::TimerTotals,
+        milliseconds: bool,
+        values: &'a [u8],
+        histogram: &'a [u8],
+    ) -> Option<TimerPart<'a>> {
+        let part = TimerPart { totals, milliseconds, values, histogram };
+        let value_count = values.len() / 8;
+        let consistent = values.len() % 8 == 0
+            && (value_count == 0 || value_count as u64 == totals.received)
+            && totals.count >= 0.0
+            && (totals.received == 0 || totals.min <= totals.max)
+            && part.values().all(f64::is_finite)
+            && circllhist::Histogram::check_bytes(histogram).is_ok();
+        consistent.then_some(part)
+    }
+
+    /// How many raw values it carries (none when not all were kept).
+    pub fn value_count(&self) -> usize {
+        self.values.len() / 8
+    }
+
+    /// Its raw values, in arrival order.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = f64> + 'a {
+        self.values.chunks_exact(8).map(|bytes| {
+            f64::from_le_bytes(bytes.try_into().unwrap_or_else(|_| unreachable!("chunks of 8 bytes")))
+        })
+    }
+}
+
 impl PartialEq for LazyHistogram {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
@@ -224,33 +281,56 @@ impl TimerSamples {
         self.weight_carry += other.weight_carry;
     }
 
-    /// A timer interval from its parts, as another histd forwards it: `histogram` holds every
-    /// value (weighted), `values` the raw values when all `totals.received` of them were kept,
-    /// else none. `None` when the parts disagree (some values but not all, a count below
-    /// zero, min above max).
-    pub fn from_parts(
-        totals: &crate::TimerTotals,
-        values: Vec<f64>,
-        histogram: circllhist::Histogram,
-        milliseconds: bool,
-    ) -> Option<TimerSamples> {
-        let consistent = (values.is_empty() || values.len() as u64 == totals.received)
-            && totals.count >= 0.0
-            && (totals.received == 0 || totals.min <= totals.max)
-            && values.iter().all(|v| v.is_finite());
-        consistent.then(|| TimerSamples {
+    /// A timer interval from its part as another histd forwarded it.
+    pub fn from_part(part: &TimerPart<'_>) -> TimerSamples {
+        let totals = &part.totals;
+        let mut values = Values::with_capacity(part.value_count());
+        part.values().for_each(|value| values.push(value));
+        let mut histogram = LazyHistogram::default();
+        histogram.merge_part(part);
+        TimerSamples {
             received: totals.received,
-            // Raw values stand for the whole interval only when there is one per value received.
-            values: Values::from_doubles(values),
+            values,
             count: totals.count,
             sum: totals.sum,
             sum_squares: totals.sum_squares,
             min: totals.min,
             max: totals.max,
-            milliseconds,
-            histogram: histogram.into(),
+            milliseconds: part.milliseconds,
+            histogram,
             ..TimerSamples::default()
-        })
+        }
+    }
+
+    /// Adds another histd's forwarded `part` after `self`, as [`TimerSamples::merge`] adds
+    /// [`TimerSamples::from_part`] of it, reading its values and bins where they lie.
+    pub fn merge_part(&mut self, part: &TimerPart<'_>, limit: usize) {
+        let totals = &part.totals;
+        if totals.received == 0 {
+            return;
+        }
+        if self.received == 0 {
+            *self = TimerSamples::from_part(part);
+            self.keep_values_within(limit);
+            return;
+        }
+        // A part's histogram holds every one of its values: none of them waits.
+        let complete = part.value_count() as u64 == totals.received;
+        if self.is_complete() && complete && self.values.len() + part.value_count() <= limit {
+            self.values.reserve(part.value_count());
+            part.values().for_each(|value| self.values.push(value));
+        } else {
+            self.bin_waiting_sorted();
+            self.values = Values::default();
+        }
+        self.received += totals.received;
+        self.count += totals.count;
+        self.sum += totals.sum;
+        self.sum_squares += totals.sum_squares;
+        self.min = self.min.min(totals.min);
+        self.max = self.max.max(totals.max);
+        self.histogram.merge_part(part);
+        self.milliseconds |= part.milliseconds;
     }
 
     fn keep_values_within(&mut self, limit: usize) {
@@ -488,6 +568,87 @@ mod tests {
             } else {
                 assert!(a.values.is_empty(), "case {index}");
             }
+        }
+    }
+
+    /// The bytes of a forwarded timer: its values little-endian, its histogram serialised.
+    fn forwarded(samples: &TimerSamples) -> (crate::TimerTotals, Vec<u8>, Vec<u8>) {
+        let totals = crate::TimerTotals {
+            count: samples.count,
+            received: samples.received,
+            sum: samples.sum,
+            sum_squares: samples.sum_squares,
+            min: samples.min,
+            max: samples.max,
+        };
+        let values = samples.values.iter().flat_map(f64::to_le_bytes).collect();
+        (totals, values, samples.histogram.to_bytes())
+    }
+
+    /// A part merged where it lies gives what merging its samples gives: onto nothing, onto
+    /// values that wait, past the limit, with values and without, compact values and not.
+    #[test]
+    fn a_part_merges_as_its_samples_do() {
+        let fed = |values: &[f64], rate: f64, limit: usize| {
+            let mut samples = TimerSamples::default();
+            values.iter().for_each(|&value| samples.add(value, rate, limit));
+            samples
+        };
+        let settled = |mut samples: TimerSamples| {
+            samples.settle();
+            samples
+        };
+        let many: Vec<f64> = (0..300u32).map(|i| f64::from(i * 37 % 101) / 4.0).collect();
+        // (held, the sender's settled samples, limit)
+        let cases = [
+            (TimerSamples::default(), settled(fed(&[3.0, 1.0, 2.0], 1.0, 100)), 100),
+            (fed(&[5.0, 7.0], 1.0, 100), settled(fed(&[3.0, 1.0, 2.0], 1.0, 100)), 100),
+            (fed(&[5.5, 70000.25], 1.0, 100), settled(fed(&[1e9, -2.0], 1.0, 100)), 100),
+            (fed(&many, 1.0, 1000), settled(fed(&many, 1.0, 1000)), 400),
+            (fed(&many, 1.0, 100), settled(fed(&[1.0], 1.0, 100)), 100),
+            (fed(&[5.0], 1.0, 100), settled(fed(&many, 0.5, 100)), 100),
+            (TimerSamples::default(), settled(fed(&many, 1.0, 100)), 100),
+            (fed(&[5.0, 6.0], 0.1, 100), settled(fed(&[1.0, 2.0], 1.0, 100)), 1),
+            (fed(&[5.0], 1.0, 100), TimerSamples::default(), 100),
+        ];
+        for (index, (held, sent, limit)) in cases.into_iter().enumerate() {
+            let (totals, values, histogram) = forwarded(&sent);
+            let part = TimerPart::new(totals, true, &values, &histogram).expect("agrees");
+            let made = TimerSamples::from_part(&part);
+            assert_eq!((made.received, made.count, made.min, made.max), (sent.received, sent.count, sent.min, sent.max));
+            assert_eq!(made.values.iter().collect::<Vec<_>>(), sent.values.iter().collect::<Vec<_>>(), "case {index}");
+            assert_eq!(*made.histogram, *sent.histogram, "case {index}");
+            let (mut in_place, mut whole) = (held.clone(), held);
+            in_place.merge_part(&part, limit);
+            whole.merge(made, limit);
+            assert_eq!(in_place, whole, "case {index}");
+            in_place.settle();
+            whole.settle();
+            assert_eq!(in_place, whole, "case {index}, settled");
+        }
+    }
+
+    /// A part whose pieces disagree is refused.
+    #[test]
+    fn a_part_must_agree_with_itself() {
+        let totals = crate::TimerTotals { count: 2.0, received: 2, sum: 3.0, sum_squares: 5.0, min: 1.0, max: 2.0 };
+        let mut histogram = circllhist::Histogram::new();
+        histogram.insert(1.0, 1);
+        histogram.insert(2.0, 1);
+        let histogram = histogram.to_bytes();
+        let two: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let cases: [(&str, crate::TimerTotals, &[u8], &[u8], bool); 8] = [
+            ("whole", totals, &two, &histogram, true),
+            ("histogram only", totals, &[], &histogram, true),
+            ("one value of two", totals, &two[..8], &histogram, false),
+            ("a value cut", totals, &two[..12], &histogram, false),
+            ("not finite", totals, &[0, 0, 0, 0, 0, 0, 0xf8, 0x7f, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f], &histogram, false),
+            ("count below zero", crate::TimerTotals { count: -1.0, ..totals }, &two, &histogram, false),
+            ("min above max", crate::TimerTotals { min: 3.0, ..totals }, &two, &histogram, false),
+            ("histogram cut", totals, &two, &histogram[..histogram.len() - 1], false),
+        ];
+        for (name, totals, values, histogram, ok) in cases {
+            assert_eq!(TimerPart::new(totals, false, values, histogram).is_some(), ok, "{name}");
         }
     }
 }

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use crate::key_index::KeyList;
 use crate::numbered::{IdMap, Numbered, Staleness};
-use crate::timer_samples::TimerSamples;
+use crate::timer_samples::{TimerPart, TimerSamples};
 use crate::timers::TimerDelta;
 
 /// Timers deleted and without a value for an interval since are stale, and numbered away once
@@ -52,6 +52,20 @@ impl TimerStore {
     pub(crate) fn merge(&mut self, key: &str, samples: TimerSamples, limit: usize) {
         let id = self.live_id(key);
         self.samples[id as usize].merge(samples, limit);
+    }
+
+    /// Merges a forwarded part into the live timer `key`; false (nothing merged) when `key` is
+    /// not one.
+    pub(crate) fn merge_part_if_live(&mut self, key: &str, part: &TimerPart<'_>, limit: usize) -> bool {
+        let Some(id) = self.ids.live_id(key) else { return false };
+        self.samples[id as usize].merge_part(part, limit);
+        true
+    }
+
+    /// Makes `key` a live timer (numbered next when new) and merges a forwarded part into it.
+    pub(crate) fn merge_part(&mut self, key: &str, part: &TimerPart<'_>, limit: usize) {
+        let id = self.live_id(key);
+        self.samples[id as usize].merge_part(part, limit);
     }
 
     /// The id of `key`, made live (numbered next when new).

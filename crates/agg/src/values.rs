@@ -219,7 +219,7 @@ impl Values {
     }
 
     /// Room for `more` values past these.
-    fn reserve(&mut self, more: usize) {
+    pub fn reserve(&mut self, more: usize) {
         match self {
             Values::Milliseconds(list) => list.reserve(more),
             Values::Thousandths(list) => list.reserve(more),

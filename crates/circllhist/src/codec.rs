@@ -101,37 +101,50 @@ impl Histogram {
     }
 
     /// Adds the histogram that is exactly `bytes`: what `self.merge(&Histogram::from_bytes(bytes)?)`
-    /// does, in place and without decoding it first when its bins come in order and at most
-    /// 16 of them are new here (a global merging its locals' histograms of
-    /// the same series). Bytes that are not a histogram add nothing.
+    /// does, without decoding it first (a global merging its locals' histograms of the same
+    /// series adds most bins where they are). Bytes that are not a histogram add nothing.
     pub fn merge_bytes(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
-        let (mut in_order, mut previous, mut bins, mut new) = (true, None, 0, 0);
-        let used = read_bins(bytes, |key, count| {
-            in_order &= previous < Some(key);
-            previous = Some(key);
-            bins += usize::from(count > 0);
-            new += usize::from(count > 0 && self.position(key).is_err());
-        })?;
-        exactly(bytes, used)?;
-        if !in_order || (new > NEW_BINS_IN_PLACE && !self.is_empty()) {
-            self.merge(&Histogram::from_bytes(bytes)?);
-            return Ok(());
-        }
-        self.reserve(new);
-        read_bins(bytes, |key, count| {
-            self.insert_key(key, count);
-        })?;
+        Histogram::check_bytes(bytes)?;
+        self.merge_checked_bytes(bytes);
         Ok(())
     }
+
+    /// [`Histogram::merge_bytes`] of bytes [`Histogram::check_bytes`] accepted, in one pass
+    /// over them (of other bytes, the bins before the fault are added). Each bin is added
+    /// where it is held, appended past the last, or set aside and merged in at the end with
+    /// the others new here.
+    pub fn merge_checked_bytes(&mut self, bytes: &[u8]) {
+        let mut new: Vec<(u16, u64)> = Vec::new();
+        let (mut previous, mut at) = (None, 0);
+        let _ = read_bins(bytes, |key, count| {
+            if count == 0 {
+                return;
+            }
+            // Bins come in order (as histd and libcircllhist write them): walk forward from
+            // the last; else look it up.
+            at = match previous < Some(key) {
+                true => at + self.keys_from(at).iter().take_while(|&&held| held < key).count(),
+                false => self.position(key).unwrap_or_else(|insert_at| insert_at),
+            };
+            previous = Some(key);
+            if at == self.bin_count() {
+                self.insert_key(key, count); // past the last: appended
+            } else if self.key_at(at) == key {
+                self.add_at(at, count);
+            } else {
+                new.push((key, count));
+            }
+        });
+        if !new.is_empty() {
+            self.merge(&Histogram::from_unsorted(new));
+        }
+    }
+
     /// Reads padded standard base64 (whitespace ignored) holding exactly one histogram.
     pub fn from_base64(text: &str) -> Result<Histogram, DecodeError> {
         Histogram::from_bytes(&decode_base64(text)?)
     }
 }
-
-/// Bins of a histogram's binary form a merge adds in place ([`Histogram::merge_bytes`]): each
-/// moves the bins above it, so past a few a merge of sorted lists is cheaper.
-const NEW_BINS_IN_PLACE: usize = 16;
 
 /// Calls `bin` with the key ([`Bucket::key`]) and count of each valid bin at the front of
 /// `bytes`, in the order written (invalid buckets skipped, as the C reader does); the bytes

@@ -176,10 +176,19 @@ impl Histogram {
         }
     }
 
-    /// Room for `more` bins.
-    pub(crate) fn reserve(&mut self, more: usize) {
-        self.keys.reserve(more);
-        self.counts.reserve(more);
+    /// The keys from index `at` on.
+    pub(crate) fn keys_from(&self, at: usize) -> &[u16] {
+        &self.keys[at..]
+    }
+
+    /// The key at index `at`.
+    pub(crate) fn key_at(&self, at: usize) -> u16 {
+        self.keys[at]
+    }
+
+    /// Adds `count` to the bin at index `at` (saturating).
+    pub(crate) fn add_at(&mut self, at: usize, count: u64) {
+        self.counts[at] = self.counts[at].saturating_add(count);
     }
 
     /// Drops the directory after the keys changed wholesale; the next insert rebuilds it.

@@ -70,7 +70,7 @@ fn forward_costs(c: &mut Criterion) {
                 || Aggregator::new(AggConfig::default()),
                 |mut global| {
                     for body in &bodies {
-                        global.absorb_mergeable(format::decode(body, 1 << 30).unwrap().interval);
+                        merge_into(&mut global, body);
                     }
                     global
                 },
@@ -101,9 +101,10 @@ fn forward_costs(c: &mut Criterion) {
     group.finish();
 }
 
-/// What a global does with one body: decode it and merge its series.
+/// What a global does with one body: decompress and check it, then merge its series where
+/// they lie.
 fn merge_into(global: &mut Aggregator, body: &[u8]) {
-    global.absorb_mergeable(format::decode(body, 1 << 30).unwrap().interval);
+    format::decompress_checked(body, 1 << 30, usize::MAX).unwrap().read_into(&mut global.absorbing());
 }
 
 criterion_group!(benches, forward_costs);

@@ -19,7 +19,10 @@
 //! A batch's identity is (source, interval_start_ms, part, chunk): a receiver merges each
 //! identity once, so retries and copies cost nothing.
 
-use agg::{Distinct, ForwardedGauge, Hll, Mergeable, TimerPoint, TimerSamples, TimerTotals};
+use std::borrow::Cow;
+use std::mem::size_of;
+
+use agg::{Distinct, ForwardedGauge, Hll, Mergeable, TimerPart, TimerPoint, TimerSamples, TimerTotals};
 use compact_str::CompactString;
 
 /// The first bytes of every batch.
@@ -227,12 +230,10 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Result<Batch, FormatError> {
 /// decompressed size: what a reader reserved for the batch before reading it
 /// ([`decoded_bound`]).
 pub fn decode_within(body: &[u8], max_bytes: usize, decoded_per_byte: usize) -> Result<Batch, FormatError> {
-    let length = decompressed_len(body)?;
-    if length > max_bytes {
-        return Err(FormatError::Compression(format!("{length} bytes decompressed, over the limit of {max_bytes}")));
-    }
-    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| FormatError::Compression(e.to_string()))?;
-    read_batch_within(&raw, decoded_bound(length, max_bytes, decoded_per_byte))
+    let checked = decompress_checked(body, max_bytes, decoded_per_byte)?;
+    let mut interval = Mergeable::default();
+    checked.read_into(&mut interval);
+    Ok(Batch { id: checked.id, interval })
 }
 
 /// The most memory the entries of a batch of `decompressed` bytes may take: `per_byte` times
@@ -250,34 +251,164 @@ pub fn read_batch(raw: &[u8]) -> Result<Batch, FormatError> {
 /// (a batch of a million empty set members is a few megabytes on the wire and would be tens
 /// of times that decoded: the budget is spent as entries are read, so no count is trusted).
 pub fn read_batch_within(raw: &[u8], max_decoded: usize) -> Result<Batch, FormatError> {
-    let mut input = Input { bytes: raw, at: 0, decoded: 0, max_decoded };
-    if input.take(4, "magic")? != MAGIC {
-        return Err(FormatError::Header("not a histd forward batch (no HFWD magic)".into()));
-    }
-    let version = input.byte("version")?;
-    if version != VERSION {
-        return Err(FormatError::Header(format!("batch version {version}: this histd reads version {VERSION}")));
-    }
-    let id = BatchId {
-        source: input.name("source")?,
-        interval_start_ms: input.varint("interval start")?,
-        interval_ms: input.varint("interval length")?,
-        part: input.name("part")?,
-        chunk: input.varint("chunk")?,
-    };
+    let checked = check_batch(raw, max_decoded)?;
     let mut interval = Mergeable::default();
-    let count = input.count(9, "counter count")?;
-    interval.counters = input.entries(count, |input| Ok((input.key()?, input.f64("counter value")?)))?;
-    let count = input.count(51, "timer count")?;
-    interval.timers = input.entries(count, Input::timer)?;
-    let count = input.count(10, "gauge count")?;
-    interval.gauges = input.entries(count, Input::gauge)?;
-    let count = input.count(3, "set count")?;
-    interval.sets = input.entries(count, |input| Ok((input.key()?, input.distinct()?)))?;
+    checked.read_into(&mut interval);
+    Ok(Batch { id: checked.id, interval })
+}
+
+/// Decompresses a body and checks the batch whole, as [`decode_within`] does, without
+/// building its series: [`Checked::read_into`] hands them to what merges them.
+pub fn decompress_checked(
+    body: &[u8],
+    max_bytes: usize,
+    decoded_per_byte: usize,
+) -> Result<Checked<'static>, FormatError> {
+    let length = decompressed_len(body)?;
+    if length > max_bytes {
+        return Err(FormatError::Compression(format!("{length} bytes decompressed, over the limit of {max_bytes}")));
+    }
+    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| FormatError::Compression(e.to_string()))?;
+    let checked = check_batch(&raw, decoded_bound(length, max_bytes, decoded_per_byte))?;
+    let Checked { id, series_at, counts, .. } = checked;
+    Ok(Checked { id, raw: Cow::Owned(raw), series_at, counts })
+}
+
+/// Checks an uncompressed batch whole (every field, every timer's parts agreeing, the
+/// decoding budget of `max_decoded` bytes) and reads its identity; its series are read out
+/// by [`Checked::read_into`], which then cannot fail.
+pub fn check_batch(raw: &[u8], max_decoded: usize) -> Result<Checked<'_>, FormatError> {
+    let mut input = Input { bytes: raw, at: 0, decoded: 0, max_decoded };
+    let id = input.header()?;
+    let series_at = input.at;
+    let counts = input.series(&mut Ignore)?;
     if input.at != raw.len() {
         return Err(FormatError::Field { at: input.at, what: "trailing bytes" });
     }
-    Ok(Batch { id, interval })
+    Ok(Checked { id, raw: Cow::Borrowed(raw), series_at, counts })
+}
+
+/// A batch checked whole ([`check_batch`], [`decompress_checked`]), its series still in its
+/// bytes.
+#[derive(Debug)]
+pub struct Checked<'a> {
+    /// Its identity.
+    pub id: BatchId,
+    raw: Cow<'a, [u8]>,
+    series_at: usize,
+    /// Counters, timers, gauges and sets in it.
+    counts: [usize; 4],
+}
+
+impl Checked<'_> {
+    /// How many series it holds.
+    pub fn series(&self) -> usize {
+        self.counts.iter().sum()
+    }
+
+    /// Hands every series to `into`, section by section (counters, timers, gauges, sets), in
+    /// the order written.
+    pub fn read_into(&self, into: &mut impl Series) {
+        into.expect(self.counts);
+        let mut input = Input { bytes: &self.raw, at: self.series_at, decoded: 0, max_decoded: usize::MAX };
+        let read = input.series(into);
+        debug_assert!(read.is_ok(), "check_batch read the same bytes: {read:?}");
+    }
+}
+
+/// What takes a batch's series one by one as [`Checked::read_into`] reads them: a global's
+/// aggregation merging them where they lie, or a [`Mergeable`] collecting them.
+pub trait Series {
+    /// How many counters, timers, gauges and sets are coming (room may be made for them).
+    fn expect(&mut self, _counts: [usize; 4]) {}
+    /// A counter's interval sum.
+    fn counter(&mut self, key: &str, value: f64);
+    /// A timer's interval.
+    fn timer(&mut self, key: &str, part: &TimerPart<'_>);
+    /// A gauge's latest value.
+    fn gauge(&mut self, key: &str, gauge: ForwardedGauge);
+    /// A set's members or sketch.
+    fn set(&mut self, key: &str, set: SetPart<'_>);
+}
+
+/// A set as a batch holds it: its members or its sketch, read where they lie.
+#[derive(Debug, Clone, Copy)]
+pub struct SetPart<'a> {
+    kind: u8,
+    /// The members (each `bytes`) after their count, or the sketch's registers.
+    bytes: &'a [u8],
+    members: usize,
+}
+
+impl SetPart<'_> {
+    /// The set, decoded.
+    pub fn to_distinct(&self) -> Distinct {
+        if self.kind == SET_SKETCH {
+            let sketch = Hll::from_registers(self.bytes).unwrap_or_else(|| unreachable!("checked with the batch"));
+            return Distinct::Sketch(Box::new(sketch));
+        }
+        let mut input = Input { bytes: self.bytes, at: 0, decoded: 0, max_decoded: usize::MAX };
+        let mut members = hashbrown::HashSet::with_capacity(self.members);
+        for _ in 0..self.members {
+            if let Ok(member) = input.bytes(MAX_KEY_BYTES, "set member") {
+                members.insert(Box::<[u8]>::from(member));
+            }
+        }
+        Distinct::Members(members)
+    }
+}
+
+/// Takes the series of a batch being checked and keeps nothing.
+struct Ignore;
+
+impl Series for Ignore {
+    fn counter(&mut self, _: &str, _: f64) {}
+    fn timer(&mut self, _: &str, _: &TimerPart<'_>) {}
+    fn gauge(&mut self, _: &str, _: ForwardedGauge) {}
+    fn set(&mut self, _: &str, _: SetPart<'_>) {}
+}
+
+impl Series for Mergeable {
+    fn expect(&mut self, [counters, timers, gauges, sets]: [usize; 4]) {
+        self.counters.reserve_exact(counters);
+        self.timers.reserve_exact(timers);
+        self.gauges.reserve_exact(gauges);
+        self.sets.reserve_exact(sets);
+    }
+
+    fn counter(&mut self, key: &str, value: f64) {
+        self.counters.push((key.into(), value));
+    }
+
+    fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
+        self.timers.push((key.into(), TimerSamples::from_part(part)));
+    }
+
+    fn gauge(&mut self, key: &str, gauge: ForwardedGauge) {
+        self.gauges.push((key.into(), gauge));
+    }
+
+    fn set(&mut self, key: &str, set: SetPart<'_>) {
+        self.sets.push((key.into(), set.to_distinct()));
+    }
+}
+
+impl Series for agg::Absorbing<'_> {
+    fn counter(&mut self, key: &str, value: f64) {
+        agg::Absorbing::counter(self, key, value);
+    }
+
+    fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
+        agg::Absorbing::timer(self, key, part);
+    }
+
+    fn gauge(&mut self, key: &str, gauge: ForwardedGauge) {
+        agg::Absorbing::gauge(self, key, gauge);
+    }
+
+    fn set(&mut self, key: &str, set: SetPart<'_>) {
+        agg::Absorbing::set(self, key, set.to_distinct());
+    }
 }
 
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
@@ -330,21 +461,64 @@ impl<'a> Input<'a> {
         Err(self.error(what))
     }
 
-    /// `count` entries read with `read`, their list's room taken at once as far as the decoding
-    /// budget reaches (a list grown by doubling would hold up to twice what its entries take).
-    fn entries<T>(
+    /// The batch's identity, after its magic and version.
+    fn header(&mut self) -> Result<BatchId, FormatError> {
+        if self.take(4, "magic")? != MAGIC {
+            return Err(FormatError::Header("not a histd forward batch (no HFWD magic)".into()));
+        }
+        let version = self.byte("version")?;
+        if version != VERSION {
+            return Err(FormatError::Header(format!("batch version {version}: this histd reads version {VERSION}")));
+        }
+        Ok(BatchId {
+            source: self.name("source")?,
+            interval_start_ms: self.varint("interval start")?,
+            interval_ms: self.varint("interval length")?,
+            part: self.name("part")?,
+            chunk: self.varint("chunk")?,
+        })
+    }
+
+    /// The four sections of series, each handed to `into`; how many each held.
+    fn series(&mut self, into: &mut impl Series) -> Result<[usize; 4], FormatError> {
+        let counters = self.entries(9, "counter count", size_of::<(CompactString, f64)>(), |input| {
+            let key = input.key()?;
+            into.counter(key, input.f64("counter value")?);
+            Ok(())
+        })?;
+        let timers = self.entries(51, "timer count", size_of::<(CompactString, TimerSamples)>(), |input| {
+            let key = input.key()?;
+            into.timer(key, &input.timer()?);
+            Ok(())
+        })?;
+        let gauges = self.entries(10, "gauge count", size_of::<(CompactString, ForwardedGauge)>(), |input| {
+            let key = input.key()?;
+            into.gauge(key, input.gauge()?);
+            Ok(())
+        })?;
+        let sets = self.entries(3, "set count", size_of::<(CompactString, Distinct)>(), |input| {
+            let key = input.key()?;
+            into.set(key, input.set()?);
+            Ok(())
+        })?;
+        Ok([counters, timers, gauges, sets])
+    }
+
+    /// A count of entries of at least `smallest` bytes each, then each entry read with `read`,
+    /// its `slot` bytes of decoded memory spent first; how many there were.
+    fn entries(
         &mut self,
-        count: usize,
-        mut read: impl FnMut(&mut Input<'a>) -> Result<T, FormatError>,
-    ) -> Result<Vec<T>, FormatError> {
-        let slot = std::mem::size_of::<T>();
-        let room = self.max_decoded.saturating_sub(self.decoded) / slot.max(1);
-        let mut list = Vec::with_capacity(count.min(room));
+        smallest: usize,
+        what: &'static str,
+        slot: usize,
+        mut read: impl FnMut(&mut Input<'a>) -> Result<(), FormatError>,
+    ) -> Result<usize, FormatError> {
+        let count = self.count(smallest, what)?;
         for _ in 0..count {
             self.spend(slot, "entry")?;
-            list.push(read(self)?);
+            read(self)?;
         }
-        Ok(list)
+        Ok(count)
     }
 
     /// A count of entries of at least `smallest` bytes each: no more than the bytes left hold.
@@ -382,11 +556,11 @@ impl<'a> Input<'a> {
         String::from_utf8(bytes.to_vec()).map_err(|_| self.error(what))
     }
 
-    fn key(&mut self) -> Result<CompactString, FormatError> {
+    fn key(&mut self) -> Result<&'a str, FormatError> {
         let bytes = self.bytes(MAX_KEY_BYTES, "key")?;
         self.spend(if bytes.len() > INLINE_KEY_BYTES { bytes.len() } else { 0 }, "key")?;
         match std::str::from_utf8(bytes) {
-            Ok(key) if !key.is_empty() => Ok(CompactString::from(key)),
+            Ok(key) if !key.is_empty() => Ok(key),
             _ => Err(self.error("key")),
         }
     }
@@ -396,8 +570,7 @@ impl<'a> Input<'a> {
         Ok(f64::from_le_bytes(bytes.try_into().unwrap_or_else(|_| unreachable!("8 bytes taken"))))
     }
 
-    fn timer(&mut self) -> Result<(CompactString, TimerSamples), FormatError> {
-        let key = self.key()?;
+    fn timer(&mut self) -> Result<TimerPart<'a>, FormatError> {
         let flags = self.byte("timer flags")?;
         let received = self.varint("timer received")?;
         let mut numbers = [0.0; 5];
@@ -407,42 +580,36 @@ impl<'a> Input<'a> {
         let [count, sum, sum_squares, min, max] = numbers;
         let totals = TimerTotals { count, received, sum, sum_squares, min, max };
         let values = match flags & TIMER_VALUES {
-            0 => Vec::new(),
+            0 => &[][..],
             _ => {
                 let n = self.count(8, "timer value count")?;
                 self.spend(n * 8, "timer values")?;
-                (0..n).map(|_| self.f64("timer value")).collect::<Result<_, _>>()?
+                self.take(n * 8, "timer value")?
             }
         };
         let at = self.at;
         let histogram = self.bytes(usize::MAX, "histogram")?;
         self.spend(histogram.len() * 2, "histogram")?;
-        let histogram =
-            circllhist::Histogram::from_bytes(histogram).map_err(|_| FormatError::Field { at, what: "histogram" })?;
-        let samples = TimerSamples::from_parts(&totals, values, histogram, flags & TIMER_MS != 0)
-            .ok_or(FormatError::Field { at, what: "timer (values, count or min/max disagree)" })?;
-        Ok((key, samples))
+        TimerPart::new(totals, flags & TIMER_MS != 0, values, histogram)
+            .ok_or(FormatError::Field { at, what: "timer (histogram, values, count or min/max disagree)" })
     }
 
-    fn gauge(&mut self) -> Result<(CompactString, ForwardedGauge), FormatError> {
-        let key = self.key()?;
+    fn gauge(&mut self) -> Result<ForwardedGauge, FormatError> {
         let value = self.f64("gauge value")?;
         let updated_unix_s = self.varint("gauge update time")?;
-        Ok((key, ForwardedGauge { value, updated_unix_s }))
+        Ok(ForwardedGauge { value, updated_unix_s })
     }
 
-    fn distinct(&mut self) -> Result<Distinct, FormatError> {
+    fn set(&mut self) -> Result<SetPart<'a>, FormatError> {
         match self.byte("set kind")? {
             SET_MEMBERS => {
-                let n = self.count(1, "set member count")?;
-                // Room is made as members are read: the count is the sender's word.
-                let mut members = hashbrown::HashSet::with_capacity(n.min(1024));
-                for _ in 0..n {
+                let members = self.count(1, "set member count")?;
+                let start = self.at;
+                for _ in 0..members {
                     let member = self.bytes(MAX_KEY_BYTES, "set member")?;
                     self.spend(member.len() + MEMBER_SLOT_BYTES, "set member")?;
-                    members.insert(Box::<[u8]>::from(member));
                 }
-                Ok(Distinct::Members(members))
+                Ok(SetPart { kind: SET_MEMBERS, bytes: &self.bytes[start..self.at], members })
             }
             SET_SKETCH => {
                 if u32::from(self.byte("sketch precision")?) != agg::distinct::HLL_PRECISION {
@@ -450,8 +617,8 @@ impl<'a> Input<'a> {
                 }
                 let registers = self.take(agg::distinct::HLL_REGISTERS, "sketch registers")?;
                 self.spend(registers.len(), "sketch")?;
-                let sketch = Hll::from_registers(registers).ok_or(self.error("sketch register"))?;
-                Ok(Distinct::Sketch(Box::new(sketch)))
+                Hll::from_registers(registers).ok_or(self.error("sketch register"))?;
+                Ok(SetPart { kind: SET_SKETCH, bytes: registers, members: 0 })
             }
             _ => Err(self.error("set kind")),
         }

@@ -10,7 +10,7 @@ use agg::{AggConfig, Aggregator, Mergeable, ReaderMap, Snapshot};
 
 use crate::clock::lock;
 use crate::ingest::Shards;
-use crate::placement::{Flushed, Grid, Place, Placement};
+use crate::placement::{Destination, Flushed, Grid, Place, Placement};
 use crate::telemetry::{Counter, Gauge};
 
 pub use crate::placement::Receipt;
@@ -99,18 +99,29 @@ impl Aggregation {
     }
 
     /// Merges another histd's forwarded interval (which ended at `end_ms`) into the flush it
-    /// belongs to (placement.rs; the readers' tables are left to the next flush: their order
-    /// does not matter to a merge), noting where it came from, if that must know when a
-    /// flush carried it.
+    /// belongs to, as [`Aggregation::absorb_forwarded_with`] does.
     pub fn absorb_forwarded(&self, end_ms: u64, interval: Mergeable, receipt: Option<Receipt>) -> Place {
+        self.absorb_forwarded_with(end_ms, receipt, |into| into.take(interval)).0
+    }
+
+    /// Merges another histd's forwarded interval (which ended at `end_ms`), which `read` reads
+    /// into where it belongs (placement.rs; the readers' tables are left to the next flush:
+    /// their order does not matter to a merge), noting where it came from, if that must know
+    /// when a flush carried it. Where it went, and what `read` gave.
+    pub fn absorb_forwarded_with<R>(
+        &self,
+        end_ms: u64,
+        receipt: Option<Receipt>,
+        read: impl FnOnce(Destination<'_>) -> R,
+    ) -> (Place, R) {
         let mut gathered = lock(&self.gathered);
         let Gathered { aggregator, receipts, placement, .. } = &mut *gathered;
         let place = placement.place(end_ms);
-        placement.keep(place, interval, receipt, aggregator, receipts);
+        let read = placement.keep(place, receipt, aggregator, receipts, read);
         if placement.late_due() {
             self.late_due.notify_one();
         }
-        place
+        (place, read)
     }
 
     /// True when a batch that ended at `end_ms` would start a late interval past

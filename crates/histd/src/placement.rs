@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use agg::{Aggregator, Mergeable, Snapshot};
+use agg::{Absorbing, Aggregator, Distinct, ForwardedGauge, Mergeable, Snapshot, TimerPart, TimerSamples};
 
 /// Where a forwarded batch came from, when its source must know once a flush carried it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +90,77 @@ pub enum Place {
     Ahead(u64),
     /// A late interval of its own: the flush at this grid point was done before it came.
     Late(u64),
+}
+
+/// Where a forwarded batch's series go ([`Placement::keep`]).
+#[derive(Debug)]
+pub enum Destination<'a> {
+    /// Merged into the interval open now.
+    Merge(Absorbing<'a>),
+    /// Kept as they are for a later flush.
+    Hold(&'a mut Mergeable),
+    /// Merged into a late interval; a gauge into the current one too (a gauge is a state,
+    /// and the newest one stays whatever interval its batch belongs to).
+    Late {
+        /// The late interval's.
+        late: Absorbing<'a>,
+        /// The current interval's.
+        current: Absorbing<'a>,
+    },
+}
+
+impl Destination<'_> {
+    /// Takes a counter's interval sum.
+    pub fn counter(&mut self, key: &str, value: f64) {
+        match self {
+            Destination::Merge(into) | Destination::Late { late: into, .. } => into.counter(key, value),
+            Destination::Hold(batch) => batch.counters.push((key.into(), value)),
+        }
+    }
+
+    /// Takes a timer's forwarded part.
+    pub fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
+        match self {
+            Destination::Merge(into) | Destination::Late { late: into, .. } => into.timer(key, part),
+            Destination::Hold(batch) => batch.timers.push((key.into(), TimerSamples::from_part(part))),
+        }
+    }
+
+    /// Takes a timer's samples.
+    pub fn timer_samples(&mut self, key: &str, samples: TimerSamples) {
+        match self {
+            Destination::Merge(into) | Destination::Late { late: into, .. } => into.timer_samples(key, samples),
+            Destination::Hold(batch) => batch.timers.push((key.into(), samples)),
+        }
+    }
+
+    /// Takes a gauge's latest value.
+    pub fn gauge(&mut self, key: &str, gauge: ForwardedGauge) {
+        match self {
+            Destination::Merge(into) => into.gauge(key, gauge),
+            Destination::Hold(batch) => batch.gauges.push((key.into(), gauge)),
+            Destination::Late { late, current } => {
+                current.gauge(key, gauge);
+                late.gauge(key, gauge);
+            }
+        }
+    }
+
+    /// Takes a set.
+    pub fn set(&mut self, key: &str, distinct: Distinct) {
+        match self {
+            Destination::Merge(into) | Destination::Late { late: into, .. } => into.set(key, distinct),
+            Destination::Hold(batch) => batch.sets.push((key.into(), distinct)),
+        }
+    }
+
+    /// Takes a whole batch.
+    pub fn take(mut self, batch: Mergeable) {
+        batch.counters.into_iter().for_each(|(key, value)| self.counter(&key, value));
+        batch.timers.into_iter().for_each(|(key, samples)| self.timer_samples(&key, samples));
+        batch.gauges.into_iter().for_each(|(key, gauge)| self.gauge(&key, gauge));
+        batch.sets.into_iter().for_each(|(key, distinct)| self.set(&key, distinct));
+    }
 }
 
 /// Batches held for a later flush.
@@ -197,42 +268,39 @@ impl Placement {
         self.late_in_flight.clone()
     }
 
-    /// Merges a batch where `place` says, with its receipt (`open`: the current interval's
-    /// receipts). A late batch's gauges go to `current` too: a gauge is a state, and the
-    /// newest one stays whatever interval its batch belongs to.
-    pub fn keep(
+    /// Hands where `place` says a batch's series go to `read` (which reads them into it),
+    /// and notes the batch's receipt there (`open`: the current interval's receipts).
+    pub fn keep<R>(
         &mut self,
         place: Place,
-        batch: Mergeable,
         receipt: Option<Receipt>,
         current: &mut Aggregator,
         open: &mut Vec<Receipt>,
-    ) {
+        read: impl FnOnce(Destination<'_>) -> R,
+    ) -> R {
         match place {
             Place::Current => {
-                current.absorb_mergeable(batch);
                 open.extend(receipt);
+                read(Destination::Merge(current.absorbing()))
             }
             Place::Ahead(home) => {
                 let held = self.ahead.entry(home).or_default();
-                held.batches.push(batch);
                 held.receipts.extend(receipt);
+                held.batches.push(Mergeable::default());
+                let batch = held.batches.last_mut().unwrap_or_else(|| unreachable!("pushed above"));
+                read(Destination::Hold(batch))
             }
             Place::Late(home) => {
                 let home = stamped_ms(home);
-                if !batch.gauges.is_empty() {
-                    current.absorb_mergeable(Mergeable { gauges: batch.gauges.clone(), ..Mergeable::default() });
-                }
                 let late = self.late.entry(home).or_insert_with(|| LateInterval {
                     aggregator: Aggregator::for_forwarded(current.config().clone()),
                     receipts: Vec::new(),
                 });
-                late.aggregator.absorb_mergeable(batch);
                 late.receipts.extend(receipt);
+                read(Destination::Late { late: late.aggregator.absorbing(), current: current.absorbing() })
             }
         }
     }
-
     /// Before the final flush: what is held for later flushes goes into the current interval
     /// (those flushes will not come); their receipts into `receipts`.
     pub fn bring_forward(&mut self, current: &mut Aggregator, receipts: &mut Vec<Receipt>) {
@@ -411,7 +479,7 @@ mod tests {
         let (mut open, carried) = (Vec::new(), Vec::new());
         for (end, key) in [(1_016_000, "now"), (1_019_000, "early"), (1_005_000, "late"), (1_004_000, "late")] {
             let place = placement.place(end);
-            placement.keep(place, counter(key, 1.0), None, &mut current, &mut Vec::new());
+            placement.keep(place, None, &mut current, &mut Vec::new(), |into| into.take(counter(key, 1.0)));
         }
         assert_eq!(placement.late.len(), 1);
         let snapshot = current.flush(1_020_000);
@@ -441,7 +509,7 @@ mod tests {
         placement.set_grid(GRID, 2, 1_013_000);
         for end in [995_000, 985_000] {
             assert!(!placement.would_pass(end) && !placement.late_due());
-            placement.keep(placement.place(end), counter("late", 1.0), None, &mut current, &mut Vec::new());
+            placement.keep(placement.place(end), None, &mut current, &mut Vec::new(), |into| into.take(counter("late", 1.0)));
         }
         assert!(placement.would_pass(975_000), "a third interval waits");
         assert!(!placement.would_pass(985_500), "one held takes more batches");
@@ -461,8 +529,8 @@ mod tests {
         let mut placement = Placement::default();
         placement.set_grid(GRID, 16, 1_013_000);
         // Partition 0: offset 5 held two flushes ahead; partition 1: nothing held.
-        placement.keep(Place::Ahead(1_040_000), counter("a", 1.0), Some(log(0, 5)), &mut current, &mut Vec::new());
-        placement.keep(Place::Late(1_000_000), counter("b", 1.0), Some(log(0, 7)), &mut current, &mut Vec::new());
+        placement.keep(Place::Ahead(1_040_000), Some(log(0, 5)), &mut current, &mut Vec::new(), |into| into.take(counter("a", 1.0)));
+        placement.keep(Place::Late(1_000_000), Some(log(0, 7)), &mut current, &mut Vec::new(), |into| into.take(counter("b", 1.0)));
         let carried = vec![log(0, 4), log(0, 6), log(1, 9), Receipt::Journal(3)];
         let mut open = Vec::new();
         let flushed = placement.after_flush(1_020_000, carried, &mut current, &mut open);
@@ -479,13 +547,8 @@ mod tests {
         let mut current = Aggregator::new(AggConfig::default());
         let mut placement = Placement::default();
         placement.set_grid(GRID, 16, 1_013_000);
-        placement.keep(
-            Place::Ahead(1_030_000),
-            counter("early", 2.0),
-            Some(Receipt::Journal(1)),
-            &mut current,
-            &mut Vec::new(),
-        );
+        let early = |into: Destination<'_>| into.take(counter("early", 2.0));
+        placement.keep(Place::Ahead(1_030_000), Some(Receipt::Journal(1)), &mut current, &mut Vec::new(), early);
         let mut receipts = Vec::new();
         placement.bring_forward(&mut current, &mut receipts);
         assert_eq!(receipts, vec![Receipt::Journal(1)]);

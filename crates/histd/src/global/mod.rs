@@ -31,15 +31,13 @@ pub mod unreadable;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use agg::Mergeable;
-use compact_str::CompactString;
 use hashbrown::HashSet;
 
 use crate::aggregation::{Aggregation, Receipt};
 use crate::placement::Place;
 use crate::telemetry::EdgeCounters;
 use config::GlobalConfig;
-use fleet::format::{self, Batch, BatchId, FormatError};
+use fleet::format::{self, BatchId, Checked, FormatError};
 use fleet::signing::{SourceKeys, Unproven};
 
 pub use fleet::journal::{self, Journal};
@@ -266,9 +264,8 @@ impl Global {
         let Some(journal) = &self.journal else { return };
         let (mut merged, mut series) = (0, 0);
         for journal::Left { sequence, body, credential } in left {
-            match format::decode(&body, self.config.max_batch_bytes) {
-                Ok(mut batch) => {
-                    self.count_screened(screen::screen(&mut batch.interval, crate::clock::unix_now_s()));
+            match format::decompress_checked(&body, self.config.max_batch_bytes, usize::MAX) {
+                Ok(batch) => {
                     if self.remember(&credential, &batch.id) {
                         series += self.absorb(batch, Some(Receipt::Journal(sequence)));
                         merged += 1;
@@ -406,9 +403,9 @@ impl Global {
         crate::clock::lock(&self.standing).clone()
     }
 
-    /// Decodes and checks a batch sent with `credential`, remembers its identity and screens
-    /// its series; `None` when that identity was merged before. A refusal is counted.
-    fn admit(&self, body: &[u8], credential: &str) -> Result<Option<Batch>, Refusal> {
+    /// Decompresses and checks a batch sent with `credential` and remembers its identity;
+    /// `None` when that identity was merged before. A refusal is counted.
+    fn admit(&self, body: &[u8], credential: &str) -> Result<Option<Checked<'static>>, Refusal> {
         self.admit_as(body, |_| Ok(credential.to_string()))
     }
 
@@ -417,10 +414,10 @@ impl Global {
     fn admit_as(
         &self,
         body: &[u8],
-        credential: impl FnOnce(&Batch) -> Result<String, Unproven>,
-    ) -> Result<Option<Batch>, Refusal> {
-        let decoded = format::decode_within(body, self.config.max_batch_bytes, DECODED_PER_BYTE);
-        let mut batch = decoded.map_err(|error| {
+        credential: impl FnOnce(&Checked<'static>) -> Result<String, Unproven>,
+    ) -> Result<Option<Checked<'static>>, Refusal> {
+        let decoded = format::decompress_checked(body, self.config.max_batch_bytes, DECODED_PER_BYTE);
+        let batch = decoded.map_err(|error| {
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
         })?;
@@ -438,7 +435,6 @@ impl Global {
             self.edges.forward_batches_duplicate.add(1);
             return Ok(None);
         }
-        self.count_screened(screen::screen(&mut batch.interval, crate::clock::unix_now_s()));
         Ok(Some(batch))
     }
 
@@ -459,15 +455,17 @@ impl Global {
         inserted.is_some()
     }
 
-    /// Merges a batch (from where `receipt` says) into the flush it belongs to; the series it
-    /// held.
-    fn absorb(&self, batch: Batch, receipt: Option<Receipt>) -> usize {
-        let Batch { id, mut interval } = batch;
-        if let Some(tag) = &self.config.tag_source {
-            tag_series(&mut interval, tag, &id.source);
-        }
-        let series = interval.len();
-        let place = self.aggregation.absorb_forwarded(id.end_ms(), interval, receipt);
+    /// Merges a checked batch (from where `receipt` says) into the flush it belongs to, its
+    /// series screened on the way ([`screen::Screening`]); the series merged.
+    fn absorb(&self, batch: Checked<'static>, receipt: Option<Receipt>) -> usize {
+        let tag = self.config.tag_source.as_deref().map(|tag| screen::SourceTag::new(tag, &batch.id.source));
+        let now_unix_s = crate::clock::unix_now_s();
+        let (place, (screened, series)) = self.aggregation.absorb_forwarded_with(batch.id.end_ms(), receipt, |into| {
+            let mut screening = screen::Screening::new(into, now_unix_s, tag.as_ref());
+            batch.read_into(&mut screening);
+            screening.finish()
+        });
+        self.count_screened(screened);
         if matches!(place, Place::Late(_)) {
             self.edges.forward_batches_late.add(1);
         }
@@ -534,30 +532,6 @@ impl SeenBatches {
     }
 }
 
-/// Adds the tag `<tag>=<source>` to every series key, in sorted place as a client's tag would
-/// be (at the end of a key whose parts are not all `k=v` tags: a `;` in the name).
-fn tag_series(interval: &mut Mergeable, tag: &str, source: &str) {
-    let mut value = String::new();
-    proto::key::push_sanitized(&mut value, source.as_bytes());
-    let value = value.replace([';', '='], "_");
-    let retag = |key: &mut CompactString| {
-        let mut tagged = String::with_capacity(key.len() + tag.len() + value.len() + 2);
-        tagged.push_str(key);
-        tagged.push(';');
-        tagged.push_str(tag);
-        tagged.push('=');
-        tagged.push_str(&value);
-        if key.split(';').skip(1).all(|part| part.contains('=')) {
-            proto::key::sort_tags(&mut tagged);
-        }
-        *key = CompactString::from(tagged);
-    };
-    interval.counters.iter_mut().for_each(|(key, _)| retag(key));
-    interval.timers.iter_mut().for_each(|(key, _)| retag(key));
-    interval.gauges.iter_mut().for_each(|(key, _)| retag(key));
-    interval.sets.iter_mut().for_each(|(key, _)| retag(key));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,24 +562,5 @@ mod tests {
         assert!(seen.bytes <= 3 * (160 + 8) || seen.order.len() == 1, "{} bytes", seen.bytes);
         seen.forget("web-1", &id(&long, 0, "n1"));
         assert_eq!((seen.bytes, seen.order.len()), (0, 0));
-    }
-
-    #[test]
-    fn the_source_tag_sits_in_sorted_place() {
-        let mut interval = Mergeable::default();
-        for key in ["req", "req;zone=b", "req;app=x", "odd;name;x=1"] {
-            interval.counters.push((key.into(), 1.0));
-        }
-        tag_series(&mut interval, "host", "web-1.example");
-        let keys: Vec<&str> = interval.counters.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "req;host=web-1.example",
-                "req;host=web-1.example;zone=b",
-                "req;app=x;host=web-1.example",
-                "odd;name;x=1;host=web-1.example"
-            ]
-        );
     }
 }

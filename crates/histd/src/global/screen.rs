@@ -5,10 +5,10 @@
 //! and intervals outside any sensible time are refused and counted by reason, the rest of the
 //! batch kept.
 
-use agg::Mergeable;
-use compact_str::CompactString;
+use agg::{ForwardedGauge, TimerPart};
+use fleet::format::{BatchId, Series, SetPart};
 
-use fleet::format::BatchId;
+use crate::placement::Destination;
 
 /// How far ahead of this histd's clock a gauge's update time may be (a local's
 /// clock a little ahead is fine; a gauge stamped years ahead would win every later update).
@@ -55,54 +55,123 @@ pub fn check_interval(id: &BatchId, now_unix_s: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Cleans keys and drops what a statsd line could not carry, in place.
-pub fn screen(interval: &mut Mergeable, now_unix_s: u64) -> Screened {
-    let mut screened = Screened::default();
-    let keep = |key: &mut CompactString, finite: bool, screened: &mut Screened| -> bool {
-        if !finite {
-            screened.non_finite += 1;
-            return false;
-        }
-        clean_key(key, screened)
-    };
-    interval.counters.retain_mut(|(key, value)| keep(key, value.is_finite(), &mut screened));
-    interval.timers.retain_mut(|(key, samples)| {
-        let values_received = samples.received > 0;
-        let totals_finite = [samples.count, samples.sum, samples.sum_squares].iter().all(|v| v.is_finite())
-            && (!values_received || (samples.min.is_finite() && samples.max.is_finite()));
-        keep(key, totals_finite, &mut screened)
-    });
-    interval.gauges.retain_mut(|(key, gauge)| {
-        if gauge.value.is_finite() && gauge.updated_unix_s > now_unix_s + MAX_AHEAD_S {
-            screened.future_gauges += 1;
-            return false;
-        }
-        keep(key, gauge.value.is_finite(), &mut screened)
-    });
-    interval.sets.retain_mut(|(key, _)| keep(key, true, &mut screened));
-    screened
+/// A forwarded batch's series screened on their way to where they go: keys cleaned (and
+/// tagged with their source, with `global.tagSource`), what a statsd line could not carry
+/// dropped and counted.
+#[derive(Debug)]
+pub struct Screening<'a, 't> {
+    into: Destination<'a>,
+    now_unix_s: u64,
+    tag: Option<&'t SourceTag>,
+    screened: Screened,
+    kept: usize,
+    /// A key being cleaned, and one being tagged: made once a batch.
+    clean: String,
+    tagged: String,
 }
 
-/// Cleans `key` as `keyNameSanitize` cleans a statsd key; false when nothing is left of it.
-fn clean_key(key: &mut CompactString, screened: &mut Screened) -> bool {
-    if proto::key::already_clean(key.as_bytes()).is_some() {
-        return !key.is_empty();
+impl<'a, 't> Screening<'a, 't> {
+    /// Screens series on their way `into` at `now_unix_s`, tagged with `tag` when given.
+    pub fn new(into: Destination<'a>, now_unix_s: u64, tag: Option<&'t SourceTag>) -> Self {
+        Screening { into, now_unix_s, tag, screened: Screened::default(), kept: 0, clean: String::new(), tagged: String::new() }
     }
-    let mut clean = String::with_capacity(key.len());
-    proto::key::push_sanitized(&mut clean, key.as_bytes());
+
+    /// What was taken out or changed, and the series passed on.
+    pub fn finish(self) -> (Screened, usize) {
+        (self.screened, self.kept)
+    }
+
+    /// Passes a series of `key` on with `pass` when its values are `finite`: its key cleaned
+    /// and tagged; dropped and counted otherwise.
+    fn pass(&mut self, key: &str, finite: bool, pass: impl FnOnce(&mut Destination<'a>, &str)) {
+        if !finite {
+            self.screened.non_finite += 1;
+            return;
+        }
+        let Some(key) = clean_key(key, &mut self.clean, &mut self.screened) else { return };
+        let key = match self.tag {
+            Some(tag) => tag.tagged(key, &mut self.tagged),
+            None => key,
+        };
+        self.kept += 1;
+        pass(&mut self.into, key);
+    }
+}
+
+impl Series for Screening<'_, '_> {
+    fn counter(&mut self, key: &str, value: f64) {
+        self.pass(key, value.is_finite(), |into, key| into.counter(key, value));
+    }
+
+    fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
+        let totals = &part.totals;
+        let finite = [totals.count, totals.sum, totals.sum_squares].iter().all(|v| v.is_finite())
+            && (totals.received == 0 || (totals.min.is_finite() && totals.max.is_finite()));
+        self.pass(key, finite, |into, key| into.timer(key, part));
+    }
+
+    fn gauge(&mut self, key: &str, gauge: ForwardedGauge) {
+        if gauge.value.is_finite() && gauge.updated_unix_s > self.now_unix_s + MAX_AHEAD_S {
+            self.screened.future_gauges += 1;
+            return;
+        }
+        self.pass(key, gauge.value.is_finite(), |into, key| into.gauge(key, gauge));
+    }
+
+    fn set(&mut self, key: &str, set: SetPart<'_>) {
+        self.pass(key, true, |into, key| into.set(key, set.to_distinct()));
+    }
+}
+
+/// `key` cleaned as `keyNameSanitize` cleans a statsd key (into `clean` when it must change);
+/// `None` when nothing is left of it.
+fn clean_key<'k>(key: &'k str, clean: &'k mut String, screened: &mut Screened) -> Option<&'k str> {
+    if proto::key::already_clean(key.as_bytes()).is_some() {
+        return (!key.is_empty()).then_some(key);
+    }
+    clean.clear();
+    proto::key::push_sanitized(clean, key.as_bytes());
     if clean.is_empty() {
         screened.empty_keys += 1;
-        return false;
+        return None;
     }
     screened.keys_sanitized += 1;
-    *key = CompactString::from(clean);
-    true
+    Some(clean)
+}
+
+/// The tag `<tag>=<source>` that `global.tagSource` adds to every series of a source's
+/// batches.
+#[derive(Debug)]
+pub struct SourceTag {
+    /// `;<tag>=<source>`, the source cleaned as a key and without `;` or `=`.
+    suffix: String,
+}
+
+impl SourceTag {
+    /// The tag `tag` with `source` as its value.
+    pub fn new(tag: &str, source: &str) -> SourceTag {
+        let mut value = String::new();
+        proto::key::push_sanitized(&mut value, source.as_bytes());
+        SourceTag { suffix: format!(";{tag}={}", value.replace([';', '='], "_")) }
+    }
+
+    /// `key` with the tag, in sorted place as a client's tag would be (at the end of a key
+    /// whose parts are not all `k=v` tags: a `;` in the name), written into `tagged`.
+    pub fn tagged<'k>(&self, key: &str, tagged: &'k mut String) -> &'k str {
+        tagged.clear();
+        tagged.push_str(key);
+        tagged.push_str(&self.suffix);
+        if key.split(';').skip(1).all(|part| part.contains('=')) {
+            proto::key::sort_tags(tagged);
+        }
+        tagged
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agg::{ForwardedGauge, TimerSamples, TimerTotals};
+    use agg::{Mergeable, TimerTotals};
 
     const NOW: u64 = 1_800_000_000;
 
@@ -132,6 +201,7 @@ mod tests {
     #[test]
     fn keys_are_cleaned_as_statsd_keys_and_bad_values_dropped() {
         let mut interval = Mergeable::default();
+        let mut screening = Screening::new(Destination::Hold(&mut interval), NOW, None);
         for (key, value) in [
             ("ok.c", 1.0),
             ("fw.inj 1 1\ninjected.evil.metric 666 1600000000\nfw.x", 2.0),
@@ -141,18 +211,19 @@ mod tests {
             ("inf.c", f64::INFINITY),
             ("\u{1b}\u{7}#", 5.0),
         ] {
-            interval.counters.push((key.into(), value));
+            screening.counter(key, value);
         }
-        interval.gauges.push(("g.ok".into(), ForwardedGauge { value: 1.0, updated_unix_s: NOW }));
-        interval.gauges.push(("g.pinned".into(), ForwardedGauge { value: 1.0, updated_unix_s: 1 << 63 }));
-        interval.gauges.push(("g.nan".into(), ForwardedGauge { value: f64::NAN, updated_unix_s: NOW }));
+        screening.gauge("g.ok", ForwardedGauge { value: 1.0, updated_unix_s: NOW });
+        screening.gauge("g.pinned", ForwardedGauge { value: 1.0, updated_unix_s: 1 << 63 });
+        screening.gauge("g.nan", ForwardedGauge { value: f64::NAN, updated_unix_s: NOW });
+        let histogram = circllhist::Histogram::new().to_bytes();
         let timer = |sum: f64| {
             let totals = TimerTotals { count: 1e300, received: 2, sum, sum_squares: 5.0, min: 1.0, max: 2.0 };
-            TimerSamples::from_parts(&totals, Vec::new(), circllhist::Histogram::new(), true).unwrap()
+            TimerPart::new(totals, true, &[], &histogram).unwrap()
         };
-        interval.timers.push(("t.ok".into(), timer(3.0)));
-        interval.timers.push(("t.inf".into(), timer(f64::INFINITY)));
-        let screened = screen(&mut interval, NOW);
+        screening.timer("t.ok", &timer(3.0));
+        screening.timer("t.inf", &timer(f64::INFINITY));
+        let (screened, kept) = screening.finish();
         let counters: Vec<&str> = interval.counters.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             counters,
@@ -163,5 +234,22 @@ mod tests {
         let timers: Vec<&str> = interval.timers.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(timers, ["t.ok"]);
         assert_eq!(screened, Screened { keys_sanitized: 3, empty_keys: 1, non_finite: 4, future_gauges: 1 });
+        assert_eq!(kept, 6);
+    }
+
+    #[test]
+    fn the_source_tag_sits_in_sorted_place() {
+        let tag = SourceTag::new("host", "web-1.example");
+        let mut tagged = String::new();
+        let cases = [
+            ("req", "req;host=web-1.example"),
+            ("req;zone=b", "req;host=web-1.example;zone=b"),
+            ("req;app=x", "req;app=x;host=web-1.example"),
+            ("odd;name;x=1", "odd;name;x=1;host=web-1.example"),
+        ];
+        for (key, want) in cases {
+            assert_eq!(tag.tagged(key, &mut tagged), want);
+        }
+        assert_eq!(SourceTag::new("host", "a;b=c d").tagged("k", &mut tagged), "k;host=a_b_c_d");
     }
 }
