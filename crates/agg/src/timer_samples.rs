@@ -116,7 +116,7 @@ impl<'a> TimerPart<'a> {
     ) -> Option<TimerPart<'a>> {
         let part = TimerPart { totals, milliseconds, values, histogram };
         let value_count = values.len() / 8;
-        let consistent = values.len() % 8 == 0
+        let consistent = values.len().is_multiple_of(8)
             && (value_count == 0 || value_count as u64 == totals.received)
             && totals.count >= 0.0
             && (totals.received == 0 || totals.min <= totals.max)
@@ -637,7 +637,9 @@ mod tests {
         histogram.insert(2.0, 1);
         let histogram = histogram.to_bytes();
         let two: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let cases: [(&str, crate::TimerTotals, &[u8], &[u8], bool); 8] = [
+        /// (name, totals, values, histogram, accepted)
+        type Case<'a> = (&'a str, crate::TimerTotals, &'a [u8], &'a [u8], bool);
+        let cases: [Case; 8] = [
             ("whole", totals, &two, &histogram, true),
             ("histogram only", totals, &[], &histogram, true),
             ("one value of two", totals, &two[..8], &histogram, false),
