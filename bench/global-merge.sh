@@ -9,6 +9,8 @@
 # every local, and the batches that came too late for their flush.
 # With KAFKA=1 the locals produce to a topic of 6 partitions on one KRaft broker (bench/kafka-brokers.sh,
 # on CPU 1 with the locals) and the global consumes it (global.kafka) instead of taking posts.
+# With RAW_VALUES_LIMIT=0 the locals send each timer's totals and histogram without its raw values
+# (their `forward.rawValuesLimit: 0`).
 # Usage: bench/global-merge.sh [INTERVALS [INTERVAL_MS [LOCALS]]]   (4, 10000, "10 50 100")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +38,7 @@ cat > "$config" <<CONFIG
   global: { $intake } }
 CONFIG
 echo "# A global fed by simulated locals, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "# over $transport; $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
+echo "# over $transport, raw values up to ${RAW_VALUES_LIMIT:-8192} a timer; $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
 echo
 echo "| locals | intervals | series sent | series merged | global CPU s | M series merged / CPU s | µs a series | s to take an interval (median) | late batches | idle RSS MB | peak RSS MB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"

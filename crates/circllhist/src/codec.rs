@@ -162,11 +162,22 @@ fn read_bins(bytes: &[u8], mut bin: impl FnMut(u16, u64)) -> Result<usize, Decod
         if length > 8 {
             return Err(DecodeError::BadCountLength { at: at + 2 });
         }
-        let count_bytes = bytes.get(at + 3..at + 3 + length).ok_or(DecodeError::Truncated { at })?;
-        let mut count = [0u8; 8];
-        count[..length].copy_from_slice(count_bytes);
+        let count = match bytes.get(at + 3..at + 11) {
+            // Eight bytes there: read at once, the count's own kept (no copy of a length
+            // known only now).
+            Some(eight) => {
+                let word = u64::from_le_bytes(eight.try_into().unwrap_or_else(|_| unreachable!("8 bytes")));
+                word & (u64::MAX >> (64 - 8 * length))
+            }
+            None => {
+                let count_bytes = bytes.get(at + 3..at + 3 + length).ok_or(DecodeError::Truncated { at })?;
+                let mut count = [0u8; 8];
+                count[..length].copy_from_slice(count_bytes);
+                u64::from_le_bytes(count)
+            }
+        };
         if let Some(bucket) = Bucket::new(head[0] as i8, head[1] as i8) {
-            bin(bucket.key(), u64::from_le_bytes(count));
+            bin(bucket.key(), count);
         }
         at += 3 + length;
     }

@@ -10,6 +10,7 @@
 //! how long the global took to take one interval of every local.
 //!
 //! Usage: simulated_locals GLOBAL_HTTP GLOBAL_ADMIN GLOBAL_PID LOCALS INTERVALS [INTERVAL_MS]
+//! (`RAW_VALUES_LIMIT=0` in the environment: the locals' `forward.rawValuesLimit`, 8192 when unset)
 //! (`bench/global-merge.sh` starts the global and runs this for 10, 50 and 100 locals.)
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -37,6 +38,8 @@ fn main() {
     let mut snapshot = flush_of_100k::snapshot(interval_ms, true);
     snapshot.interval = Duration::from_millis(interval_ms);
     let kafka = std::env::var("KAFKA").ok().map(|spec| Kafka::new(&spec));
+    // `forward.rawValuesLimit`: 0 sends every timer as its totals and histogram only.
+    let raw_values_limit = std::env::var("RAW_VALUES_LIMIT").map_or(8192, |limit| limit.parse().expect("a number"));
     let ring = match &kafka {
         Some(kafka) => Ring::new((0..kafka.partitions).map(|p| Node::new(p.to_string())).collect()),
         None => Ring::new(vec![Node::new(format!("http://{http}"))]),
@@ -60,7 +63,7 @@ fn main() {
                 source: format!("local-{local:03}"),
                 prefix_stats: "statsd".into(),
                 set_members_limit: 1000,
-                raw_values_limit: 8192,
+                raw_values_limit,
                 max_batch_bytes,
             };
             let parts = cut(&snapshot, &settings, &ring, 0);

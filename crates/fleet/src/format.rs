@@ -264,14 +264,37 @@ pub fn decompress_checked(
     max_bytes: usize,
     decoded_per_byte: usize,
 ) -> Result<Checked<'static>, FormatError> {
-    let length = decompressed_len(body)?;
-    if length > max_bytes {
-        return Err(FormatError::Compression(format!("{length} bytes decompressed, over the limit of {max_bytes}")));
+    decompress_checked_into(body, max_bytes, decoded_per_byte, Vec::new()).map_err(|(error, _)| error)
+}
+
+/// As [`decompress_checked`], decompressing into `buffer` (a reader that takes many batches
+/// gives back the one it had, [`Checked::into_buffer`], and the pages it holds are written
+/// again rather than asked of the kernel for every batch); a refused body gives it back with
+/// the error.
+pub fn decompress_checked_into(
+    body: &[u8],
+    max_bytes: usize,
+    decoded_per_byte: usize,
+    mut buffer: Vec<u8>,
+) -> Result<Checked<'static>, (FormatError, Vec<u8>)> {
+    let length = match decompressed_len(body) {
+        Ok(length) if length > max_bytes => {
+            let why = format!("{length} bytes decompressed, over the limit of {max_bytes}");
+            return Err((FormatError::Compression(why), buffer));
+        }
+        Ok(length) => length,
+        Err(error) => return Err((error, buffer)),
+    };
+    buffer.clear();
+    buffer.resize(length, 0);
+    if let Err(error) = snap::raw::Decoder::new().decompress(body, &mut buffer) {
+        return Err((FormatError::Compression(error.to_string()), buffer));
     }
-    let raw = snap::raw::Decoder::new().decompress_vec(body).map_err(|e| FormatError::Compression(e.to_string()))?;
-    let checked = check_batch(&raw, decoded_bound(length, max_bytes, decoded_per_byte))?;
-    let Checked { id, series_at, counts, .. } = checked;
-    Ok(Checked { id, raw: Cow::Owned(raw), series_at, counts })
+    let checked = match check_batch(&buffer, decoded_bound(length, max_bytes, decoded_per_byte)) {
+        Ok(Checked { id, series_at, counts, .. }) => Checked { id, raw: Cow::Borrowed(&[][..]), series_at, counts },
+        Err(error) => return Err((error, buffer)),
+    };
+    Ok(Checked { raw: Cow::Owned(buffer), ..checked })
 }
 
 /// Checks an uncompressed batch whole (every field, every timer's parts agreeing, the
@@ -301,6 +324,11 @@ pub struct Checked<'a> {
 }
 
 impl Checked<'_> {
+    /// The bytes it was decompressed into, for the next batch.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.raw.into_owned()
+    }
+
     /// How many series it holds.
     pub fn series(&self) -> usize {
         self.counts.iter().sum()

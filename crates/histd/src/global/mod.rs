@@ -67,6 +67,9 @@ pub struct Global {
     standing: Mutex<Option<standing::KafkaStanding>>,
     /// `global.peers`: the other members of its group (peers.rs).
     peers: Option<Arc<peers::Peers>>,
+    /// The buffer the last batch was decompressed into, for the next (at most
+    /// `global.maxBatchBytes`): a fresh one a batch is pages the kernel clears each time.
+    spare_buffer: Mutex<Vec<u8>>,
 }
 
 /// The Kafka record batches a global could not decode, as `/health` shows them: the
@@ -216,6 +219,7 @@ impl Global {
             unreadable: Default::default(),
             standing: Default::default(),
             peers,
+            spare_buffer: Mutex::default(),
         };
         global.replay(left);
         Ok(global)
@@ -416,8 +420,10 @@ impl Global {
         body: &[u8],
         credential: impl FnOnce(&Checked<'static>) -> Result<String, Unproven>,
     ) -> Result<Option<Checked<'static>>, Refusal> {
-        let decoded = format::decompress_checked(body, self.config.max_batch_bytes, DECODED_PER_BYTE);
-        let batch = decoded.map_err(|error| {
+        let buffer = std::mem::take(&mut *crate::clock::lock(&self.spare_buffer));
+        let decoded = format::decompress_checked_into(body, self.config.max_batch_bytes, DECODED_PER_BYTE, buffer);
+        let batch = decoded.map_err(|(error, buffer)| {
+            self.give_back(buffer);
             self.edges.forward_batches_refused.add(1);
             Refusal::Malformed(error)
         })?;
@@ -433,9 +439,18 @@ impl Global {
         })?;
         if !self.remember(&credential, &batch.id) {
             self.edges.forward_batches_duplicate.add(1);
+            self.give_back(batch.into_buffer());
             return Ok(None);
         }
         Ok(Some(batch))
+    }
+
+    /// Keeps a batch's decompression buffer for the next one, unless one is kept already.
+    fn give_back(&self, buffer: Vec<u8>) {
+        let mut spare = crate::clock::lock(&self.spare_buffer);
+        if spare.capacity() < buffer.capacity() {
+            *spare = buffer;
+        }
     }
 
     fn count_screened(&self, screened: screen::Screened) {
@@ -465,6 +480,7 @@ impl Global {
             batch.read_into(&mut screening);
             screening.finish()
         });
+        self.give_back(batch.into_buffer());
         self.count_screened(screened);
         if matches!(place, Place::Late(_)) {
             self.edges.forward_batches_late.add(1);
