@@ -305,7 +305,7 @@ impl Aggregator {
     /// it built first).
     pub fn absorbing(&mut self) -> Absorbing<'_> {
         self.refresh_ledger();
-        Absorbing { aggregator: self }
+        Absorbing { aggregator: self, next_counter: 0, next_timer: 0 }
     }
 
     fn count_ingest(&mut self, ingest: &IngestCounts) {
@@ -678,13 +678,17 @@ fn keys_of<V>(map: &KeyedMap<V>) -> impl Iterator<Item = &str> {
 #[derive(Debug)]
 pub struct Absorbing<'a> {
     aggregator: &'a mut Aggregator,
+    /// Where the next counter and timer are looked for first: after the last one found.
+    next_counter: u32,
+    next_timer: u32,
 }
 
 impl Absorbing<'_> {
     /// Adds a counter's interval sum.
     pub fn counter(&mut self, key: &str, amount: f64) {
         let aggregator = &mut *self.aggregator;
-        if aggregator.counters.add_if_held(key, amount) {
+        if let Some(id) = aggregator.counters.add_if_held(key, amount, self.next_counter) {
+            self.next_counter = id + 1;
             return;
         }
         let key = admitted(&mut aggregator.ledger, aggregator.counters.contains(key), MetricType::Counters, key);
@@ -695,7 +699,8 @@ impl Absorbing<'_> {
     pub fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
         let aggregator = &mut *self.aggregator;
         let limit = aggregator.config.timer_sample_limit;
-        if aggregator.timers.merge_part_if_live(key, part, limit) {
+        if let Some(id) = aggregator.timers.merge_part_if_live(key, part, limit, self.next_timer) {
+            self.next_timer = id + 1;
             return;
         }
         let key = admitted(&mut aggregator.ledger, aggregator.timers.contains(key), MetricType::Timers, key);

@@ -202,11 +202,12 @@ impl CounterStore {
         self.add(id, amount);
     }
 
-    /// Adds `amount` to `key` when it is numbered already; false (nothing added) when not.
-    pub(crate) fn add_if_held(&mut self, key: &str, amount: f64) -> bool {
-        let Some(id) = self.ids.find(key) else { return false };
+    /// Adds `amount` to `key` when it is numbered already (looked for at `guess` first): its
+    /// id; `None` (nothing added) when it is not.
+    pub(crate) fn add_if_held(&mut self, key: &str, amount: f64, guess: u32) -> Option<u32> {
+        let id = self.ids.find_from_guess(key, guess)?;
         self.add(id, amount);
-        true
+        Some(id)
     }
 
     /// True when `key` is numbered (live or not).

@@ -132,9 +132,9 @@ impl<'a> TimerPart<'a> {
 
     /// Its raw values, in arrival order.
     pub fn values(&self) -> impl ExactSizeIterator<Item = f64> + 'a {
-        self.values.chunks_exact(8).map(|bytes| {
-            f64::from_le_bytes(bytes.try_into().unwrap_or_else(|_| unreachable!("chunks of 8 bytes")))
-        })
+        self.values
+            .chunks_exact(8)
+            .map(|bytes| f64::from_le_bytes(bytes.try_into().unwrap_or_else(|_| unreachable!("chunks of 8 bytes"))))
     }
 }
 
@@ -615,7 +615,10 @@ mod tests {
             let (totals, values, histogram) = forwarded(&sent);
             let part = TimerPart::new(totals, true, &values, &histogram).expect("agrees");
             let made = TimerSamples::from_part(&part);
-            assert_eq!((made.received, made.count, made.min, made.max), (sent.received, sent.count, sent.min, sent.max));
+            assert_eq!(
+                (made.received, made.count, made.min, made.max),
+                (sent.received, sent.count, sent.min, sent.max)
+            );
             assert_eq!(made.values.iter().collect::<Vec<_>>(), sent.values.iter().collect::<Vec<_>>(), "case {index}");
             assert_eq!(*made.histogram, *sent.histogram, "case {index}");
             let (mut in_place, mut whole) = (held.clone(), held);

@@ -54,12 +54,18 @@ impl TimerStore {
         self.samples[id as usize].merge(samples, limit);
     }
 
-    /// Merges a forwarded part into the live timer `key`; false (nothing merged) when `key` is
-    /// not one.
-    pub(crate) fn merge_part_if_live(&mut self, key: &str, part: &TimerPart<'_>, limit: usize) -> bool {
-        let Some(id) = self.ids.live_id(key) else { return false };
+    /// Merges a forwarded part into the live timer `key` (looked for at `guess` first): its
+    /// id; `None` (nothing merged) when `key` is not one.
+    pub(crate) fn merge_part_if_live(
+        &mut self,
+        key: &str,
+        part: &TimerPart<'_>,
+        limit: usize,
+        guess: u32,
+    ) -> Option<u32> {
+        let id = self.ids.find_from_guess(key, guess).filter(|&id| self.ids.is_live(id))?;
         self.samples[id as usize].merge_part(part, limit);
-        true
+        Some(id)
     }
 
     /// Makes `key` a live timer (numbered next when new) and merges a forwarded part into it.

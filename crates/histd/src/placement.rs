@@ -509,7 +509,9 @@ mod tests {
         placement.set_grid(GRID, 2, 1_013_000);
         for end in [995_000, 985_000] {
             assert!(!placement.would_pass(end) && !placement.late_due());
-            placement.keep(placement.place(end), None, &mut current, &mut Vec::new(), |into| into.take(counter("late", 1.0)));
+            placement.keep(placement.place(end), None, &mut current, &mut Vec::new(), |into| {
+                into.take(counter("late", 1.0))
+            });
         }
         assert!(placement.would_pass(975_000), "a third interval waits");
         assert!(!placement.would_pass(985_500), "one held takes more batches");
@@ -529,8 +531,12 @@ mod tests {
         let mut placement = Placement::default();
         placement.set_grid(GRID, 16, 1_013_000);
         // Partition 0: offset 5 held two flushes ahead; partition 1: nothing held.
-        placement.keep(Place::Ahead(1_040_000), Some(log(0, 5)), &mut current, &mut Vec::new(), |into| into.take(counter("a", 1.0)));
-        placement.keep(Place::Late(1_000_000), Some(log(0, 7)), &mut current, &mut Vec::new(), |into| into.take(counter("b", 1.0)));
+        placement.keep(Place::Ahead(1_040_000), Some(log(0, 5)), &mut current, &mut Vec::new(), |into| {
+            into.take(counter("a", 1.0))
+        });
+        placement.keep(Place::Late(1_000_000), Some(log(0, 7)), &mut current, &mut Vec::new(), |into| {
+            into.take(counter("b", 1.0))
+        });
         let carried = vec![log(0, 4), log(0, 6), log(1, 9), Receipt::Journal(3)];
         let mut open = Vec::new();
         let flushed = placement.after_flush(1_020_000, carried, &mut current, &mut open);

@@ -73,7 +73,15 @@ pub struct Screening<'a, 't> {
 impl<'a, 't> Screening<'a, 't> {
     /// Screens series on their way `into` at `now_unix_s`, tagged with `tag` when given.
     pub fn new(into: Destination<'a>, now_unix_s: u64, tag: Option<&'t SourceTag>) -> Self {
-        Screening { into, now_unix_s, tag, screened: Screened::default(), kept: 0, clean: String::new(), tagged: String::new() }
+        Screening {
+            into,
+            now_unix_s,
+            tag,
+            screened: Screened::default(),
+            kept: 0,
+            clean: String::new(),
+            tagged: String::new(),
+        }
     }
 
     /// What was taken out or changed, and the series passed on.
