@@ -33,12 +33,14 @@ if [[ ${KAFKA:-} == 1 ]]; then
 else
   unset KAFKA
 fi
+# BATCH_WAIT_MS sets global.batchWaitMs (its default, 2000, when unset): how long past an
+# interval's end the global waits for its batches; one that comes after that flush is late.
 cat > "$config" <<CONFIG
 { address: '127.0.0.1', port: 18140, mgmt_port: 18145, http_port: 18147, flushInterval: $interval_ms,
-  global: { $intake } }
+  global: { $intake${BATCH_WAIT_MS:+, batchWaitMs: $BATCH_WAIT_MS} } }
 CONFIG
 echo "# A global fed by simulated locals, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "# over $transport, raw values up to ${RAW_VALUES_LIMIT:-8192} a timer; $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
+echo "# over $transport, raw values up to ${RAW_VALUES_LIMIT:-8192} a timer, global.batchWaitMs ${BATCH_WAIT_MS:-2000}; $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
 echo
 echo "| locals | intervals | series sent | series merged | global CPU s | M series merged / CPU s | µs a series | s to take an interval (median) | late batches | idle RSS MB | peak RSS MB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"

@@ -78,7 +78,8 @@ pub mod forward_batch {
     //! `fuzz/fuzz_targets/forward_batch.rs`:
     //! Untrusted forwarded batches (what `POST /api/v1/forward` reads): decoding never panics,
     //! neither compressed nor raw; what decodes merges into an aggregator and flushes without a
-    //! panic.
+    //! panic, and merging it where it lies (what a global does) flushes what merging it
+    //! decoded does.
 
     use agg::{AggConfig, Aggregator};
     use fleet::format;
@@ -86,11 +87,17 @@ pub mod forward_batch {
     /// Runs the target on one input.
     pub fn run(bytes: &[u8]) {
         let _ = format::decode(bytes, 1 << 20);
-        if let Ok(batch) = format::read_batch(bytes) {
-            let mut aggregator = Aggregator::new(AggConfig::default());
-            aggregator.absorb_mergeable(batch.interval);
-            let snapshot = aggregator.flush(1_000_000);
-            assert!(snapshot.timers.iter().all(|t| t.totals.received == 0 || t.stats.len() > 2));
+        let _ = format::decompress_checked(bytes, 1 << 20, 24);
+        let checked = format::check_batch(bytes, usize::MAX);
+        assert_eq!(checked.is_ok(), format::read_batch(bytes).is_ok());
+        if let (Ok(batch), Ok(checked)) = (format::read_batch(bytes), checked) {
+            let mut decoded = Aggregator::new(AggConfig::default());
+            decoded.absorb_mergeable(batch.interval);
+            let decoded = decoded.flush(1_000_000);
+            assert!(decoded.timers.iter().all(|t| t.totals.received == 0 || t.stats.len() > 2));
+            let mut in_place = Aggregator::new(AggConfig::default());
+            checked.read_into(&mut in_place.absorbing());
+            assert_eq!(format!("{:?}", in_place.flush(1_000_000)), format!("{decoded:?}"));
         }
     }
 }
