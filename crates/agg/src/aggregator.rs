@@ -301,6 +301,18 @@ impl Aggregator {
         interval.sets.into_iter().for_each(|(key, distinct)| absorbing.set(&key, distinct));
     }
 
+    /// A forwarded-only aggregator's interval ([`Aggregator::for_forwarded`]) as one
+    /// [`Mergeable`]: what a global held for a later flush merges in when that flush's
+    /// interval opens.
+    pub fn into_mergeable(mut self) -> Mergeable {
+        let counters = self.counters.live_values();
+        let timers = self.timers.iter_mut().map(|(key, samples)| (key.into(), std::mem::take(samples))).collect();
+        let gauge = |state: GaugeState| ForwardedGauge { value: state.value, updated_unix_s: state.updated_unix_s };
+        let gauges = self.gauges.drain().map(|(key, state)| (key, gauge(state))).collect();
+        let sets = self.sets.drain().collect();
+        Mergeable { counters, timers, gauges, sets }
+    }
+
     /// Merges another histd's interval series by series, as a decoder reads them (nothing of
     /// it built first).
     pub fn absorbing(&mut self) -> Absorbing<'_> {

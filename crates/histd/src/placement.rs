@@ -95,10 +95,8 @@ pub enum Place {
 /// Where a forwarded batch's series go ([`Placement::keep`]).
 #[derive(Debug)]
 pub enum Destination<'a> {
-    /// Merged into the interval open now.
+    /// Merged into the interval open now, or into one held for a later flush.
     Merge(Absorbing<'a>),
-    /// Kept as they are for a later flush.
-    Hold(&'a mut Mergeable),
     /// Merged into a late interval; a gauge into the current one too (a gauge is a state,
     /// and the newest one stays whatever interval its batch belongs to).
     Late {
@@ -114,7 +112,6 @@ impl Destination<'_> {
     pub fn counter(&mut self, key: &str, value: f64) {
         match self {
             Destination::Merge(into) | Destination::Late { late: into, .. } => into.counter(key, value),
-            Destination::Hold(batch) => batch.counters.push((key.into(), value)),
         }
     }
 
@@ -122,7 +119,6 @@ impl Destination<'_> {
     pub fn timer(&mut self, key: &str, part: &TimerPart<'_>) {
         match self {
             Destination::Merge(into) | Destination::Late { late: into, .. } => into.timer(key, part),
-            Destination::Hold(batch) => batch.timers.push((key.into(), TimerSamples::from_part(part))),
         }
     }
 
@@ -130,7 +126,6 @@ impl Destination<'_> {
     pub fn timer_samples(&mut self, key: &str, samples: TimerSamples) {
         match self {
             Destination::Merge(into) | Destination::Late { late: into, .. } => into.timer_samples(key, samples),
-            Destination::Hold(batch) => batch.timers.push((key.into(), samples)),
         }
     }
 
@@ -138,7 +133,6 @@ impl Destination<'_> {
     pub fn gauge(&mut self, key: &str, gauge: ForwardedGauge) {
         match self {
             Destination::Merge(into) => into.gauge(key, gauge),
-            Destination::Hold(batch) => batch.gauges.push((key.into(), gauge)),
             Destination::Late { late, current } => {
                 current.gauge(key, gauge);
                 late.gauge(key, gauge);
@@ -150,7 +144,6 @@ impl Destination<'_> {
     pub fn set(&mut self, key: &str, distinct: Distinct) {
         match self {
             Destination::Merge(into) | Destination::Late { late: into, .. } => into.set(key, distinct),
-            Destination::Hold(batch) => batch.sets.push((key.into(), distinct)),
         }
     }
 
@@ -163,10 +156,11 @@ impl Destination<'_> {
     }
 }
 
-/// Batches held for a later flush.
-#[derive(Debug, Default)]
+/// Batches held for a later flush, merged into an interval of their own: what they hold
+/// grows with their series, not with how many came (each local's batch of the same series).
+#[derive(Debug)]
 struct Held {
-    batches: Vec<Mergeable>,
+    interval: Aggregator,
     receipts: Vec<Receipt>,
 }
 
@@ -284,11 +278,12 @@ impl Placement {
                 read(Destination::Merge(current.absorbing()))
             }
             Place::Ahead(home) => {
-                let held = self.ahead.entry(home).or_default();
+                let held = self.ahead.entry(home).or_insert_with(|| Held {
+                    interval: Aggregator::for_forwarded(current.config().clone()),
+                    receipts: Vec::new(),
+                });
                 held.receipts.extend(receipt);
-                held.batches.push(Mergeable::default());
-                let batch = held.batches.last_mut().unwrap_or_else(|| unreachable!("pushed above"));
-                read(Destination::Hold(batch))
+                read(Destination::Merge(held.interval.absorbing()))
             }
             Place::Late(home) => {
                 let home = stamped_ms(home);
@@ -305,7 +300,7 @@ impl Placement {
     /// (those flushes will not come); their receipts into `receipts`.
     pub fn bring_forward(&mut self, current: &mut Aggregator, receipts: &mut Vec<Receipt>) {
         for (_, held) in std::mem::take(&mut self.ahead) {
-            held.batches.into_iter().for_each(|batch| current.absorb_mergeable(batch));
+            current.absorb_mergeable(held.interval.into_mergeable());
             receipts.extend(held.receipts);
         }
     }
@@ -327,7 +322,7 @@ impl Placement {
         }
         while let Some(entry) = self.ahead.first_entry().filter(|entry| *entry.key() <= self.current) {
             let held = entry.remove();
-            held.batches.into_iter().for_each(|batch| current.absorb_mergeable(batch));
+            current.absorb_mergeable(held.interval.into_mergeable());
             receipts.extend(held.receipts);
         }
         self.hold_back(&mut carried, receipts);
@@ -386,7 +381,11 @@ impl Placement {
             match wait {
                 None => kept.push(receipt),
                 Some((_, None)) => open.push(receipt),
-                Some((_, Some(home))) => self.ahead.entry(*home).or_default().receipts.push(receipt),
+                Some((_, Some(home))) => {
+                    if let Some(held) = self.ahead.get_mut(home) {
+                        held.receipts.push(receipt);
+                    }
+                }
             }
         }
         *carried = kept;
@@ -559,5 +558,38 @@ mod tests {
         placement.bring_forward(&mut current, &mut receipts);
         assert_eq!(receipts, vec![Receipt::Journal(1)]);
         assert_eq!(count(&current.flush(1_014_000), "early"), Some(2.0));
+    }
+
+    /// Batches held for a later flush merge into one interval of their own as they come (a
+    /// timer's values and counts of every local in it, a gauge the newest), which joins the
+    /// interval its flush takes when that one opens.
+    #[test]
+    fn batches_held_for_later_merge_into_one_interval_as_they_come() {
+        let mut current = Aggregator::new(AggConfig::default());
+        let mut placement = Placement::default();
+        placement.set_grid(GRID, 16, 1_013_000);
+        for (local, values) in [(1u32, [5.0, 7.0]), (2, [1.0, 2.0])] {
+            let mut batch = counter("held", 1.0);
+            let mut samples = TimerSamples::default();
+            values.iter().for_each(|&value| samples.add(value, 1.0, 100));
+            batch.timers.push(("t".into(), samples));
+            batch.gauges.push(("g".into(), ForwardedGauge { value: f64::from(local), updated_unix_s: local.into() }));
+            let receipt = Some(Receipt::Journal(local.into()));
+            placement.keep(Place::Ahead(1_030_000), receipt, &mut current, &mut Vec::new(), |into| into.take(batch));
+        }
+        assert_eq!(placement.ahead.len(), 1, "one interval held");
+        let before = current.flush(1_020_000);
+        assert_eq!(count(&before, "held"), None, "not in the flush before its own");
+        let mut open = Vec::new();
+        let flushed = placement.after_flush(1_020_000, Vec::new(), &mut current, &mut open);
+        assert!(flushed.receipts.is_empty());
+        assert_eq!(open, vec![Receipt::Journal(1), Receipt::Journal(2)], "its interval opened");
+        let snapshot = current.flush(1_030_000);
+        assert_eq!(count(&snapshot, "held"), Some(2.0));
+        let timer = snapshot.timers.iter().find(|timer| timer.key == "t").expect("the timer");
+        let totals = &timer.totals;
+        assert_eq!((totals.received, totals.sum, totals.min, totals.max), (4, 15.0, 1.0, 7.0), "every local's values");
+        let gauge = snapshot.gauges.iter().find(|gauge| gauge.key == "g").expect("the gauge");
+        assert_eq!(gauge.value, 2.0, "the newest");
     }
 }

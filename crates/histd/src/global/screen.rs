@@ -179,7 +179,7 @@ impl SourceTag {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agg::{Mergeable, TimerTotals};
+    use agg::{AggConfig, Aggregator, TimerTotals};
 
     const NOW: u64 = 1_800_000_000;
 
@@ -208,8 +208,8 @@ mod tests {
 
     #[test]
     fn keys_are_cleaned_as_statsd_keys_and_bad_values_dropped() {
-        let mut interval = Mergeable::default();
-        let mut screening = Screening::new(Destination::Hold(&mut interval), NOW, None);
+        let mut aggregator = Aggregator::for_forwarded(AggConfig::default());
+        let mut screening = Screening::new(Destination::Merge(aggregator.absorbing()), NOW, None);
         for (key, value) in [
             ("ok.c", 1.0),
             ("fw.inj 1 1\ninjected.evil.metric 666 1600000000\nfw.x", 2.0),
@@ -232,10 +232,12 @@ mod tests {
         screening.timer("t.ok", &timer(3.0));
         screening.timer("t.inf", &timer(f64::INFINITY));
         let (screened, kept) = screening.finish();
-        let counters: Vec<&str> = interval.counters.iter().map(|(k, _)| k.as_str()).collect();
+        let interval = aggregator.into_mergeable();
+        let mut counters: Vec<&str> = interval.counters.iter().map(|(k, _)| k.as_str()).collect();
+        counters.sort_unstable();
         assert_eq!(
             counters,
-            ["ok.c", "fw.inj_1_1_injected.evil.metric_666_1600000000_fw.x", "0;pwnedtitle", "sp-acenul"]
+            ["0;pwnedtitle", "fw.inj_1_1_injected.evil.metric_666_1600000000_fw.x", "ok.c", "sp-acenul"]
         );
         let gauges: Vec<&str> = interval.gauges.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(gauges, ["g.ok"]);
