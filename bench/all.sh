@@ -32,6 +32,8 @@ row timer-past-limit cargo bench -p agg --bench table
 row store bench/store.sh
 row forward bench/forward.sh
 row global-merge bench/global-merge.sh 4 10000
+row global-merge-histograms env RAW_VALUES_LIMIT=0 bench/global-merge.sh 4 10000
+row global-merge-kafka env KAFKA=1 bench/global-merge.sh 3 10000 "10 50"
 row live-view bench/top.sh
 row fleet-query bench/fleet-query.sh
 row connections bench/connections.sh 100000
