@@ -17,7 +17,7 @@ use crate::counters::{CounterStore, ReaderMap};
 use crate::distinct::Distinct;
 use crate::mergeable::{ForwardedGauge, Mergeable};
 use crate::metric_type::MetricType;
-use crate::snapshot::{GaugePoint, Released, SetPoint, Snapshot, TimerPoint, TimerStats, TimerTotals};
+use crate::snapshot::{GaugePoint, Released, SetPoint, Snapshot, TimerPoint, TimerStats};
 use crate::table::{IngestCounts, Table, TakenInterval};
 use crate::timer::{bin_counts, timer_stats};
 use crate::timer_samples::{TimerPart, TimerSamples};
@@ -436,7 +436,7 @@ impl Aggregator {
                 bins = bins.filter(|_| wanted.contains("histogram"));
             }
             let exact_percentiles = samples.is_complete();
-            let totals = totals_of(samples);
+            let totals = samples.totals();
             let histogram = std::mem::take(&mut samples.histogram).into_histogram();
             // Freed as each timer becomes its point, so that an interval's raw values and the
             // snapshot made of them are not both whole at once.
@@ -636,19 +636,6 @@ pub struct LiveSeries {
     pub at_or_above: Option<u64>,
 }
 
-/// A timer's exact totals (min and max NaN when nothing arrived).
-fn totals_of(samples: &TimerSamples) -> TimerTotals {
-    let empty = samples.received == 0;
-    TimerTotals {
-        count: samples.count,
-        received: samples.received,
-        sum: samples.sum,
-        sum_squares: samples.sum_squares,
-        min: if empty { f64::NAN } else { samples.min },
-        max: if empty { f64::NAN } else { samples.max },
-    }
-}
-
 /// An empty map hashing as the readers' tables do, so that absorbing a table (walked in its
 /// slot order, which is hash order) visits this map's buckets in nearly ascending order.
 fn keyed_map<V>() -> KeyedMap<V> {
@@ -681,8 +668,6 @@ fn keys_of<V>(map: &KeyedMap<V>) -> impl Iterator<Item = &str> {
     map.keys().map(CompactString::as_str)
 }
 
-/// The key a series is kept under: its own when it is `held` already, else what the budgets
-/// admit.
 /// Another histd's interval merged into an [`Aggregator`]'s current one, series by series:
 /// counters add, timers merge (raw values kept while they fit `timerSampleLimit`), a gauge
 /// takes the forwarded value when it is newer ([`ForwardedGauge`]), sets unite. A series new
@@ -703,7 +688,8 @@ impl Absorbing<'_> {
             self.next_counter = id + 1;
             return;
         }
-        let key = admitted(&mut aggregator.ledger, aggregator.counters.contains(key), MetricType::Counters, key);
+        // Not numbered here: new, so the budgets say under which key it is kept.
+        let key = aggregator.ledger.admit(MetricType::Counters, key);
         aggregator.counters.add_key(&key, amount);
     }
 
@@ -715,7 +701,8 @@ impl Absorbing<'_> {
             self.next_timer = id + 1;
             return;
         }
-        let key = admitted(&mut aggregator.ledger, aggregator.timers.contains(key), MetricType::Timers, key);
+        // Not a live timer here: the budgets say under which key it is kept.
+        let key = aggregator.ledger.admit(MetricType::Timers, key);
         aggregator.timers.merge_part(&key, part, limit);
     }
 
@@ -748,6 +735,8 @@ impl Absorbing<'_> {
     }
 }
 
+/// The key a series is kept under: its own when it is `held` already, else what the budgets
+/// admit.
 fn admitted<'k>(ledger: &mut Ledger, held: bool, kind: MetricType, key: &'k str) -> Cow<'k, str> {
     match held {
         true => Cow::Borrowed(key),

@@ -210,11 +210,6 @@ impl CounterStore {
         Some(id)
     }
 
-    /// True when `key` is numbered (live or not).
-    pub(crate) fn contains(&self, key: &str) -> bool {
-        self.ids.find(key).is_some()
-    }
-
     /// Every key numbered.
     pub(crate) fn all_keys(&self) -> impl Iterator<Item = &str> {
         (0..self.ids.len() as u32).map(|id| self.ids.key(id))

@@ -85,15 +85,15 @@ impl LazyHistogram {
     /// Adds a part's histogram (allocating this one only when it has a bin).
     fn merge_part(&mut self, part: &TimerPart<'_>) {
         if part.histogram.len() > 2 && part.histogram[..2] != [0, 0] {
-            (**self).merge_checked_bytes(part.histogram); // TimerPart::new checked it
+            (**self).merge_checked_bytes(part.histogram); // TimerPart::new accepted it
         }
     }
 }
 
 /// One timer's interval as another histd forwarded it, read where it lies in the batch:
 /// exact totals, its raw values (8-byte little-endian IEEE 754 each) when all of them were
-/// kept, and its circllhist in libcircllhist's binary form. Made only by [`TimerPart::new`],
-/// which checks that the parts agree.
+/// kept, and its circllhist in libcircllhist's binary form. Made by [`TimerPart::new`], which
+/// checks that the parts agree (or [`TimerPart::accepted_before`] of pieces it accepted).
 #[derive(Debug, Clone, Copy)]
 pub struct TimerPart<'a> {
     /// Exact count, sum, sum of squares and extremes.
@@ -123,6 +123,19 @@ impl<'a> TimerPart<'a> {
             && part.values().all(f64::is_finite)
             && circllhist::Histogram::check_bytes(histogram).is_ok();
         consistent.then_some(part)
+    }
+
+    /// A part whose pieces [`TimerPart::new`] accepted before, not checked again: a batch read
+    /// a second time after a first reading checked it whole. (Given pieces `new` refuses, a
+    /// merge adds what its histogram holds before the fault and the values there are.)
+    pub fn accepted_before(
+        totals: crate::TimerTotals,
+        milliseconds: bool,
+        values: &'a [u8],
+        histogram: &'a [u8],
+    ) -> TimerPart<'a> {
+        debug_assert!(TimerPart::new(totals, milliseconds, values, histogram).is_some());
+        TimerPart { totals, milliseconds, values, histogram }
     }
 
     /// How many raw values it carries (none when not all were kept).
@@ -255,6 +268,7 @@ impl TimerSamples {
             self.keep_values_within(limit);
             return;
         }
+        let totals = other.totals();
         let keep = self.is_complete() && other.is_complete() && self.values.len() + other.values.len() <= limit;
         if keep {
             if self.waiting < self.values.len() {
@@ -268,12 +282,7 @@ impl TimerSamples {
             other.bin_waiting_sorted();
             self.values = Values::default();
         }
-        self.received += other.received;
-        self.count += other.count;
-        self.sum += other.sum;
-        self.sum_squares += other.sum_squares;
-        self.min = self.min.min(other.min);
-        self.max = self.max.max(other.max);
+        self.add_totals(&totals);
         if !other.histogram.is_empty() {
             self.histogram.merge(&other.histogram); // allocates ours only when there is something to add
         }
@@ -323,14 +332,32 @@ impl TimerSamples {
             self.bin_waiting_sorted();
             self.values = Values::default();
         }
+        self.add_totals(totals);
+        self.histogram.merge_part(part);
+        self.milliseconds |= part.milliseconds;
+    }
+
+    /// Its exact totals (min and max NaN when nothing arrived).
+    pub fn totals(&self) -> crate::TimerTotals {
+        let empty = self.received == 0;
+        crate::TimerTotals {
+            count: self.count,
+            received: self.received,
+            sum: self.sum,
+            sum_squares: self.sum_squares,
+            min: if empty { f64::NAN } else { self.min },
+            max: if empty { f64::NAN } else { self.max },
+        }
+    }
+
+    /// Adds another interval's totals of at least one value after these.
+    fn add_totals(&mut self, totals: &crate::TimerTotals) {
         self.received += totals.received;
         self.count += totals.count;
         self.sum += totals.sum;
         self.sum_squares += totals.sum_squares;
         self.min = self.min.min(totals.min);
         self.max = self.max.max(totals.max);
-        self.histogram.merge_part(part);
-        self.milliseconds |= part.milliseconds;
     }
 
     fn keep_values_within(&mut self, limit: usize) {

@@ -290,25 +290,30 @@ pub fn decompress_checked_into(
     if let Err(error) = snap::raw::Decoder::new().decompress(body, &mut buffer) {
         return Err((FormatError::Compression(error.to_string()), buffer));
     }
-    let checked = match check_batch(&buffer, decoded_bound(length, max_bytes, decoded_per_byte)) {
-        Ok(Checked { id, series_at, counts, .. }) => Checked { id, raw: Cow::Borrowed(&[][..]), series_at, counts },
-        Err(error) => return Err((error, buffer)),
-    };
-    Ok(Checked { raw: Cow::Owned(buffer), ..checked })
+    match check(&buffer, decoded_bound(length, max_bytes, decoded_per_byte)) {
+        Ok((id, series_at, counts)) => Ok(Checked { id, raw: Cow::Owned(buffer), series_at, counts }),
+        Err(error) => Err((error, buffer)),
+    }
 }
 
 /// Checks an uncompressed batch whole (every field, every timer's parts agreeing, the
 /// decoding budget of `max_decoded` bytes) and reads its identity; its series are read out
 /// by [`Checked::read_into`], which then cannot fail.
 pub fn check_batch(raw: &[u8], max_decoded: usize) -> Result<Checked<'_>, FormatError> {
-    let mut input = Input { bytes: raw, at: 0, decoded: 0, max_decoded };
+    let (id, series_at, counts) = check(raw, max_decoded)?;
+    Ok(Checked { id, raw: Cow::Borrowed(raw), series_at, counts })
+}
+
+/// [`check_batch`]'s reading: the identity, where the series start, and how many of each kind.
+fn check(raw: &[u8], max_decoded: usize) -> Result<(BatchId, usize, [usize; 4]), FormatError> {
+    let mut input = Input { bytes: raw, at: 0, decoded: 0, max_decoded, checked: false };
     let id = input.header()?;
     let series_at = input.at;
     let counts = input.series(&mut Ignore)?;
     if input.at != raw.len() {
         return Err(FormatError::Field { at: input.at, what: "trailing bytes" });
     }
-    Ok(Checked { id, raw: Cow::Borrowed(raw), series_at, counts })
+    Ok((id, series_at, counts))
 }
 
 /// A batch checked whole ([`check_batch`], [`decompress_checked`]), its series still in its
@@ -329,16 +334,12 @@ impl Checked<'_> {
         self.raw.into_owned()
     }
 
-    /// How many series it holds.
-    pub fn series(&self) -> usize {
-        self.counts.iter().sum()
-    }
-
     /// Hands every series to `into`, section by section (counters, timers, gauges, sets), in
     /// the order written.
     pub fn read_into(&self, into: &mut impl Series) {
         into.expect(self.counts);
-        let mut input = Input { bytes: &self.raw, at: self.series_at, decoded: 0, max_decoded: usize::MAX };
+        let mut input =
+            Input { bytes: &self.raw, at: self.series_at, decoded: 0, max_decoded: usize::MAX, checked: true };
         let read = input.series(into);
         debug_assert!(read.is_ok(), "check_batch read the same bytes: {read:?}");
     }
@@ -375,7 +376,7 @@ impl SetPart<'_> {
             let sketch = Hll::from_registers(self.bytes).unwrap_or_else(|| unreachable!("checked with the batch"));
             return Distinct::Sketch(Box::new(sketch));
         }
-        let mut input = Input { bytes: self.bytes, at: 0, decoded: 0, max_decoded: usize::MAX };
+        let mut input = Input { bytes: self.bytes, at: 0, decoded: 0, max_decoded: usize::MAX, checked: true };
         let mut members = hashbrown::HashSet::with_capacity(self.members);
         for _ in 0..self.members {
             if let Ok(member) = input.bytes(MAX_KEY_BYTES, "set member") {
@@ -459,6 +460,9 @@ struct Input<'a> {
     /// Bytes of memory the entries read so far take (estimated: their bytes and a slot each).
     decoded: usize,
     max_decoded: usize,
+    /// True when reading bytes a first pass checked whole (`check`): what it checked of each
+    /// timer is not checked again.
+    checked: bool,
 }
 
 impl<'a> Input<'a> {
@@ -618,7 +622,11 @@ impl<'a> Input<'a> {
         let at = self.at;
         let histogram = self.bytes(usize::MAX, "histogram")?;
         self.spend(histogram.len() * 2, "histogram")?;
-        TimerPart::new(totals, flags & TIMER_MS != 0, values, histogram)
+        let milliseconds = flags & TIMER_MS != 0;
+        if self.checked {
+            return Ok(TimerPart::accepted_before(totals, milliseconds, values, histogram));
+        }
+        TimerPart::new(totals, milliseconds, values, histogram)
             .ok_or(FormatError::Field { at, what: "timer (histogram, values, count or min/max disagree)" })
     }
 
