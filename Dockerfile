@@ -7,15 +7,17 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 # librdkafka (the Kafka client) is built from its sources by its configure script: the image has
-# what that needs (a C compiler, make, pkg-config, OpenSSL's and zlib's headers).
+# what that needs (a C compiler, make, pkg-config, OpenSSL's and zlib's headers and OpenSSL's
+# static libraries, which .cargo/config.toml links into the binary).
 COPY Cargo.toml Cargo.lock rustfmt.toml ./
+COPY .cargo .cargo
 COPY crates crates
 RUN cargo build --release --locked -p histd \
  && strip target/release/histd
 
 # The image: Debian's glibc as the build's, the binary, a config, a user of its own.
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends libssl3 ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --user-group --home-dir /var/lib/histd --create-home --shell /usr/sbin/nologin histd
 COPY --from=build /src/target/release/histd /usr/bin/histd
