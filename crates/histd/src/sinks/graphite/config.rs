@@ -116,5 +116,5 @@ pub const KEYS: &[KeyDoc] = &[
     etsy(&["graphite.prefixGauge"], "`gauges`", "gauges' prefix"),
     etsy(&["graphite.prefixSet"], "`sets`", "sets' prefix"),
     etsy(&["graphite.globalSuffix"], "none", "a suffix after every name (new namespace)"),
-    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "what graphite holds while carbon is slow or unreachable: flushes waiting to be encoded (estimated) and encoded lines waiting to be sent (always at least the newest ~256 KiB chunk), and lines sent that carbon may not have read yet (kept to send again if the connection breaks; let go of once the kernel says carbon read them); past it the oldest lines are dropped (`graphite.dropped_points.buffer_full`) and new flushes are not queued (`graphite.queue_full_drops`)"),
+    histd(&["graphite.retryBufferBytes"], "16777216 (16 MiB)", "what graphite holds while carbon is slow or unreachable: flushes waiting to be encoded (estimated) and encoded lines waiting to be sent (always at least the newest ~64 KiB chunk), and lines sent that carbon may not have read yet (kept to send again if the connection breaks; let go of once the kernel says carbon read them); past it the oldest lines are dropped (`graphite.dropped_points.buffer_full`) and new flushes are not queued (`graphite.queue_full_drops`)"),
 ];

@@ -3,7 +3,7 @@
 //! Graphite points are idempotent (same name and time overwrite), so a chunk resent after a
 //! partial write does no harm.
 //!
-//! A flush is encoded on a blocking thread into ~256 KiB chunks, each sent as soon as it is
+//! A flush is encoded on a blocking thread into ~64 KiB chunks, each sent as soon as it is
 //! ready: while carbon keeps up, only a few chunks of even a million-series flush are in memory
 //! at once; when it does not, chunks wait in the retry buffer (`retryBufferBytes`).
 
