@@ -67,9 +67,37 @@ pub struct Global {
     standing: Mutex<Option<standing::KafkaStanding>>,
     /// `global.peers`: the other members of its group (peers.rs).
     peers: Option<Arc<peers::Peers>>,
-    /// The buffer the last batch was decompressed into, for the next (at most
-    /// `global.maxBatchBytes`): a fresh one a batch is pages the kernel clears each time.
-    spare_buffer: Mutex<Vec<u8>>,
+    /// The buffer the last batch was decompressed into, for the next.
+    spare_buffer: SpareBuffer,
+}
+
+/// The buffer the last batch was decompressed into, kept for the next (a fresh one a batch is
+/// pages the kernel clears each time). While it waits, its capacity (at most
+/// `global.maxBatchBytes`) counts in `global.maxBytesInFlight`; it is let go of when the
+/// budget has no room for it.
+#[derive(Debug, Default)]
+struct SpareBuffer {
+    kept: Mutex<Option<(Vec<u8>, Reservation)>>,
+}
+
+impl SpareBuffer {
+    /// The kept buffer, its reservation given back (the batch decompressed into it is its
+    /// request's to reserve), or an empty one.
+    fn take(&self) -> Vec<u8> {
+        crate::clock::lock(&self.kept).take().map(|(buffer, _)| buffer).unwrap_or_default()
+    }
+
+    /// Keeps `buffer` for the next batch when it is larger than the one kept and `budget` has
+    /// room for it; otherwise it is freed.
+    fn give_back(&self, buffer: Vec<u8>, budget: &Arc<InFlight>) {
+        let mut kept = crate::clock::lock(&self.kept);
+        if kept.as_ref().is_some_and(|(spare, _)| spare.capacity() >= buffer.capacity()) {
+            return;
+        }
+        if let Some(reserved) = budget.reserve(buffer.capacity()) {
+            *kept = Some((buffer, reserved));
+        }
+    }
 }
 
 /// The Kafka record batches a global could not decode, as `/health` shows them: the
@@ -219,7 +247,7 @@ impl Global {
             unreadable: Default::default(),
             standing: Default::default(),
             peers,
-            spare_buffer: Mutex::default(),
+            spare_buffer: SpareBuffer::default(),
         };
         global.replay(left);
         Ok(global)
@@ -420,7 +448,7 @@ impl Global {
         body: &[u8],
         credential: impl FnOnce(&Checked<'static>) -> Result<String, Unproven>,
     ) -> Result<Option<Checked<'static>>, Refusal> {
-        let buffer = std::mem::take(&mut *crate::clock::lock(&self.spare_buffer));
+        let buffer = self.spare_buffer.take();
         let decoded = format::decompress_checked_into(body, self.config.max_batch_bytes, DECODED_PER_BYTE, buffer);
         let batch = decoded.map_err(|(error, buffer)| {
             self.give_back(buffer);
@@ -445,12 +473,9 @@ impl Global {
         Ok(Some(batch))
     }
 
-    /// Keeps a batch's decompression buffer for the next one, unless one is kept already.
+    /// Keeps a batch's decompression buffer for the next one ([`SpareBuffer`]).
     fn give_back(&self, buffer: Vec<u8>) {
-        let mut spare = crate::clock::lock(&self.spare_buffer);
-        if spare.capacity() < buffer.capacity() {
-            *spare = buffer;
-        }
+        self.spare_buffer.give_back(buffer, &self.in_flight);
     }
 
     fn count_screened(&self, screened: screen::Screened) {
@@ -578,5 +603,28 @@ mod tests {
         assert!(seen.bytes <= 3 * (160 + 8) || seen.order.len() == 1, "{} bytes", seen.bytes);
         seen.forget("web-1", &id(&long, 0, "n1"));
         assert_eq!((seen.bytes, seen.order.len()), (0, 0));
+    }
+
+    /// The spare decompression buffer counts in `global.maxBytesInFlight` while it waits, is
+    /// not kept past the budget, and gives its bytes back when taken.
+    #[test]
+    fn the_spare_buffer_counts_in_the_bytes_in_flight() {
+        let budget = Arc::new(InFlight { held: Default::default(), limit: 1000 });
+        let spare = SpareBuffer::default();
+        spare.give_back(Vec::with_capacity(600), &budget);
+        assert_eq!(budget.held.get(), 600, "kept, and counted");
+        spare.give_back(Vec::with_capacity(100), &budget);
+        assert_eq!(budget.held.get(), 600, "a smaller buffer does not replace it");
+        spare.give_back(Vec::with_capacity(700), &budget);
+        assert_eq!(budget.held.get(), 600, "no room beside it: freed, the first kept");
+        let request = budget.reserve(300).expect("room for a request");
+        assert_eq!(spare.take().capacity(), 600);
+        assert_eq!(budget.held.get(), 300, "taken: only the request's reservation is held");
+        assert_eq!(spare.take().capacity(), 0, "nothing kept now");
+        spare.give_back(Vec::with_capacity(800), &budget);
+        assert_eq!(budget.held.get(), 300, "past the budget with the request's bytes: not kept");
+        drop(request);
+        spare.give_back(Vec::with_capacity(800), &budget);
+        assert_eq!((budget.held.get(), spare.take().capacity(), budget.held.get()), (800, 800, 0));
     }
 }
