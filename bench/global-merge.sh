@@ -11,6 +11,8 @@
 # on CPU 1 with the locals) and the global consumes it (global.kafka) instead of taking posts.
 # With RAW_VALUES_LIMIT=0 the locals send each timer's totals and histogram without its raw values
 # (their `forward.rawValuesLimit: 0`).
+# With HISTD=/path/to/histd the global is that binary (another build to compare with, in one
+# sitting); the tree's release build otherwise.
 # Usage: bench/global-merge.sh [INTERVALS [INTERVAL_MS [LOCALS]]]   (4, 10000, "10 50 100")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,11 +43,12 @@ cat > "$config" <<CONFIG
 CONFIG
 echo "# A global fed by simulated locals, $(date -u +%FT%TZ), $(git rev-parse --short HEAD), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# over $transport, raw values up to ${RAW_VALUES_LIMIT:-8192} a timer, global.batchWaitMs ${BATCH_WAIT_MS:-2000}; $intervals intervals of $interval_ms ms per row (after one to warm up); the global on CPU 0, the locals on CPU 1"
+echo "# the global: ${HISTD:-target/release/histd}"
 echo
 echo "| locals | intervals | series sent | series merged | global CPU s | M series merged / CPU s | µs a series | s to take an interval (median) | late batches | idle RSS MB | peak RSS MB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for locals in "${counts[@]}"; do
-  taskset -c 0 target/release/histd run -c "$config" > /tmp/global-merge.log 2>&1 &
+  taskset -c 0 "${HISTD:-target/release/histd}" run -c "$config" > /tmp/global-merge.log 2>&1 &
   pid=$!
   for _ in $(seq 100); do ss -Htlnp "sport = :18147" | grep -q "pid=$pid," && break; sleep 0.1; done
   [[ $transport == http ]] || sleep 5 # the consumer joins its group

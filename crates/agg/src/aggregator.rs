@@ -441,10 +441,11 @@ impl Aggregator {
             // Freed as each timer becomes its point, so that an interval's raw values and the
             // snapshot made of them are not both whole at once.
             let values = std::mem::take(&mut samples.values);
-            let values = match config.keep_mergeable && exact_percentiles {
-                true => values.into_doubles(),
-                false => Vec::new(),
-            };
+            let values = (config.keep_mergeable && exact_percentiles && !values.is_empty()).then(|| {
+                let mut values = values;
+                values.shrink_spare();
+                Box::new(values)
+            });
             points.push(TimerPoint {
                 key: CompactString::from(key),
                 stats: TimerStats::shared(&stats, &mut stat_lists),
@@ -815,6 +816,39 @@ mod tests {
         let timers: Vec<(&str, f64)> = snapshot.timers.iter().map(|t| (t.key.as_str(), t.totals.count)).collect();
         assert_eq!(timers, [("r.__overflow__", 1.0), ("r;x=1", 1.0), ("r;x=2", 1.0)]);
         assert_eq!(aggregator.budget_report().folded, [6, 1, 0]);
+    }
+
+    /// With `keep_mergeable` a flush's timer carries its raw values sorted and as compact as
+    /// they came (2 bytes a whole millisecond, 4 a thousandth, 8 otherwise); without it, none.
+    #[test]
+    fn a_forwarding_flush_keeps_raw_values_compact_and_sorted() {
+        // (packet, keep_mergeable, the values kept: their form and values)
+        let cases: [(&str, bool, Option<(&str, &[f64])>); 5] = [
+            ("t:30|ms\nt:5|ms\nt:12|ms", true, Some(("ms", &[5.0, 12.0, 30.0]))),
+            ("t:1.5|ms\nt:0.25|ms", true, Some(("thousandths", &[0.25, 1.5]))),
+            ("t:0.1|ms\nt:1e-9|ms\nt:70000|ms", true, Some(("doubles", &[1e-9, 0.1, 70000.0]))),
+            ("t:30|ms\nt:5|ms", false, None),
+            ("other:1|c", true, None),
+        ];
+        for (packet, keep_mergeable, want) in cases {
+            let mut aggregator = Aggregator::new(AggConfig { keep_mergeable, ..AggConfig::default() });
+            absorb(&mut aggregator, packet);
+            let snapshot = aggregator.flush(10_000);
+            let kept = snapshot.timers.iter().find(|t| t.key == "t").and_then(|t| t.values.as_deref());
+            let got = kept.map(|values| {
+                let form = match values {
+                    crate::Values::Milliseconds(_) => "ms",
+                    crate::Values::Thousandths(_) => "thousandths",
+                    crate::Values::Doubles(_) => "doubles",
+                };
+                (form, values.iter().collect::<Vec<f64>>())
+            });
+            assert_eq!(
+                got,
+                want.map(|(form, values)| (form, values.to_vec())),
+                "{packet} keep_mergeable={keep_mergeable}"
+            );
+        }
     }
 
     #[test]

@@ -136,6 +136,15 @@ impl Values {
         }
     }
 
+    /// Bytes the values take as they are held (2, 4 or 8 each).
+    pub fn bytes(&self) -> usize {
+        match self {
+            Values::Milliseconds(list) => list.len() * 2,
+            Values::Thousandths(list) => list.len() * 4,
+            Values::Doubles(list) => list.len() * 8,
+        }
+    }
+
     /// True without values.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -112,18 +112,18 @@ impl BatchWriter {
     /// Adds a timer: its totals, its histogram, and its raw values when the point carries them
     /// and there are at most `raw_values_limit`.
     pub fn timer(&mut self, point: &TimerPoint, raw_values_limit: usize) {
-        let with_values = !point.values.is_empty() && point.values.len() <= raw_values_limit;
+        let values = point.values.as_deref().filter(|values| values.len() <= raw_values_limit);
         let out = self.section(1);
         put_bytes(out, point.key.as_bytes());
-        out.push(if point.milliseconds { TIMER_MS } else { 0 } | if with_values { TIMER_VALUES } else { 0 });
+        out.push(if point.milliseconds { TIMER_MS } else { 0 } | if values.is_some() { TIMER_VALUES } else { 0 });
         let totals = &point.totals;
         put_varint(out, totals.received);
         for number in [totals.count, totals.sum, totals.sum_squares, totals.min, totals.max] {
             out.extend_from_slice(&number.to_le_bytes());
         }
-        if with_values {
-            put_varint(out, point.values.len() as u64);
-            point.values.iter().for_each(|value| out.extend_from_slice(&value.to_le_bytes()));
+        if let Some(values) = values {
+            put_varint(out, values.len() as u64);
+            values.iter().for_each(|value| out.extend_from_slice(&value.to_le_bytes()));
         }
         let histogram = point.histogram.to_bytes();
         put_bytes(out, &histogram);
