@@ -822,8 +822,10 @@ mod tests {
     /// they came (2 bytes a whole millisecond, 4 a thousandth, 8 otherwise); without it, none.
     #[test]
     fn a_forwarding_flush_keeps_raw_values_compact_and_sorted() {
-        // (packet, keep_mergeable, the values kept: their form and values)
-        let cases: [(&str, bool, Option<(&str, &[f64])>); 5] = [
+        /// The values a point kept: their form and the values.
+        type Kept<'a> = Option<(&'a str, &'a [f64])>;
+        // (packet, keep_mergeable, the values kept)
+        let cases: [(&str, bool, Kept); 5] = [
             ("t:30|ms\nt:5|ms\nt:12|ms", true, Some(("ms", &[5.0, 12.0, 30.0]))),
             ("t:1.5|ms\nt:0.25|ms", true, Some(("thousandths", &[0.25, 1.5]))),
             ("t:0.1|ms\nt:1e-9|ms\nt:70000|ms", true, Some(("doubles", &[1e-9, 0.1, 70000.0]))),
