@@ -186,7 +186,7 @@ pub struct TimerPoint {
     /// The raw values, sorted, when [`crate::AggConfig::keep_mergeable`] is on and every value
     /// was kept (`exact_percentiles`); `None` otherwise (8 bytes in a point, as most timers of
     /// most flushes have none). Kept as compact as the interval held them (2 bytes a whole
-    /// millisecond): a global's flush of many locals' raw values took 8 bytes a value as doubles.
+    /// millisecond, where a forwarding local's flush took 8 a value as doubles).
     pub values: Option<Box<crate::Values>>,
     /// Exact totals of the interval, whatever `calculatedTimerMetrics` filters from `stats`.
     pub totals: TimerTotals,

@@ -382,9 +382,8 @@ impl Placement {
                 None => kept.push(receipt),
                 Some((_, None)) => open.push(receipt),
                 Some((_, Some(home))) => {
-                    if let Some(held) = self.ahead.get_mut(home) {
-                        held.receipts.push(receipt);
-                    }
+                    let held = self.ahead.get_mut(home).unwrap_or_else(|| unreachable!("found in ahead above"));
+                    held.receipts.push(receipt);
                 }
             }
         }

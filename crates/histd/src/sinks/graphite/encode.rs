@@ -7,10 +7,11 @@ use agg::Snapshot;
 use super::GraphiteConfig;
 
 /// Bytes of Graphite lines per chunk: a flush is held and sent as chunks of about this size,
-/// never as one string that keeps doubling as it grows. The encoder's chunk, those in flight
-/// and those kept for a resend are resident while a flush is written: 64 KiB keeps that near
-/// 0.5 MiB with a carbon that reads (256 KiB chunks put ~0.5 MB more on a 100k-counter daemon's
-/// peak, BENCHMARKS.md), and a write a chunk stays cheap (110 writes for 100k counters).
+/// never as one string that keeps doubling as it grows. The encoder's chunk, the two queued,
+/// the one being written and those kept until carbon has read them are resident while a flush
+/// is written, so the chunk's size multiplies into every daemon's peak (the 100k-counter row
+/// with a carbon that reads, BENCHMARKS.md, is measured with 64 KiB); a write a chunk stays
+/// cheap (about 110 for a flush of 100k counters).
 pub const CHUNK_BYTES: usize = 1 << 16;
 
 /// Lines gathered into chunks of about [`CHUNK_BYTES`], each handed to `emit` once full.
